@@ -1,0 +1,43 @@
+"""Turns one API operation into a Lambda handler (API Gateway REST proxy event → Mangum → FastAPI route)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from mangum import Mangum
+
+from itl_accelerator.api.app import build_app
+from itl_accelerator.observability import logger, tracer
+
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def _ensure_event_loop() -> None:
+    """Mangum drives the app with ``asyncio.get_event_loop()``; threads other than the main one (the local
+    runtime runs invocations on a pool) have none until one is set."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+def operation_handler(operation_id: str) -> LambdaHandler:
+    """A Lambda handler serving only ``operation_id`` (e.g. ``"SparkNodes_Get"``).
+
+    The app is built on the first invocation and kept for the life of the execution environment. Unknown ids
+    fail at that first build with ``ValueError`` (a test builds every handler of template.yaml).
+    """
+    adapter: list[Mangum] = []
+
+    @logger.inject_lambda_context(clear_state=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not adapter:
+            adapter.append(Mangum(build_app(operation_ids={operation_id}), lifespan="off"))
+        _ensure_event_loop()
+        return adapter[0](event, context)
+
+    handler.operation_id = operation_id  # type: ignore[attr-defined]
+    return handler

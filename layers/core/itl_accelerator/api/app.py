@@ -1,0 +1,108 @@
+"""The FastAPI application factory.
+
+The same routers serve three ways: each Lambda function builds an app holding only its own operation
+(``operation_ids={"SparkNodes_Get"}``), the local API Gateway emulator calls those functions, and the full app
+(every router) is the OpenAPI document of the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import cache
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from itl_accelerator.api.protocol import ArmProtocolMiddleware
+from itl_accelerator.api.routes import provider, spark_nodes
+from itl_accelerator.arm import DEFAULT_API_VERSION
+from itl_accelerator.container import Container
+from itl_accelerator.errors import ArmError, InvalidParameter, invalid_content
+from itl_accelerator.settings import get_settings
+
+ROUTERS = (provider.router, spark_nodes.router)
+
+_HTTP_CODES = {404: "NotFound", 405: "MethodNotAllowed"}
+
+
+def _arm_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ArmError)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errs = list(exc.errors())
+    error = invalid_content(errs)
+    if errs and errs[0].get("loc", ("",))[0] in ("query", "path", "header"):
+        error = InvalidParameter(error.message, target=error.details[0]["target"], details=error.details)
+    return _arm_error(request, error)
+
+
+def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "InvalidRequestContent" if exc.status_code < 500 else "InternalServerError")
+    return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code)
+
+
+def build_app(
+    container: Callable[[], Container] | None = None,
+    *,
+    operation_ids: Iterable[str] | None = None,
+    with_docs: bool = False,
+) -> FastAPI:
+    """Build the API.
+
+    ``container``: zero-argument provider of the :class:`Container` (default: built from settings on first
+    request and kept). ``operation_ids``: keep only these routes (a Lambda function serves one operation);
+    unknown ids raise ``ValueError``. ``with_docs``: serve ``/openapi.json`` (local runtime only).
+    """
+    settings = get_settings()
+    app = FastAPI(
+        title="ITL Accelerator Resource Provider",
+        version=DEFAULT_API_VERSION,
+        description="ARM resource provider `ITL.Accelerator`: sparkNodes (GPU nodes), with RBAC, tenancy and audit.",
+        openapi_url="/openapi.json" if with_docs else None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    wanted = set(operation_ids) if operation_ids is not None else None
+    known: set[str] = set()
+    for router in ROUTERS:
+        routes = [r for r in router.routes if isinstance(r, APIRoute)]
+        known |= {r.operation_id for r in routes if r.operation_id}
+        selected = APIRouter()
+        selected.routes = [r for r in routes if wanted is None or r.operation_id in wanted]
+        if selected.routes:
+            app.include_router(selected)
+    if wanted is not None and not wanted <= known:
+        raise ValueError(f"Unknown operation ids: {sorted(wanted - known)}")
+    app.state.container = container or cache(lambda: Container.build(settings))
+    app.add_exception_handler(ArmError, _arm_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_middleware(ArmProtocolMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
+    return app
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI 3.1 document: FastAPI's, with ARM's 400 in place of FastAPI's 422, and bearer auth declared."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    for path in doc.get("paths", {}).values():
+        for operation in path.values():
+            operation.get("responses", {}).pop("422", None)
+            operation["security"] = [{"bearer": []}]
+    components = doc.setdefault("components", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.get("schemas", {}).pop(name, None)
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
+    app.openapi_schema = doc
+    return doc

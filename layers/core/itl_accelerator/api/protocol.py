@@ -1,0 +1,131 @@
+"""ARM protocol concerns shared by every route, as one pure ASGI middleware.
+
+- ``x-ms-request-id`` on every response; ``x-ms-correlation-request-id`` and ITL's ``X-Correlation-Id`` echoed
+  (ARM_CONTRACT.md 23), both bound to the log context.
+- ``api-version`` optional, unknown values refused (25).
+- Bodies above ``MAX_BODY_BYTES`` refused with 413 before any parsing.
+- Any unexpected exception → 500 ``InternalServerError`` with a fixed message (the stack trace goes to the log).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from itl_accelerator.arm import validate_api_version
+from itl_accelerator.errors import ArmError, InternalServerError, RequestTooLarge
+from itl_accelerator.observability import logger
+
+REQUEST_ID = "x-ms-request-id"
+CORRELATION_ID = "x-ms-correlation-request-id"
+ITL_CORRELATION_ID = "x-correlation-id"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+class ArmProtocolMiddleware:
+    """See module docstring. ``max_body_bytes`` bounds request bodies (bytes)."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        event = scope.get("aws.event") or {}
+        request_id = (event.get("requestContext") or {}).get("requestId") or str(uuid.uuid4())
+        itl_correlation = _header(scope, b"x-correlation-id")
+        correlation = _header(scope, CORRELATION_ID.encode()) or itl_correlation or request_id
+        state = scope.setdefault("state", {})
+        state["request_id"], state["correlation_id"] = request_id, correlation
+        logger.append_keys(request_id=request_id, correlation_id=correlation)
+        extra = [(REQUEST_ID.encode(), request_id.encode()), (CORRELATION_ID.encode(), correlation.encode("latin-1"))]
+        if itl_correlation is not None:
+            extra.append((b"X-Correlation-Id", itl_correlation.encode("latin-1")))
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        async def fail(error: ArmError) -> None:
+            body = json.dumps(error.body()).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
+            await send_with_headers({"type": "http.response.start", "status": error.status, "headers": headers})
+            await send_with_headers({"type": "http.response.body", "body": body})
+
+        try:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            versions = query.get("api-version")
+            validate_api_version(versions[-1] if versions else None)
+            declared = _header(scope, b"content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+                raise self._too_large()
+            body = await self._read_body(receive)
+            if body:
+                scope = self._as_json(scope)
+        except ArmError as error:
+            await fail(error)
+            return
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        try:
+            await self.app(scope, replay, send_with_headers)
+        except Exception:
+            logger.exception("Unhandled error")
+            if not started:
+                await fail(InternalServerError("The server encountered an internal error. Retry the request later."))
+        finally:
+            logger.remove_keys(["request_id", "correlation_id"])
+
+    @staticmethod
+    def _as_json(scope: Scope) -> Scope:
+        """ARM bodies are always JSON: a body sent without a content type, or with curl's default
+        ``application/x-www-form-urlencoded``, is read as ``application/json``."""
+        content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        if content_type in ("", "application/x-www-form-urlencoded", "text/plain"):
+            headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-type"]
+            return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        return scope
+
+    def _too_large(self) -> RequestTooLarge:
+        return RequestTooLarge(f"The request body exceeds the limit of {self.max_body_bytes} bytes.")
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message: dict[str, Any] = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)

@@ -1,0 +1,92 @@
+"""Provider-level routes: the operations list, subscription registration, and the admin audit query."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
+from itl_accelerator.api.responses import errors, page_response
+from itl_accelerator.auth.rbac import OPERATIONS
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.models.common import Page
+from itl_accelerator.models.subscriptions import Subscription, SubscriptionWrite
+
+router = APIRouter(tags=["provider"])
+
+
+class OperationDisplay(BaseModel):
+    """Display text of one permission."""
+
+    provider: str
+    resource: str
+    operation: str
+    description: str
+
+
+class OperationEntry(BaseModel):
+    """One entry of ``GET /providers/ITL.Accelerator/operations``."""
+
+    name: str
+    isDataAction: bool
+    origin: str
+    display: OperationDisplay
+
+
+@router.get("/providers/ITL.Accelerator/operations", operation_id="Operations_List",
+            response_model=Page[OperationEntry], responses=errors())
+def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
+    """Every permission string this provider enforces, with display text (ARM_CONTRACT.md line 26)."""
+    return {
+        "value": [
+            {
+                "name": op.name,
+                "isDataAction": False,
+                "origin": "user,system",
+                "display": {"provider": "ITL Accelerator", "resource": op.resource, "operation": op.operation,
+                            "description": op.description},
+            }
+            for op in OPERATIONS
+        ],
+        "nextLink": None,
+    }
+
+
+@router.put("/subscriptions/{subscriptionId}", operation_id="Subscriptions_CreateOrUpdate",
+            response_model=Subscription, responses=errors(403, 404))
+def put_subscription(
+    subscriptionId: str, body: SubscriptionWrite, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None
+) -> Any:
+    """Set the subscription's registration state (idempotent)."""
+    return c.subscriptions.put(ctx, subscriptionId, body)
+
+
+@router.get("/subscriptions/{subscriptionId}", operation_id="Subscriptions_Get", response_model=Subscription,
+            responses=errors(403, 404))
+def get_subscription(subscriptionId: str, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None) -> Any:
+    """The subscription's registration record."""
+    return c.subscriptions.get(ctx, subscriptionId)
+
+
+@router.get("/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents", operation_id="AuditEvents_List",
+            response_model=Page[AuditEvent], responses=errors(403, 404))
+def list_audit_events(
+    request: Request,
+    subscriptionId: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    start_time: Annotated[str | None, Query(alias="startTime", description="ISO 8601, inclusive.")] = None,
+    end_time: Annotated[str | None, Query(alias="endTime", description="ISO 8601, inclusive.")] = None,
+    resource_id: Annotated[str | None, Query(alias="resourceId", max_length=1024)] = None,
+    top: Top = None,
+    skip_token: SkipToken = None,
+    api_version: ApiVersion = None,
+) -> Any:
+    """Audit events of a subscription (admins), oldest first, by time range and optionally by resource id."""
+    events, token = c.audit.list_events(
+        ctx, subscriptionId, start_time=start_time, end_time=end_time, resource_id=resource_id,
+        top=top or c.settings.default_page_size, skip_token=skip_token,
+    )
+    return page_response([e.model_dump() for e in events], next_link(request, c, token, top))

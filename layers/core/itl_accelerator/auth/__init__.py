@@ -1,0 +1,1 @@
+"""Identity (JWT → principal), role-based permissions and tenant scopes."""

@@ -1,0 +1,82 @@
+"""Role → permission table and the one permission check every route uses.
+
+Permissions are ARM action strings (``ITL.Accelerator/<type>/<verb>``). :data:`OPERATIONS` also feeds
+``GET /providers/ITL.Accelerator/operations`` (ARM_CONTRACT.md line 26), so the list a client sees is the list
+this table enforces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.auth.principal import Principal
+
+ROLE_CONSUMER = "itl-accelerator-consumer"
+ROLE_ADMIN = "itl-accelerator-admin"
+ROLE_SUPPLIER = "itl-accelerator-supplier"
+ROLES = (ROLE_CONSUMER, ROLE_ADMIN, ROLE_SUPPLIER)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One permission: ARM action string plus the display text of the operations list."""
+
+    name: str
+    resource: str
+    operation: str
+    description: str
+
+
+def _op(path: str, resource: str, operation: str, description: str) -> Operation:
+    return Operation(f"{PROVIDER_NAMESPACE}/{path}", resource, operation, description)
+
+
+NODES_READ = _op("sparkNodes/read", "Spark nodes", "Read spark node", "Gets or lists GPU nodes.")
+NODES_WRITE = _op("sparkNodes/write", "Spark nodes", "Write spark node", "Registers or updates any property of a GPU node.")
+NODES_DELETE = _op("sparkNodes/delete", "Spark nodes", "Delete spark node", "Deregisters a GPU node without allocations.")
+NODES_PRICING_WRITE = _op(
+    "sparkNodes/pricing/write",
+    "Spark nodes",
+    "Set pricing and availability",
+    "Changes pricing and availability of GPU nodes whose owner is the caller.",
+)
+AUDIT_READ = _op("auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription.")
+REGISTER = _op(
+    "register/action", "Subscriptions", "Register subscription", "Sets the registration state of a subscription."
+)
+SUBSCRIPTION_READ = _op(
+    "subscriptions/read", "Subscriptions", "Read subscription", "Gets the registration state of a subscription."
+)
+
+OPERATIONS: tuple[Operation, ...] = (
+    NODES_READ,
+    NODES_WRITE,
+    NODES_DELETE,
+    NODES_PRICING_WRITE,
+    AUDIT_READ,
+    REGISTER,
+    SUBSCRIPTION_READ,
+)
+
+#: The one role table. Consumers read nodes; suppliers read nodes and change pricing/availability of their own
+#: (ownership is checked by the node service); admins do everything.
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    ROLE_CONSUMER: frozenset({NODES_READ.name, SUBSCRIPTION_READ.name}),
+    ROLE_SUPPLIER: frozenset({NODES_READ.name, NODES_PRICING_WRITE.name, SUBSCRIPTION_READ.name}),
+    ROLE_ADMIN: frozenset(op.name for op in OPERATIONS),
+}
+
+
+def permissions_of(principal: Principal) -> frozenset[str]:
+    """The union of the permissions of the caller's ITL roles (unknown roles grant nothing)."""
+    granted: set[str] = set()
+    for role in principal.roles:
+        granted |= ROLE_PERMISSIONS.get(role, frozenset())
+    return frozenset(granted)
+
+
+def has_permission(principal: Principal, action: Operation | str) -> bool:
+    """Whether the caller's roles grant ``action`` (an :class:`Operation` or its ARM action string)."""
+    name = action.name if isinstance(action, Operation) else action
+    return name in permissions_of(principal)

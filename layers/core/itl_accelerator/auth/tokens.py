@@ -1,0 +1,124 @@
+"""Bearer token validation against the issuer's JWKS (Keycloak / any OIDC provider).
+
+Rules: RS256 only (``alg`` pinned, so ``none`` and HS256-signed-with-the-public-key are refused), signature by a
+key of the issuer's JWKS (fetched with httpx, cached for ``JWKS_CACHE_SECONDS``, refetched at most once a minute
+when an unknown ``kid`` appears), ``exp`` and ``iss`` and ``aud`` and ``sub`` required, ``nbf`` honoured,
+``OIDC_LEEWAY_SECONDS`` of clock skew.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx
+import jwt
+
+from itl_accelerator.errors import AuthenticationFailed
+from itl_accelerator.observability import logger
+from itl_accelerator.settings import Settings
+
+ALGORITHM = "RS256"
+_UNKNOWN_KID_REFETCH_SECONDS = 60.0
+
+
+class JwksCache:
+    """Fetches and caches the issuer's JSON Web Key Set. Thread-safe; one instance per process.
+
+    ``http`` is injectable (tests pass an ``httpx.Client`` with a mock transport).
+    """
+
+    def __init__(self, url: str, *, ttl_seconds: float, timeout_seconds: float, http: httpx.Client | None = None):
+        self._url = url
+        self._ttl = ttl_seconds
+        self._http = http or httpx.Client(timeout=timeout_seconds)
+        self._lock = threading.Lock()
+        self._keys: dict[str, Any] = {}
+        self._fetched_at = 0.0
+
+    def _refresh(self) -> None:
+        response = self._http.get(self._url)
+        response.raise_for_status()
+        keys: dict[str, Any] = {}
+        for jwk in jwt.PyJWKSet.from_dict(response.json()).keys:
+            if jwk.key_type == "RSA" and (jwk.public_key_use in (None, "sig")):
+                keys[jwk.key_id or ""] = jwk.key
+        self._keys = keys
+        self._fetched_at = time.monotonic()
+
+    def key_for(self, kid: str | None) -> Any:
+        """The RSA public key for ``kid`` (or the only key, when the token names none).
+
+        Raises :class:`AuthenticationFailed` when the JWKS cannot be fetched or holds no such key.
+        """
+        with self._lock:
+            age = time.monotonic() - self._fetched_at
+            stale = not self._keys or age > self._ttl
+            unknown = kid is not None and kid not in self._keys and age > _UNKNOWN_KID_REFETCH_SECONDS
+            if stale or unknown:
+                try:
+                    self._refresh()
+                except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+                    logger.warning("JWKS fetch failed", extra={"jwks_url": self._url, "error": type(exc).__name__})
+                    if not self._keys:
+                        raise AuthenticationFailed("The token issuer's signing keys are unavailable.") from exc
+            if kid is None and len(self._keys) == 1:
+                return next(iter(self._keys.values()))
+            if kid is None or kid not in self._keys:
+                raise AuthenticationFailed("The token is signed with an unknown key.")
+            return self._keys[kid]
+
+
+class TokenValidator:
+    """Validates bearer tokens for one issuer and audience (see module docstring for the rules)."""
+
+    def __init__(self, settings: Settings, jwks: JwksCache | None = None):
+        self._settings = settings
+        self._jwks = jwks or JwksCache(
+            settings.jwks_url,
+            ttl_seconds=settings.jwks_cache_seconds,
+            timeout_seconds=settings.jwks_fetch_timeout_seconds,
+        )
+
+    def validate(self, authorization: str | None) -> dict[str, Any]:
+        """Validate an ``Authorization`` header value; return the token's claims.
+
+        Raises :class:`AuthenticationFailed` (401) for a missing/malformed header or any failed check; the message
+        names the failed check, never the token.
+        """
+        if not authorization:
+            raise AuthenticationFailed("Authentication failed. The 'Authorization' header is missing.")
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthenticationFailed("Authentication failed. The 'Authorization' header must be 'Bearer <token>'.")
+        token = token.strip()
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token is malformed.") from exc
+        if header.get("alg") != ALGORITHM:
+            raise AuthenticationFailed(f"Authentication failed. Only {ALGORITHM} tokens are accepted.")
+        key = self._jwks.key_for(header.get("kid"))
+        try:
+            return jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=self._settings.oidc_audience,
+                issuer=self._settings.issuer,
+                leeway=self._settings.oidc_leeway_seconds,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token has expired.") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token is not yet valid.") from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token has the wrong issuer.") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token has the wrong audience.") from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise AuthenticationFailed(f"Authentication failed. The access token lacks the '{exc.claim}' claim.") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthenticationFailed("Authentication failed. The access token signature is invalid.") from exc

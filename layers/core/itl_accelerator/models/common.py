@@ -1,0 +1,112 @@
+"""Shared ARM envelope parts: base model config, ``systemData``, ``sku``, tags, list pages, error bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
+from pydantic.alias_generators import to_camel
+
+ProvisioningState = Literal["Succeeded", "Failed", "Canceled", "Accepted", "Provisioning", "Updating", "Deleting"]
+CreatedByType = Literal["User", "Application", "ManagedIdentity", "Key"]
+
+#: Money amounts: Decimal in code (never float arithmetic), a JSON number on the wire.
+Money = Annotated[
+    Decimal,
+    Field(ge=0, le=1_000_000, max_digits=14, decimal_places=6),
+    PlainSerializer(float, return_type=float, when_used="json"),
+]
+
+TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+TagValue = Annotated[str, StringConstraints(max_length=256)]
+MAX_TAGS = 50
+
+
+class ApiModel(BaseModel):
+    """Base: camelCase aliases on the wire, field names (snake_case) accepted too, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        str_strip_whitespace=False,
+    )
+
+
+class SystemData(ApiModel):
+    """ARM ``systemData`` (read-only, ARM_CONTRACT.md line 20). Times are UTC ISO 8601."""
+
+    created_by: str
+    created_by_type: CreatedByType
+    created_at: datetime
+    last_modified_by: str
+    last_modified_by_type: CreatedByType
+    last_modified_at: datetime
+
+
+class Sku(ApiModel):
+    """ARM ``sku``. For nodes ``capacity`` is the number of GPUs (must equal ``hardwareSpecs.gpuCount``)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    tier: Annotated[str, StringConstraints(max_length=64)] | None = None
+    capacity: int | None = Field(default=None, ge=1, le=64)
+
+
+def validate_tags(value: dict[str, str] | None) -> dict[str, str]:
+    """ARM tag rules: at most 50 tags, names 1-512 characters without ``<>%&\\?/``, values at most 256."""
+    value = value or {}
+    if len(value) > MAX_TAGS:
+        raise ValueError(f"At most {MAX_TAGS} tags are allowed.")
+    for key in value:
+        if any(ch in key for ch in "<>%&\\?/"):
+            raise ValueError(f"The tag name '{key[:64]}' contains a character that is not allowed (<>%&\\?/).")
+    return value
+
+
+class TrackedResourceWrite(ApiModel):
+    """Fields common to PUT bodies of tracked resources. Read-only envelope fields a client may echo back from a
+    GET (``id``, ``type``, ``etag``, ``systemData``) are accepted and ignored; ``name`` is checked by the service."""
+
+    location: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _-]*$")]
+    tags: dict[TagKey, TagValue] | None = None
+    name: str | None = None
+    id: str | None = None
+    type: str | None = None
+    etag: str | None = None
+    system_data: dict[str, Any] | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str] | None) -> dict[str, str]:
+        return validate_tags(value)
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """An ARM list page: ``value`` and ``nextLink`` (absolute URL with ``$skipToken``; null on the last page)."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    value: list[T]
+    next_link: str | None = Field(default=None, alias="nextLink")
+
+
+class ErrorDetail(BaseModel):
+    """ARM error detail (recursive)."""
+
+    code: str
+    message: str
+    target: str | None = None
+    details: list[ErrorDetail] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """ARM error body: ``{"error": {...}}``."""
+
+    error: ErrorDetail

@@ -1,0 +1,141 @@
+"""sparkNodes: a supplier's GPU box (e.g. a DGX H100 with 8 GPUs) registered with the provider.
+
+Units: GPUs are counts; ``*Gb`` fields are GiB; prices are per GPU-hour in ``pricing.currency``.
+Capacity memory is GPU memory: ``gpuCount × gpuMemoryGb`` (what instances and jobs request as ``memory_gb``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, model_validator
+
+from itl_accelerator.models.common import ApiModel, Money, ProvisioningState, Sku, SystemData, TrackedResourceWrite
+
+#: GPU memory per GPU (GiB) of known SKUs, used when ``hardwareSpecs.gpuMemoryGb`` is not given.
+KNOWN_SKU_GPU_MEMORY_GB: dict[str, int] = {
+    "dgx-h100-8gpu": 80,
+    "dgx-h200-8gpu": 141,
+    "dgx-a100-8gpu": 80,
+    "dgx-b200-8gpu": 180,
+    "dgx-spark": 128,
+}
+
+
+class Availability(StrEnum):
+    """Whether a node takes new work. Only ``Available`` nodes receive new instances and jobs."""
+
+    AVAILABLE = "Available"
+    CORDONED = "Cordoned"
+    MAINTENANCE = "Maintenance"
+    OFFLINE = "Offline"
+
+
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class HardwareSpecs(ApiModel):
+    """What the box is. ``gpu_count`` GPUs of ``gpu_memory_gb`` GiB each; ``memory_gb`` system RAM in GiB."""
+
+    gpu_model: ShortText | None = None
+    gpu_count: int | None = Field(default=None, ge=1, le=64)
+    gpu_memory_gb: int | None = Field(default=None, ge=1, le=1024)
+    cpu_cores: int | None = Field(default=None, ge=1, le=4096)
+    memory_gb: int | None = Field(default=None, ge=1, le=65536)
+    interconnect: ShortText | None = None
+
+
+class Pricing(ApiModel):
+    """The supplier's price: ``price_per_gpu_hour`` in ``currency`` (ISO 4217), billed in increments of
+    ``billing_increment_seconds`` with at least ``minimum_billable_seconds`` per allocation."""
+
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] = "USD"
+    price_per_gpu_hour: Money = Field(default=0)
+    billing_increment_seconds: int = Field(default=60, ge=1, le=3600)
+    minimum_billable_seconds: int = Field(default=60, ge=0, le=86400)
+
+
+class Capacity(ApiModel):
+    """Read-only: GPUs and GPU memory (GiB) in total, allocated to instances/jobs, and free."""
+
+    total_gpus: int
+    allocated_gpus: int
+    free_gpus: int
+    total_memory_gb: int
+    allocated_memory_gb: int
+    free_memory_gb: int
+
+
+class SparkNodePropertiesWrite(ApiModel):
+    """Writable node properties. ``provisioning_state`` and ``capacity`` are read-only: accepted so a GET body can
+    be sent back, compared (provisioningState) or ignored (capacity) by the service."""
+
+    owner: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    hardware_specs: HardwareSpecs = Field(default_factory=HardwareSpecs)
+    pricing: Pricing = Field(default_factory=Pricing)
+    availability: Availability = Availability.AVAILABLE
+    provisioning_state: str | None = None
+    capacity: dict[str, Any] | None = None
+
+
+class SparkNodeWrite(TrackedResourceWrite):
+    """PUT body of a node (also the POST body, with ``name``). Rule: ``sku.capacity`` = ``hardwareSpecs.gpuCount``
+    (either may be omitted and is taken from the other); GPU memory defaults from the SKU when it is a known one."""
+
+    sku: Sku
+    properties: SparkNodePropertiesWrite = Field(default_factory=SparkNodePropertiesWrite)
+
+    @model_validator(mode="after")
+    def _consistent_capacity(self) -> SparkNodeWrite:
+        specs = self.properties.hardware_specs
+        if specs.gpu_count is None and self.sku.capacity is None:
+            raise ValueError("Either sku.capacity or properties.hardwareSpecs.gpuCount must be given.")
+        if specs.gpu_count is None:
+            specs.gpu_count = self.sku.capacity
+        elif self.sku.capacity is None:
+            self.sku.capacity = specs.gpu_count
+        elif specs.gpu_count != self.sku.capacity:
+            raise ValueError(
+                f"sku.capacity ({self.sku.capacity}) must equal properties.hardwareSpecs.gpuCount ({specs.gpu_count})."
+            )
+        if specs.gpu_memory_gb is None:
+            known = KNOWN_SKU_GPU_MEMORY_GB.get(self.sku.name.lower())
+            if known is None:
+                raise ValueError(
+                    f"properties.hardwareSpecs.gpuMemoryGb is required for the SKU '{self.sku.name}' "
+                    f"(known SKUs: {', '.join(sorted(KNOWN_SKU_GPU_MEMORY_GB))})."
+                )
+            specs.gpu_memory_gb = known
+        return self
+
+
+class SparkNodeCreate(SparkNodeWrite):
+    """The seed's POST-to-collection body: a PUT body plus the required ``name``."""
+
+    name: str
+
+
+class SparkNodeProperties(ApiModel):
+    """Node properties as returned."""
+
+    owner: str
+    hardware_specs: HardwareSpecs
+    pricing: Pricing
+    availability: Availability
+    capacity: Capacity
+    provisioning_state: ProvisioningState
+
+
+class SparkNode(ApiModel):
+    """A node as returned: ARM tracked-resource envelope."""
+
+    id: str
+    name: str
+    type: str
+    location: str
+    tags: dict[str, str]
+    sku: Sku
+    etag: str
+    system_data: SystemData
+    properties: SparkNodeProperties

@@ -1,0 +1,100 @@
+"""The one access check every route goes through: tenant scope first, then the role's permission.
+
+Rules: a resource outside the caller's scopes is 404 ``ResourceNotFound`` (existence is not leaked); inside its
+scopes but without the action, 403 ``AuthorizationFailed``, and the refusal is audited (append-only item).
+"""
+
+from __future__ import annotations
+
+from itl_accelerator.auth import rbac
+from itl_accelerator.auth.rbac import Operation
+from itl_accelerator.errors import AuthorizationFailed, ResourceNotFound
+from itl_accelerator.observability import logger
+from itl_accelerator.services.audit_log import build_event, log_denied
+from itl_accelerator.services.context import CallContext
+from itl_accelerator.store.dynamodb import DynamoStore
+
+
+def not_found(type_name: str, name: str, resource_group: str | None = None) -> ResourceNotFound:
+    """ARM's 404 for a resource (same text whether missing or hidden by scope)."""
+    where = f" under resource group '{resource_group}'" if resource_group else ""
+    return ResourceNotFound(f"The Resource '{type_name}/{name}'{where} was not found.")
+
+
+class Access:
+    """Scope and permission checks; audits refusals through ``store``."""
+
+    def __init__(self, store: DynamoStore):
+        self._store = store
+
+    def can_see(self, ctx: CallContext, subscription_id: str, resource_group: str | None) -> bool:
+        """Whether the caller's scopes include the subscription (and resource group)."""
+        return ctx.principal.can_see(subscription_id, resource_group)
+
+    def require(
+        self,
+        ctx: CallContext,
+        action: Operation,
+        *,
+        subscription_id: str,
+        resource_group: str | None,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+    ) -> None:
+        """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``."""
+        if not ctx.principal.can_see(subscription_id, resource_group):
+            raise not_found(resource_type, resource_name, resource_group)
+        if not rbac.has_permission(ctx.principal, action):
+            self.deny(ctx, action, subscription_id=subscription_id, resource_id=resource_id,
+                      resource_type=resource_type, resource_name=resource_name)
+
+    def require_any(self, ctx: CallContext, actions: tuple[Operation, ...], **target: str | None) -> None:
+        """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first)."""
+        if not ctx.principal.can_see(str(target["subscription_id"]), target.get("resource_group")):
+            raise not_found(str(target["resource_type"]), str(target["resource_name"]), target.get("resource_group"))
+        if not any(rbac.has_permission(ctx.principal, a) for a in actions):
+            self.deny(ctx, actions[0], subscription_id=str(target["subscription_id"]),
+                      resource_id=str(target["resource_id"]), resource_type=str(target["resource_type"]),
+                      resource_name=str(target["resource_name"]))
+
+    def require_subscription(self, ctx: CallContext, subscription_id: str, action: Operation) -> None:
+        """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the
+        caller holds only resource groups of it, or its roles lack ``action``."""
+        resource_id = f"/subscriptions/{subscription_id}"
+        if not ctx.principal.can_see(subscription_id, None):
+            raise ResourceNotFound(f"The subscription '{subscription_id}' was not found.")
+        if not ctx.principal.holds_subscription(subscription_id) or not rbac.has_permission(ctx.principal, action):
+            self.deny(ctx, action, subscription_id=subscription_id, resource_id=resource_id,
+                      resource_type="subscriptions", resource_name=subscription_id)
+
+    def deny(
+        self,
+        ctx: CallContext,
+        action: Operation,
+        *,
+        subscription_id: str,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+    ) -> None:
+        """Audit the refusal and raise 403 ``AuthorizationFailed``."""
+        event = build_event(
+            ctx,
+            subscription_id=subscription_id,
+            action=action.name,
+            outcome="Denied",
+            resource_id=resource_id,
+            resource_type=resource_type,
+            resource_name=resource_name,
+            change_summary=f"Denied {action.name} to {ctx.principal.subject}",
+        )
+        log_denied(event)
+        try:
+            self._store.append_audit(event)
+        except Exception:  # noqa: BLE001 - a failed audit of a refusal must not turn the 403 into a 500
+            logger.exception("Could not audit a denied attempt")
+        raise AuthorizationFailed(
+            f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
+            f"over scope '{resource_id}'."
+        )

@@ -1,0 +1,67 @@
+"""The admin audit query: a subscription's audit events by time range and by resource, paged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from itl_accelerator.arm import validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.errors import InvalidParameter
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.services.access import Access
+from itl_accelerator.services.context import CallContext
+from itl_accelerator.store.dynamodb import DynamoStore, InvalidSkipToken
+
+
+def _parse_time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidParameter(f"'{name}' must be an ISO 8601 date-time.", target=name) from exc
+    if parsed.tzinfo is None:
+        raise InvalidParameter(f"'{name}' must carry a time zone (e.g. 'Z').", target=name)
+    return parsed
+
+
+class AuditQueryService:
+    """Admin-only audit queries (``ITL.Accelerator/auditEvents/read`` on the whole subscription)."""
+
+    def __init__(self, store: DynamoStore, access: Access):
+        self._store = store
+        self._access = access
+
+    def list_events(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        *,
+        start_time: str | None,
+        end_time: str | None,
+        resource_id: str | None,
+        top: int,
+        skip_token: str | None,
+    ) -> tuple[list[AuditEvent], str | None]:
+        """A page of events with ``start_time <= timestamp <= end_time`` (ISO 8601; default: all time), oldest
+        first, optionally of one ``resource_id``. Raises 400 ``InvalidParameter`` for bad times or tokens, 403 when
+        the caller lacks the action or holds only some resource groups of the subscription, 404 outside its scope.
+        """
+        validate_subscription_id(subscription_id)
+        self._access.require_subscription(ctx, subscription_id, rbac.AUDIT_READ)
+        start = _parse_time(start_time, "startTime")
+        end = _parse_time(end_time, "endTime")
+        if start and end and start > end:
+            raise InvalidParameter("'startTime' must not be after 'endTime'.", target="startTime")
+        fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+        try:
+            return self._store.query_audit(
+                subscription_id=subscription_id,
+                start=start.astimezone(UTC).strftime(fmt) if start else "",
+                end=end.astimezone(UTC).strftime(fmt) if end else "\uffff",
+                resource_id=resource_id,
+                limit=top,
+                skip_token=skip_token,
+            )
+        except InvalidSkipToken as exc:
+            raise InvalidParameter("The $skipToken is not valid for this query.", target="$skipToken") from exc

@@ -1,0 +1,54 @@
+"""Builds :class:`AuditEvent` records for changes and refused attempts (written by the store with the change)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from itl_accelerator.models.audit import AuditEvent, Outcome
+from itl_accelerator.observability import logger
+from itl_accelerator.services.context import CallContext
+
+
+def build_event(
+    ctx: CallContext,
+    *,
+    subscription_id: str,
+    action: str,
+    resource_id: str,
+    resource_type: str,
+    resource_name: str,
+    change_summary: str,
+    previous_state: dict[str, Any] | None = None,
+    new_state: dict[str, Any] | None = None,
+    outcome: Outcome = "Succeeded",
+) -> AuditEvent:
+    """An audit event stamped with the caller, the ids of the request and the current time."""
+    return AuditEvent(
+        event_id=str(uuid.uuid4()),
+        timestamp=ctx.now_iso(),
+        subscription_id=subscription_id,
+        actor_id=ctx.principal.subject,
+        actor_type=ctx.principal.actor_type,
+        actor_display_name=ctx.principal.display_name,
+        action=action,
+        outcome=outcome,
+        resource_id=resource_id,
+        resource_type=resource_type,
+        resource_name=resource_name,
+        previous_state=previous_state,
+        new_state=new_state,
+        change_summary=change_summary,
+        request_id=ctx.request_id,
+        correlation_id=ctx.correlation_id,
+        source_ip=ctx.source_ip,
+        user_agent=ctx.user_agent,
+    )
+
+
+def log_denied(event: AuditEvent) -> None:
+    """Refusals are also logged (without secrets) for alarms on repeated denials."""
+    logger.warning(
+        "Authorization denied",
+        extra={"actor_id": event.actor_id, "action": event.action, "resource_id": event.resource_id},
+    )

@@ -1,0 +1,388 @@
+"""sparkNodes service: registration, replace/patch, delete and reads of GPU nodes, with RBAC and audit.
+
+Rules followed: ARM_CONTRACT.md 1-10 and 19-24 for a synchronous tracked resource; DESIGN.md RBAC (admins do all,
+consumers read, suppliers change only ``pricing`` and ``availability`` of nodes whose ``owner`` is their subject);
+a node holding allocated GPUs cannot be deleted, nor shrunk below its allocations (409).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from itl_accelerator.arm import (
+    SPARK_NODES,
+    SPARK_NODES_TYPE,
+    normalize_location,
+    resource_id,
+    validate_resource_group,
+    validate_resource_name,
+    validate_subscription_id,
+)
+from itl_accelerator.auth import rbac
+from itl_accelerator.errors import (
+    ArmError,
+    BadRequest,
+    Conflict,
+    InvalidParameter,
+    PreconditionFailed,
+    SubscriptionStateConflict,
+    invalid_content,
+)
+from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
+from itl_accelerator.services import arm_rules
+from itl_accelerator.services.access import Access, not_found
+from itl_accelerator.services.audit_log import build_event
+from itl_accelerator.services.context import CallContext
+from itl_accelerator.store.dynamodb import (
+    CapacityInUse,
+    DynamoStore,
+    EtagMismatch,
+    InvalidSkipToken,
+    ItemExists,
+    ItemMissing,
+    ResourceWrite,
+    StoredResource,
+    SubscriptionNotWritable,
+)
+from itl_accelerator.store.keys import ResourceKey
+
+#: Property paths a supplier may change on a node it owns.
+SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
+
+
+def subscription_conflict(exc: SubscriptionNotWritable) -> SubscriptionStateConflict:
+    """409 for a write in a subscription whose registration state forbids it (ARM_CONTRACT.md line 27)."""
+    if exc.state in ("Warned", "Suspended"):
+        return SubscriptionStateConflict(
+            f"The subscription is in state '{exc.state}': only read and delete operations are allowed."
+        )
+    return SubscriptionStateConflict(
+        f"The subscription is in state '{exc.state}' and is not registered with the ITL.Accelerator provider.",
+        code="SubscriptionNotRegistered",
+    )
+
+
+def render(stored: StoredResource) -> dict[str, Any]:
+    """The node as returned: stored envelope plus ``etag`` and read-only ``properties.capacity`` (GPUs, GiB)."""
+    doc = dict(stored.document)
+    c = stored.counters
+    total_gpus, allocated_gpus = c.get("gpuTotal", 0), c.get("gpuAllocated", 0)
+    total_mem, allocated_mem = c.get("memoryGbTotal", 0), c.get("memoryGbAllocated", 0)
+    doc["etag"] = stored.etag
+    doc["properties"] = {
+        **doc["properties"],
+        "capacity": {
+            "totalGpus": total_gpus,
+            "allocatedGpus": allocated_gpus,
+            "freeGpus": total_gpus - allocated_gpus,
+            "totalMemoryGb": total_mem,
+            "allocatedMemoryGb": allocated_mem,
+            "freeMemoryGb": total_mem - allocated_mem,
+        },
+    }
+    return doc
+
+
+def _writable(doc: dict[str, Any]) -> dict[str, Any]:
+    """The part of a node document a client controls (for diffs): location (normalised), tags, sku, properties."""
+    props = {k: v for k, v in doc["properties"].items() if k not in ("provisioningState", "capacity")}
+    return {"location": normalize_location(doc["location"]), "tags": doc["tags"], "sku": doc["sku"], "properties": props}
+
+
+class SparkNodeService:
+    """Node operations. Every method takes the :class:`CallContext` and returns rendered ARM envelopes (dicts)."""
+
+    def __init__(self, store: DynamoStore, access: Access):
+        self._store = store
+        self._access = access
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    @staticmethod
+    def _key(subscription_id: str, resource_group: str, name: str) -> ResourceKey:
+        validate_subscription_id(subscription_id)
+        validate_resource_group(resource_group)
+        validate_resource_name(name)
+        return ResourceKey(subscription_id, resource_group, SPARK_NODES, (name,))
+
+    def _require(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Operation) -> None:
+        self._access.require_any(
+            ctx,
+            actions,
+            subscription_id=key.subscription_id,
+            resource_group=key.resource_group,
+            resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
+            resource_type=SPARK_NODES_TYPE,
+            resource_name=key.names[0],
+        )
+
+    def _document(
+        self, ctx: CallContext, key: ResourceKey, body: SparkNodeWrite, previous: StoredResource | None
+    ) -> dict[str, Any]:
+        props = body.properties
+        previous_props = previous.document["properties"] if previous else {}
+        return {
+            "id": resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
+            "name": key.names[0],
+            "type": SPARK_NODES_TYPE,
+            "location": body.location,
+            "tags": body.tags or {},
+            "sku": body.sku.model_dump(mode="json", exclude_none=True),
+            "systemData": arm_rules.stamp_system_data(ctx, previous.document["systemData"] if previous else None),
+            "properties": {
+                "owner": props.owner or previous_props.get("owner") or ctx.principal.subject,
+                "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
+                "pricing": props.pricing.model_dump(mode="json"),
+                "availability": props.availability.value,
+                "provisioningState": "Succeeded",
+            },
+        }
+
+    @staticmethod
+    def _write(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite) -> ResourceWrite:
+        specs = body.properties.hardware_specs
+        gpus, gpu_memory = int(specs.gpu_count or 0), int(specs.gpu_memory_gb or 0)
+        return ResourceWrite(
+            key=key,
+            document=document,
+            etag=arm_rules.new_etag(),
+            totals={"gpuTotal": gpus, "memoryGbTotal": gpus * gpu_memory},
+            attributes={"owner": document["properties"]["owner"], "location": normalize_location(body.location)},
+        )
+
+    def _audit(self, ctx: CallContext, key: ResourceKey, action: rbac.Operation, summary: str,
+               previous: dict[str, Any] | None, new: dict[str, Any] | None):
+        return build_event(
+            ctx,
+            subscription_id=key.subscription_id,
+            action=action.name,
+            resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
+            resource_type=SPARK_NODES_TYPE,
+            resource_name=key.names[0],
+            change_summary=summary,
+            previous_state=previous,
+            new_state=new,
+        )
+
+    @staticmethod
+    def _write_error(exc: Exception, *, if_match: str | None) -> ArmError:
+        """Map a store failure of a write to the ARM error the caller sees."""
+        if isinstance(exc, SubscriptionNotWritable):
+            return subscription_conflict(exc)
+        if isinstance(exc, CapacityInUse):
+            return Conflict(
+                "The node holds allocated capacity "
+                f"({exc.allocated.get('gpuAllocated', 0)} GPUs, {exc.allocated.get('memoryGbAllocated', 0)} GiB): "
+                "release its instances and jobs first."
+            )
+        if isinstance(exc, EtagMismatch | ItemMissing) and if_match is not None:
+            return PreconditionFailed("The resource changed since the ETag in 'If-Match' was issued.")
+        return Conflict("The resource was changed by another request at the same time; retry the request.")
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
+        """The node; 404 ``ResourceNotFound`` when missing or outside the caller's scopes, 403 without read."""
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_READ)
+        stored = self._store.get_resource(key)
+        if stored is None:
+            raise not_found(SPARK_NODES_TYPE, name, resource_group)
+        return render(stored)
+
+    def list(
+        self, ctx: CallContext, subscription_id: str, resource_group: str | None, *, top: int, skip_token: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of nodes of a resource group (or of the whole subscription when ``resource_group`` is None), only
+        those in the caller's scopes. Returns ``(nodes, next_skip_token)``."""
+        validate_subscription_id(subscription_id)
+        if resource_group is not None:
+            validate_resource_group(resource_group)
+        if not ctx.principal.can_see(subscription_id, resource_group):
+            return [], None
+        self._access.require(
+            ctx,
+            rbac.NODES_READ,
+            subscription_id=subscription_id,
+            resource_group=resource_group,
+            resource_id=resource_id(subscription_id, resource_group or "*", (SPARK_NODES, "*")).rsplit("/", 1)[0]
+            if resource_group
+            else f"/subscriptions/{subscription_id}/providers/{SPARK_NODES_TYPE}",
+            resource_type=SPARK_NODES_TYPE,
+            resource_name="*",
+        )
+        visible = None if resource_group else ctx.principal.resource_groups_in(subscription_id)
+        try:
+            items, token = self._store.list_resources(
+                subscription_id=subscription_id,
+                type_segment=SPARK_NODES,
+                resource_group=resource_group,
+                visible_resource_groups=visible,
+                limit=top,
+                skip_token=skip_token,
+            )
+        except InvalidSkipToken as exc:
+            raise InvalidParameter("The $skipToken is not valid for this list.", target="$skipToken") from exc
+        return [render(i) for i in items], token
+
+    # ----------------------------------------------------------------------------------------------- writes
+    def put(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        body: SparkNodeWrite,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+        create_only: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Create or replace a node (ARM PUT). Returns ``(node, created)``: created → 201, replaced → 200.
+
+        An identical PUT writes nothing (no new etag, no audit). ``create_only`` (the seed's POST) refuses an
+        existing name with 409 ``Conflict``. Errors: 400 (name/provisioningState/location rules), 403, 404, 409
+        (capacity below allocations, subscription state, concurrent change), 412 (preconditions).
+        """
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        arm_rules.check_body_name(body.name, name)
+        previous = self._store.get_resource(key)
+        arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=if_none_match)
+        if previous is not None and create_only:
+            raise Conflict(f"A sparkNode named '{previous.document['name']}' already exists in this resource group.")
+        arm_rules.check_provisioning_state(
+            body.properties.provisioning_state, previous.document["properties"]["provisioningState"] if previous else None
+        )
+        if previous is not None:
+            arm_rules.check_location_unchanged(body.location, previous.document["location"])
+        document = self._document(ctx, key, body, previous)
+        self._authorize_change(ctx, key, previous, document)
+        if previous is not None and _writable(previous.document) == _writable(document) and (
+            previous.document["name"] == document["name"] and previous.document["id"] == document["id"]
+        ):
+            return render(previous), False
+        write = self._write(key, document, body)
+        try:
+            if previous is None:
+                audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
+                self._store.create_resource(write, audit)
+            else:
+                audit = self._audit(ctx, key, self._action_for(ctx), f"Updated sparkNode '{name}': "
+                                    + ", ".join(sorted(arm_rules.changed_paths(_writable(previous.document),
+                                                                               _writable(document))) or ["name casing"]),
+                                    previous.document, document)
+                self._store.replace_resource(write, previous.etag, audit)
+        except ItemExists as exc:
+            raise Conflict("The resource was created by another request at the same time; retry the request.") from exc
+        except (SubscriptionNotWritable, CapacityInUse, EtagMismatch, ItemMissing) as exc:
+            raise self._write_error(exc, if_match=if_match) from exc
+        counters = dict(previous.counters) if previous else {"gpuAllocated": 0, "memoryGbAllocated": 0}
+        counters.update(write.totals)
+        return render(StoredResource(key, document, write.etag, counters)), previous is None
+
+    def create(self, ctx: CallContext, subscription_id: str, resource_group: str, body: SparkNodeCreate) -> dict[str, Any]:
+        """The seed's ``POST`` to the collection: create ``body.name``; 409 ``Conflict`` when it exists."""
+        node, _ = self.put(ctx, subscription_id, resource_group, body.name, body, create_only=True)
+        return node
+
+    def patch(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        if_match: str | None = None,
+    ) -> dict[str, Any]:
+        """ARM PATCH: JSON merge patch inside ``properties`` and ``sku``; ``tags`` replace the whole set;
+        ``location`` may only be repeated. 404 when missing; otherwise as :meth:`put` (the result is validated as a
+        full PUT body, so e.g. sku/gpuCount agreement still holds)."""
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        if not isinstance(patch, dict):
+            raise BadRequest("The PATCH body must be a JSON object.")
+        unknown = set(patch) - {"tags", "sku", "properties", "location", "name", "id", "type", "etag", "systemData"}
+        if unknown:
+            raise BadRequest(f"Unknown top-level field(s) in PATCH: {', '.join(sorted(unknown))}.", target=sorted(unknown)[0])
+        previous = self._store.get_resource(key)
+        if previous is None:
+            arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            raise not_found(SPARK_NODES_TYPE, name, resource_group)
+        current = previous.document
+        merged: dict[str, Any] = {
+            "location": patch.get("location") or current["location"],
+            "tags": patch["tags"] if patch.get("tags") is not None else ({} if "tags" in patch else current["tags"]),
+            "sku": arm_rules.merge_patch(current["sku"], patch.get("sku", {})),
+            "properties": arm_rules.merge_patch(
+                {k: v for k, v in current["properties"].items() if k != "provisioningState"},
+                patch.get("properties", {}) if isinstance(patch.get("properties", {}), dict) else patch["properties"],
+            ),
+        }
+        if isinstance(patch.get("properties"), dict) and "provisioningState" in patch["properties"]:
+            merged["properties"]["provisioningState"] = patch["properties"]["provisioningState"]
+        if "name" in patch:
+            merged["name"] = patch["name"]
+        body = _validate_write(merged)
+        node, _ = self.put(ctx, subscription_id, resource_group, name, body, if_match=if_match)
+        return node
+
+    def delete(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, *, if_match: str | None = None
+    ) -> bool:
+        """Delete a node (synchronous). Returns False when there was nothing to delete (ARM RPC: 204).
+
+        409 ``Conflict`` when the node holds allocated GPUs or memory; 412 on a stale ``If-Match``.
+        """
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_DELETE)
+        previous = self._store.get_resource(key)
+        if previous is None:
+            if if_match is not None:
+                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            return False
+        arm_rules.check_preconditions(previous.etag, if_match=if_match, if_none_match=None)
+        audit = self._audit(ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'",
+                            previous.document, None)
+        try:
+            self._store.delete_resource(key, previous.etag, audit)
+        except ItemMissing:
+            return False
+        except (CapacityInUse, EtagMismatch) as exc:
+            raise self._write_error(exc, if_match=if_match) from exc
+        return True
+
+    # ----------------------------------------------------------------------------------------------- RBAC detail
+    @staticmethod
+    def _action_for(ctx: CallContext) -> rbac.Operation:
+        return rbac.NODES_WRITE if rbac.has_permission(ctx.principal, rbac.NODES_WRITE) else rbac.NODES_PRICING_WRITE
+
+    def _authorize_change(
+        self, ctx: CallContext, key: ResourceKey, previous: StoredResource | None, document: dict[str, Any]
+    ) -> None:
+        """Admins (``sparkNodes/write``) may change anything. A supplier (``sparkNodes/pricing/write``) may change
+        only pricing and availability, only of an existing node it owns; anything else is 403 (audited)."""
+        if rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            return
+        allowed = previous is not None and previous.document["properties"].get("owner") == ctx.principal.subject
+        if allowed and previous is not None:
+            changes = arm_rules.changed_paths(_writable(previous.document), _writable(document))
+            allowed = all(any(c == p or c.startswith(p + ".") for p in SUPPLIER_WRITABLE) for c in changes)
+        if not allowed:
+            self._access.deny(
+                ctx,
+                rbac.NODES_WRITE,
+                subscription_id=key.subscription_id,
+                resource_id=document["id"],
+                resource_type=SPARK_NODES_TYPE,
+                resource_name=key.names[0],
+            )
+
+
+def _validate_write(data: dict[str, Any]) -> SparkNodeWrite:
+    """Validate a merged PATCH result as a PUT body; pydantic errors become 400 ``InvalidRequestContent``."""
+    try:
+        return SparkNodeWrite.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_content(exc.errors()) from exc

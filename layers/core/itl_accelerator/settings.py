@@ -1,0 +1,76 @@
+"""The one settings model. Nothing else in the project reads ``os.environ``.
+
+Names follow the original service description (``CONTROL_PLANE_API_URL``, ``CONTROL_PLANE_AUTH_URL``,
+``DGX_PLATFORM_API_URL``, ``DGX_PLATFORM_API_KEY``, ``SERVICE_NAME``, ``SERVICE_PORT``, ``LOG_LEVEL``) plus the
+serverless ones (``TABLE_NAME``, the ``OIDC_*`` identity settings).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, read from environment variables (case-insensitive names).
+
+    Units: seconds for every ``*_seconds`` field, bytes for ``max_body_bytes``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    service_name: str = "accelerator-provider"
+    service_port: int = 8003
+    log_level: str = "INFO"
+
+    control_plane_api_url: str = "http://controlplane-api:8000"
+    control_plane_auth_url: str = "https://auth.itlusions.com"
+    dgx_platform_api_url: str = "http://127.0.0.1:9504"
+    dgx_platform_api_key: SecretStr = SecretStr("")
+
+    table_name: str = "itl-accelerator"
+
+    # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
+    oidc_realm: str = "itl"
+    oidc_issuer: str = ""
+    oidc_jwks_url: str = ""
+    oidc_audience: str = "itl-accelerator"
+    oidc_leeway_seconds: int = Field(default=30, ge=0, le=300)
+    jwks_cache_seconds: int = Field(default=300, ge=0)
+    jwks_fetch_timeout_seconds: float = Field(default=3.0, gt=0)
+    # Dotted claim paths; every path that holds a list of strings contributes roles.
+    roles_claim_paths: list[str] = ["realm_access.roles", "resource_access.itl-accelerator.roles"]
+    subscriptions_claim: str = "subscriptions"
+
+    # Public base URL (scheme://host[/stage]) for nextLink / Location; derived from the request when empty.
+    public_base_url: str = ""
+    max_body_bytes: int = Field(default=64 * 1024, gt=0)
+    default_page_size: int = Field(default=100, ge=1, le=1000)
+
+    # Local runtime only (itl_local): where dev keys and saved data live, and loopback ports.
+    local_home: str = ".local"
+    local_aws_port: int = 5005
+    local_idp_port: int = 8180
+
+    @field_validator("control_plane_auth_url", "public_base_url", "oidc_issuer", "dgx_platform_api_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def issuer(self) -> str:
+        """The expected ``iss`` claim: ``OIDC_ISSUER`` or ``{CONTROL_PLANE_AUTH_URL}/realms/{OIDC_REALM}``."""
+        return self.oidc_issuer or f"{self.control_plane_auth_url}/realms/{self.oidc_realm}"
+
+    @property
+    def jwks_url(self) -> str:
+        """The JWKS document URL: ``OIDC_JWKS_URL`` or Keycloak's ``{issuer}/protocol/openid-connect/certs``."""
+        return self.oidc_jwks_url or f"{self.issuer}/protocol/openid-connect/certs"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once on first use (never at import time)."""
+    return Settings()

@@ -1,0 +1,429 @@
+"""The DynamoDB store: resources, their audit events and subscription registrations in one table.
+
+Budgets (DESIGN.md): a read is one ``GetItem``; a list page is one ``Query``; a change is one
+``TransactWriteItems`` holding the resource write, its audit item and (for writes) a check of the subscription's
+registration state. No ``Scan`` anywhere. The DynamoDB client is injected (tests pass moto-backed clients).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.store import keys
+from itl_accelerator.store.keys import ResourceKey
+
+#: (total attribute, allocated attribute) pairs of capacity-bearing items (nodes): GPUs and GPU memory (GiB).
+CAPACITY_DIMENSIONS: tuple[tuple[str, str], ...] = (("gpuTotal", "gpuAllocated"), ("memoryGbTotal", "memoryGbAllocated"))
+#: Subscription states that allow writes (a subscription never notified counts as Registered).
+WRITABLE_SUBSCRIPTION_STATES = ("Registered",)
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+class StoreError(Exception):
+    """Base of the store's typed failures; services map them to ARM errors by type."""
+
+
+class ItemExists(StoreError):
+    """A create found the key taken."""
+
+
+class ItemMissing(StoreError):
+    """The item to replace or delete is gone."""
+
+
+class EtagMismatch(StoreError):
+    """The item changed since it was read (optimistic concurrency)."""
+
+
+class CapacityInUse(StoreError):
+    """The write would leave allocations above capacity, or delete a node holding allocations."""
+
+    def __init__(self, allocated: dict[str, int]):
+        super().__init__(f"allocated: {allocated}")
+        self.allocated = allocated
+
+
+class SubscriptionNotWritable(StoreError):
+    """The subscription's registration state forbids writes."""
+
+    def __init__(self, state: str):
+        super().__init__(state)
+        self.state = state
+
+
+class InvalidSkipToken(StoreError):
+    """A ``$skipToken`` that this store did not issue for this list."""
+
+
+@dataclass
+class StoredResource:
+    """A resource as stored: its envelope ``document`` (without ``etag`` and computed fields), its ``etag``, and
+    numeric ``counters`` (capacity totals and allocations, GPUs / GiB)."""
+
+    key: ResourceKey
+    document: dict[str, Any]
+    etag: str
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ResourceWrite:
+    """What a create or replace writes: the envelope, the new etag, and capacity ``totals`` (for nodes)."""
+
+    key: ResourceKey
+    document: dict[str, Any]
+    etag: str
+    totals: dict[str, int] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _typed(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in values.items()}
+
+
+def _encode_token(last_key: dict[str, Any]) -> str:
+    plain = {k: v["S"] for k, v in last_key.items()}
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str, *, pk_attr: str, pk: str, sk_attr: str, sk_prefix: str) -> dict[str, Any]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        plain = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise InvalidSkipToken(token) from exc
+    if (
+        not isinstance(plain, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in plain.items())
+        or plain.get(pk_attr) != pk
+        or not str(plain.get(sk_attr, "")).startswith(sk_prefix)
+        or not {"PK", "SK"} <= plain.keys()
+    ):
+        raise InvalidSkipToken(token)
+    return {k: {"S": v} for k, v in plain.items()}
+
+
+class DynamoStore:
+    """Single-table store. ``client`` is a boto3 DynamoDB *client*; ``table_name`` the table of template.yaml."""
+
+    def __init__(self, client: Any, table_name: str):
+        self._db = client
+        self._table = table_name
+
+    # ----------------------------------------------------------------------------------------------- resources
+    def get_resource(self, key: ResourceKey) -> StoredResource | None:
+        """One strongly consistent ``GetItem``; None when absent."""
+        response = self._db.get_item(
+            TableName=self._table, Key=_typed({"PK": key.pk, "SK": key.sk}), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return self._resource_from_item(key, _plain(item)) if item else None
+
+    @staticmethod
+    def _resource_from_item(key: ResourceKey, item: dict[str, Any]) -> StoredResource:
+        counters = {
+            attr: int(item[attr]) for pair in CAPACITY_DIMENSIONS for attr in pair if attr in item
+        }
+        return StoredResource(key=key, document=json.loads(item["doc"]), etag=item["etag"], counters=counters)
+
+    def list_resources(
+        self,
+        *,
+        subscription_id: str,
+        type_segment: str,
+        resource_group: str | None = None,
+        parent_names: tuple[str, ...] = (),
+        visible_resource_groups: list[str] | None = None,
+        limit: int,
+        skip_token: str | None = None,
+    ) -> tuple[list[StoredResource], str | None]:
+        """One ``Query`` page of a collection, ordered by (resource group, name).
+
+        ``resource_group`` None lists the whole subscription; ``visible_resource_groups`` (None = all) filters a
+        subscription-wide list to the groups the caller may see. Returns ``(items, next_skip_token)``; the token is
+        None on the last page. Raises :class:`InvalidSkipToken`.
+        """
+        pk = keys.subscription_pk(subscription_id)
+        prefix = keys.collection_prefix(type_segment, resource_group, parent_names)
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
+            "ExpressionAttributeValues": _typed({":pk": pk, ":prefix": prefix}),
+            "Limit": limit + 1,
+        }
+        if visible_resource_groups is not None:
+            names = [f":rg{i}" for i in range(len(visible_resource_groups))]
+            if not names:
+                return [], None
+            request["FilterExpression"] = f"rgKey IN ({', '.join(names)})"
+            request["ExpressionAttributeValues"].update(
+                _typed({n: rg.lower() for n, rg in zip(names, visible_resource_groups, strict=True)})
+            )
+        if skip_token:
+            request["ExclusiveStartKey"] = _decode_token(skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix)
+        response = self._db.query(**request)
+        raw = [_plain(i) for i in response.get("Items", [])]
+        items = [self._resource_from_item(self._key_of(i, subscription_id, type_segment), i) for i in raw[:limit]]
+        if len(raw) > limit:
+            last = raw[limit - 1]
+            return items, _encode_token({"PK": {"S": last["PK"]}, "SK": {"S": last["SK"]}})
+        if "LastEvaluatedKey" in response:
+            return items, _encode_token(response["LastEvaluatedKey"])
+        return items, None
+
+    @staticmethod
+    def _key_of(item: dict[str, Any], subscription_id: str, type_segment: str) -> ResourceKey:
+        return ResourceKey(subscription_id, item["resourceGroup"], type_segment, tuple(json.loads(item["names"])))
+
+    def _resource_item(self, write: ResourceWrite) -> dict[str, Any]:
+        key = write.key
+        return {
+            "PK": key.pk,
+            "SK": key.sk,
+            "entityType": key.type_segment,
+            "resourceGroup": key.resource_group,
+            "rgKey": key.resource_group.lower(),
+            "names": json.dumps(list(key.names)),
+            "id": write.document["id"],
+            "etag": write.etag,
+            "doc": json.dumps(write.document, separators=(",", ":")),
+            **write.attributes,
+            **write.totals,
+        }
+
+    def _subscription_check(self, subscription_id: str) -> dict[str, Any]:
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": _typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+                "ConditionExpression": "attribute_not_exists(#state) OR #state = :registered",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": _typed({":registered": WRITABLE_SUBSCRIPTION_STATES[0]}),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def create_resource(self, write: ResourceWrite, audit: AuditEvent) -> None:
+        """Create a resource with its audit item in one transaction (allocations start at 0).
+
+        Raises :class:`ItemExists`, :class:`SubscriptionNotWritable`.
+        """
+        item = self._resource_item(write)
+        for total_attr, allocated_attr in CAPACITY_DIMENSIONS:
+            if total_attr in write.totals:
+                item[allocated_attr] = 0
+        self._transact(
+            [
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": _typed(item),
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                self._audit_put(audit),
+                self._subscription_check(write.key.subscription_id),
+            ],
+            resource_failure=ItemExists,
+        )
+
+    def replace_resource(self, write: ResourceWrite, expected_etag: str, audit: AuditEvent) -> None:
+        """Replace the writable part of a resource (allocations untouched) if its etag is still ``expected_etag``
+        and new capacity totals still cover what is allocated.
+
+        Raises :class:`ItemMissing`, :class:`EtagMismatch`, :class:`CapacityInUse`, :class:`SubscriptionNotWritable`.
+        """
+        item = self._resource_item(write)
+        settable = {k: v for k, v in item.items() if k not in ("PK", "SK")}
+        names = {f"#a{i}": k for i, k in enumerate(settable)}
+        values = {f":v{i}": v for i, v in enumerate(settable.values())}
+        condition = "etag = :expected"
+        for total_attr, allocated_attr in CAPACITY_DIMENSIONS:
+            if total_attr in write.totals:
+                condition += f" AND (attribute_not_exists({allocated_attr}) OR {allocated_attr} <= :{total_attr})"
+                values[f":{total_attr}"] = write.totals[total_attr]
+        self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": _typed({"PK": item["PK"], "SK": item["SK"]}),
+                        "UpdateExpression": "SET " + ", ".join(f"{n} = :v{i}" for i, n in enumerate(names)),
+                        "ConditionExpression": f"attribute_exists(PK) AND {condition}",
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": _typed({**values, ":expected": expected_etag}),
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                self._audit_put(audit),
+                self._subscription_check(write.key.subscription_id),
+            ],
+            expected_etag=expected_etag,
+        )
+
+    def delete_resource(self, key: ResourceKey, expected_etag: str, audit: AuditEvent) -> None:
+        """Delete a resource that holds no allocations, if its etag is still ``expected_etag``.
+
+        Deletes are allowed whatever the subscription state (ARM: Warned/Suspended allow DELETE).
+        Raises :class:`ItemMissing`, :class:`EtagMismatch`, :class:`CapacityInUse`.
+        """
+        idle = " AND ".join(f"(attribute_not_exists({a}) OR {a} = :zero)" for _, a in CAPACITY_DIMENSIONS)
+        self._transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": _typed({"PK": key.pk, "SK": key.sk}),
+                        "ConditionExpression": f"attribute_exists(PK) AND etag = :expected AND {idle}",
+                        "ExpressionAttributeValues": _typed({":expected": expected_etag, ":zero": 0}),
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                self._audit_put(audit),
+            ],
+            expected_etag=expected_etag,
+        )
+
+    def _transact(
+        self,
+        items: list[dict[str, Any]],
+        *,
+        expected_etag: str | None = None,
+        resource_failure: type[StoreError] | None = None,
+    ) -> None:
+        """Run one ``TransactWriteItems``; item 0 is the resource, item 1 the audit, item 2 (if any) the
+        subscription check. Cancellation reasons are mapped to typed errors by position, never by message."""
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+            if 2 in failed:
+                old = _plain(reasons[2].get("Item") or {})
+                raise SubscriptionNotWritable(str(old.get("state", "Unregistered"))) from exc
+            if 0 in failed:
+                if resource_failure is not None:
+                    raise resource_failure() from exc
+                old = _plain(reasons[0].get("Item") or {})
+                if not old:
+                    raise ItemMissing() from exc
+                if expected_etag is not None and old.get("etag") != expected_etag:
+                    raise EtagMismatch() from exc
+                raise CapacityInUse({a: int(old.get(a, 0)) for _, a in CAPACITY_DIMENSIONS}) from exc
+            raise
+
+    # ----------------------------------------------------------------------------------------------- audit
+    def _audit_item(self, audit: AuditEvent) -> dict[str, Any]:
+        record = audit.model_dump()
+        for state in ("previous_state", "new_state"):
+            record[state] = json.dumps(record[state], separators=(",", ":")) if record[state] is not None else None
+        record = {k: v for k, v in record.items() if v is not None}
+        sk = keys.audit_sk(audit.timestamp, audit.event_id)
+        return {
+            "PK": keys.audit_pk(audit.subscription_id),
+            "SK": sk,
+            "GSI1PK": keys.audit_by_resource_pk(audit.subscription_id, audit.resource_id),
+            "GSI1SK": sk,
+            "entityType": "AuditEvent",
+            **record,
+        }
+
+    def _audit_put(self, audit: AuditEvent) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": _typed(self._audit_item(audit)),
+                "ConditionExpression": "attribute_not_exists(PK)",
+            }
+        }
+
+    def append_audit(self, audit: AuditEvent) -> None:
+        """Write one audit event on its own (refused attempts, which change nothing). Append-only."""
+        put = self._audit_put(audit)["Put"]
+        self._db.put_item(TableName=put["TableName"], Item=put["Item"], ConditionExpression=put["ConditionExpression"])
+
+    def query_audit(
+        self,
+        *,
+        subscription_id: str,
+        start: str,
+        end: str,
+        resource_id: str | None,
+        limit: int,
+        skip_token: str | None,
+    ) -> tuple[list[AuditEvent], str | None]:
+        """One ``Query`` page of a subscription's audit events with ``start <= timestamp <= end`` (ISO strings),
+        oldest first; by resource through GSI1 when ``resource_id`` is given. Raises :class:`InvalidSkipToken`."""
+        if resource_id:
+            pk_attr, sk_attr, pk = "GSI1PK", "GSI1SK", keys.audit_by_resource_pk(subscription_id, resource_id)
+        else:
+            pk_attr, sk_attr, pk = "PK", "SK", keys.audit_pk(subscription_id)
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": f"{pk_attr} = :pk AND {sk_attr} BETWEEN :start AND :end",
+            "ExpressionAttributeValues": _typed({":pk": pk, ":start": start, ":end": end + "\uffff"}),
+            "Limit": limit + 1,
+        }
+        if resource_id:
+            request["IndexName"] = "GSI1"
+        if skip_token:
+            start_key = _decode_token(skip_token, pk_attr=pk_attr, pk=pk, sk_attr=sk_attr, sk_prefix="")
+            if resource_id and not {"GSI1PK", "GSI1SK"} <= start_key.keys():
+                raise InvalidSkipToken(skip_token)
+            request["ExclusiveStartKey"] = start_key
+        response = self._db.query(**request)
+        raw = [_plain(i) for i in response.get("Items", [])]
+        events = [self._audit_from_item(i) for i in raw[:limit]]
+        if len(raw) > limit:
+            last = raw[limit - 1]
+            key_attrs = ("PK", "SK", "GSI1PK", "GSI1SK") if resource_id else ("PK", "SK")
+            return events, _encode_token({a: {"S": last[a]} for a in key_attrs})
+        return events, None
+
+    @staticmethod
+    def _audit_from_item(item: dict[str, Any]) -> AuditEvent:
+        fields = {k: v for k, v in item.items() if k in AuditEvent.model_fields}
+        for state in ("previous_state", "new_state"):
+            if isinstance(fields.get(state), str):
+                fields[state] = json.loads(fields[state])
+        return AuditEvent.model_validate(fields)
+
+    # ----------------------------------------------------------------------------------------------- subscriptions
+    def get_subscription(self, subscription_id: str) -> dict[str, Any] | None:
+        """The registration record (``state``, ``registrationDate``, ``properties``) or None. One ``GetItem``."""
+        response = self._db.get_item(
+            TableName=self._table,
+            Key=_typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return json.loads(_plain(item)["doc"]) if item else None
+
+    def put_subscription(self, subscription_id: str, record: dict[str, Any], audit: AuditEvent) -> None:
+        """Set a subscription's registration record and audit it, in one transaction."""
+        item = {
+            "PK": keys.subscription_pk(subscription_id),
+            "SK": keys.SUBSCRIPTION_SK,
+            "entityType": "Subscription",
+            "state": record["state"],
+            "doc": json.dumps(record, separators=(",", ":")),
+        }
+        self._db.transact_write_items(TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}},
+                                                     self._audit_put(audit)])

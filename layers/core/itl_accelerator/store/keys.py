@@ -1,0 +1,78 @@
+"""Key builders for the single table — the only place key formats are written.
+
+Every key begins with the (lower-cased) subscription, so no access path crosses tenants. Names are lower-cased in
+keys (ARM names match case-insensitively); the casing last supplied lives in the item. ``#`` never occurs in a
+validated name, so it is a safe separator. Item types (also documented beside the table in template.yaml):
+
+=================  =============================  ==========================================  ==========================
+item               PK                             SK                                          GSI1PK / GSI1SK
+=================  =============================  ==========================================  ==========================
+Subscription       ``SUB#{sub}``                  ``SUBSCRIPTION``                            —
+SparkNode          ``SUB#{sub}``                  ``NODE#{rg}#{node}``                        —
+AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
+=================  =============================  ==========================================  ==========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEP = "#"
+
+#: Leaf type codes of resource items, by ARM resource type segment.
+TYPE_CODES: dict[str, str] = {"sparkNodes": "NODE"}
+
+
+def subscription_pk(subscription_id: str) -> str:
+    """Partition of a subscription's resources and its registration item."""
+    return f"SUB{SEP}{subscription_id.lower()}"
+
+
+SUBSCRIPTION_SK = "SUBSCRIPTION"
+
+
+def audit_pk(subscription_id: str) -> str:
+    """Partition of a subscription's audit events (sorted by time)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}AUDIT"
+
+
+def audit_sk(timestamp: str, event_id: str) -> str:
+    """Audit sort key: ISO timestamp first so a time range is one ``BETWEEN``."""
+    return f"{timestamp}{SEP}{event_id}"
+
+
+def audit_by_resource_pk(subscription_id: str, resource_id: str) -> str:
+    """GSI1 partition of the audit events of one resource."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}RES{SEP}{resource_id.lower()}"
+
+
+@dataclass(frozen=True)
+class ResourceKey:
+    """Identifies one resource: subscription, resource group, ARM type segment of the leaf, and the names from the
+    top-level resource down to the leaf (``("dgx-1",)`` for a node)."""
+
+    subscription_id: str
+    resource_group: str
+    type_segment: str
+    names: tuple[str, ...]
+
+    @property
+    def pk(self) -> str:
+        """Partition key."""
+        return subscription_pk(self.subscription_id)
+
+    @property
+    def sk(self) -> str:
+        """Sort key: ``{TYPE}#{rg}#{name}[#{child}]`` lower-cased."""
+        parts = [TYPE_CODES[self.type_segment], self.resource_group.lower(), *(n.lower() for n in self.names)]
+        return SEP.join(parts)
+
+
+def collection_prefix(type_segment: str, resource_group: str | None, parent_names: tuple[str, ...] = ()) -> str:
+    """``begins_with`` prefix for a list: by subscription (``resource_group`` None), by resource group, or under a
+    parent. Always ends with the separator so ``rg1`` never matches ``rg10``."""
+    parts = [TYPE_CODES[type_segment]]
+    if resource_group is not None:
+        parts.append(resource_group.lower())
+        parts.extend(n.lower() for n in parent_names)
+    return SEP.join(parts) + SEP

@@ -1,0 +1,240 @@
+"""``itl-local``: the local runtime's commands.
+
+- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003 (Ctrl-C stops).
+- ``itl-local token``    prints a dev bearer token (stdout: the token alone).
+- ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
+- ``itl-local openapi``  writes the API's OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _settings() -> Any:
+    from itl_accelerator.settings import Settings
+
+    return Settings()
+
+
+def _home(settings: Any) -> Path:
+    home = Path(settings.local_home)
+    return home if home.is_absolute() else REPO_ROOT / home
+
+
+def local_issuer(settings: Any) -> str:
+    """The dev issuer URL the local stack serves and the token command signs for."""
+    return f"http://127.0.0.1:{settings.local_idp_port}/realms/{settings.oidc_realm}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_in_thread(app: Any, port: int) -> tuple[Any, threading.Thread]:
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, name=f"http-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise SystemExit(f"could not start a server on 127.0.0.1:{port} (port in use?)")
+        time.sleep(0.02)
+    return server, thread
+
+
+def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
+    from itl_local.aws import aws_environment
+
+    return {
+        **aws_environment(aws_port),
+        "TABLE_NAME": settings.table_name,
+        "CONTROL_PLANE_AUTH_URL": f"http://127.0.0.1:{idp_port}",
+        "LOCAL_IDP_PORT": str(idp_port),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_SERVICE_NAME": "itl-accelerator",
+        "POWERTOOLS_LOG_LEVEL": settings.log_level,
+    }
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start the whole local stack and block until SIGINT/SIGTERM."""
+    settings = _settings()
+    port = args.port or settings.service_port
+    os.environ.update(_local_environment(settings, settings.local_aws_port, settings.local_idp_port))
+    from itl_accelerator.settings import get_settings
+
+    get_settings.cache_clear()
+    settings = get_settings()
+
+    from itl_local.aws import EmbeddedAws, create_table, load_items, save_items
+    from itl_local.devauth import idp_app, load_or_create_key
+    from itl_local.gateway import ApiGatewayEmulator
+    from itl_local.template import Template
+
+    template = Template()
+    aws = EmbeddedAws(settings.local_aws_port)
+    aws.start()
+    dynamodb = aws.client("dynamodb")
+    create_table(dynamodb, template, settings.table_name)
+    data = Path(args.data) if args.data else None
+    if data and data.exists():
+        print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)
+    key = load_or_create_key(_home(settings))
+    servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port)[0]]
+    servers.append(_serve_in_thread(ApiGatewayEmulator(template), port)[0])
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(
+        f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | "
+        f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port}\n"
+        f"  token: itl-local token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123",
+        flush=True,
+    )
+    stop.wait()
+    print("stopping...", flush=True)
+    for server in servers:
+        server.should_exit = True
+    if data:
+        data.parent.mkdir(parents=True, exist_ok=True)
+        print(f"saved {save_items(dynamodb, settings.table_name, data)} items to {data}", flush=True)
+    aws.stop()
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    """Print a dev token signed by the local stack's key (created on first use)."""
+    from itl_local.devauth import load_or_create_key, mint_token
+
+    settings = _settings()
+    token = mint_token(
+        load_or_create_key(_home(settings)),
+        issuer=args.issuer or local_issuer(settings),
+        audience=args.audience or settings.oidc_audience,
+        subject=args.sub,
+        roles=args.role or [],
+        scopes=args.scope or [],
+        name=args.name,
+        lifetime_seconds=args.ttl,
+    )
+    print(token)
+    return 0
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Run one function with an event, on a fresh embedded AWS (or ``--endpoint-url``), print its result."""
+    from moto import mock_aws
+
+    from itl_local.aws import aws_environment, create_table
+    from itl_local.devauth import idp_app, load_or_create_key, mint_token
+    from itl_local.lambda_runtime import invoke
+    from itl_local.template import Template, load_handler
+
+    template = Template()
+    functions = template.functions()
+    if args.function not in functions:
+        print(f"unknown function {args.function}; one of: {', '.join(sorted(functions))}", file=sys.stderr)
+        return 2
+    event_text = Path(args.event).read_text()
+    settings = _settings()
+    idp_port = _free_port()
+    key = load_or_create_key(_home(settings))
+    env = _local_environment(settings, 0, idp_port)
+    if args.endpoint_url:
+        env["AWS_ENDPOINT_URL"] = args.endpoint_url
+    else:
+        env.pop("AWS_ENDPOINT_URL")
+    os.environ.update(env)
+    issuer = f"http://127.0.0.1:{idp_port}/realms/{settings.oidc_realm}"
+    if "${DEV_TOKEN}" in event_text:
+        event_text = event_text.replace("${DEV_TOKEN}", mint_token(
+            key, issuer=issuer, audience=settings.oidc_audience, subject="dev-admin",
+            roles=["itl-accelerator-admin"], scopes=["/subscriptions/sub-123"]))
+    event = json.loads(event_text)
+    from itl_accelerator.settings import get_settings
+
+    get_settings.cache_clear()
+    server, _ = _serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), idp_port)
+    try:
+        handler = load_handler(functions[args.function]["Handler"])
+        if args.endpoint_url:
+            result = invoke(handler, event, args.function)
+        else:
+            with mock_aws():
+                import boto3
+
+                create_table(boto3.client("dynamodb", region_name=aws_environment(0)["AWS_REGION"]), template,
+                             get_settings().table_name)
+                result = invoke(handler, event, args.function)
+    finally:
+        server.should_exit = True
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    """Write (or print) the OpenAPI document of the whole API."""
+    from itl_accelerator.api.app import build_app
+
+    document = json.dumps(build_app(with_docs=True).openapi(), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(document)
+    else:
+        sys.stdout.write(document)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``itl-local``."""
+    parser = argparse.ArgumentParser(prog="itl-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the local stack (Ctrl-C stops)")
+    up.add_argument("--port", type=int, default=None, help="API port (default SERVICE_PORT, 8003)")
+    up.add_argument("--data", default=None, help="load items from this file at start and save them at stop")
+    up.set_defaults(func=cmd_up)
+
+    token = sub.add_parser("token", help="print a dev bearer token")
+    token.add_argument("--sub", required=True, help="subject (user id)")
+    token.add_argument("--role", action="append", help="role, repeatable (e.g. itl-accelerator-admin)")
+    token.add_argument("--scope", action="append",
+                       help="ARM scope, repeatable: /subscriptions/{sub}[/resourceGroups/{rg}]")
+    token.add_argument("--name", default=None, help="display name")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    token.add_argument("--audience", default=None)
+    token.add_argument("--issuer", default=None)
+    token.set_defaults(func=cmd_token)
+
+    inv = sub.add_parser("invoke", help="run one function with an event file (like sam local invoke)")
+    inv.add_argument("function", help="logical id in template.yaml, e.g. SparkNodesGetFunction")
+    inv.add_argument("-e", "--event", required=True, help="event JSON file (see events/)")
+    inv.add_argument("--endpoint-url", default=None, help="use this AWS endpoint (e.g. a running stack's)")
+    inv.set_defaults(func=cmd_invoke)
+
+    api = sub.add_parser("openapi", help="write the OpenAPI document")
+    api.add_argument("--out", default=None)
+    api.set_defaults(func=cmd_openapi)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""API Gateway (REST API, Lambda proxy) emulator, driven by template.yaml.
+
+For each request: match a route declared in the template (else the MISSING_AUTHENTICATION_TOKEN gateway
+response), run the REQUEST authorizer on the identity headers (UNAUTHORIZED / ACCESS_DENIED /
+AUTHORIZER_FAILURE gateway responses), build the REST proxy event with ``requestContext.authorizer`` filled,
+call the function's real handler, and turn its proxy result into the HTTP response. Gateway responses are
+rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from itl_accelerator.observability import logger
+from itl_local.lambda_runtime import invocation_pool, invoke
+from itl_local.template import Route, Template, load_handler
+
+#: API Gateway's own limit on payloads (bytes).
+MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+_DEFAULT_STATUS = {
+    "UNAUTHORIZED": 401,
+    "ACCESS_DENIED": 403,
+    "MISSING_AUTHENTICATION_TOKEN": 403,
+    "REQUEST_TOO_LARGE": 413,
+    "AUTHORIZER_FAILURE": 500,
+    "DEFAULT_4XX": 400,
+    "DEFAULT_5XX": 502,
+}
+
+
+class ApiGatewayEmulator:
+    """An ASGI app serving ``template``'s API. ``stage`` appears in ``requestContext.stage`` only: paths are
+    served at the root, as behind a custom domain."""
+
+    def __init__(self, template: Template, *, stage: str = "local", pool: ThreadPoolExecutor | None = None):
+        self.template = template
+        self.stage = stage
+        self.routes = template.routes
+        self.responses = template.gateway_responses()
+        self.identity_headers = [h.lower() for h in template.authorizer_identity_headers()]
+        self.authorizer = load_handler(template.authorizer_handler())
+        self.handlers = {r.function_id: load_handler(r.handler) for r in self.routes}
+        self.pool = pool or invocation_pool()
+
+    # ----------------------------------------------------------------------------------------------- ASGI
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            message = await receive()
+            while message["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        request = Request(scope, receive)
+        response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        """One request through route match → authorizer → function."""
+        request_id = str(uuid.uuid4())
+        body = await request.body()
+        if len(body) > MAX_PAYLOAD_BYTES:
+            return self.gateway_response("REQUEST_TOO_LARGE", request_id, request)
+        route, params = self._match(request.method, request.url.path)
+        if route is None:
+            return self.gateway_response("MISSING_AUTHENTICATION_TOKEN", request_id, request)
+        event = self._proxy_event(request, route, params, body, request_id)
+        loop = asyncio.get_running_loop()
+        if route.authorized:
+            headers = {k.lower() for k in request.headers}
+            if any(h not in headers for h in self.identity_headers):
+                return self.gateway_response("UNAUTHORIZED", request_id, request)
+            outcome = await loop.run_in_executor(self.pool, self._authorize, event)
+            if isinstance(outcome, str):
+                return self.gateway_response(outcome, request_id, request)
+            event["requestContext"]["authorizer"] = outcome
+        handler = self.handlers[route.function_id]
+        try:
+            result = await loop.run_in_executor(self.pool, invoke, handler, event, route.function_id)
+        except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 502, never the emulator's crash
+            logger.exception("Function failed", extra={"function": route.function_id})
+            return self.gateway_response("DEFAULT_5XX", request_id, request)
+        return self._to_response(result, request_id)
+
+    # ----------------------------------------------------------------------------------------------- steps
+    def _match(self, method: str, path: str) -> tuple[Route | None, dict[str, str]]:
+        for route in self.routes:
+            params = route.match(path)
+            if params is not None and route.method in (method, "ANY"):
+                return route, params
+        return None, {}
+
+    def _proxy_event(
+        self, request: Request, route: Route, params: dict[str, str], body: bytes, request_id: str
+    ) -> dict[str, Any]:
+        multi_headers: dict[str, list[str]] = defaultdict(list)
+        for key, value in request.headers.raw:
+            multi_headers[key.decode("latin-1").title()].append(value.decode("latin-1"))
+        multi_query: dict[str, list[str]] = defaultdict(list)
+        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+            multi_query[key].append(value)
+        try:
+            text, is_b64 = body.decode("utf-8"), False
+        except UnicodeDecodeError:
+            text, is_b64 = base64.b64encode(body).decode(), True
+        source_ip = request.client.host if request.client else "127.0.0.1"
+        return {
+            "resource": route.path,
+            "path": request.url.path,
+            "httpMethod": request.method,
+            "headers": {k: v[-1] for k, v in multi_headers.items()} | {"X-Forwarded-Proto": request.url.scheme},
+            "multiValueHeaders": dict(multi_headers),
+            "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
+            "multiValueQueryStringParameters": dict(multi_query) or None,
+            "pathParameters": params or None,
+            "stageVariables": None,
+            "requestContext": {
+                "resourcePath": route.path,
+                "httpMethod": request.method,
+                "path": request.url.path,
+                "accountId": "123456789012",
+                "apiId": "local",
+                "stage": self.stage,
+                "requestId": request_id,
+                "requestTimeEpoch": int(time.time() * 1000),
+                "domainName": request.url.netloc,
+                "protocol": "HTTP/1.1",
+                "identity": {"sourceIp": source_ip, "userAgent": request.headers.get("user-agent")},
+            },
+            "body": text if body else None,
+            "isBase64Encoded": is_b64,
+        }
+
+    def _authorize(self, event: dict[str, Any]) -> dict[str, Any] | str:
+        """Run the REQUEST authorizer; the authorizer context on Allow, else the gateway response type."""
+        auth_event = {
+            "type": "REQUEST",
+            "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/{event['httpMethod']}{event['path']}",
+            **{k: event[k] for k in ("resource", "path", "httpMethod", "headers", "multiValueHeaders",
+                                     "queryStringParameters", "multiValueQueryStringParameters", "pathParameters",
+                                     "stageVariables", "requestContext")},
+        }
+        try:
+            policy = invoke(self.authorizer, auth_event, "AuthorizerFunction")
+        except Exception as exc:  # noqa: BLE001 - API Gateway maps authorizer errors to gateway responses
+            return "UNAUTHORIZED" if str(exc) == "Unauthorized" else "AUTHORIZER_FAILURE"
+        statements = (policy.get("policyDocument") or {}).get("Statement") or []
+        if not statements or any(s.get("Effect") != "Allow" for s in statements):
+            return "ACCESS_DENIED"
+        return {**(policy.get("context") or {}), "principalId": policy.get("principalId")}
+
+    def _to_response(self, result: dict[str, Any], request_id: str) -> Response:
+        if not isinstance(result, dict) or "statusCode" not in result:
+            return Response(status_code=502, content=b'{"message": "Internal server error"}')
+        body = result.get("body") or ""
+        content = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+        response = Response(content=content, status_code=int(result["statusCode"]))
+        for key, value in (result.get("headers") or {}).items():
+            response.headers[key] = str(value)
+        for key, values in (result.get("multiValueHeaders") or {}).items():
+            for value in values:
+                response.headers.append(key, str(value))
+        response.headers["x-amzn-RequestId"] = request_id
+        return response
+
+    def gateway_response(self, kind: str, request_id: str, request: Request) -> Response:
+        """Render a gateway response of ``kind`` from the template (falling back to DEFAULT_4XX/5XX)."""
+        status = _DEFAULT_STATUS.get(kind, 500)
+        spec = self.responses.get(kind) or self.responses.get("DEFAULT_5XX" if status >= 500 else "DEFAULT_4XX") or {}
+        status = int(spec.get("StatusCode", status))
+        template = (spec.get("ResponseTemplates") or {}).get("application/json") or json.dumps({"message": kind})
+        body = template.replace("$context.requestId", request_id)
+        response = Response(content=body.encode(), status_code=status, media_type="application/json")
+        for name, expr in ((spec.get("ResponseParameters") or {}).get("Headers") or {}).items():
+            response.headers[name] = self._header_value(str(expr), request_id, request)
+        response.headers["x-amzn-RequestId"] = request_id
+        response.headers["x-amzn-ErrorType"] = kind
+        return response
+
+    @staticmethod
+    def _header_value(expr: str, request_id: str, request: Request) -> str:
+        if expr.startswith("'") and expr.endswith("'"):
+            return expr[1:-1]
+        if expr == "context.requestId":
+            return request_id
+        if expr.startswith("method.request.header."):
+            return request.headers.get(expr.removeprefix("method.request.header."), "")
+        return ""

@@ -1,0 +1,49 @@
+"""What the Lambda service gives a handler, locally: a context object and a worker pool whose threads each have
+an event loop (Mangum needs one), so invocations run concurrently like separate execution environments."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LambdaContext:
+    """The attributes Powertools and Mangum read from the Lambda context object."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    timeout_seconds: int = 10
+    function_version: str = "$LATEST"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "/aws/lambda/local"
+    log_stream_name: str = "local"
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_seconds
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _thread_loop() -> None:
+    asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+def invocation_pool(workers: int = 8) -> ThreadPoolExecutor:
+    """Threads for handler invocations (``workers`` = concurrent executions)."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lambda", initializer=_thread_loop)
+
+
+def invoke(handler: Any, event: dict[str, Any], function_name: str) -> Any:
+    """Call ``handler(event, context)`` as the Lambda runtime would."""
+    return handler(event, LambdaContext(function_name=function_name))

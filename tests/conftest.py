@@ -1,0 +1,202 @@
+"""Shared fixtures: an embedded AWS (moto) with the table built from template.yaml, a dev OIDC issuer on
+loopback, and the API Gateway emulator of template.yaml in front of the real handlers.
+
+Every test gets its own subscription id (``sub``), so tests share one table without seeing each other's data —
+the same tenant isolation the store enforces in production.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from starlette.testclient import TestClient
+
+ADMIN, CONSUMER, SUPPLIER = "itl-accelerator-admin", "itl-accelerator-consumer", "itl-accelerator-supplier"
+TABLE = "itl-accelerator-test"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def dev_key(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from itl_local.devauth import load_or_create_key
+
+    return load_or_create_key(tmp_path_factory.mktemp("devkeys"))
+
+
+@pytest.fixture(scope="session")
+def idp(dev_key: Any) -> Iterator[str]:
+    """A dev OIDC issuer on a free loopback port; yields the issuer URL."""
+    import uvicorn
+
+    from itl_local.devauth import idp_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(idp_app(dev_key), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}/realms/itl"
+    server.should_exit = True
+
+
+@pytest.fixture(scope="session")
+def environment(idp: str) -> Iterator[None]:
+    """Process environment for the handlers, set before anything reads settings."""
+    values = {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "TABLE_NAME": TABLE,
+        "CONTROL_PLANE_AUTH_URL": idp.rsplit("/realms/", 1)[0],
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL"]}
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.update(values)
+    from itl_accelerator.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def template() -> Any:
+    from itl_local.template import Template
+
+    return Template()
+
+
+@pytest.fixture(scope="session")
+def aws(environment: None, template: Any) -> Iterator[Any]:
+    """moto for the whole session, with the table created from template.yaml's own definition."""
+    from itl_local.aws import create_table
+
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        create_table(dynamodb, template, TABLE)
+        yield dynamodb
+
+
+@pytest.fixture(scope="session")
+def gateway(aws: Any, template: Any) -> Iterator[TestClient]:
+    """The API Gateway emulator of template.yaml (real authorizer, real function handlers)."""
+    from itl_local.gateway import ApiGatewayEmulator
+
+    with TestClient(ApiGatewayEmulator(template), base_url="http://testserver") as client:
+        yield client
+
+
+@pytest.fixture
+def sub() -> str:
+    """A fresh subscription id for this test."""
+    return f"sub-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def make_token(dev_key: Any, idp: str) -> Callable[..., str]:
+    """``make_token(subject, roles, scopes, **kw)`` → a dev RS256 token for the test issuer."""
+    from itl_local.devauth import mint_token
+
+    def make(subject: str, roles: list[str], scopes: list[str], **kw: Any) -> str:
+        return mint_token(dev_key, issuer=idp, audience="itl-accelerator", subject=subject, roles=roles,
+                          scopes=scopes, **kw)
+
+    return make
+
+
+class Caller:
+    """An HTTP client acting as one principal: ``caller.get(path)``, ``caller.put(path, json=...)``..."""
+
+    def __init__(self, client: TestClient, token: str):
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        headers = {**self.headers, **kw.pop("headers", {})}
+        return self.client.request(method, path, headers=headers, **kw)
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw)
+
+    def put(self, path: str, **kw: Any) -> Any:
+        return self.request("PUT", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> Any:
+        return self.request("POST", path, **kw)
+
+    def patch(self, path: str, **kw: Any) -> Any:
+        return self.request("PATCH", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Any:
+        return self.request("DELETE", path, **kw)
+
+
+@pytest.fixture
+def caller(gateway: TestClient, make_token: Callable[..., str]) -> Callable[..., Caller]:
+    """``caller(roles, scopes, subject="alice")`` → a :class:`Caller`."""
+
+    def make(roles: list[str], scopes: list[str], subject: str = "alice", **kw: Any) -> Caller:
+        return Caller(gateway, make_token(subject, roles, scopes, **kw))
+
+    return make
+
+
+@pytest.fixture
+def admin(caller: Callable[..., Caller], sub: str) -> Caller:
+    """An admin holding the whole test subscription."""
+    return caller([ADMIN], [f"/subscriptions/{sub}"], subject="admin-1")
+
+
+def nodes_path(sub: str, rg: str = "rg1", name: str | None = None) -> str:
+    base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/sparkNodes"
+    return f"{base}/{name}" if name else base
+
+
+#: The seed's create body, verbatim in shape (its "{...}" filled with plausible values).
+SEED_NODE = {
+    "name": "dgx-1",
+    "location": "us-east-1",
+    "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
+    "properties": {
+        "owner": "owner-123",
+        "hardwareSpecs": {"gpuModel": "H100", "gpuCount": 8, "gpuMemoryGb": 80, "cpuCores": 112, "memoryGb": 2048,
+                          "interconnect": "NVLink"},
+        "pricing": {"currency": "USD", "pricePerGpuHour": 2.5},
+    },
+}
+
+
+def node_body(**overrides: Any) -> dict[str, Any]:
+    """A PUT body (no name) based on :data:`SEED_NODE`."""
+    import copy
+
+    body = copy.deepcopy({k: v for k, v in SEED_NODE.items() if k != "name"})
+    body.update(overrides)
+    return body
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
