@@ -1,0 +1,116 @@
+"""Pure ARM rules: merge patch, preconditions, names, locations, api-version."""
+
+from __future__ import annotations
+
+import pytest
+
+from itl_accelerator import arm
+from itl_accelerator.errors import (
+    BadRequest,
+    InvalidParameter,
+    InvalidResourceName,
+    MissingApiVersion,
+    PreconditionFailed,
+    UnsupportedApiVersion,
+)
+from itl_accelerator.services import arm_rules
+
+
+def test_merge_patch_follows_rfc7396_examples():
+    # RFC 7396 appendix A, a selection
+    assert arm_rules.merge_patch({"a": "b"}, {"a": "c"}) == {"a": "c"}
+    assert arm_rules.merge_patch({"a": "b"}, {"b": "c"}) == {"a": "b", "b": "c"}
+    assert arm_rules.merge_patch({"a": "b"}, {"a": None}) == {}
+    assert arm_rules.merge_patch({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}) == {"a": {"b": "d"}}
+    assert arm_rules.merge_patch({"a": [{"b": "c"}]}, {"a": [1]}) == {"a": [1]}
+    assert arm_rules.merge_patch({"e": None}, {"a": 1}) == {"e": None, "a": 1}
+    assert arm_rules.merge_patch([1, 2], {"a": "b", "c": None}) == {"a": "b"}
+
+
+def test_merge_patch_does_not_mutate_its_input():
+    target = {"a": {"b": 1}}
+    arm_rules.merge_patch(target, {"a": {"b": 2}})
+    assert target == {"a": {"b": 1}}
+
+
+@pytest.mark.parametrize(
+    ("current", "if_match", "if_none_match", "fails"),
+    [
+        (None, "*", None, True),  # If-Match * on a missing resource
+        ('"abc"', '"abc"', None, False),
+        ('"abc"', "abc", None, False),  # unquoted tolerated
+        ('"abc"', 'W/"abc"', None, False),  # weak form tolerated
+        ('"abc"', '"old"', None, True),  # stale
+        ('"abc"', '"old", "abc"', None, False),  # a list with the current one
+        ('"abc"', None, "*", True),  # If-None-Match * on an existing resource
+        (None, None, "*", False),
+        ('"abc"', None, None, False),
+    ],
+)
+def test_preconditions(current, if_match, if_none_match, fails):
+    if fails:
+        with pytest.raises(PreconditionFailed):
+            arm_rules.check_preconditions(current, if_match=if_match, if_none_match=if_none_match)
+    else:
+        arm_rules.check_preconditions(current, if_match=if_match, if_none_match=if_none_match)
+
+
+def test_body_name_must_match_url_ignoring_case():
+    arm_rules.check_body_name(None, "dgx-1")
+    arm_rules.check_body_name("DGX-1", "dgx-1")
+    with pytest.raises(BadRequest):
+        arm_rules.check_body_name("dgx-2", "dgx-1")
+
+
+def test_provisioning_state_is_read_only():
+    arm_rules.check_provisioning_state(None, "Succeeded")
+    arm_rules.check_provisioning_state("Succeeded", "Succeeded")
+    arm_rules.check_provisioning_state("Succeeded", None)
+    with pytest.raises(BadRequest):
+        arm_rules.check_provisioning_state("Failed", "Succeeded")
+
+
+def test_location_compared_ignoring_case_and_spaces():
+    arm_rules.check_location_unchanged("East US", "eastus")
+    with pytest.raises(InvalidParameter):
+        arm_rules.check_location_unchanged("westus", "eastus")
+
+
+def test_changed_paths_lists_leaves():
+    before = {"properties": {"pricing": {"price": 1}, "owner": "a"}, "tags": {"x": "1"}}
+    after = {"properties": {"pricing": {"price": 2}, "owner": "a"}, "tags": {}}
+    assert arm_rules.changed_paths(before, after) == {"properties.pricing.price", "tags.x"}
+
+
+@pytest.mark.parametrize("name", ["dgx-1", "a", "A_b.c-9", "x" * 63])
+def test_valid_resource_names(name):
+    assert arm.validate_resource_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "-a", "a.", "a#b", "a/b", "x" * 64, "ünï", "a b"])
+def test_invalid_resource_names(name):
+    with pytest.raises(InvalidResourceName):
+        arm.validate_resource_name(name)
+
+
+def test_resource_group_names_follow_arm_rules():
+    assert arm.validate_resource_group("My_RG-(1).prod")
+    for bad in ("", "rg.", "r" * 91, "rg/1", "rg#1"):
+        with pytest.raises(InvalidParameter):
+            arm.validate_resource_group(bad)
+
+
+def test_api_version_optional_and_unknown_refused():
+    assert arm.validate_api_version(None) == arm.DEFAULT_API_VERSION
+    assert arm.validate_api_version("2026-11-01") == "2026-11-01"
+    with pytest.raises(UnsupportedApiVersion):
+        arm.validate_api_version("2020-01-01")
+    with pytest.raises(MissingApiVersion):
+        arm.validate_api_version("")
+
+
+def test_resource_id_has_no_host_or_version():
+    assert (
+        arm.resource_id("sub", "rg", ("sparkNodes", "dgx-1"))
+        == "/subscriptions/sub/resourceGroups/rg/providers/ITL.Accelerator/sparkNodes/dgx-1"
+    )
