@@ -122,8 +122,9 @@ def make_token(dev_key: Any, idp: str) -> Callable[..., str]:
     from itl_local.devauth import mint_token
 
     def make(subject: str, roles: list[str], scopes: list[str], **kw: Any) -> str:
-        return mint_token(dev_key, issuer=idp, audience="itl-accelerator", subject=subject, roles=roles,
-                          scopes=scopes, **kw)
+        return mint_token(
+            dev_key, issuer=idp, audience="itl-accelerator", subject=subject, roles=roles, scopes=scopes, **kw
+        )
 
     return make
 
@@ -183,8 +184,14 @@ SEED_NODE = {
     "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
     "properties": {
         "owner": "owner-123",
-        "hardwareSpecs": {"gpuModel": "H100", "gpuCount": 8, "gpuMemoryGb": 80, "cpuCores": 112, "memoryGb": 2048,
-                          "interconnect": "NVLink"},
+        "hardwareSpecs": {
+            "gpuModel": "H100",
+            "gpuCount": 8,
+            "gpuMemoryGb": 80,
+            "cpuCores": 112,
+            "memoryGb": 2048,
+            "interconnect": "NVLink",
+        },
         "pricing": {"currency": "USD", "pricePerGpuHour": 2.5},
     },
 }

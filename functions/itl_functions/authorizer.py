@@ -43,7 +43,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         claims = _validator().validate(headers.get("authorization"))
     except AuthenticationFailed as exc:
         logger.info("Token refused", extra={"reason": exc.message, "source_ip": _source_ip(event)})
-        raise Exception("Unauthorized") from None  # noqa: TRY002 - the exact text API Gateway maps to 401
+        raise Exception("Unauthorized") from None
     principal = principal_from_claims(
         claims, roles_claim_paths=settings.roles_claim_paths, subscriptions_claim=settings.subscriptions_claim
     )

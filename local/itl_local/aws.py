@@ -16,6 +16,8 @@ from moto.server import ThreadedMotoServer
 from itl_local.template import Template
 
 REGION = "us-east-1"
+
+
 #: Environment for boto3 against the embedded AWS (fake credentials: moto accepts any).
 def aws_environment(port: int) -> dict[str, str]:
     """Variables that point boto3 at the embedded AWS on ``127.0.0.1:{port}``."""
@@ -24,7 +26,7 @@ def aws_environment(port: int) -> dict[str, str]:
         "AWS_DEFAULT_REGION": REGION,
         "AWS_REGION": REGION,
         "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",  # noqa: S105 - moto's fake credentials
+        "AWS_SECRET_ACCESS_KEY": "local",
     }
 
 
@@ -43,8 +45,13 @@ class EmbeddedAws:
         self.server.stop()
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, endpoint_url=f"http://127.0.0.1:{self.port}", region_name=REGION,
-                            aws_access_key_id="local", aws_secret_access_key="local")  # noqa: S106
+        return boto3.client(
+            service,
+            endpoint_url=f"http://127.0.0.1:{self.port}",
+            region_name=REGION,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
 
 
 def create_table(dynamodb: Any, template: Template, table_name: str) -> None:
@@ -53,7 +60,9 @@ def create_table(dynamodb: Any, template: Template, table_name: str) -> None:
     dynamodb.get_waiter("table_exists").wait(TableName=table_name)
     ttl = template.ttl_attribute()
     if ttl:
-        dynamodb.update_time_to_live(TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+        dynamodb.update_time_to_live(
+            TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+        )
 
 
 def save_items(dynamodb: Any, table_name: str, path: Path) -> int:

@@ -164,9 +164,17 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     os.environ.update(env)
     issuer = f"http://127.0.0.1:{idp_port}/realms/{settings.oidc_realm}"
     if "${DEV_TOKEN}" in event_text:
-        event_text = event_text.replace("${DEV_TOKEN}", mint_token(
-            key, issuer=issuer, audience=settings.oidc_audience, subject="dev-admin",
-            roles=["itl-accelerator-admin"], scopes=["/subscriptions/sub-123"]))
+        event_text = event_text.replace(
+            "${DEV_TOKEN}",
+            mint_token(
+                key,
+                issuer=issuer,
+                audience=settings.oidc_audience,
+                subject="dev-admin",
+                roles=["itl-accelerator-admin"],
+                scopes=["/subscriptions/sub-123"],
+            ),
+        )
     event = json.loads(event_text)
     from itl_accelerator.settings import get_settings
 
@@ -180,8 +188,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             with mock_aws():
                 import boto3
 
-                create_table(boto3.client("dynamodb", region_name=aws_environment(0)["AWS_REGION"]), template,
-                             get_settings().table_name)
+                create_table(
+                    boto3.client("dynamodb", region_name=aws_environment(0)["AWS_REGION"]),
+                    template,
+                    get_settings().table_name,
+                )
                 result = invoke(handler, event, args.function)
     finally:
         server.should_exit = True
@@ -203,7 +214,9 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``itl-local``."""
-    parser = argparse.ArgumentParser(prog="itl-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="itl-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start the local stack (Ctrl-C stops)")
@@ -214,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     token = sub.add_parser("token", help="print a dev bearer token")
     token.add_argument("--sub", required=True, help="subject (user id)")
     token.add_argument("--role", action="append", help="role, repeatable (e.g. itl-accelerator-admin)")
-    token.add_argument("--scope", action="append",
-                       help="ARM scope, repeatable: /subscriptions/{sub}[/resourceGroups/{rg}]")
+    token.add_argument(
+        "--scope", action="append", help="ARM scope, repeatable: /subscriptions/{sub}[/resourceGroups/{rg}]"
+    )
     token.add_argument("--name", default=None, help="display name")
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
     token.add_argument("--audience", default=None)

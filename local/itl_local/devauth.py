@@ -86,10 +86,17 @@ def idp_app(key: rsa.RSAPrivateKey, issuer_path: str = "/realms/itl") -> Starlet
 
     async def discovery(request: Request) -> JSONResponse:
         issuer = f"{request.url.scheme}://{request.url.netloc}{issuer_path}"
-        return JSONResponse({"issuer": issuer, "jwks_uri": f"{issuer}/protocol/openid-connect/certs",
-                             "id_token_signing_alg_values_supported": ["RS256"]})
+        return JSONResponse(
+            {
+                "issuer": issuer,
+                "jwks_uri": f"{issuer}/protocol/openid-connect/certs",
+                "id_token_signing_alg_values_supported": ["RS256"],
+            }
+        )
 
-    return Starlette(routes=[
-        Route(f"{issuer_path}/protocol/openid-connect/certs", certs),
-        Route(f"{issuer_path}/.well-known/openid-configuration", discovery),
-    ])
+    return Starlette(
+        routes=[
+            Route(f"{issuer_path}/protocol/openid-connect/certs", certs),
+            Route(f"{issuer_path}/.well-known/openid-configuration", discovery),
+        ]
+    )

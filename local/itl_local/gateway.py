@@ -148,9 +148,21 @@ class ApiGatewayEmulator:
         auth_event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/{event['httpMethod']}{event['path']}",
-            **{k: event[k] for k in ("resource", "path", "httpMethod", "headers", "multiValueHeaders",
-                                     "queryStringParameters", "multiValueQueryStringParameters", "pathParameters",
-                                     "stageVariables", "requestContext")},
+            **{
+                k: event[k]
+                for k in (
+                    "resource",
+                    "path",
+                    "httpMethod",
+                    "headers",
+                    "multiValueHeaders",
+                    "queryStringParameters",
+                    "multiValueQueryStringParameters",
+                    "pathParameters",
+                    "stageVariables",
+                    "requestContext",
+                )
+            },
         }
         try:
             policy = invoke(self.authorizer, auth_event, "AuthorizerFunction")

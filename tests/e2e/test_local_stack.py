@@ -52,8 +52,9 @@ class Stack:
         return f"http://127.0.0.1:{self.port}"
 
     def token(self, *args: str) -> str:
-        out = subprocess.run([str(BIN / "itl-local"), "token", *args], env=self.env, capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [str(BIN / "itl-local"), "token", *args], env=self.env, capture_output=True, text=True, check=True
+        )
         return out.stdout.strip()
 
     def stop(self) -> int:

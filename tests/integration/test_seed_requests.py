@@ -16,8 +16,12 @@ def test_seed_create_then_get_list_update_delete(admin, sub):
     assert node["type"] == "ITL.Accelerator/sparkNodes"
     assert node["properties"]["provisioningState"] == "Succeeded"
     assert node["properties"]["capacity"] == {
-        "totalGpus": 8, "allocatedGpus": 0, "freeGpus": 8,
-        "totalMemoryGb": 640, "allocatedMemoryGb": 0, "freeMemoryGb": 640,
+        "totalGpus": 8,
+        "allocatedGpus": 0,
+        "freeGpus": 8,
+        "totalMemoryGb": 640,
+        "allocatedMemoryGb": 0,
+        "freeMemoryGb": 640,
     }
     assert created.headers["ETag"] == node["etag"]
 

@@ -23,8 +23,9 @@ def test_roles_from_realm_and_client_roles_and_scopes_parsed():
 
 
 def test_scope_checks_are_case_insensitive_and_rg_bounded():
-    p = Principal(subject="u", scopes=[ArmScope(subscription_id="S1"),
-                                       ArmScope(subscription_id="s2", resource_group="RG1")])
+    p = Principal(
+        subject="u", scopes=[ArmScope(subscription_id="S1"), ArmScope(subscription_id="s2", resource_group="RG1")]
+    )
     assert p.can_see("s1", "anything")
     assert p.can_see("S2", "rg1") and not p.can_see("s2", "rg2")
     assert p.can_see("s2", None)  # some part of s2 is visible
@@ -34,8 +35,11 @@ def test_scope_checks_are_case_insensitive_and_rg_bounded():
 
 
 def test_service_accounts_are_applications_and_scopes_may_be_a_string():
-    claims = {"sub": "svc", "preferred_username": "service-account-billing",
-              "subscriptions": "/subscriptions/a /subscriptions/b"}
+    claims = {
+        "sub": "svc",
+        "preferred_username": "service-account-billing",
+        "subscriptions": "/subscriptions/a /subscriptions/b",
+    }
     p = principal_from_claims(claims, roles_claim_paths=PATHS, subscriptions_claim="subscriptions")
     assert p.actor_type == "Application"
     assert [s.subscription_id for s in p.scopes] == ["a", "b"]

@@ -94,7 +94,7 @@ class ArmProtocolMiddleware:
 
         try:
             await self.app(scope, replay, send_with_headers)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the last line of defence: no stack trace ever reaches a caller
             logger.exception("Unhandled error")
             if not started:
                 await fail(InternalServerError("The server encountered an internal error. Retry the request later."))

@@ -9,7 +9,9 @@ from fastapi.responses import JSONResponse, Response
 from itl_accelerator.models.common import ErrorResponse
 
 
-def resource_response(resource: dict[str, Any], status_code: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+def resource_response(
+    resource: dict[str, Any], status_code: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """A single resource; its ``ETag`` header equals the body's ``etag`` (ARM_CONTRACT.md line 21)."""
     all_headers = {"ETag": resource["etag"]} if "etag" in resource else {}
     all_headers.update(headers or {})

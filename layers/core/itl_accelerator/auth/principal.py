@@ -89,7 +89,9 @@ def _claim_at(claims: dict[str, Any], path: str) -> Any:
     return node
 
 
-def principal_from_claims(claims: dict[str, Any], *, roles_claim_paths: list[str], subscriptions_claim: str) -> Principal:
+def principal_from_claims(
+    claims: dict[str, Any], *, roles_claim_paths: list[str], subscriptions_claim: str
+) -> Principal:
     """Map validated JWT claims to a :class:`Principal`.
 
     Roles are the union of every string list found at ``roles_claim_paths`` (default Keycloak realm and client

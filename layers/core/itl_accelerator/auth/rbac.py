@@ -33,8 +33,12 @@ def _op(path: str, resource: str, operation: str, description: str) -> Operation
 
 
 NODES_READ = _op("sparkNodes/read", "Spark nodes", "Read spark node", "Gets or lists GPU nodes.")
-NODES_WRITE = _op("sparkNodes/write", "Spark nodes", "Write spark node", "Registers or updates any property of a GPU node.")
-NODES_DELETE = _op("sparkNodes/delete", "Spark nodes", "Delete spark node", "Deregisters a GPU node without allocations.")
+NODES_WRITE = _op(
+    "sparkNodes/write", "Spark nodes", "Write spark node", "Registers or updates any property of a GPU node."
+)
+NODES_DELETE = _op(
+    "sparkNodes/delete", "Spark nodes", "Delete spark node", "Deregisters a GPU node without allocations."
+)
 NODES_PRICING_WRITE = _op(
     "sparkNodes/pricing/write",
     "Spark nodes",

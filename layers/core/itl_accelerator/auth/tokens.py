@@ -119,6 +119,8 @@ class TokenValidator:
         except jwt.InvalidAudienceError as exc:
             raise AuthenticationFailed("Authentication failed. The access token has the wrong audience.") from exc
         except jwt.MissingRequiredClaimError as exc:
-            raise AuthenticationFailed(f"Authentication failed. The access token lacks the '{exc.claim}' claim.") from exc
+            raise AuthenticationFailed(
+                f"Authentication failed. The access token lacks the '{exc.claim}' claim."
+            ) from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationFailed("Authentication failed. The access token signature is invalid.") from exc

@@ -1,7 +1,7 @@
 """sparkNodes: a supplier's GPU box (e.g. a DGX H100 with 8 GPUs) registered with the provider.
 
 Units: GPUs are counts; ``*Gb`` fields are GiB; prices are per GPU-hour in ``pricing.currency``.
-Capacity memory is GPU memory: ``gpuCount × gpuMemoryGb`` (what instances and jobs request as ``memory_gb``).
+Capacity memory is GPU memory: ``gpuCount * gpuMemoryGb`` (what instances and jobs request as ``memory_gb``).
 """
 
 from __future__ import annotations

@@ -46,17 +46,28 @@ class Access:
         if not ctx.principal.can_see(subscription_id, resource_group):
             raise not_found(resource_type, resource_name, resource_group)
         if not rbac.has_permission(ctx.principal, action):
-            self.deny(ctx, action, subscription_id=subscription_id, resource_id=resource_id,
-                      resource_type=resource_type, resource_name=resource_name)
+            self.deny(
+                ctx,
+                action,
+                subscription_id=subscription_id,
+                resource_id=resource_id,
+                resource_type=resource_type,
+                resource_name=resource_name,
+            )
 
     def require_any(self, ctx: CallContext, actions: tuple[Operation, ...], **target: str | None) -> None:
         """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first)."""
         if not ctx.principal.can_see(str(target["subscription_id"]), target.get("resource_group")):
             raise not_found(str(target["resource_type"]), str(target["resource_name"]), target.get("resource_group"))
         if not any(rbac.has_permission(ctx.principal, a) for a in actions):
-            self.deny(ctx, actions[0], subscription_id=str(target["subscription_id"]),
-                      resource_id=str(target["resource_id"]), resource_type=str(target["resource_type"]),
-                      resource_name=str(target["resource_name"]))
+            self.deny(
+                ctx,
+                actions[0],
+                subscription_id=str(target["subscription_id"]),
+                resource_id=str(target["resource_id"]),
+                resource_type=str(target["resource_type"]),
+                resource_name=str(target["resource_name"]),
+            )
 
     def require_subscription(self, ctx: CallContext, subscription_id: str, action: Operation) -> None:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the
@@ -65,8 +76,14 @@ class Access:
         if not ctx.principal.can_see(subscription_id, None):
             raise ResourceNotFound(f"The subscription '{subscription_id}' was not found.")
         if not ctx.principal.holds_subscription(subscription_id) or not rbac.has_permission(ctx.principal, action):
-            self.deny(ctx, action, subscription_id=subscription_id, resource_id=resource_id,
-                      resource_type="subscriptions", resource_name=subscription_id)
+            self.deny(
+                ctx,
+                action,
+                subscription_id=subscription_id,
+                resource_id=resource_id,
+                resource_type="subscriptions",
+                resource_name=subscription_id,
+            )
 
     def deny(
         self,

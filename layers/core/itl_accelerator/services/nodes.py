@@ -88,7 +88,12 @@ def render(stored: StoredResource) -> dict[str, Any]:
 def _writable(doc: dict[str, Any]) -> dict[str, Any]:
     """The part of a node document a client controls (for diffs): location (normalised), tags, sku, properties."""
     props = {k: v for k, v in doc["properties"].items() if k not in ("provisioningState", "capacity")}
-    return {"location": normalize_location(doc["location"]), "tags": doc["tags"], "sku": doc["sku"], "properties": props}
+    return {
+        "location": normalize_location(doc["location"]),
+        "tags": doc["tags"],
+        "sku": doc["sku"],
+        "properties": props,
+    }
 
 
 class SparkNodeService:
@@ -151,8 +156,15 @@ class SparkNodeService:
             attributes={"owner": document["properties"]["owner"], "location": normalize_location(body.location)},
         )
 
-    def _audit(self, ctx: CallContext, key: ResourceKey, action: rbac.Operation, summary: str,
-               previous: dict[str, Any] | None, new: dict[str, Any] | None):
+    def _audit(
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        action: rbac.Operation,
+        summary: str,
+        previous: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+    ):
         return build_event(
             ctx,
             subscription_id=key.subscription_id,
@@ -248,18 +260,23 @@ class SparkNodeService:
         self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
         arm_rules.check_body_name(body.name, name)
         previous = self._store.get_resource(key)
-        arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=if_none_match)
+        arm_rules.check_preconditions(
+            previous.etag if previous else None, if_match=if_match, if_none_match=if_none_match
+        )
         if previous is not None and create_only:
             raise Conflict(f"A sparkNode named '{previous.document['name']}' already exists in this resource group.")
         arm_rules.check_provisioning_state(
-            body.properties.provisioning_state, previous.document["properties"]["provisioningState"] if previous else None
+            body.properties.provisioning_state,
+            previous.document["properties"]["provisioningState"] if previous else None,
         )
         if previous is not None:
             arm_rules.check_location_unchanged(body.location, previous.document["location"])
         document = self._document(ctx, key, body, previous)
         self._authorize_change(ctx, key, previous, document)
-        if previous is not None and _writable(previous.document) == _writable(document) and (
-            previous.document["name"] == document["name"] and previous.document["id"] == document["id"]
+        if (
+            previous is not None
+            and _writable(previous.document) == _writable(document)
+            and (previous.document["name"] == document["name"] and previous.document["id"] == document["id"])
         ):
             return render(previous), False
         write = self._write(key, document, body)
@@ -268,10 +285,18 @@ class SparkNodeService:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
                 self._store.create_resource(write, audit)
             else:
-                audit = self._audit(ctx, key, self._action_for(ctx), f"Updated sparkNode '{name}': "
-                                    + ", ".join(sorted(arm_rules.changed_paths(_writable(previous.document),
-                                                                               _writable(document))) or ["name casing"]),
-                                    previous.document, document)
+                audit = self._audit(
+                    ctx,
+                    key,
+                    self._action_for(ctx),
+                    f"Updated sparkNode '{name}': "
+                    + ", ".join(
+                        sorted(arm_rules.changed_paths(_writable(previous.document), _writable(document)))
+                        or ["name casing"]
+                    ),
+                    previous.document,
+                    document,
+                )
                 self._store.replace_resource(write, previous.etag, audit)
         except ItemExists as exc:
             raise Conflict("The resource was created by another request at the same time; retry the request.") from exc
@@ -281,7 +306,9 @@ class SparkNodeService:
         counters.update(write.totals)
         return render(StoredResource(key, document, write.etag, counters)), previous is None
 
-    def create(self, ctx: CallContext, subscription_id: str, resource_group: str, body: SparkNodeCreate) -> dict[str, Any]:
+    def create(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, body: SparkNodeCreate
+    ) -> dict[str, Any]:
         """The seed's ``POST`` to the collection: create ``body.name``; 409 ``Conflict`` when it exists."""
         node, _ = self.put(ctx, subscription_id, resource_group, body.name, body, create_only=True)
         return node
@@ -305,7 +332,9 @@ class SparkNodeService:
             raise BadRequest("The PATCH body must be a JSON object.")
         unknown = set(patch) - {"tags", "sku", "properties", "location", "name", "id", "type", "etag", "systemData"}
         if unknown:
-            raise BadRequest(f"Unknown top-level field(s) in PATCH: {', '.join(sorted(unknown))}.", target=sorted(unknown)[0])
+            raise BadRequest(
+                f"Unknown top-level field(s) in PATCH: {', '.join(sorted(unknown))}.", target=sorted(unknown)[0]
+            )
         previous = self._store.get_resource(key)
         if previous is None:
             arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
@@ -343,8 +372,9 @@ class SparkNodeService:
                 arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
             return False
         arm_rules.check_preconditions(previous.etag, if_match=if_match, if_none_match=None)
-        audit = self._audit(ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'",
-                            previous.document, None)
+        audit = self._audit(
+            ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'", previous.document, None
+        )
         try:
             self._store.delete_resource(key, previous.etag, audit)
         except ItemMissing:

@@ -21,7 +21,10 @@ from itl_accelerator.store import keys
 from itl_accelerator.store.keys import ResourceKey
 
 #: (total attribute, allocated attribute) pairs of capacity-bearing items (nodes): GPUs and GPU memory (GiB).
-CAPACITY_DIMENSIONS: tuple[tuple[str, str], ...] = (("gpuTotal", "gpuAllocated"), ("memoryGbTotal", "memoryGbAllocated"))
+CAPACITY_DIMENSIONS: tuple[tuple[str, str], ...] = (
+    ("gpuTotal", "gpuAllocated"),
+    ("memoryGbTotal", "memoryGbAllocated"),
+)
 #: Subscription states that allow writes (a subscription never notified counts as Registered).
 WRITABLE_SUBSCRIPTION_STATES = ("Registered",)
 
@@ -135,9 +138,7 @@ class DynamoStore:
 
     @staticmethod
     def _resource_from_item(key: ResourceKey, item: dict[str, Any]) -> StoredResource:
-        counters = {
-            attr: int(item[attr]) for pair in CAPACITY_DIMENSIONS for attr in pair if attr in item
-        }
+        counters = {attr: int(item[attr]) for pair in CAPACITY_DIMENSIONS for attr in pair if attr in item}
         return StoredResource(key=key, document=json.loads(item["doc"]), etag=item["etag"], counters=counters)
 
     def list_resources(
@@ -174,7 +175,9 @@ class DynamoStore:
                 _typed({n: rg.lower() for n, rg in zip(names, visible_resource_groups, strict=True)})
             )
         if skip_token:
-            request["ExclusiveStartKey"] = _decode_token(skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix)
+            request["ExclusiveStartKey"] = _decode_token(
+                skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix
+            )
         response = self._db.query(**request)
         raw = [_plain(i) for i in response.get("Items", [])]
         items = [self._resource_from_item(self._key_of(i, subscription_id, type_segment), i) for i in raw[:limit]]
@@ -425,5 +428,6 @@ class DynamoStore:
             "state": record["state"],
             "doc": json.dumps(record, separators=(",", ":")),
         }
-        self._db.transact_write_items(TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}},
-                                                     self._audit_put(audit)])
+        self._db.transact_write_items(
+            TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}}, self._audit_put(audit)]
+        )

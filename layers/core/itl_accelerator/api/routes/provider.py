@@ -35,8 +35,12 @@ class OperationEntry(BaseModel):
     display: OperationDisplay
 
 
-@router.get("/providers/ITL.Accelerator/operations", operation_id="Operations_List",
-            response_model=Page[OperationEntry], responses=errors())
+@router.get(
+    "/providers/ITL.Accelerator/operations",
+    operation_id="Operations_List",
+    response_model=Page[OperationEntry],
+    responses=errors(),
+)
 def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
     """Every permission string this provider enforces, with display text (ARM_CONTRACT.md line 26)."""
     return {
@@ -45,8 +49,12 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
                 "name": op.name,
                 "isDataAction": False,
                 "origin": "user,system",
-                "display": {"provider": "ITL Accelerator", "resource": op.resource, "operation": op.operation,
-                            "description": op.description},
+                "display": {
+                    "provider": "ITL Accelerator",
+                    "resource": op.resource,
+                    "operation": op.operation,
+                    "description": op.description,
+                },
             }
             for op in OPERATIONS
         ],
@@ -54,8 +62,12 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
     }
 
 
-@router.put("/subscriptions/{subscriptionId}", operation_id="Subscriptions_CreateOrUpdate",
-            response_model=Subscription, responses=errors(403, 404))
+@router.put(
+    "/subscriptions/{subscriptionId}",
+    operation_id="Subscriptions_CreateOrUpdate",
+    response_model=Subscription,
+    responses=errors(403, 404),
+)
 def put_subscription(
     subscriptionId: str, body: SubscriptionWrite, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None
 ) -> Any:
@@ -63,15 +75,23 @@ def put_subscription(
     return c.subscriptions.put(ctx, subscriptionId, body)
 
 
-@router.get("/subscriptions/{subscriptionId}", operation_id="Subscriptions_Get", response_model=Subscription,
-            responses=errors(403, 404))
+@router.get(
+    "/subscriptions/{subscriptionId}",
+    operation_id="Subscriptions_Get",
+    response_model=Subscription,
+    responses=errors(403, 404),
+)
 def get_subscription(subscriptionId: str, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None) -> Any:
     """The subscription's registration record."""
     return c.subscriptions.get(ctx, subscriptionId)
 
 
-@router.get("/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents", operation_id="AuditEvents_List",
-            response_model=Page[AuditEvent], responses=errors(403, 404))
+@router.get(
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents",
+    operation_id="AuditEvents_List",
+    response_model=Page[AuditEvent],
+    responses=errors(403, 404),
+)
 def list_audit_events(
     request: Request,
     subscriptionId: str,
@@ -86,7 +106,12 @@ def list_audit_events(
 ) -> Any:
     """Audit events of a subscription (admins), oldest first, by time range and optionally by resource id."""
     events, token = c.audit.list_events(
-        ctx, subscriptionId, start_time=start_time, end_time=end_time, resource_id=resource_id,
-        top=top or c.settings.default_page_size, skip_token=skip_token,
+        ctx,
+        subscriptionId,
+        start_time=start_time,
+        end_time=end_time,
+        resource_id=resource_id,
+        top=top or c.settings.default_page_size,
+        skip_token=skip_token,
     )
     return page_response([e.model_dump() for e in events], next_link(request, c, token, top))

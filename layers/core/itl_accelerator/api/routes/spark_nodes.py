@@ -13,14 +13,19 @@ from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodeWr
 
 router = APIRouter(tags=["sparkNodes"])
 
-RG_COLLECTION = "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes"
+RG_COLLECTION = (
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes"
+)
 SUB_COLLECTION = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkNodes"
 ITEM = RG_COLLECTION + "/{nodeName}"
 
 IfMatch = Annotated[str | None, Header(alias="If-Match")]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 
-PATCH_EXAMPLE = {"properties": {"pricing": {"pricePerGpuHour": 2.75}, "availability": "Cordoned"}, "tags": {"env": "prod"}}
+PATCH_EXAMPLE = {
+    "properties": {"pricing": {"pricePerGpuHour": 2.75}, "availability": "Cordoned"},
+    "tags": {"env": "prod"},
+}
 
 
 @router.post(
@@ -32,7 +37,11 @@ PATCH_EXAMPLE = {"properties": {"pricing": {"pricePerGpuHour": 2.75}, "availabil
     summary="Register a node (ITL form: name in the body); 409 when the name exists.",
 )
 def create(
-    subscriptionId: str, resourceGroupName: str, body: SparkNodeCreate, ctx: ContextDep, c: ContainerDep,
+    subscriptionId: str,
+    resourceGroupName: str,
+    body: SparkNodeCreate,
+    ctx: ContextDep,
+    c: ContainerDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.nodes.create(ctx, subscriptionId, resourceGroupName, body), 201)
@@ -46,8 +55,15 @@ def create(
     summary="Create or replace a node (ARM PUT): 201 when created, 200 when replaced.",
 )
 def create_or_update(
-    subscriptionId: str, resourceGroupName: str, nodeName: str, body: SparkNodeWrite, ctx: ContextDep, c: ContainerDep,
-    if_match: IfMatch = None, if_none_match: IfNoneMatch = None, api_version: ApiVersion = None,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    body: SparkNodeWrite,
+    ctx: ContextDep,
+    c: ContainerDep,
+    if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
+    api_version: ApiVersion = None,
 ) -> Any:
     node, created = c.nodes.put(
         ctx, subscriptionId, resourceGroupName, nodeName, body, if_match=if_match, if_none_match=if_none_match
@@ -57,7 +73,11 @@ def create_or_update(
 
 @router.get(ITEM, operation_id="SparkNodes_Get", response_model=SparkNode, responses=errors(403, 404))
 def get(
-    subscriptionId: str, resourceGroupName: str, nodeName: str, ctx: ContextDep, c: ContainerDep,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.nodes.get(ctx, subscriptionId, resourceGroupName, nodeName))
@@ -91,18 +111,30 @@ def update(
     summary="Delete a node (synchronous): 200, or 204 when it did not exist; 409 while it holds allocations.",
 )
 def delete(
-    subscriptionId: str, resourceGroupName: str, nodeName: str, ctx: ContextDep, c: ContainerDep,
-    if_match: IfMatch = None, api_version: ApiVersion = None,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    if_match: IfMatch = None,
+    api_version: ApiVersion = None,
 ) -> Any:
     deleted = c.nodes.delete(ctx, subscriptionId, resourceGroupName, nodeName, if_match=if_match)
     return empty(200 if deleted else 204)
 
 
-@router.get(RG_COLLECTION, operation_id="SparkNodes_ListByResourceGroup", response_model=Page[SparkNode],
-            responses=errors(403))
+@router.get(
+    RG_COLLECTION, operation_id="SparkNodes_ListByResourceGroup", response_model=Page[SparkNode], responses=errors(403)
+)
 def list_by_resource_group(
-    request: Request, subscriptionId: str, resourceGroupName: str, ctx: ContextDep, c: ContainerDep,
-    top: Top = None, skip_token: SkipToken = None, api_version: ApiVersion = None,
+    request: Request,
+    subscriptionId: str,
+    resourceGroupName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    top: Top = None,
+    skip_token: SkipToken = None,
+    api_version: ApiVersion = None,
 ) -> Any:
     items, token = c.nodes.list(
         ctx, subscriptionId, resourceGroupName, top=top or c.settings.default_page_size, skip_token=skip_token
@@ -110,11 +142,19 @@ def list_by_resource_group(
     return page_response(items, next_link(request, c, token, top))
 
 
-@router.get(SUB_COLLECTION, operation_id="SparkNodes_ListBySubscription", response_model=Page[SparkNode],
-            responses=errors(403))
+@router.get(
+    SUB_COLLECTION, operation_id="SparkNodes_ListBySubscription", response_model=Page[SparkNode], responses=errors(403)
+)
 def list_by_subscription(
-    request: Request, subscriptionId: str, ctx: ContextDep, c: ContainerDep,
-    top: Top = None, skip_token: SkipToken = None, api_version: ApiVersion = None,
+    request: Request,
+    subscriptionId: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    top: Top = None,
+    skip_token: SkipToken = None,
+    api_version: ApiVersion = None,
 ) -> Any:
-    items, token = c.nodes.list(ctx, subscriptionId, None, top=top or c.settings.default_page_size, skip_token=skip_token)
+    items, token = c.nodes.list(
+        ctx, subscriptionId, None, top=top or c.settings.default_page_size, skip_token=skip_token
+    )
     return page_response(items, next_link(request, c, token, top))
