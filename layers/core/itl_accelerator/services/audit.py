@@ -57,7 +57,8 @@ class AuditQueryService:
         try:
             return self._store.query_audit(
                 subscription_id=subscription_id,
-                start=start.astimezone(UTC).strftime(fmt) if start else "",
+                # DynamoDB refuses an empty key value: "0" sorts before every ISO timestamp.
+                start=start.astimezone(UTC).strftime(fmt) if start else "0",
                 end=end.astimezone(UTC).strftime(fmt) if end else "\uffff",
                 resource_id=resource_id,
                 limit=top,
