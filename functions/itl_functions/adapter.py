@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +15,15 @@ from itl_accelerator.observability import logger, tracer
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
+_loops = threading.local()
+
+
 def _ensure_event_loop() -> None:
-    """Mangum drives the app with ``asyncio.get_event_loop()``; threads other than the main one (the local
-    runtime runs invocations on a pool) have none until one is set."""
-    try:
-        asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        asyncio.set_event_loop(asyncio.new_event_loop())
+    """Mangum drives the app with ``asyncio.get_event_loop()``, which (Python 3.12+) warns or fails where no loop
+    was set: give each thread (Lambda's main thread, the local runtime's pool threads) its own loop, once."""
+    if getattr(_loops, "loop", None) is None:
+        _loops.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(_loops.loop)
 
 
 def operation_handler(operation_id: str) -> LambdaHandler:

@@ -161,6 +161,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         env["AWS_ENDPOINT_URL"] = args.endpoint_url
     else:
         env.pop("AWS_ENDPOINT_URL")
+        os.environ.pop("AWS_ENDPOINT_URL", None)  # a fresh embedded AWS, whatever the shell points at
     os.environ.update(env)
     issuer = f"http://127.0.0.1:{idp_port}/realms/{settings.oidc_realm}"
     if "${DEV_TOKEN}" in event_text:

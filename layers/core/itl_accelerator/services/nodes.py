@@ -153,7 +153,11 @@ class SparkNodeService:
             document=document,
             etag=arm_rules.new_etag(),
             totals={"gpuTotal": gpus, "memoryGbTotal": gpus * gpu_memory},
-            attributes={"owner": document["properties"]["owner"], "location": normalize_location(body.location)},
+            attributes={
+                "owner": document["properties"]["owner"],
+                "location": normalize_location(body.location),
+                "availability": document["properties"]["availability"],
+            },
         )
 
     def _audit(
@@ -184,9 +188,9 @@ class SparkNodeService:
             return subscription_conflict(exc)
         if isinstance(exc, CapacityInUse):
             return Conflict(
-                "The node holds allocated capacity "
-                f"({exc.allocated.get('gpuAllocated', 0)} GPUs, {exc.allocated.get('memoryGbAllocated', 0)} GiB): "
-                "release its instances and jobs first."
+                "The node holds allocated capacity or child resources "
+                f"({exc.allocated.get('gpuAllocated', 0)} GPUs, {exc.allocated.get('memoryGbAllocated', 0)} GiB, "
+                f"{exc.allocated.get('childCount', 0)} instances): delete its instances and jobs first."
             )
         if isinstance(exc, EtagMismatch | ItemMissing) and if_match is not None:
             return PreconditionFailed("The resource changed since the ETag in 'If-Match' was issued.")
@@ -258,8 +262,23 @@ class SparkNodeService:
         """
         key = self._key(subscription_id, resource_group, name)
         self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        return self._put(ctx, key, body, self._store.get_resource(key), if_match=if_match,
+                         if_none_match=if_none_match, create_only=create_only)
+
+    def _put(
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        body: SparkNodeWrite,
+        previous: StoredResource | None,
+        *,
+        if_match: str | None,
+        if_none_match: str | None,
+        create_only: bool,
+    ) -> tuple[dict[str, Any], bool]:
+        """:meth:`put` after the access check, given the node as read (``previous``)."""
+        name = key.names[0]
         arm_rules.check_body_name(body.name, name)
-        previous = self._store.get_resource(key)
         arm_rules.check_preconditions(
             previous.etag if previous else None, if_match=if_match, if_none_match=if_none_match
         )
@@ -354,7 +373,7 @@ class SparkNodeService:
         if "name" in patch:
             merged["name"] = patch["name"]
         body = _validate_write(merged)
-        node, _ = self.put(ctx, subscription_id, resource_group, name, body, if_match=if_match)
+        node, _ = self._put(ctx, key, body, previous, if_match=if_match, if_none_match=None, create_only=False)
         return node
 
     def delete(
