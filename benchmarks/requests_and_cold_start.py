@@ -161,12 +161,23 @@ def measure_requests(client: Any, token_for: TokenFactory, subscription_id: str 
     rg_nodes = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
     sub_nodes = f"/subscriptions/{sub}/providers/ITL.Accelerator/sparkNodes"
     put_body = {k: v for k, v in SEED_NODE.items() if k != "name"}
-    repriced = {**put_body, "properties": {**put_body["properties"],
-                                           "pricing": {"currency": "USD", "pricePerGpuHour": 3.1}}}
+    repriced = {
+        **put_body,
+        "properties": {**put_body["properties"], "pricing": {"currency": "USD", "pricePerGpuHour": 3.1}},
+    }
     results: list[Measured] = []
 
-    def run(label: str, kind: str, method: str, path: str, expected: int, *, headers: dict[str, str] = admin,
-            body: Any = None, changes: bool = False) -> Any:
+    def run(
+        label: str,
+        kind: str,
+        method: str,
+        path: str,
+        expected: int,
+        *,
+        headers: dict[str, str] = admin,
+        body: Any = None,
+        changes: bool = False,
+    ) -> Any:
         with dynamodb_calls() as calls:
             response = client.request(method, path, headers=headers, json=body)
         results.append(Measured(label, kind, method, path, response.status_code, expected, Counter(calls), changes))
@@ -185,15 +196,23 @@ def measure_requests(client: Any, token_for: TokenFactory, subscription_id: str 
     run("replace (PUT, new price)", "write", "PUT", f"{rg_nodes}/dgx-2", 200, body=repriced, changes=True)
     run("identical PUT (no-op)", "write", "PUT", f"{rg_nodes}/dgx-2", 200, body=repriced)
     run("get", "read", "GET", f"{rg_nodes}/dgx-1", 200)
-    run("update (PATCH)", "write", "PATCH", f"{rg_nodes}/dgx-1", 200,
-        body={"properties": {"pricing": {"pricePerGpuHour": 2.75}}, "tags": {"env": "prod"}}, changes=True)
+    run(
+        "update (PATCH)",
+        "write",
+        "PATCH",
+        f"{rg_nodes}/dgx-1",
+        200,
+        body={"properties": {"pricing": {"pricePerGpuHour": 2.75}}, "tags": {"env": "prod"}},
+        changes=True,
+    )
     page = run("list by RG, page 1 ($top=1)", "list", "GET", f"{rg_nodes}?$top=1", 200)
     run("list by RG, page 2 (nextLink)", "list", "GET", next_page(page), 200)
     page = run("list by subscription, page 1 ($top=1)", "list", "GET", f"{sub_nodes}?$top=1", 200)
     run("list by subscription, page 2 (nextLink)", "list", "GET", next_page(page), 200)
     audit = f"/subscriptions/{sub}/providers/ITL.Accelerator/auditEvents"
-    page = run("audit query, page 1 (startTime, $top=2)", "list", "GET", f"{audit}?startTime=2000-01-01T00:00:00Z&$top=2",
-               200)
+    page = run(
+        "audit query, page 1 (startTime, $top=2)", "list", "GET", f"{audit}?startTime=2000-01-01T00:00:00Z&$top=2", 200
+    )
     run("audit query, page 2 (nextLink)", "list", "GET", next_page(page), 200)
     run("audit query, default range ($top=2)", "list", "GET", f"{audit}?$top=2", 200)
     run("get refused (403, no role)", "denied", "GET", f"{rg_nodes}/dgx-1", 403, headers=no_role)
@@ -324,13 +343,15 @@ class ColdStart:
 
 def _child_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
-    env.update({
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-        "TABLE_NAME": TABLE,
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-    })
+    env.update(
+        {
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "TABLE_NAME": TABLE,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
+    )
     return env
 
 
@@ -368,7 +389,12 @@ def measure_cold_starts(runs: int = RUNS) -> list[ColdStart]:
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-c", _CHILD.format(body=body)],
-                cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+                cwd=REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
             )
             elapsed = (time.perf_counter() - started) * 1000
             if done.returncode != 0:
@@ -385,21 +411,26 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
 def requests_table(measured: list[Measured]) -> str:
     seen = {name for m in measured for name in m.calls if m.calls[name]}
-    columns = [c for c in API_COLUMNS if c in seen or c in ("GetItem", "Query", "TransactWriteItems", "PutItem", "Scan")]
+    columns = [
+        c for c in API_COLUMNS if c in seen or c in ("GetItem", "Query", "TransactWriteItems", "PutItem", "Scan")
+    ]
     columns += sorted(seen - set(columns))
     headers = ["operation", "request", "status", *columns, "budget", "fits"]
     rows = []
     for m in measured:
         status = str(m.status) if m.status == m.expected_status else f"{m.status} (expected {m.expected_status})"
-        rows.append([m.label, m.method, status, *(str(m.calls[c]) for c in columns), BUDGETS[m.kind],
-                     "yes" if m.fits else "NO"])
+        rows.append(
+            [m.label, m.method, status, *(str(m.calls[c]) for c in columns), BUDGETS[m.kind], "yes" if m.fits else "NO"]
+        )
     return _table(headers, rows, right=set(range(3, 3 + len(columns))))
 
 
@@ -409,11 +440,17 @@ def cold_start_table(results: list[ColdStart]) -> str:
     rows = []
     for r in results:
         median = statistics.median(r.init_ms)
-        rows.append([
-            r.name, r.what, f"{median:.1f}", f"{min(r.init_ms):.1f}", f"{max(r.init_ms):.1f}",
-            "-" if r is results[0] else f"{median / baseline:.2f}x (+{median - baseline:.0f})",
-            f"{statistics.median(r.process_ms):.1f}",
-        ])
+        rows.append(
+            [
+                r.name,
+                r.what,
+                f"{median:.1f}",
+                f"{min(r.init_ms):.1f}",
+                f"{max(r.init_ms):.1f}",
+                "-" if r is results[0] else f"{median / baseline:.2f}x (+{median - baseline:.0f})",
+                f"{statistics.median(r.process_ms):.1f}",
+            ]
+        )
     return _table(headers, rows, right={2, 3, 4, 5, 6})
 
 
@@ -427,13 +464,18 @@ def main() -> int:
     print(requests_table(measured))
     over = [m.label for m in measured if not m.fits]
     wrong = [m.label for m in measured if m.status != m.expected_status]
-    print(f"within budget: {len(measured) - len(over)}/{len(measured)}; Scan calls: "
-          f"{sum(m.calls['Scan'] for m in measured)}" + (f"; OVER BUDGET: {', '.join(over)}" if over else "")
-          + (f"; UNEXPECTED STATUS: {', '.join(wrong)}" if wrong else ""))
+    print(
+        f"within budget: {len(measured) - len(over)}/{len(measured)}; Scan calls: "
+        f"{sum(m.calls['Scan'] for m in measured)}"
+        + (f"; OVER BUDGET: {', '.join(over)}" if over else "")
+        + (f"; UNEXPECTED STATUS: {', '.join(wrong)}" if wrong else "")
+    )
     print()
     cold = measure_cold_starts()
-    print(f"(b) Cold initialisation per function: import handler + build (fresh interpreter each run, median of "
-          f"{RUNS} after a warm-up; 'process' adds interpreter start-up; tracing disabled)")
+    print(
+        f"(b) Cold initialisation per function: import handler + build (fresh interpreter each run, median of "
+        f"{RUNS} after a warm-up; 'process' adds interpreter start-up; tracing disabled)"
+    )
     print(cold_start_table(cold))
     print()
     print(f"total benchmark time: {time.perf_counter() - started:.1f} s")

@@ -55,10 +55,53 @@ def idp(dev_key: Any) -> Iterator[str]:
     server.should_exit = True
 
 
+def serve(app: Any) -> tuple[Any, int]:
+    """Run an ASGI app with uvicorn on a free loopback port in a daemon thread; returns (server, port)."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, port
+
+
+DGX_API_KEY = "test-dgx-key"
+
+
 @pytest.fixture(scope="session")
-def environment(idp: str) -> Iterator[None]:
+def dgx_simulator() -> Iterator[Any]:
+    """The DGX Platform simulator on a free loopback port (``.url`` added)."""
+    from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
+
+    simulator = DgxSimulator(SimulatorConfig(api_key=DGX_API_KEY, provisioning_seconds=1.0, deletion_seconds=0.2))
+    server, port = serve(simulator.app)
+    simulator.url = f"http://127.0.0.1:{port}"
+    yield simulator
+    server.should_exit = True
+
+
+@pytest.fixture
+def dgx(dgx_simulator: Any) -> Iterator[Any]:
+    """The simulator with its default behaviour restored after the test."""
+    from dataclasses import replace
+
+    saved = replace(dgx_simulator.config)
+    yield dgx_simulator
+    dgx_simulator.config = saved
+
+
+@pytest.fixture(scope="session")
+def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
     """Process environment for the handlers, set before anything reads settings."""
     values = {
+        "DGX_PLATFORM_API_URL": dgx_simulator.url,
+        "DGX_PLATFORM_API_KEY": DGX_API_KEY,
+        "DGX_READ_TIMEOUT_SECONDS": "1",
+        "DGX_ATTEMPTS": "2",
+        "INSTANCE_POLL_INTERVAL_SECONDS": "1",
+        "INSTANCE_PROVISION_TIMEOUT_SECONDS": "6",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
@@ -68,7 +111,7 @@ def environment(idp: str) -> Iterator[None]:
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
-    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL"]}
+    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES]}
     os.environ.pop("AWS_ENDPOINT_URL", None)
     os.environ.update(values)
     from itl_accelerator.settings import get_settings
@@ -90,14 +133,31 @@ def template() -> Any:
     return Template()
 
 
+WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN")
+
+
 @pytest.fixture(scope="session")
 def aws(environment: None, template: Any) -> Iterator[Any]:
-    """moto for the whole session, with the table created from template.yaml's own definition."""
+    """moto for the whole session: the table created from template.yaml's own definition, and the template's
+    state machines executing their real ASL with Lambda tasks calling the real step handlers in-process."""
+    from itl_accelerator.settings import get_settings
     from itl_local.aws import create_table
+    from itl_local.workflows import (
+        MOTO_CONFIG,
+        deploy_workflows,
+        route_lambda_invocations_in_process,
+        workflow_environment,
+    )
 
-    with mock_aws():
+    route_lambda_invocations_in_process()
+    with mock_aws(config=MOTO_CONFIG):
         dynamodb = boto3.client("dynamodb")
         create_table(dynamodb, template, TABLE)
+        machines = deploy_workflows(
+            template, iam=boto3.client("iam"), lambda_client=boto3.client("lambda"), sfn=boto3.client("stepfunctions")
+        )
+        os.environ.update(workflow_environment(machines))
+        get_settings.cache_clear()
         yield dynamodb
 
 
@@ -108,6 +168,17 @@ def gateway(aws: Any, template: Any) -> Iterator[TestClient]:
 
     with TestClient(ApiGatewayEmulator(template), base_url="http://testserver") as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def gateway_url(gateway: TestClient, template: Any) -> Iterator[str]:
+    """The same API Gateway emulator served over real HTTP on loopback, for tests that send concurrent requests
+    (each handler invocation runs on the emulator's pool, like concurrent Lambda execution environments)."""
+    from itl_local.gateway import ApiGatewayEmulator
+
+    server, port = serve(ApiGatewayEmulator(template))
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
 
 
 @pytest.fixture

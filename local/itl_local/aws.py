@@ -41,6 +41,12 @@ class EmbeddedAws:
     def start(self) -> None:
         self.server.start()
 
+    def configure(self, config: dict[str, Any]) -> None:
+        """Set moto's configuration through its documented ``/moto-api/config`` endpoint."""
+        import httpx
+
+        httpx.post(f"http://127.0.0.1:{self.port}/moto-api/config", json=config, timeout=10).raise_for_status()
+
     def stop(self) -> None:
         self.server.stop()
 

@@ -58,6 +58,10 @@ def _serve_in_thread(app: Any, port: int) -> tuple[Any, threading.Thread]:
     return server, thread
 
 
+#: The simulator's API key locally (DGX_PLATFORM_API_KEY overrides it).
+LOCAL_DGX_API_KEY = "local-dgx-key"
+
+
 def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
     from itl_local.aws import aws_environment
 
@@ -66,6 +70,14 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
         "TABLE_NAME": settings.table_name,
         "CONTROL_PLANE_AUTH_URL": f"http://127.0.0.1:{idp_port}",
         "LOCAL_IDP_PORT": str(idp_port),
+        "DGX_PLATFORM_API_URL": f"http://127.0.0.1:{settings.local_dgx_port}",
+        "DGX_PLATFORM_API_KEY": settings.dgx_platform_api_key.get_secret_value() or LOCAL_DGX_API_KEY,
+        # Local default: poll every 2 s (settings default 10 s for real hardware); explicit values win.
+        "INSTANCE_POLL_INTERVAL_SECONDS": str(
+            settings.instance_poll_interval_seconds
+            if "instance_poll_interval_seconds" in settings.model_fields_set
+            else 2
+        ),
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_SERVICE_NAME": "itl-accelerator",
         "POWERTOOLS_LOG_LEVEL": settings.log_level,
@@ -84,19 +96,40 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     from itl_local.aws import EmbeddedAws, create_table, load_items, save_items
     from itl_local.devauth import idp_app, load_or_create_key
+    from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
     from itl_local.template import Template
+    from itl_local.workflows import (
+        MOTO_CONFIG,
+        deploy_workflows,
+        route_lambda_invocations_in_process,
+        workflow_environment,
+    )
 
     template = Template()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
+    aws.configure(MOTO_CONFIG)
+    route_lambda_invocations_in_process()
     dynamodb = aws.client("dynamodb")
     create_table(dynamodb, template, settings.table_name)
+    machines = deploy_workflows(
+        template, iam=aws.client("iam"), lambda_client=aws.client("lambda"), sfn=aws.client("stepfunctions")
+    )
+    os.environ.update(workflow_environment(machines))
+    get_settings.cache_clear()
+    settings = get_settings()
     data = Path(args.data) if args.data else None
     if data and data.exists():
         print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)
     key = load_or_create_key(_home(settings))
     servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port)[0]]
+    simulator = DgxSimulator(
+        SimulatorConfig(
+            api_key=settings.dgx_platform_api_key.get_secret_value(), provisioning_seconds=args.dgx_provisioning_seconds
+        )
+    )
+    servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
     servers.append(_serve_in_thread(ApiGatewayEmulator(template), port)[0])
 
     stop = threading.Event()
@@ -104,7 +137,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     print(
         f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | "
-        f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port}\n"
+        f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
+        f"DGX simulator {settings.dgx_platform_api_url}\n"
         f"  token: itl-local token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123",
         flush=True,
     )
@@ -223,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the local stack (Ctrl-C stops)")
     up.add_argument("--port", type=int, default=None, help="API port (default SERVICE_PORT, 8003)")
     up.add_argument("--data", default=None, help="load items from this file at start and save them at stop")
+    up.add_argument(
+        "--dgx-provisioning-seconds",
+        type=float,
+        default=3.0,
+        help="how long the DGX simulator takes to make an instance ready (default 3)",
+    )
     up.set_defaults(func=cmd_up)
 
     token = sub.add_parser("token", help="print a dev bearer token")

@@ -118,6 +118,28 @@ class Template:
             ]
         return definition
 
+    def state_machines(self) -> dict[str, dict[str, Any]]:
+        """Logical id → ``{"definition": Path, "substitutions": {name: function logical id}}`` of every
+        AWS::Serverless::StateMachine (substitutions of the form ``!GetAtt Function.Arn``)."""
+        machines = {}
+        for logical_id, resource in self.resources.items():
+            if resource["Type"] != "AWS::Serverless::StateMachine":
+                continue
+            props = resource["Properties"]
+            substitutions = {}
+            for name, value in (props.get("DefinitionSubstitutions") or {}).items():
+                target = value["Fn::GetAtt"]
+                substitutions[name] = target[0] if isinstance(target, list) else str(target).split(".")[0]
+            machines[logical_id] = {
+                "definition": self.path.parent / props["DefinitionUri"],
+                "substitutions": substitutions,
+            }
+        return machines
+
+    def function_environment(self, logical_id: str) -> dict[str, Any]:
+        """The function's own ``Environment.Variables`` (Globals excluded)."""
+        return dict(((self.functions()[logical_id].get("Environment") or {}).get("Variables")) or {})
+
     def ttl_attribute(self) -> str | None:
         """The table's TTL attribute name, if any."""
         props = next(v["Properties"] for v in self.resources.values() if v["Type"] == "AWS::DynamoDB::Table")

@@ -29,10 +29,17 @@ FUNCTIONS: dict[str, dict[str, Any]] = _TEMPLATE.functions()
 API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes})
 #: Run order for the in-process invocations: create before read, delete last (each must stand alone anyway).
 ORDER = [
-    "SubscriptionsCreateOrUpdateFunction", "SubscriptionsGetFunction", "SparkNodesCreateFunction",
-    "SparkNodesCreateOrUpdateFunction", "SparkNodesGetFunction", "SparkNodesUpdateFunction",
-    "SparkNodesListByResourceGroupFunction", "SparkNodesListBySubscriptionFunction", "OperationsListFunction",
-    "AuditEventsListFunction", "SparkNodesDeleteFunction",
+    "SubscriptionsCreateOrUpdateFunction",
+    "SubscriptionsGetFunction",
+    "SparkNodesCreateFunction",
+    "SparkNodesCreateOrUpdateFunction",
+    "SparkNodesGetFunction",
+    "SparkNodesUpdateFunction",
+    "SparkNodesListByResourceGroupFunction",
+    "SparkNodesListBySubscriptionFunction",
+    "OperationsListFunction",
+    "AuditEventsListFunction",
+    "SparkNodesDeleteFunction",
 ]
 API_IN_ORDER = [f for f in ORDER if f in API_FUNCTIONS] + [f for f in API_FUNCTIONS if f not in ORDER]
 
@@ -61,7 +68,7 @@ def last_json_document(stdout: str) -> Any:
     """The pretty-printed JSON the CLI prints last (log lines, if any, come before it)."""
     starts = [m.start() for m in re.finditer(r"^\{$", stdout, re.MULTILINE)]
     assert starts, f"no JSON document in the output:\n{stdout}"
-    return json.loads(stdout[starts[-1]:])
+    return json.loads(stdout[starts[-1] :])
 
 
 # ------------------------------------------------------------------------------------------------ event files
@@ -79,7 +86,11 @@ def test_api_event_matches_a_route_of_its_function(function_id):
     event = load_event(function_id)
     # When API Gateway routes it the way the emulator does (first route of template.routes matching method + path)
     routed = next(
-        (r for r in _TEMPLATE.routes if r.method in (event["httpMethod"], "ANY") and r.match(event["path"]) is not None),
+        (
+            r
+            for r in _TEMPLATE.routes
+            if r.method in (event["httpMethod"], "ANY") and r.match(event["path"]) is not None
+        ),
         None,
     )
     # Then it lands on this very function, and the event's resource and path parameters are that route's
@@ -188,7 +199,12 @@ def run_invoke(function_id: str, home: Path) -> subprocess.CompletedProcess[str]
     env["LOCAL_HOME"] = str(home)  # dev signing key in a temporary directory, not the checkout's .local/
     return subprocess.run(
         [str(ITL_LOCAL), "invoke", function_id, "-e", f"events/{function_id}.json"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

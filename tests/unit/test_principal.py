@@ -54,7 +54,13 @@ def test_role_table():
     def perms(*roles):
         return rbac.permissions_of(Principal(subject="u", roles=list(roles)))
 
-    assert perms(rbac.ROLE_CONSUMER) == {rbac.NODES_READ.name, rbac.SUBSCRIPTION_READ.name}
+    assert perms(rbac.ROLE_CONSUMER) == {
+        rbac.NODES_READ.name,
+        rbac.INSTANCES_READ.name,
+        rbac.OPERATIONS_READ.name,
+        rbac.SUBSCRIPTION_READ.name,
+    }
+    assert rbac.INSTANCES_WRITE.name not in perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER)
     assert rbac.NODES_PRICING_WRITE.name in perms(rbac.ROLE_SUPPLIER)
     assert rbac.NODES_WRITE.name not in perms(rbac.ROLE_SUPPLIER)
     assert perms(rbac.ROLE_ADMIN) == {op.name for op in rbac.OPERATIONS}

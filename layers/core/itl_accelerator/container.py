@@ -1,7 +1,7 @@
 """Wiring: settings → AWS clients → store → services. Built on first use, never at import time.
 
-Tests and the local runtime pass their own ``dynamodb_client`` (or rely on ``AWS_ENDPOINT_URL``, which boto3
-reads itself) — AWS clients are injectable.
+Tests and the local runtime pass their own clients (or rely on ``AWS_ENDPOINT_URL``, which boto3 reads itself) —
+AWS clients are injectable.
 """
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ from typing import Any
 
 import boto3
 
+from itl_accelerator.dgx.factory import dgx_client
 from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit import AuditQueryService
+from itl_accelerator.services.instance_workflow import InstanceWorkflow
+from itl_accelerator.services.instances import SparkOllamaInstanceService
 from itl_accelerator.services.nodes import SparkNodeService
+from itl_accelerator.services.operations import OperationService
 from itl_accelerator.services.subscriptions import SubscriptionService
 from itl_accelerator.settings import Settings, get_settings
-from itl_accelerator.store.dynamodb import DynamoStore
+from itl_accelerator.store.workloads import WorkloadStore
+from itl_accelerator.workflows import WorkflowStarter
 
 
 @dataclass
@@ -24,21 +29,48 @@ class Container:
     """The services of one process."""
 
     settings: Settings
-    store: DynamoStore
+    store: WorkloadStore
     nodes: SparkNodeService
+    instances: SparkOllamaInstanceService
+    operations: OperationService
     subscriptions: SubscriptionService
     audit: AuditQueryService
+    instance_workflow: InstanceWorkflow
 
     @classmethod
-    def build(cls, settings: Settings | None = None, *, dynamodb_client: Any | None = None) -> Container:
-        """Build from settings (default: :func:`get_settings`) and an optional injected DynamoDB client."""
+    def build(
+        cls,
+        settings: Settings | None = None,
+        *,
+        dynamodb_client: Any | None = None,
+        stepfunctions_client: Any | None = None,
+    ) -> Container:
+        """Build from settings (default: :func:`get_settings`) and optional injected AWS clients. The Step
+        Functions and DGX clients are created on first use."""
         settings = settings or get_settings()
-        store = DynamoStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
+        store = WorkloadStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
         access = Access(store)
+        workflows = WorkflowStarter(stepfunctions_client or _LazyClient("stepfunctions"))
         return cls(
             settings=settings,
             store=store,
             nodes=SparkNodeService(store, access),
+            instances=SparkOllamaInstanceService(store, access, workflows, settings),
+            operations=OperationService(store, access),
             subscriptions=SubscriptionService(store, access),
             audit=AuditQueryService(store, access),
+            instance_workflow=InstanceWorkflow(store, lambda: dgx_client(settings)),
         )
+
+
+class _LazyClient:
+    """A boto3 client created on first attribute access (read-only functions never pay for it)."""
+
+    def __init__(self, service: str):
+        self._service = service
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = boto3.client(self._service)
+        return getattr(self._client, name)

@@ -32,6 +32,19 @@ class Settings(BaseSettings):
 
     table_name: str = "itl-accelerator"
 
+    # DGX Platform client. In AWS the key comes from Secrets Manager (DGX_PLATFORM_API_KEY_SECRET_ID, cached);
+    # locally from DGX_PLATFORM_API_KEY.
+    dgx_platform_api_key_secret_id: str = ""
+    dgx_connect_timeout_seconds: float = Field(default=2.0, gt=0)
+    dgx_read_timeout_seconds: float = Field(default=10.0, gt=0)
+    dgx_attempts: int = Field(default=3, ge=1, le=10)
+
+    # Workflows (Step Functions). Poll interval and timeout go into each execution's input.
+    provision_state_machine_arn: str = ""
+    deprovision_state_machine_arn: str = ""
+    instance_poll_interval_seconds: int = Field(default=10, ge=1, le=300)
+    instance_provision_timeout_seconds: int = Field(default=900, ge=1, le=86400)
+
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"
     oidc_issuer: str = ""
@@ -53,6 +66,7 @@ class Settings(BaseSettings):
     local_home: str = ".local"
     local_aws_port: int = 5005
     local_idp_port: int = 8180
+    local_dgx_port: int = 9504
 
     @field_validator("control_plane_auth_url", "public_base_url", "oidc_issuer", "dgx_platform_api_url")
     @classmethod

@@ -19,13 +19,13 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itl_accelerator.api.protocol import ArmProtocolMiddleware
-from itl_accelerator.api.routes import provider, spark_nodes
+from itl_accelerator.api.routes import operations, provider, spark_nodes, spark_ollama_instances
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
 from itl_accelerator.errors import ArmError, InvalidParameter, invalid_content
 from itl_accelerator.settings import get_settings
 
-ROUTERS = (provider.router, spark_nodes.router)
+ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, operations.router)
 
 _HTTP_CODES = {404: "NotFound", 405: "MethodNotAllowed"}
 
@@ -66,7 +66,10 @@ def build_app(
     app = FastAPI(
         title="ITL Accelerator Resource Provider",
         version=DEFAULT_API_VERSION,
-        description="ARM resource provider `ITL.Accelerator`: sparkNodes (GPU nodes), with RBAC, tenancy and audit.",
+        description=(
+            "ARM resource provider `ITL.Accelerator`: sparkNodes (GPU nodes) and sparkOllamaInstances (Ollama LLM "
+            "servers provisioned on the DGX Platform), with RBAC, tenancy and audit."
+        ),
         openapi_url="/openapi.json" if with_docs else None,
         docs_url=None,
         redoc_url=None,

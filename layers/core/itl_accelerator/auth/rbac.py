@@ -45,6 +45,27 @@ NODES_PRICING_WRITE = _op(
     "Set pricing and availability",
     "Changes pricing and availability of GPU nodes whose owner is the caller.",
 )
+INSTANCES_READ = _op(
+    "sparkNodes/sparkOllamaInstances/read", "Ollama instances", "Read instance", "Gets or lists Ollama instances."
+)
+INSTANCES_WRITE = _op(
+    "sparkNodes/sparkOllamaInstances/write",
+    "Ollama instances",
+    "Provision instance",
+    "Provisions an Ollama instance on a node (reserves GPUs).",
+)
+INSTANCES_DELETE = _op(
+    "sparkNodes/sparkOllamaInstances/delete",
+    "Ollama instances",
+    "Delete instance",
+    "Deprovisions an Ollama instance and releases its GPUs.",
+)
+OPERATIONS_READ = _op(
+    "locations/operationStatuses/read",
+    "Operations",
+    "Read operation status",
+    "Reads the status of a long-running operation on a resource the caller may see.",
+)
 AUDIT_READ = _op("auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription.")
 REGISTER = _op(
     "register/action", "Subscriptions", "Register subscription", "Sets the registration state of a subscription."
@@ -58,6 +79,10 @@ OPERATIONS: tuple[Operation, ...] = (
     NODES_WRITE,
     NODES_DELETE,
     NODES_PRICING_WRITE,
+    INSTANCES_READ,
+    INSTANCES_WRITE,
+    INSTANCES_DELETE,
+    OPERATIONS_READ,
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
@@ -66,8 +91,10 @@ OPERATIONS: tuple[Operation, ...] = (
 #: The one role table. Consumers read nodes; suppliers read nodes and change pricing/availability of their own
 #: (ownership is checked by the node service); admins do everything.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
-    ROLE_CONSUMER: frozenset({NODES_READ.name, SUBSCRIPTION_READ.name}),
-    ROLE_SUPPLIER: frozenset({NODES_READ.name, NODES_PRICING_WRITE.name, SUBSCRIPTION_READ.name}),
+    ROLE_CONSUMER: frozenset({NODES_READ.name, INSTANCES_READ.name, OPERATIONS_READ.name, SUBSCRIPTION_READ.name}),
+    ROLE_SUPPLIER: frozenset(
+        {NODES_READ.name, NODES_PRICING_WRITE.name, INSTANCES_READ.name, OPERATIONS_READ.name, SUBSCRIPTION_READ.name}
+    ),
     ROLE_ADMIN: frozenset(op.name for op in OPERATIONS),
 }
 

@@ -53,7 +53,7 @@ class Sku(ApiModel):
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     tier: Annotated[str, StringConstraints(max_length=64)] | None = None
-    capacity: int | None = Field(default=None, ge=1, le=64)
+    capacity: int | None = Field(strict=True, default=None, ge=1, le=64)
 
 
 def validate_tags(value: dict[str, str] | None) -> dict[str, str]:

@@ -39,10 +39,10 @@ class HardwareSpecs(ApiModel):
     """What the box is. ``gpu_count`` GPUs of ``gpu_memory_gb`` GiB each; ``memory_gb`` system RAM in GiB."""
 
     gpu_model: ShortText | None = None
-    gpu_count: int | None = Field(default=None, ge=1, le=64)
-    gpu_memory_gb: int | None = Field(default=None, ge=1, le=1024)
-    cpu_cores: int | None = Field(default=None, ge=1, le=4096)
-    memory_gb: int | None = Field(default=None, ge=1, le=65536)
+    gpu_count: int | None = Field(strict=True, default=None, ge=1, le=64)
+    gpu_memory_gb: int | None = Field(strict=True, default=None, ge=1, le=1024)
+    cpu_cores: int | None = Field(strict=True, default=None, ge=1, le=4096)
+    memory_gb: int | None = Field(strict=True, default=None, ge=1, le=65536)
     interconnect: ShortText | None = None
 
 
@@ -52,8 +52,8 @@ class Pricing(ApiModel):
 
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] = "USD"
     price_per_gpu_hour: Money = Field(default=0)
-    billing_increment_seconds: int = Field(default=60, ge=1, le=3600)
-    minimum_billable_seconds: int = Field(default=60, ge=0, le=86400)
+    billing_increment_seconds: int = Field(strict=True, default=60, ge=1, le=3600)
+    minimum_billable_seconds: int = Field(strict=True, default=60, ge=0, le=86400)
 
 
 class Capacity(ApiModel):

@@ -29,7 +29,7 @@ def build_event(
         timestamp=ctx.now_iso(),
         subscription_id=subscription_id,
         actor_id=ctx.principal.subject,
-        actor_type=ctx.principal.actor_type,
+        actor_type=ctx.audit_actor_type or ctx.principal.actor_type,
         actor_display_name=ctx.principal.display_name,
         action=action,
         outcome=outcome,

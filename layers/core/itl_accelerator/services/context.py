@@ -24,6 +24,8 @@ class CallContext:
     source_ip: str | None = None
     user_agent: str | None = None
     clock: Callable[[], datetime] = field(default=utc_now, compare=False)
+    #: Overrides the audit ``actor_type`` (``SYSTEM`` for changes made by workflows).
+    audit_actor_type: str | None = None
 
     def now_iso(self) -> str:
         """UTC timestamp, ISO 8601 with microseconds and ``Z``: sorts as text in time order."""

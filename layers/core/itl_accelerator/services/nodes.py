@@ -262,8 +262,15 @@ class SparkNodeService:
         """
         key = self._key(subscription_id, resource_group, name)
         self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
-        return self._put(ctx, key, body, self._store.get_resource(key), if_match=if_match,
-                         if_none_match=if_none_match, create_only=create_only)
+        return self._put(
+            ctx,
+            key,
+            body,
+            self._store.get_resource(key),
+            if_match=if_match,
+            if_none_match=if_none_match,
+            create_only=create_only,
+        )
 
     def _put(
         self,

@@ -25,6 +25,8 @@ CAPACITY_DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("gpuTotal", "gpuAllocated"),
     ("memoryGbTotal", "memoryGbAllocated"),
 )
+#: Number of child resources (instances) of a node; a node with children cannot be deleted.
+CHILD_COUNT = "childCount"
 #: Subscription states that allow writes (a subscription never notified counts as Registered).
 WRITABLE_SUBSCRIPTION_STATES = ("Registered",)
 
@@ -62,6 +64,14 @@ class SubscriptionNotWritable(StoreError):
     def __init__(self, state: str):
         super().__init__(state)
         self.state = state
+
+
+class TransactionFailed(StoreError):
+    """A transaction was cancelled by conditions: ``failed`` maps item position → the item as it was ({} if absent)."""
+
+    def __init__(self, failed: dict[int, dict[str, Any]]):
+        super().__init__(f"conditions failed at {sorted(failed)}")
+        self.failed = failed
 
 
 class InvalidSkipToken(StoreError):
@@ -208,6 +218,10 @@ class DynamoStore:
             **write.totals,
         }
 
+    def subscription_check(self, subscription_id: str) -> dict[str, Any]:
+        """Transaction item: the subscription's state allows writes (Registered, or never notified)."""
+        return self._subscription_check(subscription_id)
+
     def _subscription_check(self, subscription_id: str) -> dict[str, Any]:
         return {
             "ConditionCheck": {
@@ -229,6 +243,8 @@ class DynamoStore:
         for total_attr, allocated_attr in CAPACITY_DIMENSIONS:
             if total_attr in write.totals:
                 item[allocated_attr] = 0
+        if write.totals:
+            item[CHILD_COUNT] = 0
         self._transact(
             [
                 {
@@ -285,7 +301,9 @@ class DynamoStore:
         Deletes are allowed whatever the subscription state (ARM: Warned/Suspended allow DELETE).
         Raises :class:`ItemMissing`, :class:`EtagMismatch`, :class:`CapacityInUse`.
         """
-        idle = " AND ".join(f"(attribute_not_exists({a}) OR {a} = :zero)" for _, a in CAPACITY_DIMENSIONS)
+        idle = " AND ".join(
+            f"(attribute_not_exists({a}) OR {a} = :zero)" for a in (*(a for _, a in CAPACITY_DIMENSIONS), CHILD_COUNT)
+        )
         self._transact(
             [
                 {
@@ -302,6 +320,24 @@ class DynamoStore:
             expected_etag=expected_etag,
         )
 
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        """Run one ``TransactWriteItems``. Raises :class:`TransactionFailed` naming, by position, each item whose
+        condition failed and the item as it was (``ReturnValuesOnConditionCheckFailure``)."""
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = {
+                i: _plain(r.get("Item") or {})
+                for i, r in enumerate(reasons)
+                if r.get("Code") == "ConditionalCheckFailed"
+            }
+            if not failed:
+                raise
+            raise TransactionFailed(failed) from exc
+
     def _transact(
         self,
         items: list[dict[str, Any]],
@@ -309,28 +345,25 @@ class DynamoStore:
         expected_etag: str | None = None,
         resource_failure: type[StoreError] | None = None,
     ) -> None:
-        """Run one ``TransactWriteItems``; item 0 is the resource, item 1 the audit, item 2 (if any) the
-        subscription check. Cancellation reasons are mapped to typed errors by position, never by message."""
+        """:meth:`transact` for one resource: item 0 is the resource, item 1 its audit, item 2 (if any) the
+        subscription check. Failures become typed errors by position, never by message."""
         try:
-            self._db.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            self.transact(items)
+        except TransactionFailed as exc:
+            if 2 in exc.failed:
+                raise SubscriptionNotWritable(str(exc.failed[2].get("state", "Unregistered"))) from exc
+            if 0 not in exc.failed:
                 raise
-            reasons = exc.response.get("CancellationReasons") or []
-            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
-            if 2 in failed:
-                old = _plain(reasons[2].get("Item") or {})
-                raise SubscriptionNotWritable(str(old.get("state", "Unregistered"))) from exc
-            if 0 in failed:
-                if resource_failure is not None:
-                    raise resource_failure() from exc
-                old = _plain(reasons[0].get("Item") or {})
-                if not old:
-                    raise ItemMissing() from exc
-                if expected_etag is not None and old.get("etag") != expected_etag:
-                    raise EtagMismatch() from exc
-                raise CapacityInUse({a: int(old.get(a, 0)) for _, a in CAPACITY_DIMENSIONS}) from exc
-            raise
+            if resource_failure is not None:
+                raise resource_failure() from exc
+            old = exc.failed[0]
+            if not old:
+                raise ItemMissing() from exc
+            if expected_etag is not None and old.get("etag") != expected_etag:
+                raise EtagMismatch() from exc
+            raise CapacityInUse(
+                {a: int(old.get(a, 0)) for a in (*(a for _, a in CAPACITY_DIMENSIONS), CHILD_COUNT)}
+            ) from exc
 
     # ----------------------------------------------------------------------------------------------- audit
     def _audit_item(self, audit: AuditEvent) -> dict[str, Any]:

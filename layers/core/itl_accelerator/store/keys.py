@@ -9,6 +9,8 @@ item               PK                             SK                            
 =================  =============================  ==========================================  ==========================
 Subscription       ``SUB#{sub}``                  ``SUBSCRIPTION``                            —
 SparkNode          ``SUB#{sub}``                  ``NODE#{rg}#{node}``                        —
+SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instance}``         —
+OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
 AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
 =================  =============================  ==========================================  ==========================
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 SEP = "#"
 
 #: Leaf type codes of resource items, by ARM resource type segment.
-TYPE_CODES: dict[str, str] = {"sparkNodes": "NODE"}
+TYPE_CODES: dict[str, str] = {"sparkNodes": "NODE", "sparkOllamaInstances": "INSTANCE"}
 
 
 def subscription_pk(subscription_id: str) -> str:
@@ -29,6 +31,11 @@ def subscription_pk(subscription_id: str) -> str:
 
 
 SUBSCRIPTION_SK = "SUBSCRIPTION"
+
+
+def operation_sk(operation_id: str) -> str:
+    """Sort key of an operation status item (in the subscription's partition)."""
+    return f"OP{SEP}{operation_id.lower()}"
 
 
 def audit_pk(subscription_id: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import Response
 
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
@@ -107,6 +108,7 @@ def update(
     ITEM,
     operation_id="SparkNodes_Delete",
     status_code=200,
+    response_class=Response,
     responses={204: {"description": "The node did not exist."}, **errors(403, 404, 409, 412)},
     summary="Delete a node (synchronous): 200, or 204 when it did not exist; 409 while it holds allocations.",
 )

@@ -1,0 +1,85 @@
+"""Step Functions Task handlers of the provision/deprovision state machines: one handler per step.
+
+Each parses the state input (the execution input plus earlier results), calls one method of
+:class:`itl_accelerator.services.instance_workflow.InstanceWorkflow`, and returns its result. Exceptions propagate
+unchanged, so their class name (``DgxTransientError``, ``DgxPermanentError``) is the ``errorType`` that the state
+machines' ``Retry``/``Catch`` match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from itl_accelerator.container import Container
+from itl_accelerator.observability import logger, tracer
+from itl_accelerator.services.instance_workflow import InstanceWorkflow, WorkflowInput, error_from_catch
+
+_containers: list[Container] = []
+
+#: DynamoDB error codes that mean "try again": surfaced as StoreBusyError, which the state machines retry.
+BUSY_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "InternalServerError",
+        "TransactionInProgressException",
+    }
+)
+
+
+class StoreBusyError(Exception):
+    """DynamoDB throttled or conflicted; the state machine retries this named error."""
+
+
+def _workflow() -> InstanceWorkflow:
+    if not _containers:
+        _containers.append(Container.build())
+    return _containers[0].instance_workflow
+
+
+StepHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def _step(run: Callable[[InstanceWorkflow, WorkflowInput, dict[str, Any]], dict[str, Any]]) -> StepHandler:
+    @logger.inject_lambda_context(clear_state=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        inp = WorkflowInput.model_validate(event)
+        logger.append_keys(operation_id=inp.operationId, correlation_id=inp.correlationId)
+        try:
+            return run(_workflow(), inp, event)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in BUSY_ERROR_CODES:
+                raise StoreBusyError(f"DynamoDB is busy ({code}); retry.") from exc
+            raise
+
+    return handler
+
+
+request = _step(lambda w, i, e: w.request(i))
+poll = _step(lambda w, i, e: w.poll(i, e["request"]["dgxInstanceId"], float(e["request"]["deadline"])))
+complete = _step(lambda w, i, e: w.complete(i, e["request"]["dgxInstanceId"], e["poll"]["endpoint"]))
+compensate = _step(
+    lambda w, i, e: w.compensate(i, (e.get("poll") or {}).get("error") or error_from_catch(e.get("error")))
+)
+cancel = _step(lambda w, i, e: w.cancel(i))
+deprovision_start = _step(lambda w, i, e: w.deprovision_start(i))
+deprovision_poll = _step(lambda w, i, e: w.deprovision_poll(i, float(e["deprovision"]["deadline"])))
+deprovision_finish = _step(lambda w, i, e: w.deprovision_finish(i))
+deprovision_fail = _step(
+    lambda w, i, e: w.deprovision_fail(
+        i,
+        {
+            "code": "DeprovisioningTimedOut",
+            "message": f"The instance was not deleted within {i.timeoutSeconds} seconds.",
+        }
+        if (e.get("deletion") or {}).get("timedOut")
+        else error_from_catch(e.get("error")),
+    )
+)

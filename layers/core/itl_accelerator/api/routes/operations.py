@@ -1,0 +1,79 @@
+"""Operation status (Azure-AsyncOperation) and operation result (Location) routes (ARM_CONTRACT.md 14-16)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, public_base_url
+from itl_accelerator.api.responses import empty, errors, resource_response
+from itl_accelerator.models.instances import OperationStatus, SparkOllamaInstance
+from itl_accelerator.services.operations import operation_result_path
+
+router = APIRouter(tags=["operations"])
+
+BASE = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}"
+
+
+@router.get(
+    BASE + "/operationStatuses/{operationId}",
+    operation_id="OperationStatuses_Get",
+    response_model=OperationStatus,
+    responses=errors(403, 404),
+)
+def get_status(
+    subscriptionId: str,
+    location: str,
+    operationId: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    api_version: ApiVersion = None,
+) -> Any:
+    """Always 200 while known; ``status`` ends in Succeeded, Failed or Canceled."""
+    operation, _ = c.operations.get(ctx, subscriptionId, location, operationId)
+    return JSONResponse(operation)
+
+
+@router.get(
+    BASE + "/operationResults/{operationId}",
+    operation_id="OperationResults_Get",
+    response_model=SparkOllamaInstance,
+    responses={
+        202: {"description": "Still running; poll the Location header again."},
+        204: {"description": "Done: the resource was deleted."},
+        **errors(403, 404, 409),
+    },
+)
+def get_result(
+    request: Request,
+    subscriptionId: str,
+    location: str,
+    operationId: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    api_version: ApiVersion = None,
+) -> Any:
+    """202 while running; when done, what the synchronous call would have returned: the instance (200) after a
+    provisioning, 204 after a delete, the operation's error otherwise."""
+    operation, kind = c.operations.get(ctx, subscriptionId, location, operationId)
+    status = operation["status"]
+    if status not in ("Succeeded", "Failed", "Canceled"):
+        response = empty(202)
+        response.headers["Location"] = public_base_url(request, c.settings.public_base_url) + operation_result_path(
+            subscriptionId, location, operationId
+        )
+        response.headers["Retry-After"] = str(c.settings.instance_poll_interval_seconds)
+        return response
+    if status == "Failed":
+        error = operation.get("error") or {"code": "OperationFailed", "message": "The operation failed."}
+        return JSONResponse({"error": error}, status_code=409)
+    if status == "Canceled":
+        return JSONResponse(
+            {"error": {"code": "OperationCanceled", "message": "The operation was canceled."}}, status_code=409
+        )
+    if kind == "deprovision":
+        return empty(204)
+    resource = c.operations.resource_of(ctx, subscriptionId, operation)
+    return resource_response(resource) if resource is not None else empty(204)

@@ -1,0 +1,194 @@
+"""sparkOllamaInstances routes: long-running create (seed POST → 202 with ``status_url``; ARM PUT → 201) and
+delete (202), with Azure-AsyncOperation / Location / Retry-After headers; reads are synchronous."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response
+
+from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link, public_base_url
+from itl_accelerator.api.responses import empty, errors, page_response, resource_response
+from itl_accelerator.container import Container
+from itl_accelerator.models.common import Page
+from itl_accelerator.models.instances import (
+    AcceptedInstance,
+    SparkOllamaInstance,
+    SparkOllamaInstanceCreate,
+    SparkOllamaInstanceWrite,
+)
+from itl_accelerator.services.instances import Accepted
+from itl_accelerator.services.operations import operation_result_path, operation_status_path
+
+router = APIRouter(tags=["sparkOllamaInstances"])
+
+COLLECTION = (
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/"
+    "{nodeName}/sparkOllamaInstances"
+)
+ITEM = COLLECTION + "/{instanceName}"
+
+IfMatch = Annotated[str | None, Header(alias="If-Match")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+
+ASYNC_HEADERS = {
+    "Azure-AsyncOperation": {
+        "description": "Operation status URL (poll until Succeeded/Failed/Canceled).",
+        "schema": {"type": "string"},
+    },
+    "Location": {"description": "Operation result URL.", "schema": {"type": "string"}},
+    "Retry-After": {"description": "Seconds to wait before polling.", "schema": {"type": "integer"}},
+}
+
+
+def async_headers(request: Request, c: Container, subscription_id: str, accepted: Accepted) -> dict[str, str]:
+    """ARM long-running operation headers (ARM_CONTRACT.md 11-13): absolute URLs and whole seconds."""
+    base = public_base_url(request, c.settings.public_base_url)
+    return {
+        "Azure-AsyncOperation": base + operation_status_path(subscription_id, accepted.location, accepted.operation_id),
+        "Location": base + operation_result_path(subscription_id, accepted.location, accepted.operation_id),
+        "Retry-After": str(accepted.retry_after),
+    }
+
+
+@router.post(
+    COLLECTION,
+    operation_id="SparkOllamaInstances_Create",
+    status_code=202,
+    response_model=AcceptedInstance,
+    responses={
+        202: {"headers": ASYNC_HEADERS, "description": "Accepted: provisioning started."},
+        **errors(403, 404, 409),
+    },
+    summary="Provision an instance (ITL form: name, model, gpus, memory_gb in the body) → 202 with status_url.",
+)
+def create(
+    request: Request,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    body: SparkOllamaInstanceCreate,
+    ctx: ContextDep,
+    c: ContainerDep,
+    api_version: ApiVersion = None,
+) -> Any:
+    accepted, resource = c.instances.put(
+        ctx, subscriptionId, resourceGroupName, nodeName, body.name, body, create_only=True
+    )
+    assert accepted is not None
+    headers = async_headers(request, c, subscriptionId, accepted)
+    return JSONResponse(
+        {**resource, "status_url": headers["Azure-AsyncOperation"]},
+        status_code=202,
+        headers={**headers, "ETag": resource["etag"]},
+    )
+
+
+@router.put(
+    ITEM,
+    operation_id="SparkOllamaInstances_CreateOrUpdate",
+    status_code=201,
+    response_model=SparkOllamaInstance,
+    responses={
+        201: {"headers": ASYNC_HEADERS, "description": "Created: provisioning started."},
+        200: {"model": SparkOllamaInstance, "description": "Already provisioned with this spec."},
+        **errors(403, 404, 409, 412),
+    },
+    summary="Provision an instance (ARM PUT) → 201 with provisioningState Accepted.",
+)
+def create_or_update(
+    request: Request,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    instanceName: str,
+    body: SparkOllamaInstanceWrite,
+    ctx: ContextDep,
+    c: ContainerDep,
+    if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
+    api_version: ApiVersion = None,
+) -> Any:
+    accepted, resource = c.instances.put(
+        ctx,
+        subscriptionId,
+        resourceGroupName,
+        nodeName,
+        instanceName,
+        body,
+        if_match=if_match,
+        if_none_match=if_none_match,
+    )
+    if accepted is None:
+        return resource_response(resource, 200)
+    return resource_response(resource, 201, async_headers(request, c, subscriptionId, accepted))
+
+
+@router.get(
+    ITEM, operation_id="SparkOllamaInstances_Get", response_model=SparkOllamaInstance, responses=errors(403, 404)
+)
+def get(
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    instanceName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    api_version: ApiVersion = None,
+) -> Any:
+    return resource_response(c.instances.get(ctx, subscriptionId, resourceGroupName, nodeName, instanceName))
+
+
+@router.delete(
+    ITEM,
+    operation_id="SparkOllamaInstances_Delete",
+    status_code=202,
+    response_class=Response,
+    responses={
+        202: {"headers": ASYNC_HEADERS, "description": "Accepted: deprovisioning started."},
+        204: {"description": "The instance did not exist."},
+        **errors(403, 404, 409, 412),
+    },
+    summary="Deprovision an instance → 202 (cancels a provisioning in progress); 204 when it does not exist.",
+)
+def delete(
+    request: Request,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    instanceName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    if_match: IfMatch = None,
+    api_version: ApiVersion = None,
+) -> Any:
+    accepted = c.instances.delete(ctx, subscriptionId, resourceGroupName, nodeName, instanceName, if_match=if_match)
+    if accepted is None:
+        return empty(204)
+    response = empty(202)
+    response.headers.update(async_headers(request, c, subscriptionId, accepted))
+    return response
+
+
+@router.get(
+    COLLECTION,
+    operation_id="SparkOllamaInstances_ListByNode",
+    response_model=Page[SparkOllamaInstance],
+    responses=errors(403),
+)
+def list_by_node(
+    request: Request,
+    subscriptionId: str,
+    resourceGroupName: str,
+    nodeName: str,
+    ctx: ContextDep,
+    c: ContainerDep,
+    top: Top = None,
+    skip_token: SkipToken = None,
+    api_version: ApiVersion = None,
+) -> Any:
+    items, token = c.instances.list(
+        ctx, subscriptionId, resourceGroupName, nodeName, top=top or c.settings.default_page_size, skip_token=skip_token
+    )
+    return page_response(items, next_link(request, c, token, top))

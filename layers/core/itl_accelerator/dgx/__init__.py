@@ -1,0 +1,1 @@
+"""DGX Platform client (the only code that imports httpx for the DGX Platform) and its contract."""

@@ -1,0 +1,131 @@
+"""Typed httpx client of the DGX Platform (contract: docs/dgx-platform.openapi.yaml).
+
+Rules: explicit connect/read timeouts; retries with exponential backoff and jitter (tenacity) on connection errors,
+timeouts, 429 (honouring ``Retry-After``, capped) and 5xx, never on other 4xx; an ``Idempotency-Key`` on every
+create so a retried create never makes two; the API key is sent as a bearer token and never logged or put in an
+error message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
+from itl_accelerator.dgx.models import DgxInstance
+from itl_accelerator.observability import logger
+
+MAX_RETRY_AFTER_SECONDS = 10.0
+
+
+def _wait(state: RetryCallState) -> float:
+    """``Retry-After`` when the platform gave one (capped), else exponential backoff with full jitter."""
+    exc = state.outcome.exception() if state.outcome else None
+    if isinstance(exc, DgxTransientError) and exc.retry_after is not None:
+        return min(exc.retry_after, MAX_RETRY_AFTER_SECONDS)
+    return float(wait_random_exponential(multiplier=0.2, max=2.0)(state))
+
+
+class DgxPlatformClient:
+    """Client of one DGX Platform. ``http`` is injectable (tests pass a client with a mock transport).
+
+    Units: seconds for timeouts; ``attempts`` counts the first try.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 10.0,
+        attempts: int = 3,
+        http: httpx.Client | None = None,
+    ):
+        self._http = http or httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "itl-accelerator-provider"},
+        )
+        self._call = retry(
+            retry=retry_if_exception_type(DgxTransientError),
+            stop=stop_after_attempt(attempts),
+            wait=_wait,
+            reraise=True,
+        )(self._once)
+
+    def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise DgxTransientError(f"DGX Platform timed out on {method} {path}") from exc
+        except httpx.TransportError as exc:
+            raise DgxTransientError(f"DGX Platform unreachable on {method} {path}: {type(exc).__name__}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            retry_after = response.headers.get("Retry-After")
+            logger.info("DGX transient failure", extra={"status": response.status_code, "path": path})
+            raise DgxTransientError(
+                f"DGX Platform answered {response.status_code} on {method} {path}",
+                status=response.status_code,
+                retry_after=float(retry_after) if retry_after and retry_after.replace(".", "", 1).isdigit() else None,
+            )
+        if response.status_code == 404:
+            raise DgxNotFound(f"DGX Platform has no such resource: {method} {path}", status=404)
+        if response.status_code >= 400:
+            detail = _error_text(response)
+            raise DgxPermanentError(
+                f"DGX Platform refused {method} {path} ({response.status_code}): {detail}", status=response.status_code
+            )
+        return response
+
+    # ----------------------------------------------------------------------------------------------- instances
+    def create_instance(
+        self, *, idempotency_key: str, name: str, node_id: str, model: str, gpus: int, memory_gb: int
+    ) -> DgxInstance:
+        """``POST /v1/instances`` with ``Idempotency-Key``: the same key returns the instance already made."""
+        body = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        response = self._call("POST", "/v1/instances", json=body, headers={"Idempotency-Key": idempotency_key})
+        return _instance(response.json())
+
+    def get_instance(self, instance_id: str) -> DgxInstance:
+        """``GET /v1/instances/{id}``. Raises :class:`DgxNotFound` when it does not exist."""
+        return _instance(self._call("GET", f"/v1/instances/{instance_id}").json())
+
+    def delete_instance(self, instance_id: str) -> bool:
+        """``DELETE /v1/instances/{id}``. Returns False when it was already gone (404), True when deletion began."""
+        try:
+            self._call("DELETE", f"/v1/instances/{instance_id}")
+        except DgxNotFound:
+            return False
+        return True
+
+    def find_instance(self, idempotency_key: str) -> DgxInstance | None:
+        """``GET /v1/instances?idempotencyKey=``: the instance a create with this key made, if any (to clean up
+        after a create whose answer was lost)."""
+        items = self._call("GET", "/v1/instances", params={"idempotencyKey": idempotency_key}).json().get("value", [])
+        return _instance(items[0]) if items else None
+
+
+def _instance(data: dict[str, Any]) -> DgxInstance:
+    return DgxInstance(
+        id=data["id"],
+        name=data["name"],
+        node_id=data["nodeId"],
+        model=data["model"],
+        gpus=data["gpus"],
+        memory_gb=data["memoryGb"],
+        status=data["status"],
+        endpoint=data.get("endpoint"),
+        error_code=(data.get("error") or {}).get("code"),
+        error_message=(data.get("error") or {}).get("message"),
+    )
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error") or {}
+        return f"{error.get('code', 'Error')}: {error.get('message', '')}"[:300]
+    except ValueError:
+        return response.text[:300]

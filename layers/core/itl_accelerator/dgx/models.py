@@ -1,0 +1,26 @@
+"""Shapes of the DGX Platform contract (docs/dgx-platform.openapi.yaml), as the client returns them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+DgxInstanceStatus = Literal["Provisioning", "Running", "Failed", "Deleting", "Deleted"]
+
+
+class DgxInstance(BaseModel):
+    """An Ollama instance on the platform. ``endpoint`` is its Ollama base URL once ``Running``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    node_id: str
+    model: str
+    gpus: int
+    memory_gb: int
+    status: DgxInstanceStatus
+    endpoint: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None

@@ -1,0 +1,150 @@
+"""sparkOllamaInstances: an Ollama LLM server provisioned on a node, on the DGX Platform.
+
+Units: ``gpus`` GPUs; ``memory_gb`` GiB of GPU memory reserved on the node. ``model`` is an Ollama model reference,
+``[namespace/]name[:tag]`` (Ollama's own naming, e.g. ``mistral:7b``, ``library/llama3.1:8b-instruct-q4_0``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, model_validator
+
+from itl_accelerator.models.common import ApiModel, ProvisioningState, SystemData
+
+OllamaModel = Annotated[
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*){0,2}(:[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$",
+    ),
+]
+
+
+class InstanceSpec(ApiModel):
+    """What to run: model, GPUs (1-64), GPU memory in GiB (1-65536)."""
+
+    model: OllamaModel
+    gpus: int = Field(strict=True, ge=1, le=64)
+    memory_gb: int = Field(strict=True, ge=1, le=65536)
+
+    def fingerprint(self) -> str:
+        """Stable hash of the spec: an identical retry of a create has the same fingerprint."""
+        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+class InstancePropertiesWrite(ApiModel):
+    """ARM ``properties`` of a PUT: the spec, plus read-only fields a client may echo back."""
+
+    model: OllamaModel
+    gpus: int = Field(strict=True, ge=1, le=64)
+    memory_gb: int = Field(strict=True, ge=1, le=65536)
+    provisioning_state: str | None = None
+    endpoint: str | None = None
+    node_id: str | None = None
+    operation_id: str | None = None
+    error: dict[str, Any] | None = None
+
+
+class SparkOllamaInstanceWrite(ApiModel):
+    """PUT body: ``{"properties": {"model", "gpus", "memoryGb"}}``. The seed's flat form
+    (``{"model", "gpus", "memory_gb"}``) is accepted too; mixing both with different values → 400."""
+
+    name: str | None = None
+    id: str | None = None
+    type: str | None = None
+    etag: str | None = None
+    system_data: dict[str, Any] | None = None
+    model: OllamaModel | None = None
+    gpus: int | None = Field(strict=True, default=None, ge=1, le=64)
+    memory_gb: int | None = Field(strict=True, default=None, ge=1, le=65536)
+    properties: InstancePropertiesWrite | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_to_properties(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        flat = {k: data[k] for k in ("model", "gpus", "memory_gb", "memoryGb") if k in data}
+        if not flat:
+            return data
+        props = data.get("properties")
+        if props is None:
+            return {**data, "properties": {**flat}}
+        if isinstance(props, dict):
+            for key, value in flat.items():
+                if key in props and props[key] != value:
+                    raise ValueError(f"'{key}' is given twice with different values (flat and in properties).")
+            return {**data, "properties": {**flat, **props}}
+        return data
+
+    @model_validator(mode="after")
+    def _require_spec(self) -> SparkOllamaInstanceWrite:
+        if self.properties is None:
+            raise ValueError("properties.model, properties.gpus and properties.memoryGb are required.")
+        return self
+
+    def spec(self) -> InstanceSpec:
+        """The requested spec."""
+        assert self.properties is not None
+        p = self.properties
+        return InstanceSpec(model=p.model, gpus=p.gpus, memory_gb=p.memory_gb)
+
+
+class SparkOllamaInstanceCreate(SparkOllamaInstanceWrite):
+    """The seed's POST body: ``{"name": "instance-1", "model": "mistral:7b", "gpus": 2, "memory_gb": 160}``."""
+
+    name: str
+
+
+class OperationError(ApiModel):
+    """Why an operation or a provisioning failed."""
+
+    code: str
+    message: str
+
+
+class SparkOllamaInstanceProperties(ApiModel):
+    """Instance properties as returned; ``endpoint`` is the Ollama base URL once ``Succeeded``."""
+
+    model: str
+    gpus: int
+    memory_gb: int
+    provisioning_state: ProvisioningState
+    endpoint: str | None = None
+    operation_id: str | None = None
+    error: OperationError | None = None
+
+
+class SparkOllamaInstance(ApiModel):
+    """An instance as returned (ARM proxy/child resource envelope)."""
+
+    id: str
+    name: str
+    type: str
+    etag: str
+    system_data: SystemData
+    properties: SparkOllamaInstanceProperties
+
+
+class AcceptedInstance(SparkOllamaInstance):
+    """The seed's 202 body: the instance plus ``status_url`` (the Azure-AsyncOperation URL)."""
+
+    status_url: str = Field(alias="status_url")
+
+
+class OperationStatus(ApiModel):
+    """ARM operation status (Azure-AsyncOperation): ``status`` ends in ``Succeeded``, ``Failed`` or ``Canceled``."""
+
+    id: str
+    name: str
+    status: str
+    start_time: str
+    end_time: str | None = None
+    percent_complete: float | None = None
+    resource_id: str | None = None
+    error: OperationError | None = None

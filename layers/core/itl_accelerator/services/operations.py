@@ -1,0 +1,112 @@
+"""Long-running operations: status resources (Azure-AsyncOperation) and results (Location).
+
+Rules: ARM_CONTRACT.md 11-18 — status always 200 with ``status`` ending in ``Succeeded``, ``Failed`` or
+``Canceled`` (``error`` on Failed), kept at least 24 h; the Location URL answers 202 while running and, when done,
+what the synchronous call would have returned; an operation of another subscription, or unknown, is 404.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.errors import ResourceNotFound
+from itl_accelerator.services.access import Access
+from itl_accelerator.services.context import CallContext
+from itl_accelerator.store.keys import ResourceKey
+from itl_accelerator.store.workloads import WorkloadStore
+
+FINAL_STATUSES = ("Succeeded", "Failed", "Canceled")
+_OPERATION_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+_INSTANCE_ID = re.compile(
+    r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/ITL\.Accelerator/sparkNodes/"
+    r"(?P<node>[^/]+)/sparkOllamaInstances/(?P<name>[^/]+)$"
+)
+
+
+def operation_status_path(subscription_id: str, location: str, operation_id: str) -> str:
+    """Path of the Azure-AsyncOperation resource."""
+    return (
+        f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{normalize_location(location)}"
+        f"/operationStatuses/{operation_id}"
+    )
+
+
+def operation_result_path(subscription_id: str, location: str, operation_id: str) -> str:
+    """Path of the Location (operation result) URL."""
+    return operation_status_path(subscription_id, location, operation_id).replace(
+        "/operationStatuses/", "/operationResults/"
+    )
+
+
+def new_operation(
+    ctx: CallContext, *, subscription_id: str, location: str, operation_id: str, resource_id: str
+) -> dict[str, Any]:
+    """A fresh operation status body: ``Accepted``, started now."""
+    return {
+        "id": operation_status_path(subscription_id, location, operation_id),
+        "name": operation_id,
+        "status": "Accepted",
+        "startTime": ctx.now_iso(),
+        "percentComplete": 0.0,
+        "resourceId": resource_id,
+    }
+
+
+def finished(
+    operation: dict[str, Any], status: str, now_iso: str, error: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The operation body moved to a final (or running) ``status``, with ``endTime`` and ``error`` when final."""
+    updated = {**operation, "status": status}
+    if status in FINAL_STATUSES:
+        updated["endTime"] = now_iso
+        updated["percentComplete"] = 100.0
+    if error:
+        updated["error"] = error
+    return updated
+
+
+class OperationService:
+    """Reads operation status items, confined to the caller's scopes."""
+
+    def __init__(self, store: WorkloadStore, access: Access):
+        self._store = store
+        self._access = access
+
+    def get(
+        self, ctx: CallContext, subscription_id: str, location: str, operation_id: str
+    ) -> tuple[dict[str, Any], str]:
+        """``(operation status body, kind)``. 404 when unknown, of another location, or on a resource outside the
+        caller's scopes (existence not leaked)."""
+        validate_subscription_id(subscription_id)
+        missing = ResourceNotFound(f"The operation '{operation_id}' was not found.")
+        if not _OPERATION_ID.match(operation_id) or not ctx.principal.can_see(subscription_id, None):
+            raise missing
+        found = self._store.get_operation(subscription_id, operation_id)
+        if found is None:
+            raise missing
+        operation, rg_key, kind = found
+        if f"/locations/{normalize_location(location)}/" not in operation["id"]:
+            raise missing
+        self._access.require(
+            ctx,
+            rbac.OPERATIONS_READ,
+            subscription_id=subscription_id,
+            resource_group=rg_key,
+            resource_id=operation["id"],
+            resource_type=f"{PROVIDER_NAMESPACE}/locations/operationStatuses",
+            resource_name=operation_id,
+        )
+        return operation, kind
+
+    def resource_of(self, ctx: CallContext, subscription_id: str, operation: dict[str, Any]) -> dict[str, Any] | None:
+        """The current representation of the operation's resource (an instance), or None when it is gone."""
+        match = _INSTANCE_ID.match(operation.get("resourceId") or "")
+        if not match or match["sub"].lower() != subscription_id.lower():
+            return None
+        key = ResourceKey(subscription_id, match["rg"], "sparkOllamaInstances", (match["node"], match["name"]))
+        record = self._store.get_instance(key)
+        return {**record.document, "etag": record.etag} if record else None

@@ -1,0 +1,334 @@
+"""DGX Platform simulator: the contract of docs/dgx-platform.openapi.yaml, in memory, with fault injection.
+
+Started by the local stack on 127.0.0.1:9504 (``DGX_PLATFORM_API_URL``'s default). Instances go Provisioning →
+Running after ``provisioning_seconds``; each running instance serves an Ollama-compatible API under
+``/ollama/{id}`` (``/api/tags``, ``/api/ps``, ``/api/generate`` with a canned reply). Faults are set with
+``POST /_simulator/config`` (JSON, fields of :class:`SimulatorConfig`) or at start; ``GET /_simulator/state`` lists
+what exists; ``POST /_simulator/reset`` forgets everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+#: Models whose name starts with this are refused with 400 ModelNotFound (a permanent failure to test).
+UNKNOWN_MODEL_PREFIX = "unknown"
+
+
+@dataclass
+class SimulatorConfig:
+    """Behaviour knobs. Rates are probabilities in [0, 1] per request (faults) or per instance (outcomes);
+    times are seconds."""
+
+    api_key: str = ""  # when set, requests must carry "Authorization: Bearer <api_key>"
+    provisioning_seconds: float = 3.0
+    deletion_seconds: float = 0.5
+    latency_seconds: float = 0.0
+    error_rate: float = 0.0  # answer 503 (with Retry-After: 0) instead of serving
+    burst_5xx: int = 0  # the next N /v1 requests answer 500
+    timeout_rate: float = 0.0  # hold the request hang_seconds before serving (the client times out first)
+    hang_seconds: float = 15.0
+    accept_then_fail_rate: float = 0.0  # instance accepted, then Failed instead of Running
+    never_ready_rate: float = 0.0  # instance stays Provisioning forever
+    seed: int | None = None
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Set the given fields (unknown names raise ``KeyError``)."""
+        names = {f.name for f in fields(self)}
+        for key, value in values.items():
+            if key not in names:
+                raise KeyError(key)
+            setattr(self, key, value)
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+class DgxSimulator:
+    """The simulator's state and its Starlette app (``.app``)."""
+
+    def __init__(self, config: SimulatorConfig | None = None):
+        self.config = config or SimulatorConfig()
+        self.rng = random.Random(self.config.seed)  # noqa: S311 - fault injection, not cryptography
+        self.lock = threading.Lock()
+        self.instances: dict[str, dict[str, Any]] = {}
+        self.by_key: dict[str, str] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.requests = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/nodes", self.list_nodes),
+                Route("/v1/nodes/{node_id}/health", self.node_health),
+                Route("/v1/instances", self.create_instance, methods=["POST"]),
+                Route("/v1/instances", self.list_instances, methods=["GET"]),
+                Route("/v1/instances/{instance_id}", self.get_instance, methods=["GET"]),
+                Route("/v1/instances/{instance_id}", self.delete_instance, methods=["DELETE"]),
+                Route("/v1/jobs", self.create_job, methods=["POST"]),
+                Route("/v1/jobs/{job_id}", self.get_job, methods=["GET"]),
+                Route("/v1/jobs/{job_id}/cancel", self.cancel_job, methods=["POST"]),
+                Route("/v1/usage", self.usage),
+                Route("/ollama/{instance_id}/api/tags", self.ollama_tags),
+                Route("/ollama/{instance_id}/api/ps", self.ollama_ps),
+                Route("/ollama/{instance_id}/api/generate", self.ollama_generate, methods=["POST"]),
+                Route("/_simulator/config", self.set_config, methods=["POST", "GET"]),
+                Route("/_simulator/state", self.state),
+                Route("/_simulator/reset", self.reset, methods=["POST"]),
+            ],
+            middleware=[],
+        )
+        self.app.add_middleware(_FaultMiddleware, simulator=self)
+
+    # ----------------------------------------------------------------------------------------------- control
+    async def set_config(self, request: Request) -> JSONResponse:
+        if request.method == "POST":
+            try:
+                self.config.update(await request.json())
+            except (KeyError, ValueError) as exc:
+                return _error(400, "InvalidConfig", f"unknown or invalid field: {exc}")
+            if "seed" in (await request.json()):
+                self.rng.seed(self.config.seed)
+        return JSONResponse(asdict(self.config))
+
+    async def state(self, _: Request) -> JSONResponse:
+        with self.lock:
+            live = [self._refresh(i) for i in list(self.instances.values())]
+        return JSONResponse({"instances": [i for i in live if i], "requests": self.requests})
+
+    async def reset(self, _: Request) -> JSONResponse:
+        with self.lock:
+            self.instances.clear()
+            self.by_key.clear()
+            self.jobs.clear()
+        return JSONResponse({"reset": True})
+
+    # ----------------------------------------------------------------------------------------------- nodes
+    async def list_nodes(self, _: Request) -> JSONResponse:
+        with self.lock:
+            nodes = sorted({i["nodeId"] for i in self.instances.values()})
+        return JSONResponse({"value": [{"id": n, "status": "Healthy"} for n in nodes]})
+
+    async def node_health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"id": request.path_params["node_id"], "status": "Healthy", "gpuErrors": 0})
+
+    # ----------------------------------------------------------------------------------------------- instances
+    def _refresh(self, inst: dict[str, Any]) -> dict[str, Any] | None:
+        """Advance an instance by the clock; None once deleted (and forget it)."""
+        now = time.monotonic()
+        if inst["status"] == "Provisioning" and not inst["neverReady"] and now >= inst["readyAt"]:
+            if inst["failOnReady"]:
+                inst["status"] = "Failed"
+                inst["error"] = {"code": "GpuInitFailed", "message": "GPU initialisation failed on the node."}
+            else:
+                inst["status"] = "Running"
+                inst["endpoint"] = f"{inst['baseUrl']}/ollama/{inst['id']}"
+        if inst["status"] == "Deleting" and now >= inst["deleteAt"]:
+            self.instances.pop(inst["id"], None)
+            return None
+        return inst
+
+    @staticmethod
+    def _public(inst: dict[str, Any]) -> dict[str, Any]:
+        keys = ("id", "name", "nodeId", "model", "gpus", "memoryGb", "status", "endpoint", "error", "idempotencyKey")
+        return {k: inst.get(k) for k in keys}
+
+    async def create_instance(self, request: Request) -> JSONResponse:
+        try:
+            body = await request.json()
+            name, node_id, model = str(body["name"]), str(body["nodeId"]), str(body["model"])
+            gpus, memory = int(body["gpus"]), int(body["memoryGb"])
+        except (KeyError, TypeError, ValueError):
+            return _error(400, "InvalidRequest", "name, nodeId, model, gpus and memoryGb are required.")
+        if gpus < 1 or memory < 1:
+            return _error(400, "InvalidRequest", "gpus and memoryGb must be positive.")
+        if model.split("/")[-1].startswith(UNKNOWN_MODEL_PREFIX):
+            return _error(400, "ModelNotFound", f"The model '{model}' is not in the platform's registry.")
+        key = request.headers.get("Idempotency-Key")
+        if not key:
+            return _error(400, "IdempotencyKeyRequired", "Idempotency-Key header is required on create.")
+        with self.lock:
+            existing = self.by_key.get(key)
+            if existing and existing in self.instances:
+                inst = self._refresh(self.instances[existing])
+                if inst:
+                    return JSONResponse(self._public(inst), status_code=200)
+            inst = {
+                "id": f"dgxi-{uuid.uuid4().hex[:12]}",
+                "name": name,
+                "nodeId": node_id,
+                "model": model,
+                "gpus": gpus,
+                "memoryGb": memory,
+                "status": "Provisioning",
+                "endpoint": None,
+                "error": None,
+                "idempotencyKey": key,
+                "readyAt": time.monotonic() + self.config.provisioning_seconds,
+                "deleteAt": 0.0,
+                "failOnReady": self.rng.random() < self.config.accept_then_fail_rate,
+                "neverReady": self.rng.random() < self.config.never_ready_rate,
+                "baseUrl": f"{request.url.scheme}://{request.url.netloc}",
+            }
+            self.instances[inst["id"]] = inst
+            self.by_key[key] = inst["id"]
+        return JSONResponse(self._public(inst), status_code=201)
+
+    async def list_instances(self, request: Request) -> JSONResponse:
+        key = request.query_params.get("idempotencyKey")
+        with self.lock:
+            live = [self._refresh(i) for i in list(self.instances.values())]
+        items = [self._public(i) for i in live if i and (key is None or i["idempotencyKey"] == key)]
+        return JSONResponse({"value": items})
+
+    async def get_instance(self, request: Request) -> JSONResponse:
+        with self.lock:
+            inst = self.instances.get(request.path_params["instance_id"])
+            inst = self._refresh(inst) if inst else None
+        if inst is None:
+            return _error(404, "NotFound", "No such instance.")
+        return JSONResponse(self._public(inst))
+
+    async def delete_instance(self, request: Request) -> Response:
+        with self.lock:
+            inst = self.instances.get(request.path_params["instance_id"])
+            inst = self._refresh(inst) if inst else None
+            if inst is None:
+                return _error(404, "NotFound", "No such instance.")
+            if inst["status"] != "Deleting":
+                inst["status"] = "Deleting"
+                inst["deleteAt"] = time.monotonic() + self.config.deletion_seconds
+        return JSONResponse(self._public(inst), status_code=202)
+
+    # ----------------------------------------------------------------------------------------------- jobs
+    async def create_job(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        key = request.headers.get("Idempotency-Key") or str(uuid.uuid4())
+        with self.lock:
+            for job in self.jobs.values():
+                if job["idempotencyKey"] == key:
+                    return JSONResponse(job)
+            job = {
+                "id": f"dgxj-{uuid.uuid4().hex[:12]}",
+                "status": "Running",
+                "idempotencyKey": key,
+                "nodeId": body.get("nodeId"),
+                "gpus": body.get("gpus"),
+                "startedAt": time.time(),
+                "durationSeconds": float(body.get("durationSeconds", 5)),
+            }
+            self.jobs[job["id"]] = job
+        return JSONResponse(job, status_code=201)
+
+    async def get_job(self, request: Request) -> JSONResponse:
+        job = self.jobs.get(request.path_params["job_id"])
+        if job is None:
+            return _error(404, "NotFound", "No such job.")
+        if job["status"] == "Running" and time.time() - job["startedAt"] >= job["durationSeconds"]:
+            job["status"] = "Succeeded"
+        return JSONResponse(job)
+
+    async def cancel_job(self, request: Request) -> JSONResponse:
+        job = self.jobs.get(request.path_params["job_id"])
+        if job is None:
+            return _error(404, "NotFound", "No such job.")
+        if job["status"] == "Running":
+            job["status"] = "Canceled"
+        return JSONResponse(job, status_code=202)
+
+    async def usage(self, request: Request) -> JSONResponse:
+        resource = request.query_params.get("resourceId", "")
+        return JSONResponse({"resourceId": resource, "gpuUtilizationPercent": 63.5, "tokens": 12840, "energyWh": 412.0})
+
+    # ----------------------------------------------------------------------------------------------- ollama
+    def _running(self, request: Request) -> dict[str, Any] | None:
+        with self.lock:
+            inst = self.instances.get(request.path_params["instance_id"])
+            inst = self._refresh(inst) if inst else None
+        return inst if inst and inst["status"] == "Running" else None
+
+    async def ollama_tags(self, request: Request) -> JSONResponse:
+        inst = self._running(request)
+        if inst is None:
+            return JSONResponse({"error": "instance not running"}, status_code=404)
+        return JSONResponse(
+            {
+                "models": [
+                    {
+                        "name": inst["model"],
+                        "model": inst["model"],
+                        "size": 4_109_865_159,
+                        "details": {"format": "gguf", "family": inst["model"].split(":")[0]},
+                    }
+                ]
+            }
+        )
+
+    async def ollama_ps(self, request: Request) -> JSONResponse:
+        inst = self._running(request)
+        if inst is None:
+            return JSONResponse({"error": "instance not running"}, status_code=404)
+        return JSONResponse(
+            {"models": [{"name": inst["model"], "model": inst["model"], "size_vram": inst["memoryGb"] * 1024**3}]}
+        )
+
+    async def ollama_generate(self, request: Request) -> JSONResponse:
+        inst = self._running(request)
+        if inst is None:
+            return JSONResponse({"error": "instance not running"}, status_code=404)
+        body = await request.json()
+        if body.get("model") not in (None, inst["model"]):
+            return JSONResponse({"error": f"model '{body.get('model')}' not found"}, status_code=404)
+        return JSONResponse(
+            {
+                "model": inst["model"],
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "response": "Hello from the DGX simulator.",
+                "done": True,
+                "done_reason": "stop",
+                "prompt_eval_count": len(str(body.get("prompt", "")).split()),
+                "eval_count": 6,
+            }
+        )
+
+
+class _FaultMiddleware:
+    """Applies latency, auth, 5xx bursts, random 503s and hangs to ``/v1/*`` requests."""
+
+    def __init__(self, app: Any, simulator: DgxSimulator):
+        self.app = app
+        self.sim = simulator
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        sim, cfg = self.sim, self.sim.config
+        sim.requests += 1
+        if cfg.latency_seconds:
+            await asyncio.sleep(cfg.latency_seconds)
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        response: Response | None = None
+        if cfg.api_key and headers.get("authorization") != f"Bearer {cfg.api_key}":
+            response = _error(401, "Unauthorized", "A valid API key is required.")
+        elif cfg.burst_5xx > 0:
+            cfg.burst_5xx -= 1
+            response = _error(500, "InternalError", "Simulated burst failure.")
+        elif sim.rng.random() < cfg.error_rate:
+            response = _error(503, "ServiceUnavailable", "Simulated outage.", {"Retry-After": "0"})
+        elif sim.rng.random() < cfg.timeout_rate:
+            await asyncio.sleep(cfg.hang_seconds)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,83 @@
+"""Step Functions, locally: moto executes the real ASL of statemachines/, and its Lambda tasks call the real step
+handlers in-process.
+
+moto's Lambda backend without Docker (``LambdaSimpleBackend``, an internal class — moto is pinned in
+pyproject.toml and tests/integration/test_local_workflows.py guards this) only echoes its input; it is replaced
+here by a dispatcher that imports the function's ``Handler`` (as declared in template.yaml) and calls it the way
+the Lambda runtime would, reporting exceptions as ``{"errorType", "errorMessage"}`` with a function error.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from typing import Any
+
+from itl_accelerator.observability import logger
+from itl_local.lambda_runtime import invoke
+from itl_local.template import Template, load_handler
+
+#: moto configuration that makes it execute state machines and use the (patched) Docker-less Lambda backend.
+MOTO_CONFIG: dict[str, Any] = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+}
+ROLE_NAME = "itl-accelerator-local"
+
+
+def _dispatch(
+    self: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+) -> bytes:
+    function = self.get_function(function_name, qualifier)
+    event = json.loads(body) if body else {}
+    try:
+        result = invoke(load_handler(function.handler), event, function.function_name)
+    except Exception as exc:  # noqa: BLE001 - Lambda reports any exception as a function error
+        logger.info("Step failed", extra={"function": function.function_name, "errorType": type(exc).__name__})
+        response_headers["x-amz-function-error"] = "Unhandled"
+        payload = {"errorType": type(exc).__name__, "errorMessage": str(exc)[:1000]}
+        return json.dumps(payload).encode()
+    return json.dumps(result).encode()
+
+
+def route_lambda_invocations_in_process() -> None:
+    """Make moto's Docker-less Lambda backend run the real handlers (idempotent)."""
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    LambdaSimpleBackend.invoke = _dispatch  # type: ignore[method-assign]
+
+
+def deploy_workflows(template: Template, *, iam: Any, lambda_client: Any, sfn: Any) -> dict[str, str]:
+    """Create every function of the template in (moto's) Lambda with its Handler, and every state machine with
+    its DefinitionSubstitutions resolved to those functions. Returns state machine logical id → ARN."""
+    role = iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17"}))
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("README.txt", "handlers run in-process (itl_local.workflows)")
+    arns = {}
+    for logical_id, props in template.functions().items():
+        created = lambda_client.create_function(
+            FunctionName=logical_id,
+            Runtime="python3.13",
+            Role=role["Role"]["Arn"],
+            Handler=props["Handler"],
+            Code={"ZipFile": code.getvalue()},
+        )
+        arns[logical_id] = created["FunctionArn"]
+    machines = {}
+    for logical_id, machine in template.state_machines().items():
+        definition = machine["definition"].read_text()
+        for name, function_id in machine["substitutions"].items():
+            definition = definition.replace("${" + name + "}", arns[function_id])
+        created = sfn.create_state_machine(name=logical_id, definition=definition, roleArn=role["Role"]["Arn"])
+        machines[logical_id] = created["stateMachineArn"]
+    return machines
+
+
+def workflow_environment(machines: dict[str, str]) -> dict[str, str]:
+    """Settings variables naming the state machines."""
+    return {
+        "PROVISION_STATE_MACHINE_ARN": machines["ProvisionInstanceStateMachine"],
+        "DEPROVISION_STATE_MACHINE_ARN": machines["DeprovisionInstanceStateMachine"],
+    }
