@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,37 @@ def aws_environment(port: int) -> dict[str, str]:
         "AWS_REGION": REGION,
         "AWS_ACCESS_KEY_ID": "local",
         "AWS_SECRET_ACCESS_KEY": "local",
+        # moto's Step Functions interpreter calls Lambda at http://localhost:{MOTO_PORT} in server mode
+        "MOTO_PORT": str(port),
     }
+
+
+_WRITE_LOCK = threading.RLock()
+_MUTATORS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+
+
+def serialize_dynamodb_writes() -> None:
+    """Make moto's DynamoDB writes atomic under concurrency, as DynamoDB's are.
+
+    moto evaluates a condition and applies the write in separate steps without a lock, so two threads can both
+    pass ``allocated <= total - requested`` and over-commit a node — something real DynamoDB never allows (each
+    conditional write and each transaction is atomic and serializable). One process-wide lock around moto's
+    mutating backend methods (``DynamoDBBackend``, an internal class: moto is pinned and
+    tests/integration/test_local_runtime_fidelity.py guards this) restores that guarantee locally. Idempotent.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in _MUTATORS:
+        original = getattr(DynamoDBBackend, name)
+        if getattr(original, "_itl_serialized", False):
+            continue
+
+        def locked(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            with _WRITE_LOCK:
+                return __original(self, *args, **kwargs)
+
+        locked._itl_serialized = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, locked)
 
 
 class EmbeddedAws:

@@ -94,7 +94,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     get_settings.cache_clear()
     settings = get_settings()
 
-    from itl_local.aws import EmbeddedAws, create_table, load_items, save_items
+    from itl_local.aws import EmbeddedAws, create_table, load_items, save_items, serialize_dynamodb_writes
     from itl_local.devauth import idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
@@ -107,6 +107,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
     template = Template()
+    serialize_dynamodb_writes()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
     aws.configure(MOTO_CONFIG)
@@ -223,6 +224,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             with mock_aws():
                 import boto3
 
+                from itl_local.aws import serialize_dynamodb_writes
+
+                serialize_dynamodb_writes()
                 create_table(
                     boto3.client("dynamodb", region_name=aws_environment(0)["AWS_REGION"]),
                     template,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 from typing import Any
 
@@ -42,9 +43,12 @@ def _dispatch(
 
 
 def route_lambda_invocations_in_process() -> None:
-    """Make moto's Docker-less Lambda backend run the real handlers (idempotent)."""
+    """Make moto's Docker-less Lambda backend run the real handlers (idempotent). moto's ASL interpreter logs
+    every Fail state and caught error at ERROR with its internals; the execution history has the same facts, so
+    that logger is quietened."""
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     LambdaSimpleBackend.invoke = _dispatch  # type: ignore[method-assign]
 
 

@@ -23,12 +23,13 @@ BIN = Path(sys.executable).parent
 
 class Stack:
     def __init__(self, home: Path, data: Path | None = None):
-        self.port, self.aws_port, self.idp_port = free_port(), free_port(), free_port()
+        self.port, self.aws_port, self.idp_port, self.dgx_port = free_port(), free_port(), free_port(), free_port()
         self.env = {
             **os.environ,
             "SERVICE_PORT": str(self.port),
             "LOCAL_AWS_PORT": str(self.aws_port),
             "LOCAL_IDP_PORT": str(self.idp_port),
+            "LOCAL_DGX_PORT": str(self.dgx_port),
             "LOCAL_HOME": str(home),
         }
         for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
@@ -127,3 +128,26 @@ def test_data_kept_only_when_asked(tmp_path: Path):
         assert _node_status(third, "GET") == 404
     finally:
         third.stop()
+
+
+def test_readme_worked_example_runs_as_written(stack: Stack):
+    """Given the README's instance walkthrough, run verbatim with bash against the stack (only the port and the
+    token command's location differ), then every step succeeds: 202 with status_url, Succeeded, an Ollama reply,
+    delete, and the GPUs free again."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("<!-- worked-example -->", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    script = block.replace("./dev token", f"{BIN / 'itl-local'} token")
+    env = {**stack.env, "BASE": stack.url}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "operation: Succeeded" in done.stdout
+    assert "Hello from the DGX simulator." in done.stdout
+    assert "delete: 202" in done.stdout
+    assert "'allocatedGpus': 0" in done.stdout

@@ -34,11 +34,13 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "Invalid request (InvalidRequestContent, InvalidParameter, InvalidResourceName, UnsupportedApiVersionValue).",
         401: "AuthenticationFailed.",
         403: "AuthorizationFailed.",
-        404: "ResourceNotFound.",
+        404: "ResourceNotFound (or NotFound: no such route).",
         409: "Conflict.",
         412: "PreconditionFailed.",
         413: "RequestEntityTooLarge.",
         500: "InternalServerError.",
     }
-    wanted = {400, 401, 413, 500, *codes}
+    # 404 on every route: API Gateway answers NotFound itself for a path it cannot route (e.g. a control
+    # character in a path segment), before any function runs.
+    wanted = {400, 401, 404, 413, 500, *codes}
     return {code: {"model": ErrorResponse, "description": described[code]} for code in sorted(wanted)}

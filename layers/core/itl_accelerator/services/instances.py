@@ -16,6 +16,7 @@ from typing import Any
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import (
     SPARK_NODES,
+    SPARK_NODES_TYPE,
     resource_id,
     validate_resource_group,
     validate_resource_name,
@@ -31,7 +32,7 @@ from itl_accelerator.errors import (
 )
 from itl_accelerator.models.instances import SparkOllamaInstanceWrite
 from itl_accelerator.services import arm_rules
-from itl_accelerator.services.access import Access, not_found
+from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit_log import build_event
 from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.nodes import subscription_conflict
@@ -164,7 +165,10 @@ class SparkOllamaInstanceService:
         self._require(ctx, key, rbac.INSTANCES_READ)
         record = self._store.get_instance(key)
         if record is None:
-            raise not_found(INSTANCES_TYPE, f"{node}/{name}", resource_group)
+            raise ResourceNotFound(
+                f"The Resource '{SPARK_NODES_TYPE}/{node}/{INSTANCES}/{name}' under resource group "
+                f"'{resource_group}' was not found."
+            )
         return render(record)
 
     def list(
@@ -375,18 +379,31 @@ class SparkOllamaInstanceService:
         if_match: str | None = None,
     ) -> Accepted | None:
         """Start deprovisioning (202). None when there is nothing to delete (ARM RPC: 204). Deleting an instance
-        that is still provisioning cancels its provisioning. A repeated DELETE returns the same operation."""
+        that is still provisioning cancels its provisioning. A repeated DELETE returns the same operation.
+
+        Without ``If-Match`` a concurrent workflow step (e.g. Accepted -> Provisioning) does not refuse the delete:
+        it is re-read and tried again (at most 3 times); with ``If-Match`` a changed etag is 412."""
         key = self.key(subscription_id, resource_group, node, name)
         self._require(ctx, key, rbac.INSTANCES_DELETE)
-        existing = self._store.get_instance(key)
-        if existing is None:
-            if if_match is not None:
-                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
-            return None
-        arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
-        if existing.state == "Deleting" and existing.delete_operation_id:
-            self._start_deprovision(ctx, key, existing.delete_operation_id)
-            return self._accepted(existing, existing.delete_operation_id)
+        for _ in range(3):
+            existing = self._store.get_instance(key)
+            if existing is None:
+                if if_match is not None:
+                    arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+                return None
+            arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
+            if existing.state == "Deleting" and existing.delete_operation_id:
+                self._start_deprovision(ctx, key, existing.delete_operation_id)
+                return self._accepted(existing, existing.delete_operation_id)
+            try:
+                return self._begin_delete(ctx, key, existing)
+            except TransactionFailed:
+                continue
+        raise AnotherOperationInProgress("The instance kept changing while being deleted; retry the request.")
+
+    def _begin_delete(self, ctx: CallContext, key: ResourceKey, existing: InstanceRecord) -> Accepted:
+        """Instance -> Deleting (cancel requested when in flight), delete operation, audit; then start the
+        deprovision workflow. Raises :class:`TransactionFailed` when the instance changed since it was read."""
         operation_id = str(uuid.uuid4())
         cancel = existing.state in IN_FLIGHT
         document = {
@@ -401,40 +418,31 @@ class SparkOllamaInstanceService:
         etag = arm_rules.new_etag()
         operation = new_operation(
             ctx,
-            subscription_id=subscription_id,
+            subscription_id=key.subscription_id,
             location=existing.location,
             operation_id=operation_id,
             resource_id=document["id"],
         )
-        audit = self._audit(
-            ctx,
-            key,
-            rbac.INSTANCES_DELETE,
-            f"Accepted deletion of instance '{name}'" + (" (cancels provisioning)" if cancel else ""),
-            existing.document,
-            document,
+        summary = f"Accepted deletion of instance '{key.names[1]}'" + (" (cancels provisioning)" if cancel else "")
+        audit = self._audit(ctx, key, rbac.INSTANCES_DELETE, summary, existing.document, document)
+        self._store.transact(
+            [
+                self._store.instance_update(
+                    key,
+                    set_values={
+                        "document": document,
+                        "etag": etag,
+                        "provisioningState": "Deleting",
+                        "deleteOperationId": operation_id,
+                        "cancelRequested": cancel,
+                    },
+                    condition="etag = :expected",
+                    condition_values={":expected": existing.etag},
+                ),
+                self._store.operation_put(key.subscription_id, key.resource_group, operation, kind="deprovision"),
+                self._store.audit_put(audit),
+            ]
         )
-        try:
-            self._store.transact(
-                [
-                    self._store.instance_update(
-                        key,
-                        set_values={
-                            "document": document,
-                            "etag": etag,
-                            "provisioningState": "Deleting",
-                            "deleteOperationId": operation_id,
-                            "cancelRequested": cancel,
-                        },
-                        condition="etag = :expected",
-                        condition_values={":expected": existing.etag},
-                    ),
-                    self._store.operation_put(subscription_id, resource_group, operation, kind="deprovision"),
-                    self._store.audit_put(audit),
-                ]
-            )
-        except TransactionFailed as exc:
-            raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
         self._start_deprovision(ctx, key, operation_id)
         existing.document, existing.etag = document, etag
         return self._accepted(existing, operation_id)
