@@ -36,7 +36,8 @@ def _api_wide(method_arn: str) -> str:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """REQUEST authorizer event (``headers``, ``methodArn``) → IAM policy with ``context.principal``.
 
-    Raises ``Exception("Unauthorized")`` for any failed check (API Gateway answers 401)."""
+    Raises ``Exception("Unauthorized")`` for any failed check (API Gateway answers 401); lets
+    :class:`IssuerUnavailable` escape when the issuer's keys cannot be had (API Gateway's AUTHORIZER_FAILURE, 503)."""
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     settings = get_settings()
     try:

@@ -2,8 +2,8 @@
 
 Each parses the state input (the execution input plus earlier results), calls one method of
 :class:`itl_accelerator.services.instance_workflow.InstanceWorkflow`, and returns its result. Exceptions propagate
-unchanged, so their class name (``DgxTransientError``, ``DgxPermanentError``) is the ``errorType`` that the state
-machines' ``Retry``/``Catch`` match.
+unchanged, so their class name (``DgxTransientError``, ``DgxPermanentError``, ``StoreBusy``) is the ``errorType``
+that the state machines' ``Retry``/``Catch`` match.
 """
 
 from __future__ import annotations
@@ -11,29 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from itl_accelerator.container import Container
 from itl_accelerator.observability import logger, tracer
 from itl_accelerator.services.instance_workflow import InstanceWorkflow, WorkflowInput, error_from_catch
 
 _containers: list[Container] = []
-
-#: DynamoDB error codes that mean "try again": surfaced as StoreBusyError, which the state machines retry.
-BUSY_ERROR_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TransactionConflictException",
-        "InternalServerError",
-        "TransactionInProgressException",
-    }
-)
-
-
-class StoreBusyError(Exception):
-    """DynamoDB throttled or conflicted; the state machine retries this named error."""
 
 
 def _workflow() -> InstanceWorkflow:
@@ -51,13 +33,7 @@ def _step(run: Callable[[InstanceWorkflow, WorkflowInput, dict[str, Any]], dict[
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         inp = WorkflowInput.model_validate(event)
         logger.append_keys(operation_id=inp.operationId, correlation_id=inp.correlationId)
-        try:
-            return run(_workflow(), inp, event)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in BUSY_ERROR_CODES:
-                raise StoreBusyError(f"DynamoDB is busy ({code}); retry.") from exc
-            raise
+        return run(_workflow(), inp, event)
 
     return handler
 

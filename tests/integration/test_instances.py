@@ -69,9 +69,9 @@ def test_arm_put_returns_201_accepted_and_identical_retry_is_the_same_operation(
     assert first.status_code == 201, first.text
     assert first.json()["properties"]["provisioningState"] == "Accepted"
     assert "Azure-AsyncOperation" in first.headers
-    # An identical retry while it runs → the same operation, no second reservation
+    # An identical retry while it runs → 200 (it exists now) with the same operation, no second reservation
     again = admin.put(instances_path(sub, name="i-put"), json=body)
-    assert again.status_code == 201
+    assert again.status_code == 200
     assert again.headers["Azure-AsyncOperation"] == first.headers["Azure-AsyncOperation"]
     # A different write while it runs → 409 AnotherOperationInProgress
     other = admin.put(instances_path(sub, name="i-put"), json={"properties": {**body["properties"], "gpus": 2}})

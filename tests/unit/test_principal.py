@@ -65,3 +65,14 @@ def test_role_table():
     assert rbac.NODES_WRITE.name not in perms(rbac.ROLE_SUPPLIER)
     assert perms(rbac.ROLE_ADMIN) == {op.name for op in rbac.OPERATIONS}
     assert perms("unknown-role") == frozenset()
+
+
+def test_jwks_outage_with_nothing_cached_is_not_an_authentication_failure():
+    import httpx
+    import pytest
+
+    from itl_accelerator.auth.tokens import IssuerUnavailable, JwksCache
+
+    down = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    with pytest.raises(IssuerUnavailable):
+        JwksCache("http://idp/certs", ttl_seconds=300, timeout_seconds=1, http=down).key_for("kid")

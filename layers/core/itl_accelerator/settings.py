@@ -38,12 +38,14 @@ class Settings(BaseSettings):
     dgx_connect_timeout_seconds: float = Field(default=2.0, gt=0)
     dgx_read_timeout_seconds: float = Field(default=10.0, gt=0)
     dgx_attempts: int = Field(default=3, ge=1, le=10)
+    # Upper bound of one client call including its retries, so a workflow step ends well within its Lambda timeout.
+    dgx_call_budget_seconds: float = Field(default=20.0, gt=0, le=300)
 
     # Workflows (Step Functions). Poll interval and timeout go into each execution's input.
     provision_state_machine_arn: str = ""
     deprovision_state_machine_arn: str = ""
     instance_poll_interval_seconds: int = Field(default=10, ge=1, le=300)
-    instance_provision_timeout_seconds: int = Field(default=900, ge=1, le=86400)
+    instance_provision_timeout_seconds: int = Field(default=900, ge=1, le=21600)
 
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"

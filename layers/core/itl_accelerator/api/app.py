@@ -22,8 +22,9 @@ from itl_accelerator.api.protocol import ArmProtocolMiddleware
 from itl_accelerator.api.routes import operations, provider, spark_nodes, spark_ollama_instances
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
-from itl_accelerator.errors import ArmError, InvalidParameter, invalid_content
+from itl_accelerator.errors import ArmError, Conflict, InvalidParameter, invalid_content
 from itl_accelerator.settings import get_settings
+from itl_accelerator.store.dynamodb import StoreBusy
 
 ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, operations.router)
 
@@ -33,6 +34,13 @@ _HTTP_CODES = {404: "NotFound", 405: "MethodNotAllowed"}
 def _arm_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ArmError)
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+def _store_busy(request: Request, exc: Exception) -> JSONResponse:
+    """A conflicting concurrent transaction or throttling: nothing was written; the client retries."""
+    error = Conflict("The resource is being changed by another request right now; retry the request.")
+    error.headers = {"Retry-After": "1"}
+    return _arm_error(request, error)
 
 
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -88,6 +96,7 @@ def build_app(
     app.state.container = container or cache(lambda: Container.build(settings))
     app.add_exception_handler(ArmError, _arm_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StoreBusy, _store_busy)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(ArmProtocolMiddleware, max_body_bytes=settings.max_body_bytes)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]

@@ -23,6 +23,16 @@ ALGORITHM = "RS256"
 _UNKNOWN_KID_REFETCH_SECONDS = 60.0
 
 
+class IssuerUnavailable(Exception):
+    """The issuer's JWKS cannot be fetched and no keys are cached: the token cannot be judged. The authorizer lets
+    this escape, so API Gateway answers AUTHORIZER_FAILURE (503 with Retry-After) rather than a 401 that would
+    make clients throw away a valid token."""
+
+
+#: After a failed refresh while keys are cached, try again after this many seconds (not on every request).
+_RETRY_FAILED_REFRESH_SECONDS = 30.0
+
+
 class JwksCache:
     """Fetches and caches the issuer's JSON Web Key Set. Thread-safe; one instance per process.
 
@@ -50,7 +60,8 @@ class JwksCache:
     def key_for(self, kid: str | None) -> Any:
         """The RSA public key for ``kid`` (or the only key, when the token names none).
 
-        Raises :class:`AuthenticationFailed` when the JWKS cannot be fetched or holds no such key.
+        Raises :class:`AuthenticationFailed` when the JWKS holds no such key, :class:`IssuerUnavailable` when it
+        cannot be fetched and nothing is cached.
         """
         with self._lock:
             age = time.monotonic() - self._fetched_at
@@ -62,7 +73,9 @@ class JwksCache:
                 except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
                     logger.warning("JWKS fetch failed", extra={"jwks_url": self._url, "error": type(exc).__name__})
                     if not self._keys:
-                        raise AuthenticationFailed("The token issuer's signing keys are unavailable.") from exc
+                        raise IssuerUnavailable("The token issuer's signing keys are unavailable.") from exc
+                    # keep serving the cached keys; back off instead of refetching on every request
+                    self._fetched_at = time.monotonic() - max(self._ttl - _RETRY_FAILED_REFRESH_SECONDS, 0.0)
             if kid is None and len(self._keys) == 1:
                 return next(iter(self._keys.values()))
             if kid is None or kid not in self._keys:

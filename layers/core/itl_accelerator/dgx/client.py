@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    RetryCallState,
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
 
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
 from itl_accelerator.dgx.models import DgxInstance
@@ -31,7 +38,8 @@ def _wait(state: RetryCallState) -> float:
 class DgxPlatformClient:
     """Client of one DGX Platform. ``http`` is injectable (tests pass a client with a mock transport).
 
-    Units: seconds for timeouts; ``attempts`` counts the first try.
+    Units: seconds for timeouts and ``budget_seconds`` (no retry starts after it: bounds a call with its retries);
+    ``attempts`` counts the first try.
     """
 
     def __init__(
@@ -42,6 +50,7 @@ class DgxPlatformClient:
         connect_timeout: float = 2.0,
         read_timeout: float = 10.0,
         attempts: int = 3,
+        budget_seconds: float = 20.0,
         http: httpx.Client | None = None,
     ):
         self._http = http or httpx.Client(
@@ -51,7 +60,7 @@ class DgxPlatformClient:
         )
         self._call = retry(
             retry=retry_if_exception_type(DgxTransientError),
-            stop=stop_after_attempt(attempts),
+            stop=stop_after_attempt(attempts) | stop_after_delay(budget_seconds),
             wait=_wait,
             reraise=True,
         )(self._once)

@@ -26,4 +26,5 @@ def dgx_client(settings: Settings) -> DgxPlatformClient:
         connect_timeout=settings.dgx_connect_timeout_seconds,
         read_timeout=settings.dgx_read_timeout_seconds,
         attempts=settings.dgx_attempts,
+        budget_seconds=settings.dgx_call_budget_seconds,
     )

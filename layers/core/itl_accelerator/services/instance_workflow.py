@@ -231,7 +231,9 @@ class InstanceWorkflow:
             )
         except TransactionFailed:
             current = self._store.get_instance(inp.key)
-            if current is None or current.state == "Deleting":
+            if current is None or current.state == "Deleting" or current.operation_id != inp.operationId:
+                # overtaken (deleted, or deleted and made again by a newer operation): what this operation made
+                # on the DGX Platform belongs to nobody now
                 self.dgx.delete_instance(created.id)
                 return {"canceled": True, "dgxInstanceId": created.id, "deadline": deadline}
         return {"canceled": False, "dgxInstanceId": created.id, "deadline": deadline}
@@ -297,15 +299,18 @@ class InstanceWorkflow:
         (``{"code", "message"}``). Returns ``{"outcome": Failed|Canceled|AlreadyDone}``."""
         record = self._store.get_instance(inp.key)
         if record is None or record.operation_id != inp.operationId:
+            # not ours any more: remove only what this operation's create made, then end it Canceled
+            self._delete_made_by(inp.operationId)
             self._finish_operation(inp, inp.operationId, "Canceled")
             return {"outcome": "Canceled"}
-        for dgx_id in self._dgx_ids(record):
-            self.dgx.delete_instance(dgx_id)
         if record.state == "Deleting":
-            self._finish_operation(inp, inp.operationId, "Canceled")
+            self._finish_operation(inp, inp.operationId, "Canceled")  # the deprovision workflow cleans up
             return {"outcome": "Canceled"}
         if not record.capacity_reserved or record.state not in ("Accepted", "Provisioning"):
+            # e.g. CompleteInstance committed Succeeded and only its answer was lost: leave the live instance be
             return {"outcome": "AlreadyDone"}
+        for dgx_id in self._dgx_ids(record):
+            self.dgx.delete_instance(dgx_id)
         try:
             self._transition(
                 inp,
@@ -336,9 +341,20 @@ class InstanceWorkflow:
         return {"outcome": "Failed"}
 
     def cancel(self, inp: WorkflowInput) -> dict[str, Any]:
-        """The provisioning was overtaken by a delete: its operation ends ``Canceled`` (the delete cleans up)."""
+        """The provisioning was overtaken by a delete: its operation ends ``Canceled``. The deprovision workflow
+        cleans up while the record still names this operation; once it does not, whatever this operation's create
+        made on the DGX Platform is removed here."""
+        record = self._store.get_instance(inp.key)
+        if record is None or record.operation_id != inp.operationId:
+            self._delete_made_by(inp.operationId)
         self._finish_operation(inp, inp.operationId, "Canceled")
         return {"outcome": "Canceled"}
+
+    def _delete_made_by(self, operation_id: str) -> None:
+        """Delete the DGX instance a create with this operation id (idempotency key) made, if any."""
+        made = self.dgx.find_instance(operation_id)
+        if made is not None:
+            self.dgx.delete_instance(made.id)
 
     # ----------------------------------------------------------------------------------------------- deprovision
     def deprovision_start(self, inp: WorkflowInput) -> dict[str, Any]:
@@ -378,8 +394,12 @@ class InstanceWorkflow:
                 [
                     self._store.instance_delete(
                         record.key,
-                        condition="provisioningState = :deleting AND deleteOperationId = :op",
-                        condition_values={":deleting": "Deleting", ":op": inp.operationId},
+                        condition="provisioningState = :deleting AND deleteOperationId = :op AND capacityReserved = :held",
+                        condition_values={
+                            ":deleting": "Deleting",
+                            ":op": inp.operationId,
+                            ":held": record.capacity_reserved,
+                        },
                     ),
                     self._store.node_release(record.node_key, gpus=gpus, memory_gb=memory, remove_child=True),
                     self._operation_item(inp, inp.operationId, "Succeeded", None),

@@ -36,7 +36,7 @@ from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit_log import build_event
 from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.nodes import subscription_conflict
-from itl_accelerator.services.operations import new_operation
+from itl_accelerator.services.operations import FINAL_STATUSES, new_operation
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.dynamodb import (
     InvalidSkipToken,
@@ -67,13 +67,15 @@ class ParentResourceNotFound(ResourceNotFound):
 
 @dataclass
 class Accepted:
-    """What an accepted long-running request returns: the resource, the operation id, its location, and the
-    Retry-After hint (seconds)."""
+    """What an accepted long-running request returns: the resource, the operation id, its location, the
+    Retry-After hint (seconds), and whether the resource was created by this request (ARM: PUT 201) rather than
+    existing already (an identical retry, or the re-provisioning of a Failed instance: PUT 200)."""
 
     resource: dict[str, Any]
     operation_id: str
     location: str
     retry_after: int
+    created: bool = False
 
 
 def instance_id(key: ResourceKey) -> str:
@@ -155,8 +157,10 @@ class SparkOllamaInstanceService:
             "timeoutSeconds": self._settings.instance_provision_timeout_seconds,
         }
 
-    def _accepted(self, record: InstanceRecord, operation_id: str) -> Accepted:
-        return Accepted(render(record), operation_id, record.location, self._settings.instance_poll_interval_seconds)
+    def _accepted(self, record: InstanceRecord, operation_id: str, *, created: bool = False) -> Accepted:
+        return Accepted(
+            render(record), operation_id, record.location, self._settings.instance_poll_interval_seconds, created
+        )
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, node: str, name: str) -> dict[str, Any]:
@@ -336,9 +340,14 @@ class SparkOllamaInstanceService:
                 ]
             )
         except TransactionFailed as exc:
+            if 0 in exc.failed and existing is None:
+                # a concurrent identical create won the race: answer with its operation (ARM_CONTRACT.md 17)
+                winner = self._store.get_instance(key)
+                if winner and winner.state in IN_FLIGHT and winner.spec_hash == fingerprint and winner.operation_id:
+                    return self._accepted(winner, winner.operation_id), render(winner)
             raise self._reservation_error(exc, ctx, key, fingerprint, spec.gpus, spec.memory_gb) from exc
         self._start_provision(ctx, key, operation_id)
-        return self._accepted(record, operation_id), render(record)
+        return self._accepted(record, operation_id, created=existing is None), render(record)
 
     def _reservation_error(
         self, exc: TransactionFailed, ctx: CallContext, key: ResourceKey, fingerprint: str, gpus: int, memory_gb: int
@@ -393,8 +402,12 @@ class SparkOllamaInstanceService:
                 return None
             arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
             if existing.state == "Deleting" and existing.delete_operation_id:
-                self._start_deprovision(ctx, key, existing.delete_operation_id)
-                return self._accepted(existing, existing.delete_operation_id)
+                found = self._store.get_operation(subscription_id, existing.delete_operation_id)
+                if found is None or found[0]["status"] not in FINAL_STATUSES:
+                    # the same delete, still running: the same operation (and a harmless restart by name)
+                    self._start_deprovision(ctx, key, existing.delete_operation_id)
+                    return self._accepted(existing, existing.delete_operation_id)
+                # its workflow ended without removing the instance: a new delete operation tries again
             try:
                 return self._begin_delete(ctx, key, existing)
             except TransactionFailed:

@@ -74,6 +74,24 @@ class TransactionFailed(StoreError):
         self.failed = failed
 
 
+class StoreBusy(StoreError):
+    """DynamoDB refused the write for now (a conflicting concurrent transaction, throttling): nothing was written,
+    the same request may be retried. Step Functions retries it by this name."""
+
+
+#: DynamoDB error codes that mean "try again" (raised as :class:`StoreBusy`).
+BUSY_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "InternalServerError",
+    }
+)
+
+
 class InvalidSkipToken(StoreError):
     """A ``$skipToken`` that this store did not issue for this list."""
 
@@ -321,12 +339,19 @@ class DynamoStore:
         )
 
     def transact(self, items: list[dict[str, Any]]) -> None:
-        """Run one ``TransactWriteItems``. Raises :class:`TransactionFailed` naming, by position, each item whose
-        condition failed and the item as it was (``ReturnValuesOnConditionCheckFailure``)."""
+        """Run one ``TransactWriteItems``.
+
+        Raises :class:`TransactionFailed` naming, by position, each item whose condition failed and the item as it
+        was (``ReturnValuesOnConditionCheckFailure``); :class:`StoreBusy` when DynamoDB cancelled it for a
+        conflicting concurrent transaction or throttling (nothing was written; retrying is safe); any other
+        ``ClientError`` unchanged."""
         try:
             self._db.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in BUSY_ERROR_CODES:
+                raise StoreBusy(code) from exc
+            if code != "TransactionCanceledException":
                 raise
             reasons = exc.response.get("CancellationReasons") or []
             failed = {
@@ -335,7 +360,7 @@ class DynamoStore:
                 if r.get("Code") == "ConditionalCheckFailed"
             }
             if not failed:
-                raise
+                raise StoreBusy(",".join(r.get("Code", "") for r in reasons if r.get("Code") != "None")) from exc
             raise TransactionFailed(failed) from exc
 
     def _transact(

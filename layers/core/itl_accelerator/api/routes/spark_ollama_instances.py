@@ -122,7 +122,8 @@ def create_or_update(
     )
     if accepted is None:
         return resource_response(resource, 200)
-    return resource_response(resource, 201, async_headers(request, c, subscriptionId, accepted))
+    status = 201 if accepted.created else 200  # ARM: an existing resource answers 200, still with the operation
+    return resource_response(resource, status, async_headers(request, c, subscriptionId, accepted))
 
 
 @router.get(
