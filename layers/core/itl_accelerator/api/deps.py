@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 
 from itl_accelerator.auth.principal import Principal
 from itl_accelerator.container import Container
@@ -46,6 +46,8 @@ Top = Annotated[int | None, Query(alias="$top", ge=1, le=1000, description="Page
 SkipToken = Annotated[
     str | None, Query(alias="$skipToken", max_length=2048, description="Continuation token from `nextLink`.")
 ]
+IfMatch = Annotated[str | None, Header(alias="If-Match", description="ETag the resource must still have.")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", description="'*': only if it does not exist.")]
 ApiVersion = Annotated[
     str | None,
     Query(alias="api-version", description="Optional; the newest stable version when absent (ITL)."),

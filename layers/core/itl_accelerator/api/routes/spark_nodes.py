@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Request
+from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 
-from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
+from itl_accelerator.api.deps import (
+    ApiVersion,
+    ContainerDep,
+    ContextDep,
+    IfMatch,
+    IfNoneMatch,
+    SkipToken,
+    Top,
+    next_link,
+)
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodeWrite
@@ -20,8 +29,6 @@ RG_COLLECTION = (
 SUB_COLLECTION = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkNodes"
 ITEM = RG_COLLECTION + "/{nodeName}"
 
-IfMatch = Annotated[str | None, Header(alias="If-Match")]
-IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 
 PATCH_EXAMPLE = {
     "properties": {"pricing": {"pricePerGpuHour": 2.75}, "availability": "Cordoned"},

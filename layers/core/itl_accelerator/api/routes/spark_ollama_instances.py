@@ -3,12 +3,22 @@ delete (202), with Azure-AsyncOperation / Location / Retry-After headers; reads 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link, public_base_url
+from itl_accelerator.api.deps import (
+    ApiVersion,
+    ContainerDep,
+    ContextDep,
+    IfMatch,
+    IfNoneMatch,
+    SkipToken,
+    Top,
+    next_link,
+    public_base_url,
+)
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
 from itl_accelerator.container import Container
 from itl_accelerator.models.common import Page
@@ -29,8 +39,6 @@ COLLECTION = (
 )
 ITEM = COLLECTION + "/{instanceName}"
 
-IfMatch = Annotated[str | None, Header(alias="If-Match")]
-IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 
 ASYNC_HEADERS = {
     "Azure-AsyncOperation": {
