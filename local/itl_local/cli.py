@@ -44,6 +44,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _require_free_ports(ports: dict[str, int]) -> None:
+    """Exit with a clear message when a port the stack needs is taken (moto's server would wait for it forever)."""
+    for variable, port in ports.items():
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise SystemExit(
+                    f"127.0.0.1:{port} is in use (another ./dev up?). Stop it, or choose another port with {variable}."
+                ) from None
+
+
 def _serve_in_thread(app: Any, port: int) -> tuple[Any, threading.Thread]:
     import uvicorn
 
@@ -88,6 +100,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start the whole local stack and block until SIGINT/SIGTERM."""
     settings = _settings()
     port = args.port or settings.service_port
+    _require_free_ports(
+        {
+            "SERVICE_PORT or --port": port,
+            "LOCAL_AWS_PORT": settings.local_aws_port,
+            "LOCAL_IDP_PORT": settings.local_idp_port,
+            "LOCAL_DGX_PORT": settings.local_dgx_port,
+        }
+    )
     os.environ.update(_local_environment(settings, settings.local_aws_port, settings.local_idp_port))
     from itl_accelerator.settings import get_settings
 
@@ -140,7 +160,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | "
         f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
         f"DGX simulator {settings.dgx_platform_api_url}\n"
-        f"  token: itl-local token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123",
+        f"  token: ./dev token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123"
+        + (
+            f"  (with LOCAL_IDP_PORT={settings.local_idp_port} set: the issuer is in the token)"
+            if settings.local_idp_port != 8180
+            else ""
+        ),
         flush=True,
     )
     stop.wait()

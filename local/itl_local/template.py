@@ -32,7 +32,7 @@ class Route:
     pattern: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        regex = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "/?$"
+        regex = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
         object.__setattr__(self, "pattern", re.compile(regex))
 
     def match(self, path: str) -> dict[str, str] | None:

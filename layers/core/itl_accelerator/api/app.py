@@ -81,6 +81,7 @@ def build_app(
         openapi_url="/openapi.json" if with_docs else None,
         docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,  # API Gateway never redirects; a trailing slash is simply another path
     )
     wanted = set(operation_ids) if operation_ids is not None else None
     known: set[str] = set()

@@ -32,6 +32,14 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+#: Correlation ids are GUIDs in ARM; anything longer is cut so a client cannot bloat logs and audit items.
+MAX_CORRELATION_ID_LENGTH = 128
+
+
+def _bounded(value: str | None) -> str | None:
+    return value[:MAX_CORRELATION_ID_LENGTH] if value else value
+
+
 class ArmProtocolMiddleware:
     """See module docstring. ``max_body_bytes`` bounds request bodies (bytes)."""
 
@@ -45,8 +53,8 @@ class ArmProtocolMiddleware:
             return
         event = scope.get("aws.event") or {}
         request_id = (event.get("requestContext") or {}).get("requestId") or str(uuid.uuid4())
-        itl_correlation = _header(scope, b"x-correlation-id")
-        correlation = _header(scope, CORRELATION_ID.encode()) or itl_correlation or request_id
+        itl_correlation = _bounded(_header(scope, b"x-correlation-id"))
+        correlation = _bounded(_header(scope, CORRELATION_ID.encode())) or itl_correlation or request_id
         state = scope.setdefault("state", {})
         state["request_id"], state["correlation_id"] = request_id, correlation
         logger.append_keys(request_id=request_id, correlation_id=correlation)

@@ -84,9 +84,9 @@ class DgxPlatformClient:
             raise DgxNotFound(f"DGX Platform has no such resource: {method} {path}", status=404)
         if response.status_code >= 400:
             detail = _error_text(response)
-            raise DgxPermanentError(
-                f"DGX Platform refused {method} {path} ({response.status_code}): {detail}", status=response.status_code
-            )
+            logger.info("DGX refused", extra={"status": response.status_code, "method": method, "path": path})
+            # the message may reach a tenant (operation error): the platform's own code and text, no internals
+            raise DgxPermanentError(f"The DGX Platform refused the request: {detail}", status=response.status_code)
         return response
 
     # ----------------------------------------------------------------------------------------------- instances

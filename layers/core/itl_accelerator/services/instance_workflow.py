@@ -211,7 +211,7 @@ class InstanceWorkflow:
         node_id = node.document["id"] if node else f"{SPARK_NODES}/{inp.nodeName}"
         created = self.dgx.create_instance(
             idempotency_key=inp.operationId,
-            name=f"{inp.resourceGroup}-{inp.nodeName}-{inp.instanceName}".lower()[:128],
+            name=instance_id(record.key),  # unique across tenants; readable on the platform's side
             node_id=node_id,
             model=record.document["properties"]["model"],
             gpus=record.gpus,

@@ -271,6 +271,12 @@ class SparkOllamaInstanceService:
         availability = node_item.document["properties"]["availability"]
         if availability != "Available":
             raise Conflict(f"The node '{node}' is {availability} and takes no new instances.", code="NodeNotAvailable")
+        per_gpu = int((node_item.document["properties"].get("hardwareSpecs") or {}).get("gpuMemoryGb") or 0)
+        if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
+            raise InvalidParameter(
+                f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memory_gb {spec.memory_gb} cannot fit.",
+                target="properties.memoryGb",
+            )
         free_gpus, free_memory = _node_free(node_item)
         if spec.gpus > free_gpus or spec.memory_gb > free_memory:
             raise InsufficientCapacity(

@@ -379,6 +379,9 @@ class SparkNodeService:
             merged["properties"]["provisioningState"] = patch["properties"]["provisioningState"]
         if "name" in patch:
             merged["name"] = patch["name"]
+        if not rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            # a supplier's patch is judged by what it touches before its values are: 403 beats 400
+            self._authorize_supplier(ctx, key, previous, _writable({**current, **merged}))
         body = _validate_write(merged)
         node, _ = self._put(ctx, key, body, previous, if_match=if_match, if_none_match=None, create_only=False)
         return node
@@ -421,16 +424,23 @@ class SparkNodeService:
         only pricing and availability, only of an existing node it owns; anything else is 403 (audited)."""
         if rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
             return
+        self._authorize_supplier(ctx, key, previous, _writable(document))
+
+    def _authorize_supplier(
+        self, ctx: CallContext, key: ResourceKey, previous: StoredResource | None, wanted: dict[str, Any]
+    ) -> None:
+        """403 (audited) unless ``previous`` exists, is owned by the caller, and ``wanted`` (the writable part of
+        the node after the change) differs from it only under pricing and availability."""
         allowed = previous is not None and previous.document["properties"].get("owner") == ctx.principal.subject
         if allowed and previous is not None:
-            changes = arm_rules.changed_paths(_writable(previous.document), _writable(document))
+            changes = arm_rules.changed_paths(_writable(previous.document), wanted)
             allowed = all(any(c == p or c.startswith(p + ".") for p in SUPPLIER_WRITABLE) for c in changes)
         if not allowed:
             self._access.deny(
                 ctx,
                 rbac.NODES_WRITE,
                 subscription_id=key.subscription_id,
-                resource_id=document["id"],
+                resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
                 resource_type=SPARK_NODES_TYPE,
                 resource_name=key.names[0],
             )

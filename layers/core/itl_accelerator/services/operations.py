@@ -91,6 +91,8 @@ class OperationService:
         operation, rg_key, kind = found
         if f"/locations/{normalize_location(location)}/" not in operation["id"]:
             raise missing
+        if not ctx.principal.can_see(subscription_id, rg_key):
+            raise missing  # the same answer as an unknown id: neither existence nor resource group is revealed
         self._access.require(
             ctx,
             rbac.OPERATIONS_READ,

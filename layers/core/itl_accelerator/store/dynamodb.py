@@ -143,6 +143,7 @@ def _decode_token(token: str, *, pk_attr: str, pk: str, sk_attr: str, sk_prefix:
         or plain.get(pk_attr) != pk
         or not str(plain.get(sk_attr, "")).startswith(sk_prefix)
         or not {"PK", "SK"} <= plain.keys()
+        or not plain.keys() <= {"PK", "SK", "GSI1PK", "GSI1SK"}
     ):
         raise InvalidSkipToken(token)
     return {k: {"S": v} for k, v in plain.items()}
@@ -187,34 +188,71 @@ class DynamoStore:
         None on the last page. Raises :class:`InvalidSkipToken`.
         """
         pk = keys.subscription_pk(subscription_id)
+        if visible_resource_groups is not None:
+            return self._list_visible_groups(subscription_id, type_segment, visible_resource_groups, limit, skip_token)
         prefix = keys.collection_prefix(type_segment, resource_group, parent_names)
+        start = _decode_token(skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix) if skip_token else None
+        items, last = self._query_page(subscription_id, type_segment, prefix, limit, start)
+        return items, _encode_token(last) if last else None
+
+    def _query_page(
+        self, subscription_id: str, type_segment: str, prefix: str, limit: int, start: dict[str, Any] | None
+    ) -> tuple[list[StoredResource], dict[str, Any] | None]:
+        """One ``Query`` of ``limit`` items under ``prefix``; returns the items and the key to continue after (None
+        when the collection is exhausted). Asks for one item more than it returns, so the last page has no key."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
-            "ExpressionAttributeValues": _typed({":pk": pk, ":prefix": prefix}),
+            "ExpressionAttributeValues": _typed({":pk": keys.subscription_pk(subscription_id), ":prefix": prefix}),
             "Limit": limit + 1,
         }
-        if visible_resource_groups is not None:
-            names = [f":rg{i}" for i in range(len(visible_resource_groups))]
-            if not names:
-                return [], None
-            request["FilterExpression"] = f"rgKey IN ({', '.join(names)})"
-            request["ExpressionAttributeValues"].update(
-                _typed({n: rg.lower() for n, rg in zip(names, visible_resource_groups, strict=True)})
-            )
-        if skip_token:
-            request["ExclusiveStartKey"] = _decode_token(
-                skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix
-            )
+        if start:
+            request["ExclusiveStartKey"] = start
         response = self._db.query(**request)
         raw = [_plain(i) for i in response.get("Items", [])]
         items = [self._resource_from_item(self._key_of(i, subscription_id, type_segment), i) for i in raw[:limit]]
         if len(raw) > limit:
             last = raw[limit - 1]
-            return items, _encode_token({"PK": {"S": last["PK"]}, "SK": {"S": last["SK"]}})
-        if "LastEvaluatedKey" in response:
-            return items, _encode_token(response["LastEvaluatedKey"])
+            return items, {"PK": {"S": last["PK"]}, "SK": {"S": last["SK"]}}
+        return items, response.get("LastEvaluatedKey")
+
+    def _list_visible_groups(
+        self, subscription_id: str, type_segment: str, groups: list[str], limit: int, skip_token: str | None
+    ) -> tuple[list[StoredResource], str | None]:
+        """A subscription-wide list for a caller who holds only some resource groups: one group per ``Query``, in
+        name order, so every continuation token names only items the caller may see (a filtered query's
+        LastEvaluatedKey could name a hidden one). Token: ``{"g": group index, "PK"?, "SK"?}``."""
+        ordered = sorted({g.lower() for g in groups})
+        if not ordered:
+            return [], None
+        index, start = 0, None
+        if skip_token:
+            index, start = self._decode_group_token(skip_token, subscription_id, type_segment, ordered)
+        prefix = keys.collection_prefix(type_segment, ordered[index])
+        items, last = self._query_page(subscription_id, type_segment, prefix, limit, start)
+        if last:
+            return items, _encode_token({**last, "g": {"S": str(index)}})
+        if index + 1 < len(ordered):
+            return items, _encode_token({"g": {"S": str(index + 1)}})
         return items, None
+
+    @staticmethod
+    def _decode_group_token(
+        token: str, subscription_id: str, type_segment: str, ordered: list[str]
+    ) -> tuple[int, dict[str, Any] | None]:
+        try:
+            plain = json.loads(base64.urlsafe_b64decode((token + "=" * (-len(token) % 4)).encode()))
+            index = int(plain["g"])
+        except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise InvalidSkipToken(token) from exc
+        if not 0 <= index < len(ordered):
+            raise InvalidSkipToken(token)
+        if "SK" not in plain:
+            return index, None
+        prefix = keys.collection_prefix(type_segment, ordered[index])
+        if plain.get("PK") != keys.subscription_pk(subscription_id) or not str(plain["SK"]).startswith(prefix):
+            raise InvalidSkipToken(token)
+        return index, {"PK": {"S": plain["PK"]}, "SK": {"S": plain["SK"]}}
 
     @staticmethod
     def _key_of(item: dict[str, Any], subscription_id: str, type_segment: str) -> ResourceKey:
