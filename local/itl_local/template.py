@@ -120,7 +120,7 @@ class Template:
 
     def state_machines(self) -> dict[str, dict[str, Any]]:
         """Logical id → ``{"definition": Path, "substitutions": {name: function logical id}}`` of every
-        AWS::Serverless::StateMachine (substitutions of the form ``!GetAtt Function.Arn``)."""
+        AWS::Serverless::StateMachine (substitutions of the form ``!Ref Function.Alias`` or ``!GetAtt Function.Arn``)."""
         machines = {}
         for logical_id, resource in self.resources.items():
             if resource["Type"] != "AWS::Serverless::StateMachine":
@@ -128,8 +128,11 @@ class Template:
             props = resource["Properties"]
             substitutions = {}
             for name, value in (props.get("DefinitionSubstitutions") or {}).items():
-                target = value["Fn::GetAtt"]
-                substitutions[name] = target[0] if isinstance(target, list) else str(target).split(".")[0]
+                if "Ref" in value:  # !Ref Function.Alias (SAM: the AutoPublishAlias alias, so SnapStart applies)
+                    substitutions[name] = str(value["Ref"]).split(".")[0]
+                else:  # !GetAtt Function.Arn
+                    target = value["Fn::GetAtt"]
+                    substitutions[name] = target[0] if isinstance(target, list) else str(target).split(".")[0]
             machines[logical_id] = {
                 "definition": self.path.parent / props["DefinitionUri"],
                 "substitutions": substitutions,
