@@ -7,7 +7,6 @@ case-insensitively and keep the casing last supplied (24); ``api-version`` is op
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.errors import InvalidParameter, InvalidResourceName, MissingApiVersion, UnsupportedApiVersion
@@ -78,14 +77,6 @@ def validate_resource_name(value: str, *, target: str = "name") -> str:
 def normalize_location(value: str) -> str:
     """Location compared ignoring case and spaces (ARM_CONTRACT.md line 4): ``"East US"`` → ``"eastus"``."""
     return re.sub(r"\s+", "", value).lower()
-
-
-@dataclass(frozen=True)
-class ResourceGroupScope:
-    """A subscription and resource group, as given in the URL (casing kept)."""
-
-    subscription_id: str
-    resource_group: str
 
 
 def resource_id(subscription_id: str, resource_group: str, *segments: tuple[str, str]) -> str:

@@ -4,8 +4,7 @@ Every module logs through :data:`logger`; handlers are wrapped with :data:`trace
 come from ``POWERTOOLS_SERVICE_NAME`` / ``POWERTOOLS_LOG_LEVEL`` (set in template.yaml Globals).
 """
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Tracer
 
 logger = Logger(service="itl-accelerator")
 tracer = Tracer(service="itl-accelerator")
-metrics = Metrics(namespace="ITL/Accelerator", service="itl-accelerator")

@@ -27,10 +27,6 @@ class Access:
     def __init__(self, store: DynamoStore):
         self._store = store
 
-    def can_see(self, ctx: CallContext, subscription_id: str, resource_group: str | None) -> bool:
-        """Whether the caller's scopes include the subscription (and resource group)."""
-        return ctx.principal.can_see(subscription_id, resource_group)
-
     def require(
         self,
         ctx: CallContext,
@@ -43,17 +39,15 @@ class Access:
         resource_name: str,
     ) -> None:
         """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``."""
-        if not ctx.principal.can_see(subscription_id, resource_group):
-            raise not_found(resource_type, resource_name, resource_group)
-        if not rbac.has_permission(ctx.principal, action):
-            self.deny(
-                ctx,
-                action,
-                subscription_id=subscription_id,
-                resource_id=resource_id,
-                resource_type=resource_type,
-                resource_name=resource_name,
-            )
+        self.require_any(
+            ctx,
+            (action,),
+            subscription_id=subscription_id,
+            resource_group=resource_group,
+            resource_id=resource_id,
+            resource_type=resource_type,
+            resource_name=resource_name,
+        )
 
     def require_any(self, ctx: CallContext, actions: tuple[Operation, ...], **target: str | None) -> None:
         """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first)."""

@@ -40,7 +40,6 @@ from itl_accelerator.services.operations import FINAL_STATUSES, new_operation
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.dynamodb import (
     InvalidSkipToken,
-    StoredResource,
     SubscriptionNotWritable,
     TransactionFailed,
 )
@@ -88,9 +87,10 @@ def render(record: InstanceRecord) -> dict[str, Any]:
     return {**record.document, "etag": record.etag}
 
 
-def _node_free(node: StoredResource) -> tuple[int, int]:
-    c = node.counters
-    return c.get("gpuTotal", 0) - c.get("gpuAllocated", 0), c.get("memoryGbTotal", 0) - c.get("memoryGbAllocated", 0)
+def _free(counters: dict[str, Any]) -> tuple[int, int]:
+    """Free GPUs and free GPU memory (GiB) from a node's capacity counters."""
+    c = {k: int(counters.get(k, 0)) for k in ("gpuTotal", "gpuAllocated", "memoryGbTotal", "memoryGbAllocated")}
+    return c["gpuTotal"] - c["gpuAllocated"], c["memoryGbTotal"] - c["memoryGbAllocated"]
 
 
 class SparkOllamaInstanceService:
@@ -277,7 +277,7 @@ class SparkOllamaInstanceService:
                 f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memory_gb {spec.memory_gb} cannot fit.",
                 target="properties.memoryGb",
             )
-        free_gpus, free_memory = _node_free(node_item)
+        free_gpus, free_memory = _free(node_item.counters)
         if spec.gpus > free_gpus or spec.memory_gb > free_memory:
             raise InsufficientCapacity(
                 f"The node '{node}' has {free_gpus} free GPUs and {free_memory} GiB free GPU memory; "
@@ -370,8 +370,7 @@ class SparkOllamaInstanceService:
                 f"The node '{key.names[0]}' is {node.get('availability')} and takes no new instances.",
                 code="NodeNotAvailable",
             )
-        free_gpus = int(node.get("gpuTotal", 0)) - int(node.get("gpuAllocated", 0))
-        free_memory = int(node.get("memoryGbTotal", 0)) - int(node.get("memoryGbAllocated", 0))
+        free_gpus, free_memory = _free(node)
         return InsufficientCapacity(
             f"The node '{key.names[0]}' has {free_gpus} free GPUs and {free_memory} GiB free GPU memory; "
             f"the request needs {gpus} GPUs and {memory_gb} GiB."

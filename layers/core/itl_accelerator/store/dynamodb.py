@@ -276,9 +276,6 @@ class DynamoStore:
 
     def subscription_check(self, subscription_id: str) -> dict[str, Any]:
         """Transaction item: the subscription's state allows writes (Registered, or never notified)."""
-        return self._subscription_check(subscription_id)
-
-    def _subscription_check(self, subscription_id: str) -> dict[str, Any]:
         return {
             "ConditionCheck": {
                 "TableName": self._table,
@@ -311,8 +308,8 @@ class DynamoStore:
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
-                self._audit_put(audit),
-                self._subscription_check(write.key.subscription_id),
+                self.audit_put(audit),
+                self.subscription_check(write.key.subscription_id),
             ],
             resource_failure=ItemExists,
         )
@@ -345,8 +342,8 @@ class DynamoStore:
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
-                self._audit_put(audit),
-                self._subscription_check(write.key.subscription_id),
+                self.audit_put(audit),
+                self.subscription_check(write.key.subscription_id),
             ],
             expected_etag=expected_etag,
         )
@@ -371,7 +368,7 @@ class DynamoStore:
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
-                self._audit_put(audit),
+                self.audit_put(audit),
             ],
             expected_etag=expected_etag,
         )
@@ -444,7 +441,8 @@ class DynamoStore:
             **record,
         }
 
-    def _audit_put(self, audit: AuditEvent) -> dict[str, Any]:
+    def audit_put(self, audit: AuditEvent) -> dict[str, Any]:
+        """Transaction item: the append-only audit event of a change."""
         return {
             "Put": {
                 "TableName": self._table,
@@ -455,7 +453,7 @@ class DynamoStore:
 
     def append_audit(self, audit: AuditEvent) -> None:
         """Write one audit event on its own (refused attempts, which change nothing). Append-only."""
-        put = self._audit_put(audit)["Put"]
+        put = self.audit_put(audit)["Put"]
         self._db.put_item(TableName=put["TableName"], Item=put["Item"], ConditionExpression=put["ConditionExpression"])
 
     def query_audit(
@@ -525,5 +523,5 @@ class DynamoStore:
             "doc": json.dumps(record, separators=(",", ":")),
         }
         self._db.transact_write_items(
-            TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}}, self._audit_put(audit)]
+            TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}}, self.audit_put(audit)]
         )

@@ -23,6 +23,8 @@ SEP = "#"
 
 #: Leaf type codes of resource items, by ARM resource type segment.
 TYPE_CODES: dict[str, str] = {"sparkNodes": "NODE", "sparkOllamaInstances": "INSTANCE"}
+#: Parent type segment of child resource types.
+PARENT_TYPES: dict[str, str] = {"sparkOllamaInstances": "sparkNodes"}
 
 
 def subscription_pk(subscription_id: str) -> str:
@@ -67,6 +69,10 @@ class ResourceKey:
     def pk(self) -> str:
         """Partition key."""
         return subscription_pk(self.subscription_id)
+
+    def parent(self) -> ResourceKey:
+        """Key of the parent resource (e.g. the node of an instance). ``KeyError`` for a top-level type."""
+        return ResourceKey(self.subscription_id, self.resource_group, PARENT_TYPES[self.type_segment], self.names[:-1])
 
     @property
     def sk(self) -> str:

@@ -48,8 +48,7 @@ class InstanceRecord:
     @property
     def node_key(self) -> ResourceKey:
         """Key of the parent node."""
-        k = self.key
-        return ResourceKey(k.subscription_id, k.resource_group, "sparkNodes", (k.names[0],))
+        return self.key.parent()
 
 
 class WorkloadStore(DynamoStore):
@@ -261,7 +260,7 @@ class WorkloadStore(DynamoStore):
 
     def get_instance_and_node(self, key: ResourceKey) -> tuple[InstanceRecord | None, Any]:
         """The instance and its parent node in one ``BatchGetItem`` (consistent reads)."""
-        node_key = ResourceKey(key.subscription_id, key.resource_group, "sparkNodes", (key.names[0],))
+        node_key = key.parent()
         wanted = [{"PK": key.pk, "SK": key.sk}, {"PK": node_key.pk, "SK": node_key.sk}]
         response = self._db.batch_get_item(
             RequestItems={self._table: {"Keys": [_typed(k) for k in wanted], "ConsistentRead": True}}
@@ -276,7 +275,3 @@ class WorkloadStore(DynamoStore):
         instance = self._instance(key, instance_item) if instance_item else None
         node = self._resource_from_item(node_key, node_item) if node_item else None
         return instance, node
-
-    def audit_put(self, audit: Any) -> dict[str, Any]:
-        """Transaction item: the audit event of a change."""
-        return self._audit_put(audit)
