@@ -141,7 +141,7 @@ def aws(environment: None, template: Any) -> Iterator[Any]:
     """moto for the whole session: the table created from template.yaml's own definition, and the template's
     state machines executing their real ASL with Lambda tasks calling the real step handlers in-process."""
     from itl_accelerator.settings import get_settings
-    from itl_local.aws import create_table, serialize_dynamodb_writes
+    from itl_local.aws import create_table, make_dynamodb_faithful
     from itl_local.workflows import (
         MOTO_CONFIG,
         deploy_workflows,
@@ -150,7 +150,7 @@ def aws(environment: None, template: Any) -> Iterator[Any]:
     )
 
     route_lambda_invocations_in_process()
-    serialize_dynamodb_writes()
+    make_dynamodb_faithful()
     with mock_aws(config=MOTO_CONFIG):
         dynamodb = boto3.client("dynamodb")
         create_table(dynamodb, template, TABLE)

@@ -5,6 +5,7 @@ Clients reach it through ``AWS_ENDPOINT_URL`` (read by boto3 itself), so handler
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -37,28 +38,85 @@ _WRITE_LOCK = threading.RLock()
 _MUTATORS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
 
 
-def serialize_dynamodb_writes() -> None:
-    """Make moto's DynamoDB writes atomic under concurrency, as DynamoDB's are.
+def make_dynamodb_faithful() -> None:
+    """Make moto's DynamoDB behave as DynamoDB does under concurrency and at size. Idempotent.
 
-    moto evaluates a condition and applies the write in separate steps without a lock, so two threads can both
-    pass ``allocated <= total - requested`` and over-commit a node — something real DynamoDB never allows (each
-    conditional write and each transaction is atomic and serializable). One process-wide lock around moto's
-    mutating backend methods (``DynamoDBBackend``, an internal class: moto is pinned and
-    tests/integration/test_local_runtime_fidelity.py guards this) restores that guarantee locally. Idempotent.
+    1. Writes are atomic. moto evaluates a condition and applies the write in separate steps without a lock, so
+       two threads can both pass ``allocated <= total - requested`` and over-commit a node — something DynamoDB
+       never allows (each conditional write and each transaction is atomic and serializable). One process-wide
+       lock around moto's mutating backend methods restores that guarantee locally.
+    2. A transaction costs what it touches. moto backs up the *whole table* before every
+       ``TransactWriteItems`` (one ``deepcopy`` of the table per item of the transaction) so it can roll back;
+       under the write lock that makes every transaction wait O(table size) for every other one, and a busy
+       local stack or test session queued requests for tens of seconds. Here the backup is of the items the
+       transaction touches only, restored when moto cancels it — the same all-or-nothing outcome.
+
+    Both rely on ``DynamoDBBackend`` and ``moto.dynamodb.models.copy`` (internals: moto is pinned, and
+    tests/integration/test_local_runtime_fidelity.py fails when they move).
     """
-    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb import models
 
     for name in _MUTATORS:
-        original = getattr(DynamoDBBackend, name)
+        original = getattr(models.DynamoDBBackend, name)
         if getattr(original, "_itl_serialized", False):
             continue
+        if name == "transact_write_items":
+            original = _rolled_back_by_item(original)
 
         def locked(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             with _WRITE_LOCK:
                 return __original(self, *args, **kwargs)
 
         locked._itl_serialized = True  # type: ignore[attr-defined]
-        setattr(DynamoDBBackend, name, locked)
+        setattr(models.DynamoDBBackend, name, locked)
+    models.copy = _TableCopyShim  # type: ignore[attr-defined]
+
+
+class _TableCopyShim:
+    """Stands in for the ``copy`` module inside ``moto.dynamodb.models``: a ``Table`` is "copied" as itself (its
+    touched items are backed up by :func:`_rolled_back_by_item` instead); everything else is deep-copied."""
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        from moto.dynamodb.models import Table
+
+        return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+
+def _rolled_back_by_item(transact: Any) -> Any:
+    """Wrap moto's ``transact_write_items``: back up each item the transaction names and put them back when it
+    raises (moto's own whole-table rollback is a no-op under :class:`_TableCopyShim`)."""
+
+    def run(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        backups = []
+        for entry in transact_items:
+            _, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
+            if table is None:
+                continue
+            key = op.get("Key") or {
+                a: v for a, v in (op.get("Item") or {}).items() if a in (table.hash_key_attr, table.range_key_attr)
+            }
+            if table.hash_key_attr not in key or (table.range_key_attr and table.range_key_attr not in key):
+                continue  # a malformed item: moto itself refuses the transaction, with nothing written
+            hash_key, range_key = self.get_keys_value(table, key)
+            backups.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+        try:
+            transact(self, transact_items)
+        except Exception:
+            for table, hash_key, range_key, item in reversed(backups):
+                if range_key is None:
+                    if item is None:
+                        table.items.pop(hash_key, None)
+                    else:
+                        table.items[hash_key] = item
+                elif item is None:
+                    table.items[hash_key].pop(range_key, None)
+                else:
+                    table.items[hash_key][range_key] = item
+            raise
+
+    return run
 
 
 class EmbeddedAws:

@@ -114,7 +114,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     get_settings.cache_clear()
     settings = get_settings()
 
-    from itl_local.aws import EmbeddedAws, create_table, load_items, save_items, serialize_dynamodb_writes
+    from itl_local.aws import EmbeddedAws, create_table, load_items, make_dynamodb_faithful, save_items
     from itl_local.devauth import idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
@@ -127,7 +127,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
     template = Template()
-    serialize_dynamodb_writes()
+    make_dynamodb_faithful()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
     aws.configure(MOTO_CONFIG)
@@ -249,9 +249,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             with mock_aws():
                 import boto3
 
-                from itl_local.aws import serialize_dynamodb_writes
+                from itl_local.aws import make_dynamodb_faithful
 
-                serialize_dynamodb_writes()
+                make_dynamodb_faithful()
                 create_table(
                     boto3.client("dynamodb", region_name=aws_environment(0)["AWS_REGION"]),
                     template,

@@ -29,12 +29,15 @@ from itl_local.template import Route, Template, load_handler
 
 #: API Gateway's own limit on payloads (bytes).
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+#: API Gateway (REST) ends an integration that has not answered within 29 s with 504 INTEGRATION_TIMEOUT.
+INTEGRATION_TIMEOUT_SECONDS = 29.0
 _DEFAULT_STATUS = {
     "UNAUTHORIZED": 401,
     "ACCESS_DENIED": 403,
     "MISSING_AUTHENTICATION_TOKEN": 403,
     "REQUEST_TOO_LARGE": 413,
     "AUTHORIZER_FAILURE": 500,
+    "INTEGRATION_TIMEOUT": 504,
     "DEFAULT_4XX": 400,
     "DEFAULT_5XX": 502,
 }
@@ -88,7 +91,12 @@ class ApiGatewayEmulator:
             event["requestContext"]["authorizer"] = outcome
         handler = self.handlers[route.function_id]
         try:
-            result = await loop.run_in_executor(self.pool, invoke, handler, event, route.function_id)
+            result = await asyncio.wait_for(
+                loop.run_in_executor(self.pool, invoke, handler, event, route.function_id), INTEGRATION_TIMEOUT_SECONDS
+            )
+        except TimeoutError:
+            logger.error("Function timed out at the gateway", extra={"function": route.function_id})
+            return self.gateway_response("INTEGRATION_TIMEOUT", request_id, request)
         except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 502, never the emulator's crash
             logger.exception("Function failed", extra={"function": route.function_id})
             return self.gateway_response("DEFAULT_5XX", request_id, request)

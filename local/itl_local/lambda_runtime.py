@@ -39,8 +39,13 @@ def _thread_loop() -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
 
 
-def invocation_pool(workers: int = 8) -> ThreadPoolExecutor:
-    """Threads for handler invocations (``workers`` = concurrent executions)."""
+#: Concurrent executions locally. In AWS every concurrent invocation gets an execution environment of its own (up
+#: to the account's concurrency); a small shared pool made requests queue behind slow workflow steps instead.
+DEFAULT_CONCURRENCY = 64
+
+
+def invocation_pool(workers: int = DEFAULT_CONCURRENCY) -> ThreadPoolExecutor:
+    """Threads for handler invocations (``workers`` = concurrent executions; threads start as needed)."""
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lambda", initializer=_thread_loop)
 
 

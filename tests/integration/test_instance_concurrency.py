@@ -18,8 +18,26 @@ from tests.integration.instance_helpers import node_counters, simulator_instance
 TERMINAL = ("Succeeded", "Failed")
 
 
-def _client(gateway_url: str, token: str) -> httpx.Client:
-    return httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+def _client(gateway_url: str, token: str, timings: list[float] | None = None) -> httpx.Client:
+    """A client of the emulator; with ``timings``, the duration (seconds) of every request it makes is appended."""
+    hooks = {}
+    if timings is not None:
+
+        def started(request: httpx.Request) -> None:
+            request.extensions["started"] = time.monotonic()
+
+        def finished(response: httpx.Response) -> None:
+            timings.append(time.monotonic() - response.request.extensions["started"])
+
+        hooks = {"request": [started], "response": [finished]}
+    return httpx.Client(
+        base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=30, event_hooks=hooks
+    )
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
 def _instances_in_table(dynamodb, sub: str) -> list[dict]:
@@ -103,6 +121,7 @@ def test_fault_injection_leaves_no_leaked_gpus_and_no_orphans(gateway_url, make_
         }
     )
     outcomes: dict[str, int] = {}
+    timings: list[float] = []
     lock = threading.Lock()
 
     def count(key: str) -> None:
@@ -113,7 +132,7 @@ def test_fault_injection_leaves_no_leaked_gpus_and_no_orphans(gateway_url, make_
         node = rng.choice(nodes)
         path = nodes_path(sub, name=node) + f"/sparkOllamaInstances/fi-{i}"
         body = {"properties": {"model": "mistral:7b", "gpus": rng.choice((1, 2, 3)), "memoryGb": 80}}
-        with _client(gateway_url, token) as http:
+        with _client(gateway_url, token, timings) as http:
             created = http.put(path, json=body)
             count(f"create {created.status_code}")
             if created.status_code != 201:
@@ -146,7 +165,9 @@ def test_fault_injection_leaves_no_leaked_gpus_and_no_orphans(gateway_url, make_
     print(
         f"\nfault injection: {sum(v for k, v in outcomes.items() if k.startswith('create'))} creates in "
         f"{elapsed:.0f}s; outcomes={dict(sorted(outcomes.items()))}; node counters={leaked}; "
-        f"table instances left={len(in_table)}; simulator instances left={len(ours)}"
+        f"table instances left={len(in_table)}; simulator instances left={len(ours)}; "
+        f"API requests={len(timings)} p50={_percentile(timings, 0.5):.3f}s p99={_percentile(timings, 0.99):.3f}s "
+        f"max={max(timings):.3f}s"
     )
     assert sum(v for k, v in outcomes.items() if k == "create 201") >= 100
     assert all(c == {"gpuAllocated": 0, "memoryGbAllocated": 0, "childCount": 0} for c in leaked.values()), leaked

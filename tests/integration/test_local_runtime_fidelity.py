@@ -1,6 +1,6 @@
 """The local runtime leans on two moto internals (pinned moto): the Docker-less Lambda backend's ``invoke``
 (replaced so Step Functions tasks run the real handlers) and DynamoDBBackend's write methods (serialised so
-conditional writes are atomic under concurrency, as in DynamoDB). These tests fail loudly when a moto upgrade
+conditional writes are atomic under concurrency, as in DynamoDB; transactions backed up by item, not by table). These tests fail loudly when a moto upgrade
 moves either, instead of letting workflows silently echo their input or capacity checks race."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import json
 from importlib.metadata import version
 
 import boto3
+import pytest
 
 from itl_local import aws as local_aws
 from itl_local import workflows
+from tests.conftest import TABLE
 
 
 def test_moto_is_the_pinned_version():
@@ -48,3 +50,55 @@ def test_dynamodb_writes_are_serialised(aws):
 
     for name in local_aws._MUTATORS:
         assert getattr(getattr(DynamoDBBackend, name), "_itl_serialized", False), name
+
+
+def test_a_transaction_never_copies_the_table_and_still_rolls_back_whole(aws, sub):
+    """moto's own rollback deep-copies the whole table per transaction item (O(table) under the write lock, the
+    cause of requests queueing for tens of seconds in a long test session); the local runtime backs up only the
+    touched items. A cancelled transaction must still leave every item as it was."""
+    from moto.dynamodb import models
+
+    # Given the table cannot be deep-copied (moto's whole-table backup would raise)
+    assert models.copy is local_aws._TableCopyShim
+    pk = {"S": f"SUB#{sub}"}
+    aws.put_item(TableName=TABLE, Item={"PK": pk, "SK": {"S": "A"}, "n": {"N": "1"}})
+    original_deepcopy = models.Table.__deepcopy__ if hasattr(models.Table, "__deepcopy__") else None
+    models.Table.__deepcopy__ = lambda self, memo: (_ for _ in ()).throw(AssertionError("table copied"))
+    try:
+        # When a transaction updates A, puts B, deletes nothing and then fails its last condition
+        with pytest.raises(aws.exceptions.TransactionCanceledException):
+            aws.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": TABLE,
+                            "Key": {"PK": pk, "SK": {"S": "A"}},
+                            "UpdateExpression": "SET n = :two",
+                            "ExpressionAttributeValues": {":two": {"N": "2"}},
+                        }
+                    },
+                    {"Put": {"TableName": TABLE, "Item": {"PK": pk, "SK": {"S": "B"}}}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": TABLE,
+                            "Key": {"PK": pk, "SK": {"S": "C"}},
+                            "ConditionExpression": "attribute_exists(PK)",
+                        }
+                    },
+                ]
+            )
+        # And a transaction that succeeds applies all of its items
+        aws.transact_write_items(TransactItems=[{"Put": {"TableName": TABLE, "Item": {"PK": pk, "SK": {"S": "D"}}}}])
+    finally:
+        if original_deepcopy is None:
+            del models.Table.__deepcopy__
+        else:
+            models.Table.__deepcopy__ = original_deepcopy
+    # Then A keeps its value, B was never written, D was
+
+    def get(sk: str) -> dict | None:
+        return aws.get_item(TableName=TABLE, Key={"PK": pk, "SK": {"S": sk}}, ConsistentRead=True).get("Item")
+
+    assert get("A")["n"] == {"N": "1"}
+    assert get("B") is None
+    assert get("D") is not None

@@ -1,0 +1,40 @@
+"""Log context per invocation: handlers that run side by side (the local runtime runs many functions in one
+process) each log their own function name and keys."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from itl_accelerator.observability import logger
+from itl_local.lambda_runtime import LambdaContext
+
+
+def test_two_functions_running_side_by_side_each_log_their_own_name():
+    # Given two handlers that log after both have started (so their invocations overlap)
+    both_started = threading.Barrier(2)
+
+    @logger.inject_lambda_context(clear_state=True)
+    def handler(event, context):
+        logger.append_keys(operation_id=event["op"])
+        both_started.wait(timeout=10)
+        logger.warning("step ran")
+        return event["op"]
+
+    # When they run at the same time on two threads
+    stream = io.StringIO()
+    previous = logger.registered_handler.setStream(stream)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(handler, {"op": "op-a"}, LambdaContext("InstanceRequestFunction"))
+            second = pool.submit(handler, {"op": "op-b"}, LambdaContext("AuthorizerFunction"))
+            assert {first.result(), second.result()} == {"op-a", "op-b"}
+    finally:
+        logger.registered_handler.setStream(previous)
+
+    # Then each line names its own function and carries its own keys
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if '"step ran"' in line]
+    seen = {(line["function_name"], line["operation_id"]) for line in lines}
+    assert seen == {("InstanceRequestFunction", "op-a"), ("AuthorizerFunction", "op-b")}
