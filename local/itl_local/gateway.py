@@ -115,7 +115,8 @@ class ApiGatewayEmulator:
     ) -> dict[str, Any]:
         multi_headers: dict[str, list[str]] = defaultdict(list)
         for key, value in request.headers.raw:
-            multi_headers[key.decode("latin-1").title()].append(value.decode("latin-1"))
+            # API Gateway hands header values to Lambda as (JSON) text decoded from UTF-8
+            multi_headers[key.decode("latin-1").title()].append(value.decode("utf-8", errors="replace"))
         multi_query: dict[str, list[str]] = defaultdict(list)
         for key, value in parse_qsl(request.url.query, keep_blank_values=True):
             multi_query[key].append(value)

@@ -79,6 +79,23 @@ def normalize_location(value: str) -> str:
     return re.sub(r"\s+", "", value).lower()
 
 
+_RESOURCE_ID = re.compile(
+    rf"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/{re.escape(PROVIDER_NAMESPACE)}"
+    r"(?P<rest>(?:/[^/]+/[^/]+)+)$",
+    re.IGNORECASE,
+)
+
+
+def parse_resource_id(value: str) -> tuple[str, str, list[tuple[str, str]]] | None:
+    """Inverse of :func:`resource_id`: ``(subscription, resource group, [(type, name), ...])`` with the casing of
+    ``value``, or None when it is not an id of this provider's resources."""
+    match = _RESOURCE_ID.match(value or "")
+    if not match:
+        return None
+    parts = match["rest"].strip("/").split("/")
+    return match["sub"], match["rg"], list(zip(parts[0::2], parts[1::2], strict=True))
+
+
 def resource_id(subscription_id: str, resource_group: str, *segments: tuple[str, str]) -> str:
     """Build an ARM id: ``/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/{type}/{name}[/...]``.
 

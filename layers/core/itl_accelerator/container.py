@@ -30,6 +30,7 @@ class Container:
 
     settings: Settings
     store: WorkloadStore
+    access: Access
     nodes: SparkNodeService
     instances: SparkOllamaInstanceService
     operations: OperationService
@@ -54,6 +55,7 @@ class Container:
         return cls(
             settings=settings,
             store=store,
+            access=access,
             nodes=SparkNodeService(store, access),
             instances=SparkOllamaInstanceService(store, access, workflows, settings),
             operations=OperationService(store, access),

@@ -22,9 +22,9 @@ from itl_accelerator.api.protocol import ArmProtocolMiddleware
 from itl_accelerator.api.routes import operations, provider, spark_nodes, spark_ollama_instances
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
-from itl_accelerator.errors import ArmError, Conflict, InvalidParameter, invalid_content
+from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, invalid_content
 from itl_accelerator.settings import get_settings
-from itl_accelerator.store.dynamodb import StoreBusy
+from itl_accelerator.store.dynamodb import MAX_ITEM_BYTES, ItemTooLarge, StoreBusy
 
 ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, operations.router)
 
@@ -40,6 +40,18 @@ def _store_busy(request: Request, exc: Exception) -> JSONResponse:
     """A conflicting concurrent transaction or throttling: nothing was written; the client retries."""
     error = Conflict("The resource is being changed by another request right now; retry the request.")
     error.headers = {"Retry-After": "1"}
+    return _arm_error(request, error)
+
+
+def _item_too_large(request: Request, exc: Exception) -> JSONResponse:
+    """A change whose stored form (the resource with its audit record) would exceed DynamoDB's item size: refused
+    before anything was written."""
+    assert isinstance(exc, ItemTooLarge)
+    error = BadRequest(
+        f"The request would store an item of about {exc.size // 1024} KiB, above the store's limit of "
+        f"{MAX_ITEM_BYTES // 1024} KiB per item (DynamoDB's 400 KB, the resource and its audit record each): "
+        "send less content."
+    )
     return _arm_error(request, error)
 
 
@@ -98,6 +110,7 @@ def build_app(
     app.add_exception_handler(ArmError, _arm_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StoreBusy, _store_busy)
+    app.add_exception_handler(ItemTooLarge, _item_too_large)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(ArmProtocolMiddleware, max_body_bytes=settings.max_body_bytes)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]

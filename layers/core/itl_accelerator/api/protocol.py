@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,10 +34,19 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 #: Correlation ids are GUIDs in ARM; anything longer is cut so a client cannot bloat logs and audit items.
 MAX_CORRELATION_ID_LENGTH = 128
+#: Printable ASCII: what a correlation id may hold as echoed; anything else is percent-encoded (UTF-8).
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
 
 def _bounded(value: str | None) -> str | None:
-    return value[:MAX_CORRELATION_ID_LENGTH] if value else value
+    """A correlation id as it is echoed, logged and audited: at most 128 characters of the id as sent (read as
+    UTF-8), then anything outside printable ASCII percent-encoded. Cut before encoding, never after, so a
+    multi-byte character is never split and the echoed header is always valid (a split one made the gateway
+    answer 502 after the write had been stored)."""
+    if not value:
+        return value
+    text = value.encode("latin-1").decode("utf-8", errors="replace")[:MAX_CORRELATION_ID_LENGTH]
+    return quote(text, safe=_HEADER_SAFE)
 
 
 class ArmProtocolMiddleware:
@@ -58,9 +67,9 @@ class ArmProtocolMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"], state["correlation_id"] = request_id, correlation
         logger.append_keys(request_id=request_id, correlation_id=correlation)
-        extra = [(REQUEST_ID.encode(), request_id.encode()), (CORRELATION_ID.encode(), correlation.encode("latin-1"))]
+        extra = [(REQUEST_ID.encode(), request_id.encode()), (CORRELATION_ID.encode(), correlation.encode("ascii"))]
         if itl_correlation is not None:
-            extra.append((b"X-Correlation-Id", itl_correlation.encode("latin-1")))
+            extra.append((b"X-Correlation-Id", itl_correlation.encode("ascii")))
         started = False
 
         async def send_with_headers(message: Message) -> None:

@@ -88,6 +88,9 @@ OPERATIONS: tuple[Operation, ...] = (
     SUBSCRIPTION_READ,
 )
 
+#: Permission by ARM action string.
+BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+
 #: The one role table. Consumers read nodes; suppliers read nodes and change pricing/availability of their own
 #: (ownership is checked by the node service); admins do everything.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {

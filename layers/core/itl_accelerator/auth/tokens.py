@@ -2,8 +2,8 @@
 
 Rules: RS256 only (``alg`` pinned, so ``none`` and HS256-signed-with-the-public-key are refused), signature by a
 key of the issuer's JWKS (fetched with httpx, cached for ``JWKS_CACHE_SECONDS``, refetched at most once a minute
-when an unknown ``kid`` appears), ``exp`` and ``iss`` and ``aud`` and ``sub`` required, ``nbf`` honoured,
-``OIDC_LEEWAY_SECONDS`` of clock skew.
+when an unknown ``kid`` appears), ``exp`` and ``iss`` and ``aud`` required, a non-empty ``sub`` (at most 255
+characters, no control characters) required, ``nbf`` honoured, ``OIDC_LEEWAY_SECONDS`` of clock skew.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from itl_accelerator.observability import logger
 from itl_accelerator.settings import Settings
 
 ALGORITHM = "RS256"
+#: A subject names a user or client (Keycloak: a UUID); it is stamped on resources and audit items.
+MAX_SUBJECT_LENGTH = 255
 _UNKNOWN_KID_REFETCH_SECONDS = 60.0
 
 
@@ -114,7 +116,7 @@ class TokenValidator:
             raise AuthenticationFailed(f"Authentication failed. Only {ALGORITHM} tokens are accepted.")
         key = self._jwks.key_for(header.get("kid"))
         try:
-            return jwt.decode(
+            claims = jwt.decode(
                 token,
                 key,
                 algorithms=[ALGORITHM],
@@ -137,3 +139,9 @@ class TokenValidator:
             ) from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationFailed("Authentication failed. The access token signature is invalid.") from exc
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not subject.strip() or len(subject) > MAX_SUBJECT_LENGTH:
+            raise AuthenticationFailed("Authentication failed. The access token's 'sub' claim is empty or invalid.")
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in subject):
+            raise AuthenticationFailed("Authentication failed. The access token's 'sub' claim is empty or invalid.")
+        return claims

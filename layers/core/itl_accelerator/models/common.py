@@ -22,6 +22,8 @@ Money = Annotated[
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]
 MAX_TAGS = 50
+#: ARM location names: letters, digits, spaces, '_' and '-' (compared ignoring case and spaces).
+Location = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _-]*$")]
 
 
 class ApiModel(BaseModel):
@@ -56,14 +58,22 @@ class Sku(ApiModel):
     capacity: int | None = Field(strict=True, default=None, ge=1, le=64)
 
 
+def has_control_characters(value: str) -> bool:
+    """Whether ``value`` holds a C0/C1 control character or DEL (never valid in names, tags or ids here)."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value)
+
+
 def validate_tags(value: dict[str, str] | None) -> dict[str, str]:
-    """ARM tag rules: at most 50 tags, names 1-512 characters without ``<>%&\\?/``, values at most 256."""
+    """ARM tag rules: at most 50 tags, names 1-512 characters without ``<>%&\\?/``, values at most 256; no
+    control characters in names or values."""
     value = value or {}
     if len(value) > MAX_TAGS:
         raise ValueError(f"At most {MAX_TAGS} tags are allowed.")
-    for key in value:
+    for key, tag_value in value.items():
         if any(ch in key for ch in "<>%&\\?/"):
             raise ValueError(f"The tag name '{key[:64]}' contains a character that is not allowed (<>%&\\?/).")
+        if has_control_characters(key) or has_control_characters(tag_value):
+            raise ValueError(f"The tag '{key[:64]!r}' contains a control character in its name or value.")
     return value
 
 
@@ -71,7 +81,7 @@ class TrackedResourceWrite(ApiModel):
     """Fields common to PUT bodies of tracked resources. Read-only envelope fields a client may echo back from a
     GET (``id``, ``type``, ``etag``, ``systemData``) are accepted and ignored; ``name`` is checked by the service."""
 
-    location: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _-]*$")]
+    location: Location
     tags: dict[TagKey, TagValue] | None = None
     name: str | None = None
     id: str | None = None

@@ -11,7 +11,18 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
-from itl_accelerator.models.common import ApiModel, Money, ProvisioningState, Sku, SystemData, TrackedResourceWrite
+from itl_accelerator.models.common import (
+    ApiModel,
+    Location,
+    Money,
+    ProvisioningState,
+    Sku,
+    SystemData,
+    TagKey,
+    TagValue,
+    TrackedResourceWrite,
+    validate_tags,
+)
 
 #: GPU memory per GPU (GiB) of known SKUs, used when ``hardwareSpecs.gpuMemoryGb`` is not given.
 KNOWN_SKU_GPU_MEMORY_GB: dict[str, int] = {
@@ -108,6 +119,36 @@ class SparkNodeWrite(TrackedResourceWrite):
                 )
             specs.gpu_memory_gb = known
         return self
+
+
+class SparkNodePatch(ApiModel):
+    """PATCH body: a JSON merge patch (RFC 7396) of ``properties`` and ``sku``; ``tags`` replace the whole set (null
+    removes them all); ``location`` may only be repeated. Read-only envelope fields a client echoes back are
+    accepted. The merged result is validated as a full PUT body by the service. ``properties``, ``sku`` and
+    ``location`` are required members of a node: a ``null`` (merge patch: remove) for them is refused."""
+
+    location: Location | None = None
+    tags: dict[TagKey, TagValue] | None = None
+    sku: dict[str, Any] | None = None
+    properties: dict[str, Any] | None = None
+    name: str | None = None
+    id: str | None = None
+    type: str | None = None
+    etag: str | None = None
+    system_data: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _required_members_stay(self) -> SparkNodePatch:
+        for member in ("location", "sku", "properties"):
+            if member in self.model_fields_set and getattr(self, member) is None:
+                raise ValueError(f"'{member}' is required and cannot be removed (null) by a PATCH.")
+        if self.tags is not None:
+            validate_tags(self.tags)
+        return self
+
+    def as_merge_patch(self) -> dict[str, Any]:
+        """The members the client sent, with their wire (camelCase) names: ``tags`` as sent (null included)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class SparkNodeCreate(SparkNodeWrite):

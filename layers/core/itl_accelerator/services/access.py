@@ -1,7 +1,8 @@
 """The one access check every route goes through: tenant scope first, then the role's permission.
 
 Rules: a resource outside the caller's scopes is 404 ``ResourceNotFound`` (existence is not leaked); inside its
-scopes but without the action, 403 ``AuthorizationFailed``, and the refusal is audited (append-only item).
+scopes but without the action, 403 ``AuthorizationFailed``. Both refusals are audited (append-only ``Denied``
+item) in the target subscription's trail, so a cross-tenant probe leaves a trace where it was aimed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ class Access:
     def require_any(self, ctx: CallContext, actions: tuple[Operation, ...], **target: str | None) -> None:
         """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first)."""
         if not ctx.principal.can_see(str(target["subscription_id"]), target.get("resource_group")):
+            self._record(
+                ctx,
+                actions[0],
+                subscription_id=str(target["subscription_id"]),
+                resource_id=str(target["resource_id"]),
+                resource_type=str(target["resource_type"]),
+                resource_name=str(target["resource_name"]),
+                why="outside the caller's scopes; answered 404",
+            )
             raise not_found(str(target["resource_type"]), str(target["resource_name"]), target.get("resource_group"))
         if not any(rbac.has_permission(ctx.principal, a) for a in actions):
             self.deny(
@@ -68,6 +78,15 @@ class Access:
         caller holds only resource groups of it, or its roles lack ``action``."""
         resource_id = f"/subscriptions/{subscription_id}"
         if not ctx.principal.can_see(subscription_id, None):
+            self._record(
+                ctx,
+                action,
+                subscription_id=subscription_id,
+                resource_id=resource_id,
+                resource_type="subscriptions",
+                resource_name=subscription_id,
+                why="outside the caller's scopes; answered 404",
+            )
             raise ResourceNotFound(f"The subscription '{subscription_id}' was not found.")
         if not ctx.principal.holds_subscription(subscription_id) or not rbac.has_permission(ctx.principal, action):
             self.deny(
@@ -90,6 +109,34 @@ class Access:
         resource_name: str,
     ) -> None:
         """Audit the refusal and raise 403 ``AuthorizationFailed``."""
+        self._record(
+            ctx,
+            action,
+            subscription_id=subscription_id,
+            resource_id=resource_id,
+            resource_type=resource_type,
+            resource_name=resource_name,
+            why="its roles lack the action",
+        )
+        raise AuthorizationFailed(
+            f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
+            f"over scope '{resource_id}'."
+        )
+
+    def _record(
+        self,
+        ctx: CallContext,
+        action: Operation,
+        *,
+        subscription_id: str,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+        why: str,
+    ) -> None:
+        """Append a ``Denied`` audit item to the *target* subscription's trail (one ``PutItem``, best effort: a
+        failed audit of a refusal must not change the answer). A probe outside the caller's scopes is recorded
+        there too, though the caller only ever sees 404."""
         event = build_event(
             ctx,
             subscription_id=subscription_id,
@@ -98,14 +145,10 @@ class Access:
             resource_id=resource_id,
             resource_type=resource_type,
             resource_name=resource_name,
-            change_summary=f"Denied {action.name} to {ctx.principal.subject}",
+            change_summary=f"Denied {action.name} to {ctx.principal.subject}: {why}",
         )
         log_denied(event)
         try:
             self._store.append_audit(event)
-        except Exception:  # noqa: BLE001 - a failed audit of a refusal must not turn the 403 into a 500
+        except Exception:  # noqa: BLE001 - a failed audit of a refusal must not turn the 403/404 into a 500
             logger.exception("Could not audit a denied attempt")
-        raise AuthorizationFailed(
-            f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
-            f"over scope '{resource_id}'."
-        )

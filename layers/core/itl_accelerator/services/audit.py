@@ -25,6 +25,18 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
     return parsed
 
 
+def _utc_key(value: datetime | None, unbounded: str) -> str:
+    """The UTC sort-key form of a bound; ``unbounded`` when there is none, or when the bound lies beyond what a UTC
+    timestamp can express (``0001-01-01T00:00:00+01:00`` is before year 1 in UTC: no event is older; likewise
+    ``9999-12-31T23:59:59-01:00`` is after every event)."""
+    if value is None:
+        return unbounded
+    try:
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except OverflowError:
+        return unbounded
+
+
 class AuditQueryService:
     """Admin-only audit queries (``ITL.Accelerator/auditEvents/read`` on the whole subscription)."""
 
@@ -53,13 +65,12 @@ class AuditQueryService:
         end = _parse_time(end_time, "endTime")
         if start and end and start > end:
             raise InvalidParameter("'startTime' must not be after 'endTime'.", target="startTime")
-        fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
         try:
             return self._store.query_audit(
                 subscription_id=subscription_id,
                 # DynamoDB refuses an empty key value: "0" sorts before every ISO timestamp.
-                start=start.astimezone(UTC).strftime(fmt) if start else "0",
-                end=end.astimezone(UTC).strftime(fmt) if end else "\uffff",
+                start=_utc_key(start, "0"),
+                end=_utc_key(end, "\uffff"),
                 resource_id=resource_id,
                 limit=top,
                 skip_token=skip_token,

@@ -77,6 +77,11 @@ class Accepted:
     created: bool = False
 
 
+def key_of_node(subscription_id: str, resource_group: str, node: str) -> ResourceKey:
+    """Key of a node (the parent of instances)."""
+    return ResourceKey(subscription_id, resource_group, SPARK_NODES, (node,))
+
+
 def instance_id(key: ResourceKey) -> str:
     """ARM id of an instance."""
     return resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0]), (INSTANCES, key.names[1]))
@@ -185,7 +190,8 @@ class SparkOllamaInstanceService:
         top: int,
         skip_token: str | None,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of the node's instances (empty outside the caller's scopes)."""
+        """A page of the node's instances (empty outside the caller's scopes). 404 ``ParentResourceNotFound`` when
+        the node does not exist (one extra ``GetItem``, only for an empty first page)."""
         validate_subscription_id(subscription_id)
         validate_resource_group(resource_group)
         validate_resource_name(node, target="nodeName")
@@ -203,6 +209,13 @@ class SparkOllamaInstanceService:
             )
         except InvalidSkipToken as exc:
             raise InvalidParameter("The $skipToken is not valid for this list.", target="$skipToken") from exc
+        if (
+            not items
+            and skip_token is None
+            and self._store.get_resource(key_of_node(subscription_id, resource_group, node)) is None
+        ):
+            # an empty first page may mean a missing parent (a node with instances always exists): ARM's 404
+            raise ParentResourceNotFound(f"The parent resource '{SPARK_NODES}/{node}' was not found.")
         return [{**i.document, "etag": i.etag} for i in items], token
 
     # ----------------------------------------------------------------------------------------------- create

@@ -15,6 +15,7 @@ from itl_accelerator.arm import (
     SPARK_NODES,
     SPARK_NODES_TYPE,
     normalize_location,
+    parse_resource_id,
     resource_id,
     validate_resource_group,
     validate_resource_name,
@@ -262,15 +263,29 @@ class SparkNodeService:
         """
         key = self._key(subscription_id, resource_group, name)
         self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        previous = self._store.get_resource(key)
         return self._put(
             ctx,
-            key,
+            self._identity_for(ctx, key, previous),
             body,
-            self._store.get_resource(key),
+            previous,
             if_match=if_match,
             if_none_match=if_none_match,
             create_only=create_only,
         )
+
+    @staticmethod
+    def _identity_for(ctx: CallContext, key: ResourceKey, previous: StoredResource | None) -> ResourceKey:
+        """The key whose casing the written node carries: the URL's (ARM: names keep the casing last supplied),
+        except for a supplier, who may change pricing and availability and nothing else — its write keeps the
+        stored name and resource group exactly as they are."""
+        if previous is None or rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            return key
+        parsed = parse_resource_id(previous.document["id"])
+        if parsed is None:
+            return key
+        stored_subscription, stored_group, segments = parsed
+        return ResourceKey(stored_subscription, stored_group, SPARK_NODES, (segments[-1][1],))
 
     def _put(
         self,
@@ -383,7 +398,15 @@ class SparkNodeService:
             # a supplier's patch is judged by what it touches before its values are: 403 beats 400
             self._authorize_supplier(ctx, key, previous, _writable({**current, **merged}))
         body = _validate_write(merged)
-        node, _ = self._put(ctx, key, body, previous, if_match=if_match, if_none_match=None, create_only=False)
+        node, _ = self._put(
+            ctx,
+            self._identity_for(ctx, key, previous),
+            body,
+            previous,
+            if_match=if_match,
+            if_none_match=None,
+            create_only=False,
+        )
         return node
 
     def delete(

@@ -92,6 +92,15 @@ BUSY_ERROR_CODES = frozenset(
 )
 
 
+class ItemTooLarge(StoreError):
+    """A write would make an item larger than DynamoDB allows (:data:`MAX_ITEM_BYTES`): refused before anything
+    is sent, so nothing is written. ``size`` is the estimate in bytes."""
+
+    def __init__(self, size: int):
+        super().__init__(f"item of {size} bytes")
+        self.size = size
+
+
 class InvalidSkipToken(StoreError):
     """A ``$skipToken`` that this store did not issue for this list."""
 
@@ -116,6 +125,39 @@ class ResourceWrite:
     etag: str
     totals: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, str] = field(default_factory=dict)
+
+
+def to_json(value: Any) -> str:
+    """The stored JSON form of a document: compact, UTF-8 as is (``ensure_ascii`` would store a 4-byte character as a
+    12-byte escape, tripling an item past DynamoDB's limit for what the API took in within its body limit)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+#: DynamoDB's limit on one item (names and values, UTF-8), less a margin for attributes an update leaves in place.
+MAX_ITEM_BYTES = 400 * 1024 - 8 * 1024
+
+
+def item_size(attributes: dict[str, Any]) -> int:
+    """DynamoDB's size of an item or of a set of attribute values in wire form (``{"S": ...}``): names and string
+    and binary values by their UTF-8 bytes, numbers by their digits, nested values recursively (bytes)."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in attributes.items())
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    (kind, inner), *_ = value.items()
+    if kind == "S":
+        return len(inner.encode())
+    if kind == "N":
+        return len(inner.lstrip("-").replace(".", "")) // 2 + 2
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS"):
+        return sum(_value_size({kind[0]: v}) for v in inner)
+    if kind == "L":
+        return 3 + sum(1 + _value_size(v) for v in inner)
+    return 3 + item_size(inner)  # M
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
@@ -269,7 +311,7 @@ class DynamoStore:
             "names": json.dumps(list(key.names)),
             "id": write.document["id"],
             "etag": write.etag,
-            "doc": json.dumps(write.document, separators=(",", ":")),
+            "doc": to_json(write.document),
             **write.attributes,
             **write.totals,
         }
@@ -376,10 +418,19 @@ class DynamoStore:
     def transact(self, items: list[dict[str, Any]]) -> None:
         """Run one ``TransactWriteItems``.
 
-        Raises :class:`TransactionFailed` naming, by position, each item whose condition failed and the item as it
+        Raises :class:`ItemTooLarge` (before sending) when an item would exceed DynamoDB's item size;
+        :class:`TransactionFailed` naming, by position, each item whose condition failed and the item as it
         was (``ReturnValuesOnConditionCheckFailure``); :class:`StoreBusy` when DynamoDB cancelled it for a
         conflicting concurrent transaction or throttling (nothing was written; retrying is safe); any other
         ``ClientError`` unchanged."""
+        for entry in items:
+            (kind, op), *_ = entry.items()
+            written = (
+                op.get("Item") if kind == "Put" else op.get("ExpressionAttributeValues") if kind == "Update" else None
+            )
+            size = item_size(written) if written else 0
+            if size > MAX_ITEM_BYTES:
+                raise ItemTooLarge(size)
         try:
             self._db.transact_write_items(TransactItems=items)
         except ClientError as exc:
@@ -429,7 +480,7 @@ class DynamoStore:
     def _audit_item(self, audit: AuditEvent) -> dict[str, Any]:
         record = audit.model_dump()
         for state in ("previous_state", "new_state"):
-            record[state] = json.dumps(record[state], separators=(",", ":")) if record[state] is not None else None
+            record[state] = to_json(record[state]) if record[state] is not None else None
         record = {k: v for k, v in record.items() if v is not None}
         sk = keys.audit_sk(audit.timestamp, audit.event_id)
         return {
@@ -520,8 +571,6 @@ class DynamoStore:
             "SK": keys.SUBSCRIPTION_SK,
             "entityType": "Subscription",
             "state": record["state"],
-            "doc": json.dumps(record, separators=(",", ":")),
+            "doc": to_json(record),
         }
-        self._db.transact_write_items(
-            TransactItems=[{"Put": {"TableName": self._table, "Item": _typed(item)}}, self.audit_put(audit)]
-        )
+        self.transact([{"Put": {"TableName": self._table, "Item": _typed(item)}}, self.audit_put(audit)])

@@ -20,6 +20,7 @@ from itl_accelerator.store.dynamodb import (
     ResourceWrite,
     _plain,
     _typed,
+    to_json,
 )
 from itl_accelerator.store.keys import ResourceKey
 
@@ -124,7 +125,7 @@ class WorkloadStore(DynamoStore):
         ``condition`` holds (attribute names in it are written plainly, values as ``:name``)."""
         values = dict(set_values)
         if "document" in values:
-            values["doc"] = json.dumps(values.pop("document"), separators=(",", ":"))
+            values["doc"] = to_json(values.pop("document"))
         names = {f"#s{i}": k for i, k in enumerate(values)}
         expression = "SET " + ", ".join(f"#s{i} = :s{i}" for i in range(len(values)))
         if remove:
@@ -215,7 +216,7 @@ class WorkloadStore(DynamoStore):
             "entityType": "OperationStatus",
             "rgKey": resource_group.lower(),
             "status": operation["status"],
-            "doc": json.dumps(operation, separators=(",", ":")),
+            "doc": to_json(operation),
             "ttl": int(time.time()) + OPERATION_RETENTION_SECONDS,
         }
         return {
@@ -236,7 +237,7 @@ class WorkloadStore(DynamoStore):
                 "ExpressionAttributeValues": _typed(
                     {
                         ":status": operation["status"],
-                        ":doc": json.dumps(operation, separators=(",", ":")),
+                        ":doc": to_json(operation),
                         ":ok": "Succeeded",
                         ":failed": "Failed",
                         ":canceled": "Canceled",

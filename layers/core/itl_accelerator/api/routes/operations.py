@@ -9,10 +9,11 @@ from fastapi.responses import JSONResponse
 
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, public_base_url
 from itl_accelerator.api.responses import empty, errors, resource_response
+from itl_accelerator.api.routing import ArmRoute
 from itl_accelerator.models.instances import OperationStatus, SparkOllamaInstance
 from itl_accelerator.services.operations import operation_result_path
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=ArmRoute)
 
 BASE = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}"
 

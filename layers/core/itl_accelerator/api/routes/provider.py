@@ -9,12 +9,14 @@ from pydantic import BaseModel
 
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
 from itl_accelerator.api.responses import errors, page_response
+from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import OPERATIONS
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.subscriptions import Subscription, SubscriptionWrite
 
-router = APIRouter(tags=["provider"])
+router = APIRouter(tags=["provider"], route_class=ArmRoute)
 
 
 class OperationDisplay(BaseModel):
@@ -65,6 +67,7 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
 @router.put(
     "/subscriptions/{subscriptionId}",
     operation_id="Subscriptions_CreateOrUpdate",
+    openapi_extra=requires(rbac.REGISTER, scope="subscription"),
     response_model=Subscription,
     responses=errors(403, 404),
 )

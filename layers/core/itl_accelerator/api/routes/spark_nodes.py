@@ -18,10 +18,12 @@ from itl_accelerator.api.deps import (
     next_link,
 )
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
+from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
-from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodeWrite
+from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodePatch, SparkNodeWrite
 
-router = APIRouter(tags=["sparkNodes"])
+router = APIRouter(tags=["sparkNodes"], route_class=ArmRoute)
 
 RG_COLLECTION = (
     "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes"
@@ -39,6 +41,7 @@ PATCH_EXAMPLE = {
 @router.post(
     RG_COLLECTION,
     operation_id="SparkNodes_Create",
+    openapi_extra=requires(rbac.NODES_WRITE),
     status_code=201,
     response_model=SparkNode,
     responses=errors(403, 404, 409),
@@ -58,6 +61,7 @@ def create(
 @router.put(
     ITEM,
     operation_id="SparkNodes_CreateOrUpdate",
+    openapi_extra=requires(rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE),
     response_model=SparkNode,
     responses={201: {"model": SparkNode, "description": "Created."}, **errors(403, 404, 409, 412)},
     summary="Create or replace a node (ARM PUT): 201 when created, 200 when replaced.",
@@ -94,6 +98,7 @@ def get(
 @router.patch(
     ITEM,
     operation_id="SparkNodes_Update",
+    openapi_extra=requires(rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE),
     response_model=SparkNode,
     responses=errors(403, 404, 409, 412),
     summary="Update a node: JSON merge patch of properties and sku; tags replace the whole set.",
@@ -104,16 +109,18 @@ def update(
     nodeName: str,
     ctx: ContextDep,
     c: ContainerDep,
-    body: Annotated[dict[str, Any], Body(openapi_examples={"pricing": {"value": PATCH_EXAMPLE}})],
+    body: Annotated[SparkNodePatch, Body(openapi_examples={"pricing": {"value": PATCH_EXAMPLE}})],
     if_match: IfMatch = None,
     api_version: ApiVersion = None,
 ) -> Any:
-    return resource_response(c.nodes.patch(ctx, subscriptionId, resourceGroupName, nodeName, body, if_match=if_match))
+    node = c.nodes.patch(ctx, subscriptionId, resourceGroupName, nodeName, body.as_merge_patch(), if_match=if_match)
+    return resource_response(node)
 
 
 @router.delete(
     ITEM,
     operation_id="SparkNodes_Delete",
+    openapi_extra=requires(rbac.NODES_DELETE),
     status_code=200,
     response_class=Response,
     responses={204: {"description": "The node did not exist."}, **errors(403, 404, 409, 412)},

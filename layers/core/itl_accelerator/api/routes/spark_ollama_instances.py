@@ -20,6 +20,8 @@ from itl_accelerator.api.deps import (
     public_base_url,
 )
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
+from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.auth import rbac
 from itl_accelerator.container import Container
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.instances import (
@@ -31,7 +33,7 @@ from itl_accelerator.models.instances import (
 from itl_accelerator.services.instances import Accepted
 from itl_accelerator.services.operations import operation_result_path, operation_status_path
 
-router = APIRouter(tags=["sparkOllamaInstances"])
+router = APIRouter(tags=["sparkOllamaInstances"], route_class=ArmRoute)
 
 COLLECTION = (
     "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/"
@@ -63,6 +65,7 @@ def async_headers(request: Request, c: Container, subscription_id: str, accepted
 @router.post(
     COLLECTION,
     operation_id="SparkOllamaInstances_Create",
+    openapi_extra=requires(rbac.INSTANCES_WRITE),
     status_code=202,
     response_model=AcceptedInstance,
     responses={
@@ -96,6 +99,7 @@ def create(
 @router.put(
     ITEM,
     operation_id="SparkOllamaInstances_CreateOrUpdate",
+    openapi_extra=requires(rbac.INSTANCES_WRITE),
     status_code=201,
     response_model=SparkOllamaInstance,
     responses={
@@ -152,6 +156,7 @@ def get(
 @router.delete(
     ITEM,
     operation_id="SparkOllamaInstances_Delete",
+    openapi_extra=requires(rbac.INSTANCES_DELETE),
     status_code=202,
     response_class=Response,
     responses={

@@ -1,0 +1,112 @@
+"""The order every request with a body is judged in: authenticate → authorise → validate → apply.
+
+API Gateway's authorizer has authenticated the caller before a function runs. FastAPI would then read and validate
+the body before anything else, so a consumer sending an invalid body to a write it may not make would learn about
+its body (400) instead of its permission (403) — ARM answers 403 before the provider ever sees the request.
+:class:`ArmRoute` (the route class of every router) puts the permission check first:
+
+1. the route declares the permissions it needs with :func:`requires` (also written into the OpenAPI document as
+   ``x-itl-permissions``);
+2. :class:`ArmRoute` checks them — scope (404, existence not leaked), then role (403, audited) — before the body is
+   read, with the resource id taken from the request path;
+3. the body is parsed strictly (:mod:`itl_accelerator.api.json_input`), then validated by the route's pydantic
+   model, then the service applies the change (with its own finer checks, e.g. a supplier's node ownership).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.api.deps import get_container, get_context
+from itl_accelerator.api.json_input import parse_json_body
+from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.auth.rbac import Operation
+
+PERMISSIONS_KEY = "x-itl-permissions"
+SCOPE_KEY = "x-itl-scope"
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+def requires(*actions: Operation, scope: str = "resource") -> dict[str, Any]:
+    """``openapi_extra`` of a route that needs any one of ``actions``. ``scope`` ``"resource"``: the caller must
+    see the path's subscription (and resource group, when the path has one); ``"subscription"``: it must hold the
+    whole subscription (registration, audit)."""
+    if scope not in ("resource", "subscription"):
+        raise ValueError(f"unknown scope {scope!r}")
+    return {PERMISSIONS_KEY: [a.name for a in actions], SCOPE_KEY: scope}
+
+
+def resource_of_path(path: str) -> tuple[str, str | None]:
+    """``(resource type, name parameter)`` of a route path: the ``ITL.Accelerator`` type segments after
+    ``providers/``, and the parameter naming the leaf (None for a collection). ``/subscriptions/{subscriptionId}``
+    → ``("subscriptions", "subscriptionId")``."""
+    _, sep, tail = path.partition(f"/providers/{PROVIDER_NAMESPACE}/")
+    if not sep:
+        return "subscriptions", "subscriptionId"
+    parts = tail.split("/")
+    types = [p for p in parts if not _PARAM.fullmatch(p)]
+    leaf = _PARAM.fullmatch(parts[-1])
+    return f"{PROVIDER_NAMESPACE}/{'/'.join(types)}", leaf.group(1) if leaf else None
+
+
+class ArmRoute(APIRoute):
+    """An :class:`APIRoute` that authorises before the body is read and parses bodies strictly (module doc)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        extra = self.openapi_extra or {}
+        actions = tuple(rbac.BY_NAME[name] for name in extra.get(PERMISSIONS_KEY, ()))
+        scope = extra.get(SCOPE_KEY, "resource")
+        resource_type, name_param = resource_of_path(self.path)
+        path = self.path
+
+        async def guarded(request: Request) -> Response:
+            if actions:
+                await run_in_threadpool(_authorize, request, actions, scope, path, resource_type, name_param)
+            body = await request.body()
+            if body:
+                parse_json_body(body)
+            return await handler(request)
+
+        return guarded
+
+
+def _authorize(
+    request: Request,
+    actions: tuple[Operation, ...],
+    scope: str,
+    path: str,
+    resource_type: str,
+    name_param: str | None,
+) -> None:
+    params = request.path_params
+    subscription_id = validate_subscription_id(params["subscriptionId"])
+    for param, value in params.items():
+        if param == "resourceGroupName":
+            validate_resource_group(value)
+        elif param.endswith("Name"):
+            validate_resource_name(value, target=param)
+    ctx = get_context(request)
+    access = get_container(request).access
+    if scope == "subscription":
+        access.require_subscription(ctx, subscription_id, actions[0])
+        return
+    resource_id = _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), path)
+    access.require_any(
+        ctx,
+        actions,
+        subscription_id=subscription_id,
+        resource_group=params.get("resourceGroupName"),
+        resource_id=resource_id,
+        resource_type=resource_type,
+        resource_name=params[name_param] if name_param else "*",
+    )
