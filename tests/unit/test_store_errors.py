@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from itl_accelerator.store.dynamodb import DynamoStore, StoreBusy, TransactionFailed
+from itl_accelerator.store.dynamodb import (
+    MAX_ITEM_BYTES,
+    DynamoStore,
+    ItemTooLarge,
+    StoreBusy,
+    TransactionFailed,
+    item_size,
+)
 
 
 class _Refusing:
@@ -50,3 +57,23 @@ def test_conflicts_and_throttling_are_store_busy(code, reasons):
 def test_other_errors_pass_through():
     with pytest.raises(ClientError):
         DynamoStore(_Refusing("ValidationException"), "t").transact([{}])
+
+
+def test_an_item_beyond_dynamodbs_size_is_refused_before_anything_is_sent():
+    class _Untouchable:
+        def transact_write_items(self, **_: object) -> None:
+            raise AssertionError("nothing may be sent")
+
+    big = {"PK": {"S": "SUB#s"}, "SK": {"S": "X"}, "doc": {"S": "é" * (MAX_ITEM_BYTES // 2)}}
+    assert item_size(big) > MAX_ITEM_BYTES  # 2 UTF-8 bytes a character
+    with pytest.raises(ItemTooLarge) as caught:
+        DynamoStore(_Untouchable(), "t").transact([{"Put": {"TableName": "t", "Item": big}}])
+    assert caught.value.size == item_size(big)
+
+
+def test_item_size_counts_as_dynamodb_does():
+    # names and string values by UTF-8 bytes; numbers by digits; nested maps and lists with their overhead
+    assert item_size({"ab": {"S": "€"}}) == 2 + 3
+    assert item_size({"n": {"N": "12345"}}) == 1 + 4
+    assert item_size({"m": {"M": {"k": {"S": "v"}}}}) == 1 + 3 + 2
+    assert item_size({"l": {"L": [{"BOOL": True}, {"NULL": True}]}}) == 1 + 3 + 2 + 2

@@ -424,13 +424,11 @@ class DynamoStore:
         conflicting concurrent transaction or throttling (nothing was written; retrying is safe); any other
         ``ClientError`` unchanged."""
         for entry in items:
-            (kind, op), *_ = entry.items()
-            written = (
-                op.get("Item") if kind == "Put" else op.get("ExpressionAttributeValues") if kind == "Update" else None
-            )
-            size = item_size(written) if written else 0
-            if size > MAX_ITEM_BYTES:
-                raise ItemTooLarge(size)
+            for kind, op in entry.items():
+                written = op.get("Item") if kind == "Put" else op.get("ExpressionAttributeValues")
+                size = item_size(written) if kind in ("Put", "Update") and written else 0
+                if size > MAX_ITEM_BYTES:
+                    raise ItemTooLarge(size)
         try:
             self._db.transact_write_items(TransactItems=items)
         except ClientError as exc:
