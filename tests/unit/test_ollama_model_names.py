@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from starlette.testclient import TestClient
 
 from itl_accelerator.errors import invalid_content
 from itl_accelerator.models.instances import (
@@ -29,6 +30,7 @@ from itl_accelerator.models.instances import (
     SparkOllamaInstanceWrite,
 )
 from itl_accelerator.models.ollama_names import MAX_LENGTH, InvalidOllamaModelName, parse_ollama_model
+from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
 
 PART80 = "8" * 80  # name_test.go part80
 PART350 = "3" * 350  # name_test.go part350
@@ -185,3 +187,27 @@ def test_every_model_field_refuses_with_a_readable_400(model):
         "'.' and ':' (not '/'); a name has at most three '/'-separated parts: 'host/namespace/model[:tag]'."
     )
     assert "pattern" not in error["message"] and "^" not in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "family"),
+    [
+        ("myreg:5000/team/llama3:8b", 201, "llama3"),
+        ("hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M", 201, "Llama-3.2-3B-Instruct-GGUF"),
+        ("unknown:5000/team/llama3:8b", 201, "llama3"),  # a registry named 'unknown' is not an unknown model
+        ("myreg:5000/team/unknown-model:1b", 400, None),
+        ("unknown-model:1b", 400, None),
+    ],
+)
+def test_the_dgx_simulator_reads_the_model_part_of_registry_names(name, status, family):
+    # Given the DGX simulator, whose models starting with 'unknown' are refused
+    simulator = DgxSimulator(SimulatorConfig(provisioning_seconds=0))
+    client = TestClient(simulator.app)
+    # When it is asked for an instance of a name with a registry and a port
+    body = {"name": "i", "nodeId": "n1", "model": name, "gpus": 1, "memoryGb": 80}
+    created = client.post("/v1/instances", json=body, headers={"Idempotency-Key": "k"})
+    # Then it looks at the model part (after the last '/', before the tag), never the host or the port
+    assert created.status_code == status, created.text
+    if family is not None:
+        tags = client.get(f"/ollama/{created.json()['id']}/api/tags").json()["models"]
+        assert [(t["name"], t["details"]["family"]) for t in tags] == [(name, family)]
