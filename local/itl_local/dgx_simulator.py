@@ -22,8 +22,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-#: Models whose name starts with this are refused with 400 ModelNotFound (a permanent failure to test).
+#: Models whose model part (after the last "/", before the tag) starts with this are refused with 400 ModelNotFound
+#: (a permanent failure to test).
 UNKNOWN_MODEL_PREFIX = "unknown"
+
+
+def _model_part(name: str) -> str:
+    """The model of an Ollama name: after the last '/', before the tag (a ':' there; one before it is a port)."""
+    return name.rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 @dataclass
@@ -152,7 +158,7 @@ class DgxSimulator:
             return _error(400, "InvalidRequest", "name, nodeId, model, gpus and memoryGb are required.")
         if gpus < 1 or memory < 1:
             return _error(400, "InvalidRequest", "gpus and memoryGb must be positive.")
-        if model.split("/")[-1].startswith(UNKNOWN_MODEL_PREFIX):
+        if _model_part(model).startswith(UNKNOWN_MODEL_PREFIX):
             return _error(400, "ModelNotFound", f"The model '{model}' is not in the platform's registry.")
         key = request.headers.get("Idempotency-Key")
         if not key:
@@ -268,7 +274,7 @@ class DgxSimulator:
                         "name": inst["model"],
                         "model": inst["model"],
                         "size": 4_109_865_159,
-                        "details": {"format": "gguf", "family": inst["model"].split(":")[0]},
+                        "details": {"format": "gguf", "family": _model_part(inst["model"])},
                     }
                 ]
             }

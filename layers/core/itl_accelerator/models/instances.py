@@ -1,7 +1,13 @@
 """sparkOllamaInstances: an Ollama LLM server provisioned on a node, on the DGX Platform.
 
-Units: ``gpus`` GPUs; ``memory_gb`` GiB of GPU memory reserved on the node. ``model`` is an Ollama model reference,
-``[namespace/]name[:tag]`` (Ollama's own naming, e.g. ``mistral:7b``, ``library/llama3.1:8b-instruct-q4_0``).
+Units: ``gpus`` GPUs; ``memory_gb`` GiB of GPU memory reserved on the node. ``model`` is an Ollama model name,
+``[[http://|https://]host[:port]/][namespace/]model[:tag]``, accepted and refused as Ollama itself does
+(:mod:`itl_accelerator.models.ollama_names`, after Ollama's ``types/model/name.go``): ``mistral:7b``,
+``library/llama3.1:8b-instruct-q4_0``, ``hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M``,
+``myreg:5000/team/llama3:8b``. Letters of either case; at most three ``/``-separated parts; a tag only after the last
+``/``; no ``@digest``; a scheme only ``http`` or ``https``; at most 601 characters. A refused name is a 400
+``InvalidRequestContent`` saying which part breaks which rule. The name is kept exactly as given: stored, returned
+and sent to the DGX Platform unchanged.
 """
 
 from __future__ import annotations
@@ -10,16 +16,41 @@ import hashlib
 import json
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from itl_accelerator.models.common import ApiModel, ProvisioningState, SystemData
+from itl_accelerator.models.ollama_names import MAX_LENGTH, parse_ollama_model
 
+
+def _valid_ollama_model(value: str) -> str:
+    """``value`` unchanged when Ollama would accept it; otherwise the ValueError that names the part and rule."""
+    parse_ollama_model(value)
+    return value
+
+
+#: A model name as Ollama accepts it, kept exactly as given. The schema documents the rules in words: the 400 says
+#: which part breaks which rule, never a regular expression.
 OllamaModel = Annotated[
     str,
-    StringConstraints(
-        min_length=1,
-        max_length=200,
-        pattern=r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*){0,2}(:[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$",
+    AfterValidator(_valid_ollama_model),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_LENGTH,
+            "description": (
+                "An Ollama model name, accepted as Ollama accepts it (types/model/name.go): "
+                "[[http://|https://]host[:port]/][namespace/]model[:tag]. Each part starts with a letter, a digit or "
+                "'_'; the host may contain letters, digits, '_', '-', '.', ':' (up to 350 characters), the "
+                "namespace letters, digits, '_', '-' (up to 80), the model and the tag letters, digits, '_', '-', "
+                "'.' (up to 80 each). Kept exactly as given."
+            ),
+            "examples": [
+                "mistral:7b",
+                "hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M",
+                "myreg:5000/team/llama3:8b",
+            ],
+        }
     ),
 ]
 
