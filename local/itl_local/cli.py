@@ -45,9 +45,14 @@ def _free_port() -> int:
 
 
 def _require_free_ports(ports: dict[str, int]) -> None:
-    """Exit with a clear message when a port the stack needs is taken (moto's server would wait for it forever)."""
+    """Exit with a clear message when a port the stack needs is taken (moto's server would wait for it forever).
+
+    The probe binds as the servers themselves do, with ``SO_REUSEADDR`` (uvicorn through asyncio, moto through
+    werkzeug), so it refuses exactly what they would: a port something listens on. The TIME-WAIT sockets a
+    stopped stack leaves for about a minute do not count."""
     for variable, port in ports.items():
         with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:

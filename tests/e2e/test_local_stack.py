@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,20 +23,33 @@ pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 
 
+def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
+    """The environment of an ``itl-local`` run on ``ports`` (API, embedded AWS, issuer, DGX simulator)."""
+    env = {
+        **os.environ,
+        **dict(
+            zip(("SERVICE_PORT", "LOCAL_AWS_PORT", "LOCAL_IDP_PORT", "LOCAL_DGX_PORT"), map(str, ports), strict=True)
+        ),
+        "LOCAL_HOME": str(home),
+    }
+    for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
+        env.pop(key, None)
+    return env
+
+
 class Stack:
-    def __init__(self, home: Path, data: Path | None = None):
-        self.port, self.aws_port, self.idp_port, self.dgx_port = free_port(), free_port(), free_port(), free_port()
-        self.env = {
-            **os.environ,
-            "SERVICE_PORT": str(self.port),
-            "LOCAL_AWS_PORT": str(self.aws_port),
-            "LOCAL_IDP_PORT": str(self.idp_port),
-            "LOCAL_DGX_PORT": str(self.dgx_port),
-            "LOCAL_HOME": str(home),
-        }
-        for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
-            self.env.pop(key, None)
-        args = [str(BIN / "itl-local"), "up"] + (["--data", str(data)] if data else [])
+    def __init__(
+        self,
+        home: Path,
+        data: Path | None = None,
+        *,
+        ports: tuple[int, int, int, int] | None = None,
+        options: tuple[str, ...] = (),
+    ):
+        self.ports = ports or (free_port(), free_port(), free_port(), free_port())
+        self.port, self.aws_port, self.idp_port, self.dgx_port = self.ports
+        self.env = stack_env(home, self.ports)
+        args = [str(BIN / "itl-local"), "up", *options] + (["--data", str(data)] if data else [])
         self.proc = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
         deadline = time.monotonic() + 60
@@ -44,9 +59,16 @@ class Stack:
                 break
             self.output.append(line)
             if "local stack ready" in line:
+                # Read what it prints while it serves as it comes, so a full pipe never blocks the stack
+                self.reader = threading.Thread(target=self._read, daemon=True)
+                self.reader.start()
                 return
         self.proc.kill()
         raise AssertionError("stack did not start:\n" + "".join(self.output))
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     @property
     def url(self) -> str:
@@ -65,8 +87,12 @@ class Stack:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-        self.output.extend(self.proc.stdout.readlines())
+        self.reader.join(timeout=10)
         return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output)
 
 
 @pytest.fixture
@@ -151,3 +177,49 @@ def test_readme_worked_example_runs_as_written(stack: Stack):
     assert "Hello from the DGX simulator." in done.stdout
     assert "delete: 202" in done.stdout
     assert "'allocatedGpus': 0" in done.stdout
+
+
+def _time_wait_ports(ports: set[int]) -> set[int]:
+    """Those of ``ports`` that a socket in TIME-WAIT holds as its local port (Linux: /proc/net/tcp, state 06)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            if state == "06" and int(local.rsplit(":", 1)[1], 16) in ports:
+                found.add(int(local.rsplit(":", 1)[1], 16))
+    return found
+
+
+def test_restarts_at_once_on_the_same_ports(tmp_path: Path):
+    """Given a stack that served authenticated calls (the authorizer's JWKS fetch, DynamoDB calls, a refused
+    oversize body) and was stopped with Ctrl-C while connections were open, so the servers closed them first and
+    TIME-WAIT sockets remain on its ports, when it is started again at once on the same ports, then it comes up."""
+    first = Stack(tmp_path)
+    scope = ("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    base = f"{first.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    with httpx.Client(headers={"Authorization": f"Bearer {first.token(*scope)}"}, timeout=10) as http:
+        assert http.post(base, json=SEED_NODE).status_code == 201
+        assert http.get(f"{base}/dgx-1").status_code == 200
+        assert http.put(f"{base}/dgx-2", content=b"x" * 70_000).status_code == 413
+        assert first.stop() == 0
+    assert _time_wait_ports(set(first.ports)), "the servers closed no connection first: nothing is tested"
+    second = Stack(tmp_path, ports=first.ports)
+    try:
+        listed = httpx.get(base, headers={"Authorization": f"Bearer {second.token(*scope)}"})
+        assert listed.json() == {"value": [], "nextLink": None}
+    finally:
+        assert second.stop() == 0
+
+
+def test_a_port_something_listens_on_is_refused(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = (free_port(), free_port(), taken.getsockname()[1], free_port())
+        done = subprocess.run(
+            [str(BIN / "itl-local"), "up"], env=stack_env(tmp_path, ports), capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"127.0.0.1:{ports[2]} is in use (another ./dev up?). Stop it, or choose another port with LOCAL_IDP_PORT."
+    )
