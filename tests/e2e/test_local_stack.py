@@ -5,6 +5,7 @@ cleanly on Ctrl-C and keeps data only when told to."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import SEED_NODE, free_port
+from tests.conftest import SEED_NODE, free_port, node_body
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
@@ -223,3 +224,58 @@ def test_a_port_something_listens_on_is_refused(tmp_path: Path):
     assert done.stderr.strip() == (
         f"127.0.0.1:{ports[2]} is in use (another ./dev up?). Stop it, or choose another port with LOCAL_IDP_PORT."
     )
+
+
+def _provision(stack: Stack, token: str) -> tuple[str, str]:
+    """Create dgx-1 and provision instance-1 on it as the README's worked example does, until Succeeded. Returns
+    (the node PUT's request id, the operation id)."""
+    nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+        created = http.put(f"{nodes}/dgx-1", json=node_body())
+        assert created.status_code == 201, created.text
+        accepted = http.post(
+            f"{nodes}/dgx-1/sparkOllamaInstances",
+            json={"name": "instance-1", "model": "mistral:7b", "gpus": 2, "memory_gb": 160},
+        )
+        assert accepted.status_code == 202, accepted.text
+        status_url = accepted.json()["status_url"]
+        deadline = time.monotonic() + 60
+        while (status := http.get(status_url).json()["status"]) not in ("Succeeded", "Failed", "Canceled"):
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert status == "Succeeded"
+    return created.headers["x-amzn-RequestId"], status_url.split("?")[0].rsplit("/", 1)[1]
+
+
+def test_up_prints_each_request_each_workflow_step_and_the_functions_logs(stack: Stack):
+    """Given ``itl-local up``, when an instance is provisioned and a bad token is sent, then the stack prints one
+    line per request (time, method, path, status, function, duration, request id), one per workflow step (function,
+    operation id, outcome, duration) and the functions' own structured log lines at LOG_LEVEL (INFO)."""
+    token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    request_id, operation = _provision(stack, token)
+    path = "/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    assert httpx.get(f"{stack.url}{path}", headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert stack.stop() == 0
+    text = stack.text
+    node_put = rf"^\d\d:\d\d:\d\d PUT {path}/dgx-1 201 SparkNodesCreateOrUpdateFunction \d+ms req={request_id}$"
+    assert re.search(node_put, text, re.M), text
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d POST {path}/dgx-1/sparkOllamaInstances 202 SparkOllamaInstancesCreate", text, re.M
+    )
+    for function in ("InstanceRequestFunction", "InstancePollFunction", "InstanceCompleteFunction"):
+        assert re.search(rf"^\d\d:\d\d:\d\d step {function} op={operation} ok \d+ms$", text, re.M), function
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d GET {path} 401 SparkNodesListByResourceGroupFunction .* \(UNAUTHORIZED\)$", text, re.M
+    )
+    assert '"message":"Token refused"' in text
+
+
+def test_up_quiet_prints_only_the_start_and_stop_lines(tmp_path: Path):
+    stack = Stack(tmp_path, options=("--quiet",))
+    token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    _provision(stack, token)
+    nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    assert httpx.get(nodes, headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert stack.stop() == 0
+    assert len(stack.output) == 3, stack.text
+    assert stack.output[0].startswith("ITL Accelerator local stack ready") and stack.output[2] == "stopping...\n"
