@@ -1,6 +1,7 @@
 """``itl-local``: the local runtime's commands.
 
-- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003 (Ctrl-C stops).
+- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003 (Ctrl-C stops);
+                         prints each request, each workflow step and the functions' logs (``--quiet``: none).
 - ``itl-local token``    prints a dev bearer token (stdout: the token alone).
 - ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
 - ``itl-local openapi``  writes the API's OpenAPI document.
@@ -45,9 +46,14 @@ def _free_port() -> int:
 
 
 def _require_free_ports(ports: dict[str, int]) -> None:
-    """Exit with a clear message when a port the stack needs is taken (moto's server would wait for it forever)."""
+    """Exit with a clear message when a port the stack needs is taken (moto's server would wait for it forever).
+
+    The probe binds as the servers themselves do, with ``SO_REUSEADDR`` (uvicorn through asyncio, moto through
+    werkzeug), so it refuses exactly what they would: a port something listens on. The TIME-WAIT sockets a
+    stopped stack leaves for about a minute do not count."""
     for variable, port in ports.items():
         with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
@@ -114,7 +120,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     get_settings.cache_clear()
     settings = get_settings()
 
+    from itl_accelerator.observability import logger
     from itl_local.aws import EmbeddedAws, create_table, load_items, make_dynamodb_faithful, save_items
+    from itl_local.console import Console
     from itl_local.devauth import idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
@@ -126,12 +134,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         workflow_environment,
     )
 
+    console = None if args.quiet else Console()
+    if console is not None:
+        console.show_function_logs(logger)
+    else:
+        Console.silence_function_logs(logger)
     template = Template()
     make_dynamodb_faithful()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
     aws.configure(MOTO_CONFIG)
-    route_lambda_invocations_in_process()
+    route_lambda_invocations_in_process(console)
     dynamodb = aws.client("dynamodb")
     create_table(dynamodb, template, settings.table_name)
     machines = deploy_workflows(
@@ -151,7 +164,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
-    servers.append(_serve_in_thread(ApiGatewayEmulator(template), port)[0])
+    servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port)[0])
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -291,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=3.0,
         help="how long the DGX simulator takes to make an instance ready (default 3)",
+    )
+    up.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the start and stop lines: no request or workflow step lines, no function logs",
     )
     up.set_defaults(func=cmd_up)
 

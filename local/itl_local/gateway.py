@@ -4,7 +4,8 @@ For each request: match a route declared in the template (else the MISSING_AUTHE
 response), run the REQUEST authorizer on the identity headers (UNAUTHORIZED / ACCESS_DENIED /
 AUTHORIZER_FAILURE gateway responses), build the REST proxy event with ``requestContext.authorizer`` filled,
 call the function's real handler, and turn its proxy result into the HTTP response. Gateway responses are
-rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template).
+rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template). Given a
+:class:`~itl_local.console.Console`, each request is reported on it in one line once answered.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from itl_accelerator.observability import logger
+from itl_local.console import Console
 from itl_local.lambda_runtime import invocation_pool, invoke
 from itl_local.template import Route, Template, load_handler
 
@@ -47,8 +49,16 @@ class ApiGatewayEmulator:
     """An ASGI app serving ``template``'s API. ``stage`` appears in ``requestContext.stage`` only: paths are
     served at the root, as behind a custom domain."""
 
-    def __init__(self, template: Template, *, stage: str = "local", pool: ThreadPoolExecutor | None = None):
+    def __init__(
+        self,
+        template: Template,
+        *,
+        stage: str = "local",
+        pool: ThreadPoolExecutor | None = None,
+        console: Console | None = None,
+    ):
         self.template = template
+        self.console = console
         self.stage = stage
         self.routes = template.routes
         self.responses = template.gateway_responses()
@@ -67,8 +77,23 @@ class ApiGatewayEmulator:
             await send({"type": "lifespan.shutdown.complete"})
             return
         request = Request(scope, receive)
+        started = time.perf_counter()
         response = await self.handle(request)
+        if self.console is not None:
+            self._report(request, response, (time.perf_counter() - started) * 1000)
         await response(scope, receive, send)
+
+    def _report(self, request: Request, response: Response, duration_ms: float) -> None:
+        route, _ = self._match(request.method, request.url.path)
+        self.console.request(
+            request.method,
+            request.url.path,
+            response.status_code,
+            route.function_id if route else None,
+            duration_ms,
+            response.headers.get("x-amzn-RequestId"),
+            response.headers.get("x-amzn-ErrorType"),
+        )
 
     async def handle(self, request: Request) -> Response:
         """One request through route match → authorizer → function."""
@@ -176,7 +201,10 @@ class ApiGatewayEmulator:
         try:
             policy = invoke(self.authorizer, auth_event, "AuthorizerFunction")
         except Exception as exc:  # noqa: BLE001 - API Gateway maps authorizer errors to gateway responses
-            return "UNAUTHORIZED" if str(exc) == "Unauthorized" else "AUTHORIZER_FAILURE"
+            if str(exc) == "Unauthorized":
+                return "UNAUTHORIZED"
+            logger.exception("Authorizer failed", extra={"function": "AuthorizerFunction"})
+            return "AUTHORIZER_FAILURE"
         statements = (policy.get("policyDocument") or {}).get("Statement") or []
         if not statements or any(s.get("Effect") != "Allow" for s in statements):
             return "ACCESS_DENIED"

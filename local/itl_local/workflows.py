@@ -4,7 +4,8 @@ handlers in-process.
 moto's Lambda backend without Docker (``LambdaSimpleBackend``, an internal class — moto is pinned in
 pyproject.toml and tests/integration/test_local_workflows.py guards this) only echoes its input; it is replaced
 here by a dispatcher that imports the function's ``Handler`` (as declared in template.yaml) and calls it the way
-the Lambda runtime would, reporting exceptions as ``{"errorType", "errorMessage"}`` with a function error.
+the Lambda runtime would, reporting exceptions as ``{"errorType", "errorMessage"}`` with a function error. Each
+invocation is reported on the console given to :func:`route_lambda_invocations_in_process` (``itl-local up``'s).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 import zipfile
 from typing import Any
 
 from itl_accelerator.observability import logger
+from itl_local.console import Console
 from itl_local.lambda_runtime import invoke
 from itl_local.template import Template, load_handler
 
@@ -25,6 +28,8 @@ MOTO_CONFIG: dict[str, Any] = {
     "lambda": {"use_docker": False},
 }
 ROLE_NAME = "itl-accelerator-local"
+#: Where each step is reported (set by :func:`route_lambda_invocations_in_process`); empty: nowhere.
+_step_console: list[Console] = []
 
 
 def _dispatch(
@@ -32,21 +37,30 @@ def _dispatch(
 ) -> bytes:
     function = self.get_function(function_name, qualifier)
     event = json.loads(body) if body else {}
+    started = time.perf_counter()
+    outcome = "ok"
     try:
         result = invoke(load_handler(function.handler), event, function.function_name)
     except Exception as exc:  # noqa: BLE001 - Lambda reports any exception as a function error
-        logger.info("Step failed", extra={"function": function.function_name, "errorType": type(exc).__name__})
+        outcome = type(exc).__name__
+        logger.info("Step failed", extra={"function": function.function_name, "errorType": outcome})
         response_headers["x-amz-function-error"] = "Unhandled"
-        payload = {"errorType": type(exc).__name__, "errorMessage": str(exc)[:1000]}
+        payload = {"errorType": outcome, "errorMessage": str(exc)[:1000]}
         return json.dumps(payload).encode()
+    finally:
+        operation = event.get("operationId") if isinstance(event, dict) else None
+        for console in _step_console:
+            console.step(function.function_name, operation, outcome, (time.perf_counter() - started) * 1000)
     return json.dumps(result).encode()
 
 
-def route_lambda_invocations_in_process() -> None:
-    """Make moto's Docker-less Lambda backend run the real handlers (idempotent). moto's ASL interpreter logs
-    every Fail state and caught error at ERROR with its internals; the execution history has the same facts, so
-    that logger is quietened."""
+def route_lambda_invocations_in_process(console: Console | None = None) -> None:
+    """Make moto's Docker-less Lambda backend run the real handlers (idempotent), reporting each invocation on
+    ``console`` when given. moto's ASL interpreter logs every Fail state and caught error at ERROR with its
+    internals; the execution history has the same facts, so that logger is quietened."""
     from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    _step_console[:] = [console] if console else []
 
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     LambdaSimpleBackend.invoke = _dispatch  # type: ignore[method-assign]

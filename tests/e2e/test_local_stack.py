@@ -5,9 +5,12 @@ cleanly on Ctrl-C and keeps data only when told to."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,26 +18,39 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import SEED_NODE, free_port
+from tests.conftest import SEED_NODE, free_port, node_body
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 
 
+def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
+    """The environment of an ``itl-local`` run on ``ports`` (API, embedded AWS, issuer, DGX simulator)."""
+    env = {
+        **os.environ,
+        **dict(
+            zip(("SERVICE_PORT", "LOCAL_AWS_PORT", "LOCAL_IDP_PORT", "LOCAL_DGX_PORT"), map(str, ports), strict=True)
+        ),
+        "LOCAL_HOME": str(home),
+    }
+    for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
+        env.pop(key, None)
+    return env
+
+
 class Stack:
-    def __init__(self, home: Path, data: Path | None = None):
-        self.port, self.aws_port, self.idp_port, self.dgx_port = free_port(), free_port(), free_port(), free_port()
-        self.env = {
-            **os.environ,
-            "SERVICE_PORT": str(self.port),
-            "LOCAL_AWS_PORT": str(self.aws_port),
-            "LOCAL_IDP_PORT": str(self.idp_port),
-            "LOCAL_DGX_PORT": str(self.dgx_port),
-            "LOCAL_HOME": str(home),
-        }
-        for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
-            self.env.pop(key, None)
-        args = [str(BIN / "itl-local"), "up"] + (["--data", str(data)] if data else [])
+    def __init__(
+        self,
+        home: Path,
+        data: Path | None = None,
+        *,
+        ports: tuple[int, int, int, int] | None = None,
+        options: tuple[str, ...] = (),
+    ):
+        self.ports = ports or (free_port(), free_port(), free_port(), free_port())
+        self.port, self.aws_port, self.idp_port, self.dgx_port = self.ports
+        self.env = stack_env(home, self.ports)
+        args = [str(BIN / "itl-local"), "up", *options] + (["--data", str(data)] if data else [])
         self.proc = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
         deadline = time.monotonic() + 60
@@ -44,9 +60,16 @@ class Stack:
                 break
             self.output.append(line)
             if "local stack ready" in line:
+                # Read what it prints while it serves as it comes, so a full pipe never blocks the stack
+                self.reader = threading.Thread(target=self._read, daemon=True)
+                self.reader.start()
                 return
         self.proc.kill()
         raise AssertionError("stack did not start:\n" + "".join(self.output))
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     @property
     def url(self) -> str:
@@ -65,8 +88,12 @@ class Stack:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-        self.output.extend(self.proc.stdout.readlines())
+        self.reader.join(timeout=10)
         return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output)
 
 
 @pytest.fixture
@@ -151,3 +178,104 @@ def test_readme_worked_example_runs_as_written(stack: Stack):
     assert "Hello from the DGX simulator." in done.stdout
     assert "delete: 202" in done.stdout
     assert "'allocatedGpus': 0" in done.stdout
+
+
+def _time_wait_ports(ports: set[int]) -> set[int]:
+    """Those of ``ports`` that a socket in TIME-WAIT holds as its local port (Linux: /proc/net/tcp, state 06)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            if state == "06" and int(local.rsplit(":", 1)[1], 16) in ports:
+                found.add(int(local.rsplit(":", 1)[1], 16))
+    return found
+
+
+def test_restarts_at_once_on_the_same_ports(tmp_path: Path):
+    """Given a stack that served authenticated calls (the authorizer's JWKS fetch, DynamoDB calls, a refused
+    oversize body) and was stopped with Ctrl-C while connections were open, so the servers closed them first and
+    TIME-WAIT sockets remain on its ports, when it is started again at once on the same ports, then it comes up."""
+    first = Stack(tmp_path)
+    scope = ("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    base = f"{first.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    with httpx.Client(headers={"Authorization": f"Bearer {first.token(*scope)}"}, timeout=10) as http:
+        assert http.post(base, json=SEED_NODE).status_code == 201
+        assert http.get(f"{base}/dgx-1").status_code == 200
+        assert http.put(f"{base}/dgx-2", content=b"x" * 70_000).status_code == 413
+        assert first.stop() == 0
+    assert _time_wait_ports(set(first.ports)), "the servers closed no connection first: nothing is tested"
+    second = Stack(tmp_path, ports=first.ports)
+    try:
+        listed = httpx.get(base, headers={"Authorization": f"Bearer {second.token(*scope)}"})
+        assert listed.json() == {"value": [], "nextLink": None}
+    finally:
+        assert second.stop() == 0
+
+
+def test_a_port_something_listens_on_is_refused(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = (free_port(), free_port(), taken.getsockname()[1], free_port())
+        done = subprocess.run(
+            [str(BIN / "itl-local"), "up"], env=stack_env(tmp_path, ports), capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"127.0.0.1:{ports[2]} is in use (another ./dev up?). Stop it, or choose another port with LOCAL_IDP_PORT."
+    )
+
+
+def _provision(stack: Stack, token: str) -> tuple[str, str]:
+    """Create dgx-1 and provision instance-1 on it as the README's worked example does, until Succeeded. Returns
+    (the node PUT's request id, the operation id)."""
+    nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+        created = http.put(f"{nodes}/dgx-1", json=node_body())
+        assert created.status_code == 201, created.text
+        accepted = http.post(
+            f"{nodes}/dgx-1/sparkOllamaInstances",
+            json={"name": "instance-1", "model": "mistral:7b", "gpus": 2, "memory_gb": 160},
+        )
+        assert accepted.status_code == 202, accepted.text
+        status_url = accepted.json()["status_url"]
+        deadline = time.monotonic() + 60
+        while (status := http.get(status_url).json()["status"]) not in ("Succeeded", "Failed", "Canceled"):
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert status == "Succeeded"
+    return created.headers["x-amzn-RequestId"], status_url.split("?")[0].rsplit("/", 1)[1]
+
+
+def test_up_prints_each_request_each_workflow_step_and_the_functions_logs(stack: Stack):
+    """Given ``itl-local up``, when an instance is provisioned and a bad token is sent, then the stack prints one
+    line per request (time, method, path, status, function, duration, request id), one per workflow step (function,
+    operation id, outcome, duration) and the functions' own structured log lines at LOG_LEVEL (INFO)."""
+    token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    request_id, operation = _provision(stack, token)
+    path = "/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    assert httpx.get(f"{stack.url}{path}", headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert stack.stop() == 0
+    text = stack.text
+    node_put = rf"^\d\d:\d\d:\d\d PUT {path}/dgx-1 201 SparkNodesCreateOrUpdateFunction \d+ms req={request_id}$"
+    assert re.search(node_put, text, re.M), text
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d POST {path}/dgx-1/sparkOllamaInstances 202 SparkOllamaInstancesCreate", text, re.M
+    )
+    for function in ("InstanceRequestFunction", "InstancePollFunction", "InstanceCompleteFunction"):
+        assert re.search(rf"^\d\d:\d\d:\d\d step {function} op={operation} ok \d+ms$", text, re.M), function
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d GET {path} 401 SparkNodesListByResourceGroupFunction .* \(UNAUTHORIZED\)$", text, re.M
+    )
+    assert '"message":"Token refused"' in text
+
+
+def test_up_quiet_prints_only_the_start_and_stop_lines(tmp_path: Path):
+    stack = Stack(tmp_path, options=("--quiet",))
+    token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
+    _provision(stack, token)
+    nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    assert httpx.get(nodes, headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert stack.stop() == 0
+    assert len(stack.output) == 3, stack.text
+    assert stack.output[0].startswith("ITL Accelerator local stack ready") and stack.output[2] == "stopping...\n"

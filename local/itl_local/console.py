@@ -1,0 +1,80 @@
+"""What ``itl-local up`` shows while it serves, as ``sam local start-api`` does: one line per API request and per
+workflow step, the functions' own (Powertools JSON) log lines at ``LOG_LEVEL``, and below a logged exception its
+stack trace, readable. ``--quiet`` shows none of it.
+
+    12:03:04 PUT /subscriptions/sub-123/.../sparkNodes/dgx-1 201 SparkNodesCreateOrUpdateFunction 43ms req=6f1c...
+    12:03:06 step InstancePollFunction op=0d9e... ok 12ms
+    12:03:08 GET /subscriptions/sub-123/.../unknownThings 404 - 1ms req=2b7a... (MISSING_AUTHENTICATION_TOKEN)
+
+Local runtime only: nothing here is shipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import traceback
+from typing import Any, TextIO
+
+
+class Console:
+    """Writes whole lines to ``stream`` (stdout), one write each, so threads never interleave within a line."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text.rstrip("\n") + "\n")
+            self.stream.flush()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        function: str | None,
+        duration_ms: float,
+        request_id: str | None,
+        gateway_response: str | None = None,
+    ) -> None:
+        """One API request. ``function``: the route's logical id (None: no route); ``gateway_response``: the kind
+        when API Gateway answered itself (UNAUTHORIZED, DEFAULT_5XX...)."""
+        line = f"{_now()} {method} {path} {status} {function or '-'} {duration_ms:.0f}ms req={request_id or '-'}"
+        self.write(line + (f" ({gateway_response})" if gateway_response else ""))
+
+    def step(self, function: str, operation_id: str | None, outcome: str, duration_ms: float) -> None:
+        """One workflow Task invocation: ``outcome`` is ``ok`` or the errorType the state machine sees."""
+        self.write(f"{_now()} step {function} op={operation_id or '-'} {outcome} {duration_ms:.0f}ms")
+
+    def show_function_logs(self, logger: Any) -> logging.Handler:
+        """Keep the functions' log lines (``logger``: the Powertools logger, at POWERTOOLS_LOG_LEVEL) and print the
+        stack trace of each record that carries one (an unhandled error → 500, a crashed function → 502). Returns
+        the handler, added beside Powertools' own."""
+        handler = _TracebackHandler(self)
+        logger.addHandler(handler)
+        return handler
+
+    @staticmethod
+    def silence_function_logs(logger: Any) -> None:
+        """``--quiet``: no function log lines either."""
+        logger.addFilter(lambda record: False)
+
+
+class _TracebackHandler(logging.Handler):
+    """Beside Powertools' own handler (whose JSON line holds the trace as one escaped string): the trace as text."""
+
+    def __init__(self, console: Console):
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.console.write("".join(traceback.format_exception(*record.exc_info)))
+
+
+def _now() -> str:
+    return time.strftime("%H:%M:%S")
