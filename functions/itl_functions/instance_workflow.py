@@ -44,6 +44,8 @@ complete = _step(lambda w, i, e: w.complete(i, e["request"]["dgxInstanceId"], e[
 compensate = _step(
     lambda w, i, e: w.compensate(i, (e.get("poll") or {}).get("error") or error_from_catch(e.get("error")))
 )
+check_removal = _step(lambda w, i, e: w.removal_status(i, float(e["compensation"]["deadline"])))
+release_capacity = _step(lambda w, i, e: w.release_after_removal(i))
 cancel = _step(lambda w, i, e: w.cancel(i))
 deprovision_start = _step(lambda w, i, e: w.deprovision_start(i))
 deprovision_poll = _step(lambda w, i, e: w.deprovision_poll(i, float(e["deprovision"]["deadline"])))

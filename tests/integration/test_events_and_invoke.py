@@ -366,6 +366,8 @@ MISSING_INSTANCE_OUTCOME: dict[str, dict[str, Any]] = {
     "InstancePollFunction": {"status": "Canceled", "endpoint": None, "error": None},
     "InstanceCompleteFunction": {"canceled": True},
     "InstanceCompensateFunction": {"outcome": "Canceled"},
+    "InstanceRemovalCheckFunction": {"gone": False, "timedOut": False, "canceled": True},
+    "InstanceReleaseFunction": {"outcome": "AlreadyDone"},
     "InstanceCancelFunction": {"outcome": "Canceled"},
     "DeprovisionStartFunction": {},
     "DeprovisionPollFunction": {"gone": True, "timedOut": False},

@@ -6,14 +6,9 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from itl_accelerator.store.dynamodb import (
-    MAX_ITEM_BYTES,
-    DynamoStore,
-    ItemTooLarge,
-    StoreBusy,
-    TransactionFailed,
-    item_size,
-)
+from itl_accelerator.store.codec import MAX_ITEM_BYTES, item_size
+from itl_accelerator.store.errors import ItemTooLarge, StoreBusy, TransactionFailed
+from itl_accelerator.store.table import Table
 
 
 class _Refusing:
@@ -28,7 +23,7 @@ class _Refusing:
 
 
 def test_failed_conditions_are_reported_by_position_with_the_old_item():
-    store = DynamoStore(
+    store = Table(
         _Refusing(
             "TransactionCanceledException",
             [{"Code": "None"}, {"Code": "ConditionalCheckFailed", "Item": {"etag": {"S": '"x"'}}}],
@@ -51,12 +46,12 @@ def test_failed_conditions_are_reported_by_position_with_the_old_item():
 )
 def test_conflicts_and_throttling_are_store_busy(code, reasons):
     with pytest.raises(StoreBusy):
-        DynamoStore(_Refusing(code, reasons), "t").transact([{}, {}])
+        Table(_Refusing(code, reasons), "t").transact([{}, {}])
 
 
 def test_other_errors_pass_through():
     with pytest.raises(ClientError):
-        DynamoStore(_Refusing("ValidationException"), "t").transact([{}])
+        Table(_Refusing("ValidationException"), "t").transact([{}])
 
 
 def test_an_item_beyond_dynamodbs_size_is_refused_before_anything_is_sent():
@@ -67,7 +62,7 @@ def test_an_item_beyond_dynamodbs_size_is_refused_before_anything_is_sent():
     big = {"PK": {"S": "SUB#s"}, "SK": {"S": "X"}, "doc": {"S": "é" * (MAX_ITEM_BYTES // 2)}}
     assert item_size(big) > MAX_ITEM_BYTES  # 2 UTF-8 bytes a character
     with pytest.raises(ItemTooLarge) as caught:
-        DynamoStore(_Untouchable(), "t").transact([{"Put": {"TableName": "t", "Item": big}}])
+        Table(_Untouchable(), "t").transact([{"Put": {"TableName": "t", "Item": big}}])
     assert caught.value.size == item_size(big)
 
 

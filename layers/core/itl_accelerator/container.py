@@ -16,6 +16,7 @@ from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit import AuditQueryService
 from itl_accelerator.services.instance_workflow import InstanceWorkflow
 from itl_accelerator.services.instances import SparkOllamaInstanceService
+from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.nodes import SparkNodeService
 from itl_accelerator.services.operations import OperationService
 from itl_accelerator.services.subscriptions import SubscriptionService
@@ -51,17 +52,20 @@ class Container:
         settings = settings or get_settings()
         store = WorkloadStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
         access = Access(store)
+        kernel = ResourceKernel(store, access)
         workflows = WorkflowStarter(stepfunctions_client or _LazyClient("stepfunctions"))
         return cls(
             settings=settings,
             store=store,
             access=access,
-            nodes=SparkNodeService(store, access),
-            instances=SparkOllamaInstanceService(store, access, workflows, settings),
+            nodes=SparkNodeService(kernel),
+            instances=SparkOllamaInstanceService(kernel, workflows, settings),
             operations=OperationService(store, access),
             subscriptions=SubscriptionService(store, access),
             audit=AuditQueryService(store, access),
-            instance_workflow=InstanceWorkflow(store, lambda: dgx_client(settings)),
+            instance_workflow=InstanceWorkflow(
+                kernel, lambda: dgx_client(settings), lease_grace_seconds=settings.workflow_lease_grace_seconds
+            ),
         )
 
 

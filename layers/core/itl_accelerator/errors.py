@@ -1,7 +1,11 @@
-"""ARM error types. Each carries its HTTP status and stable PascalCase code (ARM_CONTRACT.md line 22).
+"""Every error code the API answers with, one class each: its HTTP status and stable PascalCase code
+(ARM_CONTRACT.md line 22).
 
-Routes never build error bodies by hand: they raise one of these and the app's exception handler renders
-``{"error": {"code", "message", "target"?, "details"?[]}}``.
+This module is the only place a code is written. Routes never build error bodies by hand: they raise one of these
+and the app's exception handler renders ``{"error": {"code", "message", "target"?, "details"?[]}}``; each route
+documents the classes it raises (``api/responses.errors``), and tests/unit/test_error_codes.py fails when a code
+here is missing from docs/openapi.json or a code is spelled anywhere else. API Gateway's own answers (the
+template's ``GatewayResponses``) are classes here too.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ class ArmError(Exception):
         *,
         target: str | None = None,
         details: list[dict[str, Any]] | None = None,
-        code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
@@ -29,8 +32,6 @@ class ArmError(Exception):
         self.target = target
         self.details = details or []
         self.headers = headers or {}
-        if code:
-            self.code = code
 
     def body(self) -> dict[str, Any]:
         """The ARM error body."""
@@ -94,6 +95,26 @@ class ResourceNotFound(ArmError):
     code = "ResourceNotFound"
 
 
+class ParentResourceNotFound(ResourceNotFound):
+    """404 ``ParentResourceNotFound``: the parent named in the path (a node) does not exist or is out of scope."""
+
+    code = "ParentResourceNotFound"
+
+
+class NotFound(ArmError):
+    """404 ``NotFound``: no route matches the path and method (API Gateway answers it before any function)."""
+
+    status = 404
+    code = "NotFound"
+
+
+class MethodNotAllowed(ArmError):
+    """405 ``MethodNotAllowed``."""
+
+    status = 405
+    code = "MethodNotAllowed"
+
+
 class Conflict(ArmError):
     """409 ``Conflict``."""
 
@@ -107,10 +128,46 @@ class AnotherOperationInProgress(Conflict):
     code = "AnotherOperationInProgress"
 
 
-class SubscriptionStateConflict(Conflict):
-    """409 ``ReadOnlyDisabledSubscription`` (Warned/Suspended) or ``SubscriptionNotRegistered``."""
+class ReadOnlyDisabledSubscription(Conflict):
+    """409 ``ReadOnlyDisabledSubscription``: the subscription is Warned or Suspended (GET and DELETE only)."""
 
     code = "ReadOnlyDisabledSubscription"
+
+
+class SubscriptionNotRegistered(Conflict):
+    """409 ``SubscriptionNotRegistered``: the subscription is Unregistered or Deleted for this provider."""
+
+    code = "SubscriptionNotRegistered"
+
+
+class InsufficientCapacity(Conflict):
+    """409 ``InsufficientCapacity``: the node cannot hold the request now; the message says what is free."""
+
+    code = "InsufficientCapacity"
+
+
+class NodeNotAvailable(Conflict):
+    """409 ``NodeNotAvailable``: the node is Cordoned, in Maintenance or Offline and takes no new work."""
+
+    code = "NodeNotAvailable"
+
+
+class PropertyChangeNotAllowed(Conflict):
+    """409 ``PropertyChangeNotAllowed``: a property that cannot change after creation was changed."""
+
+    code = "PropertyChangeNotAllowed"
+
+
+class OperationFailed(Conflict):
+    """409 ``OperationFailed`` from a Location URL: the long-running operation failed (its ``error`` says why)."""
+
+    code = "OperationFailed"
+
+
+class OperationCanceled(Conflict):
+    """409 ``OperationCanceled`` from a Location URL: the long-running operation was canceled."""
+
+    code = "OperationCanceled"
 
 
 class PreconditionFailed(ArmError):
@@ -127,11 +184,37 @@ class RequestTooLarge(ArmError):
     code = "RequestEntityTooLarge"
 
 
+class TooManyRequests(ArmError):
+    """429 ``TooManyRequests``: API Gateway throttled the call (``Retry-After``)."""
+
+    status = 429
+    code = "TooManyRequests"
+
+
+class ServiceUnavailable(ArmError):
+    """503 ``ServiceUnavailable``: the token could not be verified now (the issuer's keys are unreachable)."""
+
+    status = 503
+    code = "ServiceUnavailable"
+
+
 class InternalServerError(ArmError):
     """500 with a fixed message: internals never reach the caller."""
 
     status = 500
     code = "InternalServerError"
+
+
+def all_error_types() -> list[type[ArmError]]:
+    """Every error class of this module (the documented codes)."""
+    found: list[type[ArmError]] = []
+    pending: list[type[ArmError]] = [ArmError]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__ == __name__ and cls not in found:
+            found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return sorted(found, key=lambda c: (c.status, c.code))
 
 
 def invalid_content(errors: list[dict[str, Any]]) -> BadRequest:

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     deprovision_state_machine_arn: str = ""
     instance_poll_interval_seconds: int = Field(default=10, ge=1, le=300)
     instance_provision_timeout_seconds: int = Field(default=900, ge=1, le=21600)
+    # Leases of workflow-owned resources (services/reconciler.py): how long an accepted operation may wait for its
+    # workflow's first step, and the grace added to each step's own deadline.
+    workflow_start_grace_seconds: int = Field(default=120, ge=1, le=3600)
+    workflow_lease_grace_seconds: int = Field(default=120, ge=1, le=3600)
+    # The reconciler: at most this many expired leases per run.
+    reconcile_batch_size: int = Field(default=25, ge=1, le=500)
 
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"

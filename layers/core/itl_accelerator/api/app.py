@@ -24,7 +24,8 @@ from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
 from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, invalid_content
 from itl_accelerator.settings import get_settings
-from itl_accelerator.store.dynamodb import MAX_ITEM_BYTES, ItemTooLarge, StoreBusy
+from itl_accelerator.store.codec import MAX_ITEM_BYTES
+from itl_accelerator.store.errors import ItemTooLarge, StoreBusy
 
 ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, operations.router)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Operation
-from itl_accelerator.errors import AuthorizationFailed, ResourceNotFound
+from itl_accelerator.errors import ArmError, AuthorizationFailed, ResourceNotFound
 from itl_accelerator.observability import logger
 from itl_accelerator.services.audit_log import build_event, log_denied
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.store.dynamodb import DynamoStore
+from itl_accelerator.store.audit import AuditLog
 
 
 def not_found(type_name: str, name: str, resource_group: str | None = None) -> ResourceNotFound:
@@ -25,7 +25,7 @@ def not_found(type_name: str, name: str, resource_group: str | None = None) -> R
 class Access:
     """Scope and permission checks; audits refusals through ``store``."""
 
-    def __init__(self, store: DynamoStore):
+    def __init__(self, store: AuditLog):
         self._store = store
 
     def require(
@@ -38,6 +38,7 @@ class Access:
         resource_id: str,
         resource_type: str,
         resource_name: str,
+        missing: ArmError | None = None,
     ) -> None:
         """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``."""
         self.require_any(
@@ -48,30 +49,35 @@ class Access:
             resource_id=resource_id,
             resource_type=resource_type,
             resource_name=resource_name,
+            missing=missing,
         )
 
-    def require_any(self, ctx: CallContext, actions: tuple[Operation, ...], **target: str | None) -> None:
-        """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first)."""
-        if not ctx.principal.can_see(str(target["subscription_id"]), target.get("resource_group")):
-            self._record(
-                ctx,
-                actions[0],
-                subscription_id=str(target["subscription_id"]),
-                resource_id=str(target["resource_id"]),
-                resource_type=str(target["resource_type"]),
-                resource_name=str(target["resource_name"]),
-                why="outside the caller's scopes; answered 404",
-            )
-            raise not_found(str(target["resource_type"]), str(target["resource_name"]), target.get("resource_group"))
+    def require_any(
+        self,
+        ctx: CallContext,
+        actions: tuple[Operation, ...],
+        *,
+        subscription_id: str,
+        resource_group: str | None,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+        missing: ArmError | None = None,
+    ) -> None:
+        """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first).
+        ``missing`` is the 404 a caller outside the scopes gets: the one a missing resource gets (default: a
+        generic ``ResourceNotFound`` naming the type and name)."""
+        target = {
+            "subscription_id": subscription_id,
+            "resource_id": resource_id,
+            "resource_type": resource_type,
+            "resource_name": resource_name,
+        }
+        if not ctx.principal.can_see(subscription_id, resource_group):
+            self._record(ctx, actions[0], **target, why="outside the caller's scopes; answered 404")
+            raise missing or not_found(resource_type, resource_name, resource_group)
         if not any(rbac.has_permission(ctx.principal, a) for a in actions):
-            self.deny(
-                ctx,
-                actions[0],
-                subscription_id=str(target["subscription_id"]),
-                resource_id=str(target["resource_id"]),
-                resource_type=str(target["resource_type"]),
-                resource_name=str(target["resource_name"]),
-            )
+            self.deny(ctx, actions[0], **target)
 
     def require_subscription(self, ctx: CallContext, subscription_id: str, action: Operation) -> None:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the

@@ -10,7 +10,8 @@ from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.services.access import Access
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.store.dynamodb import DynamoStore, InvalidSkipToken
+from itl_accelerator.store.audit import AuditLog
+from itl_accelerator.store.errors import InvalidSkipToken
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:
@@ -40,7 +41,7 @@ def _utc_key(value: datetime | None, unbounded: str) -> str:
 class AuditQueryService:
     """Admin-only audit queries (``ITL.Accelerator/auditEvents/read`` on the whole subscription)."""
 
-    def __init__(self, store: DynamoStore, access: Access):
+    def __init__(self, store: AuditLog, access: Access):
         self._store = store
         self._access = access
 

@@ -2,7 +2,11 @@
 
 Every change a step makes is one transaction with its audit item (actor type ``SYSTEM``). Steps are safe to retry:
 each transition is conditioned on the state it expects, DGX creates carry the operation id as idempotency key, and
-capacity is released by the transaction that clears ``capacityReserved`` — so exactly once.
+capacity is released by the transaction that clears ``capacityReserved`` — so exactly once, and only once the DGX
+Platform has confirmed that nothing it runs for the instance is left (or that it never existed): a compensation
+asks for the deletion, waits for it, then releases. While a workflow owns an instance its item carries a lease;
+each step that makes progress renews it and the final transition ends it, so the reconciler
+(services/reconciler.py) can tell a stalled operation from a running one and finish it with these same steps.
 DGX failures surface as :class:`DgxTransientError` (retried by the state machine) or :class:`DgxPermanentError`
 (caught → compensation).
 """
@@ -16,24 +20,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from itl_accelerator.arm import SPARK_NODES
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.principal import Principal
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.observability import logger
+from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services import arm_rules
-from itl_accelerator.services.audit_log import build_event
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.services.instances import INSTANCES, INSTANCES_TYPE, instance_id
+from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.operations import finished
-from itl_accelerator.store.dynamodb import TransactionFailed
+from itl_accelerator.store.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.workloads import InstanceRecord, WorkloadStore
+from itl_accelerator.store.workloads import NO_LEASE, Release, WorkloadRecord
 
 WORKFLOW_PRINCIPAL = Principal(
     subject="ITL.Accelerator/workflows", display_name="ITL Accelerator workflows", actor_type="Application"
 )
+IN_FLIGHT = ("Accepted", "Provisioning")
 
 
 class WorkflowInput(BaseModel):
@@ -52,7 +56,9 @@ class WorkflowInput(BaseModel):
 
     @property
     def key(self) -> ResourceKey:
-        return ResourceKey(self.subscriptionId, self.resourceGroup, INSTANCES, (self.nodeName, self.instanceName))
+        return ResourceKey(
+            self.subscriptionId, self.resourceGroup, INSTANCES.segment, (self.nodeName, self.instanceName)
+        )
 
 
 def error_from_catch(caught: dict[str, Any] | None) -> dict[str, str]:
@@ -76,15 +82,33 @@ def _poll_result(status: str, *, endpoint: str | None = None, error: dict[str, s
     return {"status": status, "endpoint": endpoint, "error": error}
 
 
+def workflow_context(operation_id: str, correlation_id: str) -> CallContext:
+    """The caller of changes made by workflows and the reconciler: audited as ``SYSTEM``."""
+    return CallContext(
+        principal=WORKFLOW_PRINCIPAL,
+        request_id=f"workflow-{operation_id}",
+        correlation_id=correlation_id or operation_id,
+        audit_actor_type="SYSTEM",
+    )
+
+
 class InstanceWorkflow:
-    """Task implementations. ``dgx`` builds the DGX client (on first use); ``clock`` returns epoch seconds."""
+    """Task implementations. ``dgx`` builds the DGX client (on first use); ``clock`` returns epoch seconds;
+    ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes."""
 
     def __init__(
-        self, store: WorkloadStore, dgx: Callable[[], DgxPlatformClient], clock: Callable[[], float] = time.time
+        self,
+        kernel: ResourceKernel,
+        dgx: Callable[[], DgxPlatformClient],
+        *,
+        lease_grace_seconds: int = 120,
+        clock: Callable[[], float] = time.time,
     ):
-        self._store = store
+        self._kernel = kernel
+        self._store = kernel.store
         self._dgx_factory = dgx
         self._dgx: DgxPlatformClient | None = None
+        self._grace = lease_grace_seconds
         self._clock = clock
 
     @property
@@ -94,25 +118,28 @@ class InstanceWorkflow:
         return self._dgx
 
     # ----------------------------------------------------------------------------------------------- helpers
-    @staticmethod
-    def _ctx(inp: WorkflowInput) -> CallContext:
-        return CallContext(
-            principal=WORKFLOW_PRINCIPAL,
-            request_id=f"workflow-{inp.operationId}",
-            correlation_id=inp.correlationId or inp.operationId,
-            audit_actor_type="SYSTEM",
-        )
+    def _lease(self, inp: WorkflowInput) -> float:
+        """Epoch seconds by which the next step must have made progress: the step's timeout plus the grace."""
+        return self._clock() + inp.timeoutSeconds + self._grace
+
+    def _operation(
+        self, inp: WorkflowInput, operation_id: str, status: str, error: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The operation's status body moved to ``status`` (and ``error``)."""
+        found = self._store.get_operation(inp.subscriptionId, operation_id)
+        operation = found[0] if found else {"name": operation_id, "id": operation_id}
+        now = workflow_context(inp.operationId, inp.correlationId).now_iso()
+        return finished(operation, status, now, error)
 
     def _transition(
         self,
         inp: WorkflowInput,
-        record: InstanceRecord,
+        record: WorkloadRecord,
         *,
         state: str,
         summary: str,
         action: rbac.Operation,
-        condition: str,
-        condition_values: dict[str, Any],
+        expect: dict[str, Any],
         extra_set: dict[str, Any] | None = None,
         properties: dict[str, Any] | None = None,
         operation_status: str | None = None,
@@ -120,10 +147,11 @@ class InstanceWorkflow:
         error: dict[str, str] | None = None,
         release: bool = False,
         remove: tuple[str, ...] = (),
+        lease_until: float | None = None,
     ) -> None:
-        """One transaction: instance to ``state`` (if ``condition``), optional operation update, optional capacity
-        release, and the SYSTEM audit item. Raises :class:`TransactionFailed`."""
-        ctx = self._ctx(inp)
+        """One transaction: instance to ``state`` (if ``expect`` holds), optional operation update, optional
+        capacity release, lease, and the SYSTEM audit item. Raises :class:`WorkloadChanged`."""
+        ctx = workflow_context(inp.operationId, inp.correlationId)
         props = {**record.document["properties"], "provisioningState": state, **(properties or {})}
         props = {k: v for k, v in props.items() if v is not None}
         document = {
@@ -131,87 +159,72 @@ class InstanceWorkflow:
             "properties": props,
             "systemData": arm_rules.stamp_system_data(ctx, record.document["systemData"]),
         }
-        items = [
-            self._store.instance_update(
-                record.key,
-                set_values={
-                    "document": document,
-                    "etag": arm_rules.new_etag(),
-                    "provisioningState": state,
-                    **(extra_set or {}),
-                },
-                remove=remove,
-                condition=condition,
-                condition_values=condition_values,
+        self._store.transition(
+            record.key,
+            expect=expect,
+            set_values={
+                "document": document,
+                "etag": arm_rules.new_etag(),
+                "provisioningState": state,
+                **(extra_set or {}),
+            },
+            remove=remove,
+            audit=self._kernel.audit(ctx, INSTANCES, record.key, action, summary, record.document, document),
+            operation=(
+                self._operation(inp, operation_id or inp.operationId, operation_status, error)
+                if operation_status
+                else None
             ),
-            self._store.audit_put(
-                build_event(
-                    ctx,
-                    subscription_id=inp.subscriptionId,
-                    action=action.name,
-                    resource_id=instance_id(record.key),
-                    resource_type=INSTANCES_TYPE,
-                    resource_name=inp.instanceName,
-                    change_summary=summary,
-                    previous_state=record.document,
-                    new_state=document,
-                )
-            ),
-        ]
-        if operation_status:
-            items.append(self._operation_item(inp, operation_id or inp.operationId, operation_status, error))
-        if release:
-            items.append(
-                self._store.node_release(
-                    record.node_key, gpus=record.gpus, memory_gb=record.memory_gb, remove_child=False
-                )
-            )
-        self._store.transact(items)
-
-    def _operation_item(
-        self, inp: WorkflowInput, operation_id: str, status: str, error: dict[str, str] | None
-    ) -> dict[str, Any]:
-        found = self._store.get_operation(inp.subscriptionId, operation_id)
-        operation = found[0] if found else {"name": operation_id, "id": operation_id}
-        return self._store.operation_update(
-            inp.subscriptionId, finished(operation, status, self._ctx(inp).now_iso(), error)
+            release=Release(record.node_key, record.gpus, record.memory_gb) if release else None,
+            lease_until=lease_until,
         )
 
     def _finish_operation(
         self, inp: WorkflowInput, operation_id: str | None, status: str, error: dict[str, str] | None = None
     ) -> None:
         """Best effort, on its own: move an operation to a final status unless it already is final."""
-        if not operation_id:
-            return
-        try:
-            self._store.transact([self._operation_item(inp, operation_id, status, error)])
-        except TransactionFailed:
-            pass
+        if operation_id:
+            self._store.finish_operation(inp.subscriptionId, self._operation(inp, operation_id, status, error))
 
-    def _dgx_ids(self, record: InstanceRecord) -> list[str]:
+    def _dgx_ids(self, record: WorkloadRecord) -> list[str]:
         """Every DGX instance this resource may own: the one recorded and the one its create key made."""
-        ids = [record.dgx_instance_id] if record.dgx_instance_id else []
+        ids = [record.dgx_id] if record.dgx_id else []
         if record.operation_id:
             found = self.dgx.find_instance(record.operation_id)
             if found and found.id not in ids:
                 ids.append(found.id)
         return ids
 
+    def _remaining_on_dgx(self, record: WorkloadRecord) -> list[str]:
+        """The DGX instances of ``record`` that still exist (asking again to delete any not yet being deleted).
+        Empty once the DGX Platform confirms that none is left (404 or ``Deleted``)."""
+        remaining = []
+        for dgx_id in self._dgx_ids(record):
+            try:
+                instance = self.dgx.get_instance(dgx_id)
+            except DgxNotFound:
+                continue
+            if instance.status != "Deleted":
+                remaining.append(dgx_id)
+                if instance.status != "Deleting":
+                    self.dgx.delete_instance(dgx_id)
+        return remaining
+
     # ----------------------------------------------------------------------------------------------- provision
     def request(self, inp: WorkflowInput) -> dict[str, Any]:
         """Ask the DGX Platform for the instance (idempotency key = operation id); → Provisioning.
         Returns ``{"canceled", "dgxInstanceId", "deadline"}`` (deadline: epoch seconds)."""
-        record = self._store.get_instance(inp.key)
+        record = self._store.get_workload(inp.key)
         deadline = self._clock() + inp.timeoutSeconds
         if record is None or record.operation_id != inp.operationId or record.state == "Deleting":
             return {"canceled": True, "dgxInstanceId": None, "deadline": deadline}
-        if record.state == "Provisioning" and record.dgx_instance_id:
-            return {"canceled": False, "dgxInstanceId": record.dgx_instance_id, "deadline": deadline}
+        if record.state == "Provisioning" and record.dgx_id:
+            return {"canceled": False, "dgxInstanceId": record.dgx_id, "deadline": deadline}
         node = self._store.get_resource(record.node_key)
-        node_id = node.document["id"] if node else f"{SPARK_NODES}/{inp.nodeName}"
+        node_id = node.document["id"] if node else f"sparkNodes/{inp.nodeName}"
         created = self.dgx.create_instance(
             idempotency_key=inp.operationId,
-            name=instance_id(record.key),  # unique across tenants; readable on the platform's side
+            name=record.document["id"],  # unique across tenants; readable on the platform's side
             node_id=node_id,
             model=record.document["properties"]["model"],
             gpus=record.gpus,
@@ -224,13 +237,13 @@ class InstanceWorkflow:
                 state="Provisioning",
                 action=rbac.INSTANCES_WRITE,
                 summary=f"DGX Platform accepted instance {created.id}",
-                condition="provisioningState = :accepted AND operationId = :op",
-                condition_values={":accepted": "Accepted", ":op": inp.operationId},
-                extra_set={"dgxInstanceId": created.id},
+                expect={"provisioningState": "Accepted", "operationId": inp.operationId},
+                extra_set={"dgxId": created.id},
                 operation_status="Running",
+                lease_until=self._lease(inp),
             )
-        except TransactionFailed:
-            current = self._store.get_instance(inp.key)
+        except WorkloadChanged:
+            current = self._store.get_workload(inp.key)
             if current is None or current.state == "Deleting" or current.operation_id != inp.operationId:
                 # overtaken (deleted, or deleted and made again by a newer operation): what this operation made
                 # on the DGX Platform belongs to nobody now
@@ -241,7 +254,7 @@ class InstanceWorkflow:
     def poll(self, inp: WorkflowInput, dgx_instance_id: str, deadline: float) -> dict[str, Any]:
         """``{"status": Running|Provisioning|Failed|TimedOut|Canceled, "endpoint", "error"}`` (always all three
         keys, null when not applicable: the state machine selects them by path)."""
-        record = self._store.get_instance(inp.key)
+        record = self._store.get_workload(inp.key)
         if record is None or record.state == "Deleting" or record.operation_id != inp.operationId:
             return _poll_result("Canceled")
         try:
@@ -271,8 +284,9 @@ class InstanceWorkflow:
         return _poll_result("Provisioning")
 
     def complete(self, inp: WorkflowInput, dgx_instance_id: str, endpoint: str) -> dict[str, Any]:
-        """→ Succeeded with ``properties.endpoint``. ``{"canceled": True}`` when a delete came first."""
-        record = self._store.get_instance(inp.key)
+        """→ Succeeded with ``properties.endpoint``; the lease ends. ``{"canceled": True}`` when a delete came
+        first."""
+        record = self._store.get_workload(inp.key)
         if record is None or record.state == "Deleting":
             return {"canceled": True}
         if record.state == "Succeeded":
@@ -285,55 +299,112 @@ class InstanceWorkflow:
                 action=rbac.INSTANCES_WRITE,
                 summary=f"Instance ready at {endpoint}",
                 properties={"endpoint": endpoint},
-                condition="provisioningState = :provisioning AND dgxInstanceId = :dgx AND operationId = :op",
-                condition_values={":provisioning": "Provisioning", ":dgx": dgx_instance_id, ":op": inp.operationId},
+                expect={"provisioningState": "Provisioning", "dgxId": dgx_instance_id, "operationId": inp.operationId},
                 operation_status="Succeeded",
+                lease_until=NO_LEASE,
             )
-        except TransactionFailed:
-            current = self._store.get_instance(inp.key)
+        except WorkloadChanged:
+            current = self._store.get_workload(inp.key)
             return {"canceled": current is None or current.state == "Deleting"}
         return {"canceled": False}
 
+    # ----------------------------------------------------------------------------------------------- compensation
     def compensate(self, inp: WorkflowInput, error: dict[str, str]) -> dict[str, Any]:
-        """Undo a failed provisioning: delete on DGX, release the capacity, → Failed with ``error``
-        (``{"code", "message"}``). Returns ``{"outcome": Failed|Canceled|AlreadyDone}``."""
-        record = self._store.get_instance(inp.key)
+        """Begin undoing a failed provisioning: ask the DGX Platform to delete what it made and record the failure
+        to report (``error``: ``{"code", "message"}``) with a lease; the GPUs stay reserved until
+        :meth:`release_after_removal`. Returns ``{"outcome": Removing|Canceled|AlreadyDone, "deadline"}``."""
+        deadline = self._clock() + inp.timeoutSeconds
+        for _ in range(3):
+            record = self._store.get_workload(inp.key)
+            if record is None or record.operation_id != inp.operationId:
+                # not ours any more: remove only what this operation's create made, then end it Canceled
+                self._delete_made_by(inp.operationId)
+                self._finish_operation(inp, inp.operationId, "Canceled")
+                return {"outcome": "Canceled", "deadline": deadline}
+            if record.state == "Deleting":
+                self._finish_operation(inp, inp.operationId, "Canceled")  # the deprovision workflow cleans up
+                return {"outcome": "Canceled", "deadline": deadline}
+            if not record.capacity_reserved or record.state not in IN_FLIGHT:
+                # e.g. CompleteInstance committed Succeeded and only its answer was lost: leave the live instance be
+                return {"outcome": "AlreadyDone", "deadline": deadline}
+            for dgx_id in self._dgx_ids(record):
+                self.dgx.delete_instance(dgx_id)
+            if record.extra.get("compensationError") is not None:
+                return {"outcome": "Removing", "deadline": deadline}
+            try:
+                self._store.transition(
+                    record.key,
+                    expect={
+                        "operationId": inp.operationId,
+                        "provisioningState": record.state,
+                        "capacityReserved": True,
+                    },
+                    set_values={"compensationError": json.dumps(error)},
+                    audit=self._kernel.audit(
+                        workflow_context(inp.operationId, inp.correlationId),
+                        INSTANCES,
+                        record.key,
+                        rbac.INSTANCES_WRITE,
+                        f"Provisioning failed ({error['code']}); removing it from the DGX Platform before its "
+                        "capacity is released",
+                        record.document,
+                        record.document,
+                    ),
+                    lease_until=self._lease(inp),
+                )
+            except WorkloadChanged:
+                continue  # re-read: a delete or the end may have come first
+            return {"outcome": "Removing", "deadline": deadline}
+        raise StoreBusy("the instance kept changing during compensation")
+
+    def removal_status(self, inp: WorkflowInput, deadline: float) -> dict[str, Any]:
+        """``{"gone", "timedOut", "canceled"}`` of a compensation: gone once the DGX Platform holds none of the
+        instance's DGX instances; canceled when a delete took the instance over (its workflow cleans up)."""
+        record = self._store.get_workload(inp.key)
+        if record is None or record.operation_id != inp.operationId or record.state == "Deleting":
+            self._finish_operation(inp, inp.operationId, "Canceled")
+            return {"gone": False, "timedOut": False, "canceled": True}
+        remaining = self._remaining_on_dgx(record)
+        return {"gone": not remaining, "timedOut": bool(remaining) and self._clock() > deadline, "canceled": False}
+
+    def release_after_removal(self, inp: WorkflowInput) -> dict[str, Any]:
+        """The DGX Platform confirmed the instance gone: → Failed with the recorded error, capacity released, the
+        operation Failed, the lease ended — one transaction, conditioned on the capacity still being held.
+        ``{"outcome": Failed|Canceled|AlreadyDone}``."""
+        record = self._store.get_workload(inp.key)
         if record is None or record.operation_id != inp.operationId:
-            # not ours any more: remove only what this operation's create made, then end it Canceled
-            self._delete_made_by(inp.operationId)
+            return {"outcome": "AlreadyDone"}
+        if record.state == "Deleting":
             self._finish_operation(inp, inp.operationId, "Canceled")
             return {"outcome": "Canceled"}
-        if record.state == "Deleting":
-            self._finish_operation(inp, inp.operationId, "Canceled")  # the deprovision workflow cleans up
-            return {"outcome": "Canceled"}
-        if not record.capacity_reserved or record.state not in ("Accepted", "Provisioning"):
-            # e.g. CompleteInstance committed Succeeded and only its answer was lost: leave the live instance be
+        if not record.capacity_reserved or record.state not in IN_FLIGHT:
             return {"outcome": "AlreadyDone"}
-        for dgx_id in self._dgx_ids(record):
-            self.dgx.delete_instance(dgx_id)
+        error = json.loads(record.extra.get("compensationError") or "null") or {
+            "code": "ProvisioningFailed",
+            "message": "Provisioning failed.",
+        }
         try:
             self._transition(
                 inp,
                 record,
                 state="Failed",
                 action=rbac.INSTANCES_WRITE,
-                summary=f"Provisioning failed ({error['code']}); capacity released",
+                summary=f"Provisioning failed ({error['code']}); the DGX Platform confirmed removal, capacity released",
                 properties={"error": error, "endpoint": None},
-                condition="operationId = :op AND provisioningState IN (:accepted, :provisioning) AND capacityReserved = :yes",
-                condition_values={
-                    ":op": inp.operationId,
-                    ":accepted": "Accepted",
-                    ":provisioning": "Provisioning",
-                    ":yes": True,
+                expect={
+                    "operationId": inp.operationId,
+                    "provisioningState": IN_FLIGHT,
+                    "capacityReserved": True,
                 },
                 extra_set={"capacityReserved": False},
-                remove=("dgxInstanceId",),
+                remove=("dgxId", "compensationError"),
                 operation_status="Failed",
                 error=error,
                 release=True,
+                lease_until=NO_LEASE,
             )
-        except TransactionFailed:
-            current = self._store.get_instance(inp.key)
+        except WorkloadChanged:
+            current = self._store.get_workload(inp.key)
             if current is not None and current.state == "Deleting":
                 self._finish_operation(inp, inp.operationId, "Canceled")
                 return {"outcome": "Canceled"}
@@ -344,7 +415,7 @@ class InstanceWorkflow:
         """The provisioning was overtaken by a delete: its operation ends ``Canceled``. The deprovision workflow
         cleans up while the record still names this operation; once it does not, whatever this operation's create
         made on the DGX Platform is removed here."""
-        record = self._store.get_instance(inp.key)
+        record = self._store.get_workload(inp.key)
         if record is None or record.operation_id != inp.operationId:
             self._delete_made_by(inp.operationId)
         self._finish_operation(inp, inp.operationId, "Canceled")
@@ -358,67 +429,50 @@ class InstanceWorkflow:
 
     # ----------------------------------------------------------------------------------------------- deprovision
     def deprovision_start(self, inp: WorkflowInput) -> dict[str, Any]:
-        """Ask the DGX Platform to delete every instance this resource owns. ``{"deadline"}``."""
-        record = self._store.get_instance(inp.key)
+        """Ask the DGX Platform to delete every instance this resource owns; renew the lease. ``{"deadline"}``."""
+        record = self._store.get_workload(inp.key)
         if record is not None:
             for dgx_id in self._dgx_ids(record):
                 self.dgx.delete_instance(dgx_id)
+            if record.state == "Deleting" and record.delete_operation_id == inp.operationId:
+                self._store.renew_lease(record.key, self._lease(inp), expect={"deleteOperationId": inp.operationId})
         return {"deadline": self._clock() + inp.timeoutSeconds}
 
     def deprovision_poll(self, inp: WorkflowInput, deadline: float) -> dict[str, Any]:
         """``{"gone": bool, "timedOut": bool}``: gone once the DGX Platform holds none of its instances."""
-        record = self._store.get_instance(inp.key)
-        remaining = []
-        if record is not None:
-            for dgx_id in self._dgx_ids(record):
-                try:
-                    instance = self.dgx.get_instance(dgx_id)
-                except DgxNotFound:
-                    continue
-                if instance.status != "Deleted":
-                    remaining.append(dgx_id)
-                    if instance.status != "Deleting":
-                        self.dgx.delete_instance(dgx_id)
+        record = self._store.get_workload(inp.key)
+        remaining = self._remaining_on_dgx(record) if record is not None else []
         return {"gone": not remaining, "timedOut": bool(remaining) and self._clock() > deadline}
 
     def deprovision_finish(self, inp: WorkflowInput) -> dict[str, Any]:
         """Remove the instance item, release what it still holds, end the delete operation — one transaction."""
-        record = self._store.get_instance(inp.key)
+        record = self._store.get_workload(inp.key)
         if record is None:
             self._finish_operation(inp, inp.operationId, "Succeeded")
             return {"outcome": "AlreadyDone"}
-        ctx = self._ctx(inp)
+        ctx = workflow_context(inp.operationId, inp.correlationId)
         gpus, memory = (record.gpus, record.memory_gb) if record.capacity_reserved else (0, 0)
         try:
-            self._store.transact(
-                [
-                    self._store.instance_delete(
-                        record.key,
-                        condition="provisioningState = :deleting AND deleteOperationId = :op AND capacityReserved = :held",
-                        condition_values={
-                            ":deleting": "Deleting",
-                            ":op": inp.operationId,
-                            ":held": record.capacity_reserved,
-                        },
-                    ),
-                    self._store.node_release(record.node_key, gpus=gpus, memory_gb=memory, remove_child=True),
-                    self._operation_item(inp, inp.operationId, "Succeeded", None),
-                    self._store.audit_put(
-                        build_event(
-                            ctx,
-                            subscription_id=inp.subscriptionId,
-                            action=rbac.INSTANCES_DELETE.name,
-                            resource_id=instance_id(record.key),
-                            resource_type=INSTANCES_TYPE,
-                            resource_name=inp.instanceName,
-                            change_summary=f"Deleted instance; released {gpus} GPUs and {memory} GiB",
-                            previous_state=record.document,
-                            new_state=None,
-                        )
-                    ),
-                ]
+            self._store.remove(
+                record.key,
+                expect={
+                    "provisioningState": "Deleting",
+                    "deleteOperationId": inp.operationId,
+                    "capacityReserved": record.capacity_reserved,
+                },
+                audit=self._kernel.audit(
+                    ctx,
+                    INSTANCES,
+                    record.key,
+                    rbac.INSTANCES_DELETE,
+                    f"Deleted instance; released {gpus} GPUs and {memory} GiB",
+                    record.document,
+                    None,
+                ),
+                operation=self._operation(inp, inp.operationId, "Succeeded"),
+                release=Release(record.node_key, gpus, memory, child=-1),
             )
-        except TransactionFailed:
+        except WorkloadChanged:
             logger.info("Instance already removed", extra={"operation": inp.operationId})
             return {"outcome": "AlreadyDone"}
         if record.cancel_requested:
@@ -426,9 +480,10 @@ class InstanceWorkflow:
         return {"outcome": "Deleted"}
 
     def deprovision_fail(self, inp: WorkflowInput, error: dict[str, str]) -> dict[str, Any]:
-        """The DGX Platform did not delete the instance: → Failed (capacity stays reserved, as the GPUs may still
-        be busy); the delete operation ends Failed. A later DELETE tries again."""
-        record = self._store.get_instance(inp.key)
+        """The DGX Platform did not delete the instance in time: → Failed (capacity stays reserved, as the GPUs may
+        still be busy); the delete operation ends Failed. A later DELETE tries again, and the reconciler releases
+        the capacity once the DGX Platform confirms the instance gone (the instance keeps a lease for that)."""
+        record = self._store.get_workload(inp.key)
         if record is None:
             return {"outcome": "AlreadyDone"}
         error = {"code": "DeprovisioningFailed", "message": error.get("message", "Deprovisioning failed.")}
@@ -440,12 +495,12 @@ class InstanceWorkflow:
                 action=rbac.INSTANCES_DELETE,
                 summary="Deprovisioning failed",
                 properties={"error": error},
-                condition="deleteOperationId = :op",
-                condition_values={":op": inp.operationId},
+                expect={"deleteOperationId": inp.operationId},
                 operation_status="Failed",
                 error=error,
                 operation_id=inp.operationId,
+                lease_until=self._clock() + self._grace,
             )
-        except TransactionFailed:
+        except WorkloadChanged:
             return {"outcome": "AlreadyDone"}
         return {"outcome": "Failed"}

@@ -2,66 +2,42 @@
 
 Rules: ARM_CONTRACT.md 11-18 and DESIGN.md capacity: accepting a create reserves GPUs and GPU memory on the node
 (conditional update) in the same transaction as the instance item, its operation and its audit item; a request that
-cannot fit → 409 ``InsufficientCapacity`` with what is free; a node that is not ``Available`` → 409; a write while an
-operation runs → 409 ``AnotherOperationInProgress``; an identical retry of a create → the same operation.
-The work itself is done by the provision/deprovision state machines (services/instance_workflow.py).
+cannot fit → 409 ``InsufficientCapacity`` with what is free; a node that is not ``Available`` → 409
+``NodeNotAvailable``; a write while an operation runs → 409 ``AnotherOperationInProgress``; an identical retry of a
+create → the same operation. The work itself is done by the provision/deprovision state machines
+(services/instance_workflow.py). Once the accepting transaction has committed the answer is 202 whatever happens
+next: an execution that could not be started is started by the reconciler when the instance's lease runs out.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.arm import (
-    SPARK_NODES,
-    SPARK_NODES_TYPE,
-    resource_id,
-    validate_resource_group,
-    validate_resource_name,
-    validate_subscription_id,
-)
-from itl_accelerator.auth import rbac
-from itl_accelerator.errors import (
-    AnotherOperationInProgress,
-    ArmError,
-    Conflict,
-    InvalidParameter,
-    ResourceNotFound,
-)
+from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
 from itl_accelerator.models.instances import SparkOllamaInstanceWrite
+from itl_accelerator.observability import logger
+from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services import arm_rules
-from itl_accelerator.services.access import Access
-from itl_accelerator.services.audit_log import build_event
+from itl_accelerator.services.capacity import Capacity, insufficient
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.services.nodes import subscription_conflict
+from itl_accelerator.services.kernel import ResourceKernel, with_etag
 from itl_accelerator.services.operations import FINAL_STATUSES, new_operation
 from itl_accelerator.settings import Settings
-from itl_accelerator.store.dynamodb import (
-    InvalidSkipToken,
+from itl_accelerator.store.errors import (
+    CapacityShortfall,
+    NodeMissing,
+    NodeUnavailable,
     SubscriptionNotWritable,
-    TransactionFailed,
+    WorkloadChanged,
 )
 from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.workloads import InstanceRecord, WorkloadStore
+from itl_accelerator.store.workloads import Reservation, WorkloadRecord
 from itl_accelerator.workflows import WorkflowStarter
 
-INSTANCES = "sparkOllamaInstances"
-INSTANCES_TYPE = f"{PROVIDER_NAMESPACE}/{SPARK_NODES}/{INSTANCES}"
 IN_FLIGHT = ("Accepted", "Provisioning")
-
-
-class InsufficientCapacity(Conflict):
-    """409 ``InsufficientCapacity``: the node cannot hold the request; the message says what is free."""
-
-    code = "InsufficientCapacity"
-
-
-class ParentResourceNotFound(ResourceNotFound):
-    """404 ``ParentResourceNotFound``: the node named in the path does not exist (or is outside the scopes)."""
-
-    code = "ParentResourceNotFound"
 
 
 @dataclass
@@ -77,107 +53,57 @@ class Accepted:
     created: bool = False
 
 
-def key_of_node(subscription_id: str, resource_group: str, node: str) -> ResourceKey:
-    """Key of a node (the parent of instances)."""
-    return ResourceKey(subscription_id, resource_group, SPARK_NODES, (node,))
-
-
-def instance_id(key: ResourceKey) -> str:
-    """ARM id of an instance."""
-    return resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0]), (INSTANCES, key.names[1]))
-
-
-def render(record: InstanceRecord) -> dict[str, Any]:
+def render(record: WorkloadRecord) -> dict[str, Any]:
     """The instance as returned: stored envelope plus ``etag``."""
-    return {**record.document, "etag": record.etag}
+    return with_etag(record.document, record.etag)
 
 
-def _free(counters: dict[str, Any]) -> tuple[int, int]:
-    """Free GPUs and free GPU memory (GiB) from a node's capacity counters."""
-    c = {k: int(counters.get(k, 0)) for k in ("gpuTotal", "gpuAllocated", "memoryGbTotal", "memoryGbAllocated")}
-    return c["gpuTotal"] - c["gpuAllocated"], c["memoryGbTotal"] - c["memoryGbAllocated"]
+def execution_input(settings: Settings, key: ResourceKey, operation_id: str, correlation_id: str) -> dict[str, Any]:
+    """The input of a provision or deprovision execution (poll interval and timeout in seconds)."""
+    return {
+        "operationId": operation_id,
+        "subscriptionId": key.subscription_id,
+        "resourceGroup": key.resource_group,
+        "nodeName": key.names[0],
+        "instanceName": key.names[1],
+        "correlationId": correlation_id,
+        "pollIntervalSeconds": settings.instance_poll_interval_seconds,
+        "timeoutSeconds": settings.instance_provision_timeout_seconds,
+    }
 
 
 class SparkOllamaInstanceService:
-    """Instance operations. ``workflows`` starts executions; ``settings`` gives the state machine ARNs and the
-    poll interval / timeout that go into each execution's input."""
+    """Instance operations. ``workflows`` starts executions; ``settings`` gives the state machine ARNs, the poll
+    interval / timeout that go into each execution's input, and the lease a new operation starts with."""
 
-    def __init__(self, store: WorkloadStore, access: Access, workflows: WorkflowStarter, settings: Settings):
-        self._store = store
-        self._access = access
+    def __init__(self, kernel: ResourceKernel, workflows: WorkflowStarter, settings: Settings):
+        self._kernel = kernel
+        self._store = kernel.store
         self._workflows = workflows
         self._settings = settings
 
     # ----------------------------------------------------------------------------------------------- helpers
-    @staticmethod
-    def key(subscription_id: str, resource_group: str, node: str, name: str) -> ResourceKey:
+    def key(self, subscription_id: str, resource_group: str, node: str, name: str) -> ResourceKey:
         """Validated key (400 on bad names)."""
-        validate_subscription_id(subscription_id)
-        validate_resource_group(resource_group)
-        validate_resource_name(node, target="nodeName")
-        validate_resource_name(name)
-        return ResourceKey(subscription_id, resource_group, INSTANCES, (node, name))
+        return self._kernel.key(INSTANCES, subscription_id, resource_group, node, name)
 
-    def _require(self, ctx: CallContext, key: ResourceKey, action: rbac.Operation) -> None:
-        self._access.require(
-            ctx,
-            action,
-            subscription_id=key.subscription_id,
-            resource_group=key.resource_group,
-            resource_id=instance_id(key),
-            resource_type=INSTANCES_TYPE,
-            resource_name=key.names[1],
-        )
-
-    def _audit(
-        self,
-        ctx: CallContext,
-        key: ResourceKey,
-        action: rbac.Operation,
-        summary: str,
-        previous: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-    ) -> Any:
-        return build_event(
-            ctx,
-            subscription_id=key.subscription_id,
-            action=action.name,
-            resource_id=instance_id(key),
-            resource_type=INSTANCES_TYPE,
-            resource_name=key.names[1],
-            change_summary=summary,
-            previous_state=previous,
-            new_state=new,
-        )
-
-    def _execution_input(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> dict[str, Any]:
-        return {
-            "operationId": operation_id,
-            "subscriptionId": key.subscription_id,
-            "resourceGroup": key.resource_group,
-            "nodeName": key.names[0],
-            "instanceName": key.names[1],
-            "correlationId": ctx.correlation_id,
-            "pollIntervalSeconds": self._settings.instance_poll_interval_seconds,
-            "timeoutSeconds": self._settings.instance_provision_timeout_seconds,
-        }
-
-    def _accepted(self, record: InstanceRecord, operation_id: str, *, created: bool = False) -> Accepted:
+    def _accepted(self, record: WorkloadRecord, operation_id: str, *, created: bool = False) -> Accepted:
         return Accepted(
             render(record), operation_id, record.location, self._settings.instance_poll_interval_seconds, created
         )
+
+    def _start_lease(self) -> float:
+        """Epoch seconds by which a new operation's workflow must have made its first step."""
+        return time.time() + self._settings.workflow_start_grace_seconds
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, node: str, name: str) -> dict[str, Any]:
         """The instance; 404 when missing or outside the caller's scopes."""
         key = self.key(subscription_id, resource_group, node, name)
-        self._require(ctx, key, rbac.INSTANCES_READ)
-        record = self._store.get_instance(key)
+        self._kernel.require(ctx, INSTANCES, key)
+        record = self._store.get_workload(key)
         if record is None:
-            raise ResourceNotFound(
-                f"The Resource '{SPARK_NODES_TYPE}/{node}/{INSTANCES}/{name}' under resource group "
-                f"'{resource_group}' was not found."
-            )
+            raise INSTANCES.not_found(key.names, resource_group)
         return render(record)
 
     def list(
@@ -191,32 +117,11 @@ class SparkOllamaInstanceService:
         skip_token: str | None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of the node's instances (empty outside the caller's scopes). 404 ``ParentResourceNotFound`` when
-        the node does not exist (one extra ``GetItem``, only for an empty first page)."""
-        validate_subscription_id(subscription_id)
-        validate_resource_group(resource_group)
-        validate_resource_name(node, target="nodeName")
-        if not ctx.principal.can_see(subscription_id, resource_group):
-            return [], None
-        self._require(ctx, ResourceKey(subscription_id, resource_group, INSTANCES, (node, "*")), rbac.INSTANCES_READ)
-        try:
-            items, token = self._store.list_resources(
-                subscription_id=subscription_id,
-                type_segment=INSTANCES,
-                resource_group=resource_group,
-                parent_names=(node,),
-                limit=top,
-                skip_token=skip_token,
-            )
-        except InvalidSkipToken as exc:
-            raise InvalidParameter("The $skipToken is not valid for this list.", target="$skipToken") from exc
-        if (
-            not items
-            and skip_token is None
-            and self._store.get_resource(key_of_node(subscription_id, resource_group, node)) is None
-        ):
-            # an empty first page may mean a missing parent (a node with instances always exists): ARM's 404
-            raise ParentResourceNotFound(f"The parent resource '{SPARK_NODES}/{node}' was not found.")
-        return [{**i.document, "etag": i.etag} for i in items], token
+        the node does not exist."""
+        items, token = self._kernel.list_page(
+            ctx, INSTANCES, subscription_id, resource_group, (node,), top=top, skip_token=skip_token
+        )
+        return [with_etag(i.document, i.etag) for i in items], token
 
     # ----------------------------------------------------------------------------------------------- create
     def put(
@@ -236,15 +141,15 @@ class SparkOllamaInstanceService:
         nothing was started (an identical PUT of a Succeeded instance → 200).
 
         Errors: 400 (names, body, provisioningState), 403, 404 (node), 409 ``AnotherOperationInProgress`` /
-        ``InsufficientCapacity`` / ``Conflict`` (node not Available, spec change of a running instance, POST of an
+        ``InsufficientCapacity`` / ``NodeNotAvailable`` / ``PropertyChangeNotAllowed`` / ``Conflict`` (POST of an
         existing name), 412.
         """
         key = self.key(subscription_id, resource_group, node, name)
-        self._require(ctx, key, rbac.INSTANCES_WRITE)
+        self._kernel.require(ctx, INSTANCES, key, INSTANCES.write)
         arm_rules.check_body_name(body.name, name)
         spec = body.spec()
         fingerprint = spec.fingerprint()
-        existing, node_item = self._store.get_instance_and_node(key)
+        existing, node_item = self._store.get_workload_and_node(key, key.parent())
         arm_rules.check_preconditions(
             existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
         )
@@ -273,35 +178,31 @@ class SparkOllamaInstanceService:
             if existing.state == "Succeeded":
                 if existing.spec_hash == fingerprint:
                     return None, render(existing)
-                raise Conflict(
-                    "A running instance cannot change model, gpus or memory: delete it and create it again.",
-                    code="PropertyChangeNotAllowed",
+                raise PropertyChangeNotAllowed(
+                    "A running instance cannot change model, gpus or memory: delete it and create it again."
                 )
         elif body.properties.provisioning_state not in (None, "Accepted"):
             arm_rules.check_provisioning_state(body.properties.provisioning_state, "Accepted")
         if node_item is None:
-            raise ParentResourceNotFound(f"The parent resource '{SPARK_NODES}/{node}' was not found.")
+            raise self._kernel.parent_missing(INSTANCES, (node,))
         availability = node_item.document["properties"]["availability"]
         if availability != "Available":
-            raise Conflict(f"The node '{node}' is {availability} and takes no new instances.", code="NodeNotAvailable")
+            raise self._kernel.write_error(NodeUnavailable(availability), node=node)
         per_gpu = int((node_item.document["properties"].get("hardwareSpecs") or {}).get("gpuMemoryGb") or 0)
         if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
             raise InvalidParameter(
                 f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memory_gb {spec.memory_gb} cannot fit.",
                 target="properties.memoryGb",
             )
-        free_gpus, free_memory = _free(node_item.counters)
-        if spec.gpus > free_gpus or spec.memory_gb > free_memory:
-            raise InsufficientCapacity(
-                f"The node '{node}' has {free_gpus} free GPUs and {free_memory} GiB free GPU memory; "
-                f"the request needs {spec.gpus} GPUs and {spec.memory_gb} GiB."
-            )
+        capacity = Capacity.of(node_item.counters)
+        if not capacity.fits(spec.gpus, spec.memory_gb):
+            raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
         operation_id = str(uuid.uuid4())
         location = node_item.document["location"]
         document = {
-            "id": instance_id(key),
+            "id": INSTANCES.id(key.subscription_id, key.resource_group, key.names),
             "name": name,
-            "type": INSTANCES_TYPE,
+            "type": INSTANCES.type_name,
             "systemData": arm_rules.stamp_system_data(ctx, existing.document["systemData"] if existing else None),
             "properties": {
                 "model": spec.model,
@@ -311,20 +212,18 @@ class SparkOllamaInstanceService:
                 "operationId": operation_id,
             },
         }
-        record = InstanceRecord(
+        record = WorkloadRecord(
             key=key,
             document=document,
             etag=arm_rules.new_etag(),
             state="Accepted",
             operation_id=operation_id,
-            delete_operation_id=None,
             spec_hash=fingerprint,
             gpus=spec.gpus,
             memory_gb=spec.memory_gb,
             capacity_reserved=True,
-            cancel_requested=False,
-            dgx_instance_id=None,
             location=location,
+            lease_until=self._start_lease(),
         )
         operation = new_operation(
             ctx,
@@ -333,66 +232,53 @@ class SparkOllamaInstanceService:
             operation_id=operation_id,
             resource_id=document["id"],
         )
-        audit = self._audit(
+        audit = self._kernel.audit(
             ctx,
+            INSTANCES,
             key,
-            rbac.INSTANCES_WRITE,
+            INSTANCES.write,
             f"Accepted provisioning of {spec.model} ({spec.gpus} GPUs, {spec.memory_gb} GiB) on '{node}'",
             existing.document if existing else None,
             document,
         )
-        totals = {"gpuTotal": node_item.counters["gpuTotal"], "memoryGbTotal": node_item.counters["memoryGbTotal"]}
         try:
-            self._store.transact(
-                [
-                    self._store.instance_put(record, replacing_etag=existing.etag if existing else None),
-                    self._store.node_reserve(
-                        node_item.key,
-                        gpus=spec.gpus,
-                        memory_gb=spec.memory_gb,
-                        totals=totals,
-                        new_child=existing is None,
-                    ),
-                    self._store.operation_put(subscription_id, resource_group, operation, kind="provision"),
-                    self._store.audit_put(audit),
-                    self._store.subscription_check(subscription_id),
-                ]
+            self._store.accept(
+                record,
+                replacing_etag=existing.etag if existing else None,
+                operation=operation,
+                operation_kind="provision",
+                audit=audit,
+                reservation=Reservation(
+                    node_item.key, spec.gpus, spec.memory_gb, capacity.totals, child=1 if existing is None else 0
+                ),
             )
-        except TransactionFailed as exc:
-            if 0 in exc.failed and existing is None:
+        except WorkloadChanged as exc:
+            if existing is None:
                 # a concurrent identical create won the race: answer with its operation (ARM_CONTRACT.md 17)
-                winner = self._store.get_instance(key)
+                winner = self._store.get_workload(key)
                 if winner and winner.state in IN_FLIGHT and winner.spec_hash == fingerprint and winner.operation_id:
                     return self._accepted(winner, winner.operation_id), render(winner)
-            raise self._reservation_error(exc, ctx, key, fingerprint, spec.gpus, spec.memory_gb) from exc
+            raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
+        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing) as exc:
+            raise self._kernel.write_error(exc, node=node, gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
         self._start_provision(ctx, key, operation_id)
         return self._accepted(record, operation_id, created=existing is None), render(record)
 
-    def _reservation_error(
-        self, exc: TransactionFailed, ctx: CallContext, key: ResourceKey, fingerprint: str, gpus: int, memory_gb: int
-    ) -> ArmError:
-        if 4 in exc.failed:
-            return subscription_conflict(SubscriptionNotWritable(str(exc.failed[4].get("state", "Unregistered"))))
-        if 0 in exc.failed:
-            return AnotherOperationInProgress("Another request changed this instance at the same time; retry.")
-        node = exc.failed.get(1) or {}
-        if not node:
-            return ParentResourceNotFound(f"The parent resource '{SPARK_NODES}/{key.names[0]}' was not found.")
-        if node.get("availability") != "Available":
-            return Conflict(
-                f"The node '{key.names[0]}' is {node.get('availability')} and takes no new instances.",
-                code="NodeNotAvailable",
+    def _start(self, arn: str, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
+        """Start (or harmlessly restart, by name) the execution of an accepted operation. A failure here is logged,
+        not raised: the operation is stored and answered 202, and the reconciler starts it when its lease ends."""
+        try:
+            self._workflows.start(
+                arn, operation_id, execution_input(self._settings, key, operation_id, ctx.correlation_id)
             )
-        free_gpus, free_memory = _free(node)
-        return InsufficientCapacity(
-            f"The node '{key.names[0]}' has {free_gpus} free GPUs and {free_memory} GiB free GPU memory; "
-            f"the request needs {gpus} GPUs and {memory_gb} GiB."
-        )
+        except Exception:  # noqa: BLE001 - the change is committed; the reconciler finishes what this began
+            logger.exception("Could not start the workflow; the reconciler will", extra={"operation": operation_id})
 
     def _start_provision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
-        self._workflows.start(
-            self._settings.provision_state_machine_arn, operation_id, self._execution_input(ctx, key, operation_id)
-        )
+        self._start(self._settings.provision_state_machine_arn, ctx, key, operation_id)
+
+    def _start_deprovision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
+        self._start(self._settings.deprovision_state_machine_arn, ctx, key, operation_id)
 
     # ----------------------------------------------------------------------------------------------- delete
     def delete(
@@ -411,9 +297,9 @@ class SparkOllamaInstanceService:
         Without ``If-Match`` a concurrent workflow step (e.g. Accepted -> Provisioning) does not refuse the delete:
         it is re-read and tried again (at most 3 times); with ``If-Match`` a changed etag is 412."""
         key = self.key(subscription_id, resource_group, node, name)
-        self._require(ctx, key, rbac.INSTANCES_DELETE)
+        self._kernel.require(ctx, INSTANCES, key, INSTANCES.delete)
         for _ in range(3):
-            existing = self._store.get_instance(key)
+            existing = self._store.get_workload(key)
             if existing is None:
                 if if_match is not None:
                     arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
@@ -428,13 +314,13 @@ class SparkOllamaInstanceService:
                 # its workflow ended without removing the instance: a new delete operation tries again
             try:
                 return self._begin_delete(ctx, key, existing)
-            except TransactionFailed:
+            except WorkloadChanged:
                 continue
         raise AnotherOperationInProgress("The instance kept changing while being deleted; retry the request.")
 
-    def _begin_delete(self, ctx: CallContext, key: ResourceKey, existing: InstanceRecord) -> Accepted:
+    def _begin_delete(self, ctx: CallContext, key: ResourceKey, existing: WorkloadRecord) -> Accepted:
         """Instance -> Deleting (cancel requested when in flight), delete operation, audit; then start the
-        deprovision workflow. Raises :class:`TransactionFailed` when the instance changed since it was read."""
+        deprovision workflow. Raises :class:`WorkloadChanged` when the instance changed since it was read."""
         operation_id = str(uuid.uuid4())
         cancel = existing.state in IN_FLIGHT
         document = {
@@ -455,30 +341,20 @@ class SparkOllamaInstanceService:
             resource_id=document["id"],
         )
         summary = f"Accepted deletion of instance '{key.names[1]}'" + (" (cancels provisioning)" if cancel else "")
-        audit = self._audit(ctx, key, rbac.INSTANCES_DELETE, summary, existing.document, document)
-        self._store.transact(
-            [
-                self._store.instance_update(
-                    key,
-                    set_values={
-                        "document": document,
-                        "etag": etag,
-                        "provisioningState": "Deleting",
-                        "deleteOperationId": operation_id,
-                        "cancelRequested": cancel,
-                    },
-                    condition="etag = :expected",
-                    condition_values={":expected": existing.etag},
-                ),
-                self._store.operation_put(key.subscription_id, key.resource_group, operation, kind="deprovision"),
-                self._store.audit_put(audit),
-            ]
+        self._store.transition(
+            key,
+            expect={"etag": existing.etag},
+            set_values={
+                "document": document,
+                "etag": etag,
+                "provisioningState": "Deleting",
+                "deleteOperationId": operation_id,
+                "cancelRequested": cancel,
+            },
+            new_operation=(operation, "deprovision"),
+            audit=self._kernel.audit(ctx, INSTANCES, key, INSTANCES.delete, summary, existing.document, document),
+            lease_until=self._start_lease(),
         )
         self._start_deprovision(ctx, key, operation_id)
         existing.document, existing.etag = document, etag
         return self._accepted(existing, operation_id)
-
-    def _start_deprovision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
-        self._workflows.start(
-            self._settings.deprovision_state_machine_arn, operation_id, self._execution_input(ctx, key, operation_id)
-        )

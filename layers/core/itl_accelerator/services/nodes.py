@@ -11,78 +11,34 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from itl_accelerator.arm import (
-    SPARK_NODES,
-    SPARK_NODES_TYPE,
-    normalize_location,
-    parse_resource_id,
-    resource_id,
-    validate_resource_group,
-    validate_resource_name,
-    validate_subscription_id,
-)
+from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.errors import (
-    ArmError,
-    BadRequest,
-    Conflict,
-    InvalidParameter,
-    PreconditionFailed,
-    SubscriptionStateConflict,
-    invalid_content,
-)
+from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
 from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
+from itl_accelerator.resources import NODES
 from itl_accelerator.services import arm_rules
-from itl_accelerator.services.access import Access, not_found
-from itl_accelerator.services.audit_log import build_event
+from itl_accelerator.services.capacity import Capacity
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.store.dynamodb import (
+from itl_accelerator.services.kernel import ResourceKernel, with_etag
+from itl_accelerator.store.errors import (
     CapacityInUse,
-    DynamoStore,
     EtagMismatch,
-    InvalidSkipToken,
     ItemExists,
     ItemMissing,
-    ResourceWrite,
-    StoredResource,
+    StoreError,
     SubscriptionNotWritable,
 )
 from itl_accelerator.store.keys import ResourceKey
+from itl_accelerator.store.resources import ResourceWrite, StoredResource
 
 #: Property paths a supplier may change on a node it owns.
 SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
 
 
-def subscription_conflict(exc: SubscriptionNotWritable) -> SubscriptionStateConflict:
-    """409 for a write in a subscription whose registration state forbids it (ARM_CONTRACT.md line 27)."""
-    if exc.state in ("Warned", "Suspended"):
-        return SubscriptionStateConflict(
-            f"The subscription is in state '{exc.state}': only read and delete operations are allowed."
-        )
-    return SubscriptionStateConflict(
-        f"The subscription is in state '{exc.state}' and is not registered with the ITL.Accelerator provider.",
-        code="SubscriptionNotRegistered",
-    )
-
-
 def render(stored: StoredResource) -> dict[str, Any]:
     """The node as returned: stored envelope plus ``etag`` and read-only ``properties.capacity`` (GPUs, GiB)."""
-    doc = dict(stored.document)
-    c = stored.counters
-    total_gpus, allocated_gpus = c.get("gpuTotal", 0), c.get("gpuAllocated", 0)
-    total_mem, allocated_mem = c.get("memoryGbTotal", 0), c.get("memoryGbAllocated", 0)
-    doc["etag"] = stored.etag
-    doc["properties"] = {
-        **doc["properties"],
-        "capacity": {
-            "totalGpus": total_gpus,
-            "allocatedGpus": allocated_gpus,
-            "freeGpus": total_gpus - allocated_gpus,
-            "totalMemoryGb": total_mem,
-            "allocatedMemoryGb": allocated_mem,
-            "freeMemoryGb": total_mem - allocated_mem,
-        },
-    }
+    doc = with_etag(stored.document, stored.etag)
+    doc["properties"] = {**doc["properties"], "capacity": Capacity.of(stored.counters).as_properties()}
     return doc
 
 
@@ -100,28 +56,17 @@ def _writable(doc: dict[str, Any]) -> dict[str, Any]:
 class SparkNodeService:
     """Node operations. Every method takes the :class:`CallContext` and returns rendered ARM envelopes (dicts)."""
 
-    def __init__(self, store: DynamoStore, access: Access):
-        self._store = store
-        self._access = access
+    def __init__(self, kernel: ResourceKernel):
+        self._kernel = kernel
+        self._store = kernel.store
+        self._access = kernel.access
 
     # ----------------------------------------------------------------------------------------------- helpers
-    @staticmethod
-    def _key(subscription_id: str, resource_group: str, name: str) -> ResourceKey:
-        validate_subscription_id(subscription_id)
-        validate_resource_group(resource_group)
-        validate_resource_name(name)
-        return ResourceKey(subscription_id, resource_group, SPARK_NODES, (name,))
+    def _key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
+        return self._kernel.key(NODES, subscription_id, resource_group, name)
 
     def _require(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Operation) -> None:
-        self._access.require_any(
-            ctx,
-            actions,
-            subscription_id=key.subscription_id,
-            resource_group=key.resource_group,
-            resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
-            resource_type=SPARK_NODES_TYPE,
-            resource_name=key.names[0],
-        )
+        self._kernel.require(ctx, NODES, key, *actions)
 
     def _document(
         self, ctx: CallContext, key: ResourceKey, body: SparkNodeWrite, previous: StoredResource | None
@@ -129,9 +74,9 @@ class SparkNodeService:
         props = body.properties
         previous_props = previous.document["properties"] if previous else {}
         return {
-            "id": resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
+            "id": NODES.id(key.subscription_id, key.resource_group, key.names),
             "name": key.names[0],
-            "type": SPARK_NODES_TYPE,
+            "type": NODES.type_name,
             "location": body.location,
             "tags": body.tags or {},
             "sku": body.sku.model_dump(mode="json", exclude_none=True),
@@ -169,33 +114,19 @@ class SparkNodeService:
         summary: str,
         previous: dict[str, Any] | None,
         new: dict[str, Any] | None,
-    ):
-        return build_event(
-            ctx,
-            subscription_id=key.subscription_id,
-            action=action.name,
-            resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
-            resource_type=SPARK_NODES_TYPE,
-            resource_name=key.names[0],
-            change_summary=summary,
-            previous_state=previous,
-            new_state=new,
-        )
+    ) -> Any:
+        return self._kernel.audit(ctx, NODES, key, action, summary, previous, new)
 
     @staticmethod
-    def _write_error(exc: Exception, *, if_match: str | None) -> ArmError:
+    def _write_error(exc: StoreError, *, if_match: str | None) -> ArmError:
         """Map a store failure of a write to the ARM error the caller sees."""
-        if isinstance(exc, SubscriptionNotWritable):
-            return subscription_conflict(exc)
         if isinstance(exc, CapacityInUse):
             return Conflict(
                 "The node holds allocated capacity or child resources "
                 f"({exc.allocated.get('gpuAllocated', 0)} GPUs, {exc.allocated.get('memoryGbAllocated', 0)} GiB, "
                 f"{exc.allocated.get('childCount', 0)} instances): delete its instances and jobs first."
             )
-        if isinstance(exc, EtagMismatch | ItemMissing) and if_match is not None:
-            return PreconditionFailed("The resource changed since the ETag in 'If-Match' was issued.")
-        return Conflict("The resource was changed by another request at the same time; retry the request.")
+        return ResourceKernel.write_error(exc, if_match=if_match)
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
@@ -204,7 +135,7 @@ class SparkNodeService:
         self._require(ctx, key, rbac.NODES_READ)
         stored = self._store.get_resource(key)
         if stored is None:
-            raise not_found(SPARK_NODES_TYPE, name, resource_group)
+            raise NODES.not_found(key.names, resource_group)
         return render(stored)
 
     def list(
@@ -212,34 +143,9 @@ class SparkNodeService:
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of nodes of a resource group (or of the whole subscription when ``resource_group`` is None), only
         those in the caller's scopes. Returns ``(nodes, next_skip_token)``."""
-        validate_subscription_id(subscription_id)
-        if resource_group is not None:
-            validate_resource_group(resource_group)
-        if not ctx.principal.can_see(subscription_id, resource_group):
-            return [], None
-        self._access.require(
-            ctx,
-            rbac.NODES_READ,
-            subscription_id=subscription_id,
-            resource_group=resource_group,
-            resource_id=resource_id(subscription_id, resource_group or "*", (SPARK_NODES, "*")).rsplit("/", 1)[0]
-            if resource_group
-            else f"/subscriptions/{subscription_id}/providers/{SPARK_NODES_TYPE}",
-            resource_type=SPARK_NODES_TYPE,
-            resource_name="*",
+        items, token = self._kernel.list_page(
+            ctx, NODES, subscription_id, resource_group, top=top, skip_token=skip_token
         )
-        visible = None if resource_group else ctx.principal.resource_groups_in(subscription_id)
-        try:
-            items, token = self._store.list_resources(
-                subscription_id=subscription_id,
-                type_segment=SPARK_NODES,
-                resource_group=resource_group,
-                visible_resource_groups=visible,
-                limit=top,
-                skip_token=skip_token,
-            )
-        except InvalidSkipToken as exc:
-            raise InvalidParameter("The $skipToken is not valid for this list.", target="$skipToken") from exc
         return [render(i) for i in items], token
 
     # ----------------------------------------------------------------------------------------------- writes
@@ -285,7 +191,7 @@ class SparkNodeService:
         if parsed is None:
             return key
         stored_subscription, stored_group, segments = parsed
-        return ResourceKey(stored_subscription, stored_group, SPARK_NODES, (segments[-1][1],))
+        return ResourceKey(stored_subscription, stored_group, NODES.segment, (segments[-1][1],))
 
     def _put(
         self,
@@ -379,7 +285,7 @@ class SparkNodeService:
         previous = self._store.get_resource(key)
         if previous is None:
             arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
-            raise not_found(SPARK_NODES_TYPE, name, resource_group)
+            raise NODES.not_found(key.names, resource_group)
         current = previous.document
         merged: dict[str, Any] = {
             "location": patch.get("location") or current["location"],
@@ -463,8 +369,8 @@ class SparkNodeService:
                 ctx,
                 rbac.NODES_WRITE,
                 subscription_id=key.subscription_id,
-                resource_id=resource_id(key.subscription_id, key.resource_group, (SPARK_NODES, key.names[0])),
-                resource_type=SPARK_NODES_TYPE,
+                resource_id=NODES.id(key.subscription_id, key.resource_group, key.names),
+                resource_type=NODES.type_name,
                 resource_name=key.names[0],
             )
 

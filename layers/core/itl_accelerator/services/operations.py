@@ -11,20 +11,18 @@ import re
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.arm import normalize_location, parse_resource_id, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.errors import ResourceNotFound
+from itl_accelerator.resources import RESOURCE_TYPES
 from itl_accelerator.services.access import Access
 from itl_accelerator.services.context import CallContext
+from itl_accelerator.services.kernel import with_etag
 from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.workloads import WorkloadStore
+from itl_accelerator.store.workloads import FINAL_OPERATION_STATUSES, WorkloadStore
 
-FINAL_STATUSES = ("Succeeded", "Failed", "Canceled")
+FINAL_STATUSES = FINAL_OPERATION_STATUSES
 _OPERATION_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
-_INSTANCE_ID = re.compile(
-    r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/ITL\.Accelerator/sparkNodes/"
-    r"(?P<node>[^/]+)/sparkOllamaInstances/(?P<name>[^/]+)$"
-)
 
 
 def operation_status_path(subscription_id: str, location: str, operation_id: str) -> str:
@@ -105,10 +103,15 @@ class OperationService:
         return operation, kind
 
     def resource_of(self, ctx: CallContext, subscription_id: str, operation: dict[str, Any]) -> dict[str, Any] | None:
-        """The current representation of the operation's resource (an instance), or None when it is gone."""
-        match = _INSTANCE_ID.match(operation.get("resourceId") or "")
-        if not match or match["sub"].lower() != subscription_id.lower():
+        """The current representation of the operation's resource (an instance or a job), or None when it is
+        gone."""
+        parsed = parse_resource_id(operation.get("resourceId") or "")
+        if parsed is None or parsed[0].lower() != subscription_id.lower():
             return None
-        key = ResourceKey(subscription_id, match["rg"], "sparkOllamaInstances", (match["node"], match["name"]))
-        record = self._store.get_instance(key)
-        return {**record.document, "etag": record.etag} if record else None
+        _, resource_group, segments = parsed
+        rtype = RESOURCE_TYPES.get(segments[-1][0])
+        if rtype is None or [t.segment for t in rtype.lineage] != [t for t, _ in segments]:
+            return None
+        key = ResourceKey(subscription_id, resource_group, rtype.segment, tuple(n for _, n in segments))
+        record = self._store.get_workload(key)
+        return with_etag(record.document, record.etag) if record else None

@@ -11,13 +11,13 @@ from itl_accelerator.models.subscriptions import SubscriptionWrite
 from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit_log import build_event
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.store.dynamodb import DynamoStore
+from itl_accelerator.store.subscriptions import SubscriptionRegistry
 
 
 class SubscriptionService:
     """``PUT``/``GET /subscriptions/{id}``. A subscription never registered behaves as ``Registered``."""
 
-    def __init__(self, store: DynamoStore, access: Access):
+    def __init__(self, store: SubscriptionRegistry, access: Access):
         self._store = store
         self._access = access
 

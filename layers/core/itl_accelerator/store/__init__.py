@@ -1,1 +1,10 @@
-"""Data access: the single DynamoDB table. Only this package imports a DynamoDB client."""
+"""The single-table DynamoDB store (the only code that talks to DynamoDB), split by item type:
+
+- ``table``: the client and the transaction primitive; ``codec``: item encoding, sizes, continuation tokens;
+- ``audit``: the append-only audit trail; ``subscriptions``: registration records;
+- ``resources``: resources and their capacity counters (nodes); ``workloads``: instances and jobs, their
+  operations, reservations and leases;
+- ``keys``: every key format; ``errors``: the typed failures services map to ARM errors.
+
+:class:`~itl_accelerator.store.workloads.WorkloadStore` is the whole store (each module adds to the one before).
+"""

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from itl_accelerator.resources import RESOURCE_TYPES
+
 SEP = "#"
 
-#: Leaf type codes of resource items, by ARM resource type segment.
-TYPE_CODES: dict[str, str] = {"sparkNodes": "NODE", "sparkOllamaInstances": "INSTANCE"}
+#: Leaf type codes of resource items, by ARM resource type segment (resources.py describes each type once).
+TYPE_CODES: dict[str, str] = {segment: t.key_code for segment, t in RESOURCE_TYPES.items()}
 #: Parent type segment of child resource types.
-PARENT_TYPES: dict[str, str] = {"sparkOllamaInstances": "sparkNodes"}
+PARENT_TYPES: dict[str, str] = {segment: t.parent.segment for segment, t in RESOURCE_TYPES.items() if t.parent}
 
 
 def subscription_pk(subscription_id: str) -> str:

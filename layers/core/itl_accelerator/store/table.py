@@ -1,0 +1,89 @@
+"""The one DynamoDB table: the client, the table name, and the two primitives every store module builds on —
+a consistent point read and one ``TransactWriteItems`` whose failures come back as typed errors.
+
+Budgets (DESIGN.md): a read is one ``GetItem``; a list page is one ``Query``; a change is one
+``TransactWriteItems``. No ``Scan`` anywhere. The client is injected (tests pass moto-backed clients).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from itl_accelerator.store import keys
+from itl_accelerator.store.codec import MAX_ITEM_BYTES, item_size, plain, typed
+from itl_accelerator.store.errors import ItemTooLarge, StoreBusy, TransactionFailed
+
+#: DynamoDB error codes that mean "try again" (raised as :class:`StoreBusy`).
+BUSY_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "InternalServerError",
+    }
+)
+#: Subscription states that allow writes (a subscription never notified counts as Registered).
+WRITABLE_SUBSCRIPTION_STATES = ("Registered",)
+
+
+class Table:
+    """``client`` is a boto3 DynamoDB *client*; ``table_name`` the table of template.yaml."""
+
+    def __init__(self, client: Any, table_name: str):
+        self._db = client
+        self._table = table_name
+
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        """One strongly consistent ``GetItem``, as plain values; None when absent."""
+        response = self._db.get_item(TableName=self._table, Key=typed({"PK": pk, "SK": sk}), ConsistentRead=True)
+        item = response.get("Item")
+        return plain(item) if item else None
+
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        """Run one ``TransactWriteItems``.
+
+        Raises :class:`ItemTooLarge` (before sending) when an item would exceed DynamoDB's item size;
+        :class:`TransactionFailed` naming, by position, each item whose condition failed and the item as it
+        was (``ReturnValuesOnConditionCheckFailure``); :class:`StoreBusy` when DynamoDB cancelled it for a
+        conflicting concurrent transaction or throttling (nothing was written; retrying is safe); any other
+        ``ClientError`` unchanged."""
+        for entry in items:
+            for kind, op in entry.items():
+                written = op.get("Item") if kind == "Put" else op.get("ExpressionAttributeValues")
+                size = item_size(written) if kind in ("Put", "Update") and written else 0
+                if size > MAX_ITEM_BYTES:
+                    raise ItemTooLarge(size)
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in BUSY_ERROR_CODES:
+                raise StoreBusy(code) from exc
+            if code != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = {
+                i: plain(r.get("Item") or {})
+                for i, r in enumerate(reasons)
+                if r.get("Code") == "ConditionalCheckFailed"
+            }
+            if not failed:
+                raise StoreBusy(",".join(r.get("Code", "") for r in reasons if r.get("Code") != "None")) from exc
+            raise TransactionFailed(failed) from exc
+
+    def subscription_check(self, subscription_id: str) -> dict[str, Any]:
+        """Transaction item: the subscription's state allows writes (Registered, or never notified)."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+                "ConditionExpression": "attribute_not_exists(#state) OR #state = :registered",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": typed({":registered": WRITABLE_SUBSCRIPTION_STATES[0]}),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
