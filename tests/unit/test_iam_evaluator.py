@@ -41,7 +41,12 @@ def test_a_create_transaction_with_its_audit_item_and_subscription_check_is_cove
         TransactItems=[
             put("SUB#s1", "NODE#rg1#dgx-1"),
             put("SUB#s1#AUDIT", "2026-01-01T00:00:00Z#e1"),
-            {"ConditionCheck": {"TableName": TABLE, "Key": {"PK": {"S": "SUB#s1"}, "SK": {"S": "SUBSCRIPTION"}}}},
+            {
+                "ConditionCheck": {
+                    "TableName": TABLE,
+                    "Key": {"PK": {"S": "SUB#s1#SUBSCRIPTION"}, "SK": {"S": "SUBSCRIPTION"}},
+                }
+            },
         ],
     )
     # Then TableCreatePolicy and AuditAppendPolicy (its LeadingKeys matched per item) allow all three
@@ -81,6 +86,25 @@ def test_a_read_function_writing_a_resource_partition_is_refused_while_its_audit
     assert check(audit) == []
     assert check(resource) == [
         "SparkNodesGetFunction: dynamodb:PutItem on Table, dynamodb:LeadingKeys ['SUB#s1'] (1 calls)"
+    ]
+
+
+def test_the_subscription_put_may_write_the_registration_item_and_no_resource_item():
+    # Given the subscription PUT's transaction: the registration item and its audit item
+    registration = call(
+        "SubscriptionsCreateOrUpdateFunction",
+        "dynamodb",
+        "TransactWriteItems",
+        TransactItems=[put("SUB#s1#SUBSCRIPTION", "SUBSCRIPTION"), put("SUB#s1#AUDIT", "t#e")],
+    )
+    # And the same function putting an item into the subscription's resource partition
+    node = call(
+        "SubscriptionsCreateOrUpdateFunction", "dynamodb", "TransactWriteItems", TransactItems=[put("SUB#s1", "NODE#x")]
+    )
+    # Then TableSubscriptionWritePolicy allows the first and refuses the second
+    assert check(registration) == []
+    assert check(node) == [
+        "SubscriptionsCreateOrUpdateFunction: dynamodb:PutItem on Table, dynamodb:LeadingKeys ['SUB#s1'] (1 calls)"
     ]
 
 

@@ -279,7 +279,7 @@ class DynamoStore:
         return {
             "ConditionCheck": {
                 "TableName": self._table,
-                "Key": _typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+                "Key": _typed(keys.registration_key(subscription_id)),
                 "ConditionExpression": "attribute_not_exists(#state) OR #state = :registered",
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": _typed({":registered": WRITABLE_SUBSCRIPTION_STATES[0]}),
@@ -507,7 +507,7 @@ class DynamoStore:
         """The registration record (``state``, ``registrationDate``, ``properties``) or None. One ``GetItem``."""
         response = self._db.get_item(
             TableName=self._table,
-            Key=_typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+            Key=_typed(keys.registration_key(subscription_id)),
             ConsistentRead=True,
         )
         item = response.get("Item")
@@ -516,8 +516,7 @@ class DynamoStore:
     def put_subscription(self, subscription_id: str, record: dict[str, Any], audit: AuditEvent) -> None:
         """Set a subscription's registration record and audit it, in one transaction."""
         item = {
-            "PK": keys.subscription_pk(subscription_id),
-            "SK": keys.SUBSCRIPTION_SK,
+            **keys.registration_key(subscription_id),
             "entityType": "Subscription",
             "state": record["state"],
             "doc": json.dumps(record, separators=(",", ":")),
