@@ -111,7 +111,7 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
-    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES]}
+    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES, DGX_SECRET_VARIABLE]}
     os.environ.pop("AWS_ENDPOINT_URL", None)
     os.environ.update(values)
     from itl_accelerator.settings import get_settings
@@ -134,12 +134,44 @@ def template() -> Any:
 
 
 WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN")
+DGX_SECRET_VARIABLE = "DGX_PLATFORM_API_KEY_SECRET_ID"
 
 
 @pytest.fixture(scope="session")
-def aws(environment: None, template: Any) -> Iterator[Any]:
-    """moto for the whole session: the table created from template.yaml's own definition, and the template's
-    state machines executing their real ASL with Lambda tasks calling the real step handlers in-process."""
+def aws_calls() -> Iterator[Any]:
+    """Every AWS call each function makes during the session (an :class:`itl_local.aws_calls.CallRecorder`), checked
+    against its policies in template.yaml by tests/integration/test_iam_policies.py, which runs last."""
+    from itl_local.aws_calls import CallRecorder
+
+    recorder = CallRecorder()
+    recorder.install()
+    yield recorder
+    recorder.uninstall()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "last: runs after every other collected test (it checks what they did)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Count deselected tests (``-k``, ``-m``, ``--deselect``...): a ``last`` test can tell a partial session."""
+    if items:
+        config = items[0].config
+        config.stash[DESELECTED] = config.stash.get(DESELECTED, 0) + len(items)
+
+
+@pytest.fixture(scope="session")
+def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
+    """moto for the whole session: the table created from template.yaml's own definition, the template's
+    state machines executing their real ASL with Lambda tasks calling the real step handlers in-process, and the
+    DGX API key in a Secrets Manager secret, read from there as in AWS."""
     from itl_accelerator.settings import get_settings
     from itl_local.aws import create_table, make_dynamodb_faithful
     from itl_local.workflows import (
@@ -158,6 +190,11 @@ def aws(environment: None, template: Any) -> Iterator[Any]:
             template, iam=boto3.client("iam"), lambda_client=boto3.client("lambda"), sfn=boto3.client("stepfunctions")
         )
         os.environ.update(workflow_environment(machines))
+        secret = boto3.client("secretsmanager").create_secret(
+            Name="itl-accelerator-dgx-api-key", SecretString=DGX_API_KEY
+        )
+        os.environ[DGX_SECRET_VARIABLE] = secret["ARN"]
+        aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"])
         get_settings.cache_clear()
         yield dynamodb
 

@@ -15,13 +15,15 @@ from itl_accelerator.container import Container
 from itl_accelerator.observability import logger, tracer
 from itl_accelerator.services.instance_workflow import InstanceWorkflow, WorkflowInput, error_from_catch
 
-_containers: list[Container] = []
+#: One container per function. In AWS a process serves one function, so this holds one entry; locally every step
+#: shares the process, and each keeps its own container (and DGX client) as its own execution environment would.
+_containers: dict[str, Container] = {}
 
 
-def _workflow() -> InstanceWorkflow:
-    if not _containers:
-        _containers.append(Container.build())
-    return _containers[0].instance_workflow
+def _workflow(function_name: str) -> InstanceWorkflow:
+    if function_name not in _containers:
+        _containers.setdefault(function_name, Container.build())
+    return _containers[function_name].instance_workflow
 
 
 StepHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -33,7 +35,7 @@ def _step(run: Callable[[InstanceWorkflow, WorkflowInput, dict[str, Any]], dict[
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         inp = WorkflowInput.model_validate(event)
         logger.append_keys(operation_id=inp.operationId, correlation_id=inp.correlationId)
-        return run(_workflow(), inp, event)
+        return run(_workflow(context.function_name), inp, event)
 
     return handler
 

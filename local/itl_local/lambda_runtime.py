@@ -1,12 +1,18 @@
 """What the Lambda service gives a handler, locally: a context object and a worker pool whose threads each have
-an event loop (Mangum needs one), so invocations run concurrently like separate execution environments."""
+an event loop (Mangum needs one), so invocations run concurrently like separate execution environments.
+
+Every invocation runs with :func:`current_function` naming its function, so what a handler does (its AWS calls)
+can be told apart by function although all of them share one process here (itl_local.iam records them).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +55,28 @@ def invocation_pool(workers: int = DEFAULT_CONCURRENCY) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lambda", initializer=_thread_loop)
 
 
+_function: ContextVar[str | None] = ContextVar("itl_local_function", default=None)
+_observers: list[Callable[[str], None]] = []
+
+
+def current_function() -> str | None:
+    """The function (logical id) whose invocation runs in this context; None outside any invocation. Threads and
+    tasks the handler starts through asyncio or anyio inherit it; a bare ``threading.Thread`` does not."""
+    return _function.get()
+
+
+def observe_invocations(observer: Callable[[str], None]) -> Callable[[], None]:
+    """Call ``observer(function_name)`` as each invocation starts; returns the function that stops it."""
+    _observers.append(observer)
+    return lambda: _observers.remove(observer)
+
+
 def invoke(handler: Any, event: dict[str, Any], function_name: str) -> Any:
     """Call ``handler(event, context)`` as the Lambda runtime would."""
-    return handler(event, LambdaContext(function_name=function_name))
+    token = _function.set(function_name)
+    try:
+        for observer in list(_observers):
+            observer(function_name)
+        return handler(event, LambdaContext(function_name=function_name))
+    finally:
+        _function.reset(token)

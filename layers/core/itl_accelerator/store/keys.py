@@ -7,7 +7,7 @@ validated name, so it is a safe separator. Item types (also documented beside th
 =================  =============================  ==========================================  ==========================
 item               PK                             SK                                          GSI1PK / GSI1SK
 =================  =============================  ==========================================  ==========================
-Subscription       ``SUB#{sub}``                  ``SUBSCRIPTION``                            —
+Subscription       ``SUB#{sub}#SUBSCRIPTION``     ``SUBSCRIPTION``                            —
 SparkNode          ``SUB#{sub}``                  ``NODE#{rg}#{node}``                        —
 SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instance}``         —
 OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
@@ -30,11 +30,18 @@ PARENT_TYPES: dict[str, str] = {segment: t.parent.segment for segment, t in RESO
 
 
 def subscription_pk(subscription_id: str) -> str:
-    """Partition of a subscription's resources and its registration item."""
+    """Partition of a subscription's resources and operation statuses."""
     return f"SUB{SEP}{subscription_id.lower()}"
 
 
 SUBSCRIPTION_SK = "SUBSCRIPTION"
+
+
+def registration_key(subscription_id: str) -> dict[str, str]:
+    """Key of a subscription's registration item, alone in its partition ``SUB#{sub}#SUBSCRIPTION``: IAM's
+    ``dynamodb:LeadingKeys`` sees partition keys only, so a partition of its own lets template.yaml grant writing
+    registrations (``SUB#*#SUBSCRIPTION``; ``{sub}`` is lower-cased) without any resource item."""
+    return {"PK": f"{subscription_pk(subscription_id)}{SEP}{SUBSCRIPTION_SK}", "SK": SUBSCRIPTION_SK}
 
 
 def operation_sk(operation_id: str) -> str:

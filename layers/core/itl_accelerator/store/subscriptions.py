@@ -12,18 +12,19 @@ from itl_accelerator.store.codec import to_json, typed
 
 
 class SubscriptionRegistry(AuditLog):
-    """Item type ``Subscription`` of template.yaml: ``PK=SUB#{sub}``, ``SK=SUBSCRIPTION``."""
+    """Item type ``Subscription`` of template.yaml: ``PK=SUB#{sub}#SUBSCRIPTION``, ``SK=SUBSCRIPTION`` (a
+    partition of its own, so IAM can grant writing registrations and nothing else)."""
 
     def get_subscription(self, subscription_id: str) -> dict[str, Any] | None:
         """The registration record (``state``, ``registrationDate``, ``properties``) or None. One ``GetItem``."""
-        item = self.get_item(keys.subscription_pk(subscription_id), keys.SUBSCRIPTION_SK)
+        key = keys.registration_key(subscription_id)
+        item = self.get_item(key["PK"], key["SK"])
         return json.loads(item["doc"]) if item else None
 
     def put_subscription(self, subscription_id: str, record: dict[str, Any], audit: AuditEvent) -> None:
         """Set a subscription's registration record and audit it, in one transaction."""
         item = {
-            "PK": keys.subscription_pk(subscription_id),
-            "SK": keys.SUBSCRIPTION_SK,
+            **keys.registration_key(subscription_id),
             "entityType": "Subscription",
             "state": record["state"],
             "doc": to_json(record),

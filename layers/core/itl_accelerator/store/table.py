@@ -80,7 +80,7 @@ class Table:
         return {
             "ConditionCheck": {
                 "TableName": self._table,
-                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.SUBSCRIPTION_SK}),
+                "Key": typed(keys.registration_key(subscription_id)),
                 "ConditionExpression": "attribute_not_exists(#state) OR #state = :registered",
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": typed({":registered": WRITABLE_SUBSCRIPTION_STATES[0]}),
