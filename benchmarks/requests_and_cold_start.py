@@ -71,6 +71,8 @@ LABELS: tuple[str, ...] = (
     "list by RG, page 2 (nextLink)",
     "list by subscription, page 1 ($top=1)",
     "list by subscription, page 2 (nextLink)",
+    "create in rg2 (PUT)",
+    "list by subscription, caller holding rg1+rg2 ($top=3)",
     "audit query, page 1 (startTime, $top=2)",
     "audit query, page 2 (nextLink)",
     "audit query, default range ($top=2)",
@@ -88,7 +90,10 @@ BUDGETS = {
     "list": "1 Query",
     "write": "<=1 TransactWriteItems + <=1 read",
     "denied": "<=1 PutItem (audit), no read",
+    "groups": "1 Query per visible group visited (<=2)",
 }
+#: Resource groups the grouped-list caller holds (the "groups" budget: at most one Query for each).
+VISIBLE_GROUPS = 2
 
 
 def fits_budget(kind: str, calls: Counter[str]) -> bool:
@@ -106,6 +111,8 @@ def fits_budget(kind: str, calls: Counter[str]) -> bool:
         return calls["TransactWriteItems"] <= 1 and reads <= 1 and not other
     if kind == "denied":
         return calls["PutItem"] <= 1 and set(calls) <= {"PutItem"}
+    if kind == "groups":
+        return set(calls) == {"Query"} and calls["Query"] <= VISIBLE_GROUPS
     raise ValueError(f"unknown budget kind {kind!r}")
 
 
@@ -209,6 +216,25 @@ def measure_requests(client: Any, token_for: TokenFactory, subscription_id: str 
     run("list by RG, page 2 (nextLink)", "list", "GET", next_page(page), 200)
     page = run("list by subscription, page 1 ($top=1)", "list", "GET", f"{sub_nodes}?$top=1", 200)
     run("list by subscription, page 2 (nextLink)", "list", "GET", next_page(page), 200)
+    # a caller holding two resource groups of the subscription: one Query per group, in turn, until a page is full
+    rg2_nodes = rg_nodes.replace("/resourceGroups/rg1/", "/resourceGroups/rg2/")
+    run("create in rg2 (PUT)", "write", "PUT", f"{rg2_nodes}/dgx-3", 201, body=put_body, changes=True)
+    two_groups = {
+        "Authorization": "Bearer "
+        + token_for(
+            "bench-rg",
+            [ADMIN],
+            [f"/subscriptions/{sub}/resourceGroups/rg1", f"/subscriptions/{sub}/resourceGroups/rg2"],
+        )
+    }
+    run(
+        "list by subscription, caller holding rg1+rg2 ($top=3)",
+        "groups",
+        "GET",
+        f"{sub_nodes}?$top=3",
+        200,
+        headers=two_groups,
+    )
     audit = f"/subscriptions/{sub}/providers/ITL.Accelerator/auditEvents"
     page = run(
         "audit query, page 1 (startTime, $top=2)", "list", "GET", f"{audit}?startTime=2000-01-01T00:00:00Z&$top=2", 200

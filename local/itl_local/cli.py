@@ -165,6 +165,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
     servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port)[0])
+    runner = None
+    if not args.no_schedules:
+        from itl_local.schedules import ScheduleRunner, schedules
+
+        runner = ScheduleRunner(
+            schedules(template), report=(lambda s, o, ms: console.schedule(s.name, o, ms)) if console else None
+        )
+        runner.start()
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -183,6 +191,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     stop.wait()
     print("stopping...", flush=True)
+    if runner is not None:
+        runner.stop()
     for server in servers:
         server.should_exit = True
     if data:
@@ -208,6 +218,43 @@ def cmd_token(args: argparse.Namespace) -> int:
         lifetime_seconds=args.ttl,
     )
     print(token)
+    return 0
+
+
+def running_stack_environment(settings: Any, template: Any) -> dict[str, str]:
+    """The environment of a handler that runs in this process against a running ``itl-local up`` (its embedded
+    AWS, issuer and DGX simulator on their ports; its state machines, whose ARNs moto derives from their names)."""
+    from itl_local.aws import REGION
+    from itl_local.workflows import workflow_environment
+
+    machines = {name: f"arn:aws:states:{REGION}:123456789012:stateMachine:{name}" for name in template.state_machines()}
+    return {
+        **_local_environment(settings, settings.local_aws_port, settings.local_idp_port),
+        **workflow_environment(machines),
+    }
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """Fire one schedule of template.yaml now, against the running local stack; print what its handler returned."""
+    from itl_local.schedules import find, fire, schedules
+    from itl_local.template import Template
+
+    template = Template()
+    if args.name is None:
+        for schedule in schedules(template):
+            print(f"{schedule.name}\t{schedule.expression}")
+        return 0
+    try:
+        schedule = find(template, args.name)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    settings = _settings()
+    os.environ.update(running_stack_environment(settings, template))
+    from itl_accelerator.settings import get_settings
+
+    get_settings.cache_clear()
+    print(json.dumps(fire(schedule), indent=2, default=str))
     return 0
 
 
@@ -310,7 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print only the start and stop lines: no request or workflow step lines, no function logs",
     )
+    up.add_argument(
+        "--no-schedules", action="store_true", help="do not fire template.yaml's schedules (./dev schedule still does)"
+    )
     up.set_defaults(func=cmd_up)
+
+    sched = sub.add_parser("schedule", help="fire one schedule of template.yaml now, on the running stack")
+    sched.add_argument("name", nargs="?", help="schedule (Function.Event) or function name; none: list them")
+    sched.set_defaults(func=cmd_schedule)
 
     token = sub.add_parser("token", help="print a dev bearer token")
     token.add_argument("--sub", required=True, help="subject (user id)")

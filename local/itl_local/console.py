@@ -50,6 +50,10 @@ class Console:
         """One workflow Task invocation: ``outcome`` is ``ok`` or the errorType the state machine sees."""
         self.write(f"{_now()} step {function} op={operation_id or '-'} {outcome} {duration_ms:.0f}ms")
 
+    def schedule(self, name: str, outcome: str, duration_ms: float) -> None:
+        """One firing of a template schedule: ``outcome`` is ``ok`` or the exception's type name."""
+        self.write(f"{_now()} schedule {name} {outcome} {duration_ms:.0f}ms")
+
     def show_function_logs(self, logger: Any) -> logging.Handler:
         """Keep the functions' log lines (``logger``: the Powertools logger, at POWERTOOLS_LOG_LEVEL) and print the
         stack trace of each record that carries one (an unhandled error → 500, a crashed function → 502). Returns

@@ -47,6 +47,7 @@ class SimulatorConfig:
     hang_seconds: float = 15.0
     accept_then_fail_rate: float = 0.0  # instance accepted, then Failed instead of Running
     never_ready_rate: float = 0.0  # instance stays Provisioning forever
+    refuse_deletes: bool = False  # DELETE of an instance answers 409 DeleteRefused (a permanent failure)
     seed: int | None = None
 
     def update(self, values: dict[str, Any]) -> None:
@@ -206,6 +207,8 @@ class DgxSimulator:
         return JSONResponse(self._public(inst))
 
     async def delete_instance(self, request: Request) -> Response:
+        if self.config.refuse_deletes:
+            return _error(409, "DeleteRefused", "The platform refuses to delete the instance now.")
         with self.lock:
             inst = self.instances.get(request.path_params["instance_id"])
             inst = self._refresh(inst) if inst else None

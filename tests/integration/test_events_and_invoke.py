@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from itl_local.lambda_runtime import invoke
+from itl_local.schedules import schedules as _schedules
 from itl_local.template import Template, load_handler
 from tests.conftest import ADMIN, REPO_ROOT, TABLE
 from tests.integration.instance_helpers import wait_for
@@ -67,6 +68,8 @@ def _workflow_steps() -> dict[str, dict[str, Any]]:
 
 WORKFLOW_STEPS = _workflow_steps()
 STEP_FUNCTIONS = sorted(WORKFLOW_STEPS)
+SCHEDULES = {s.function_id: s for s in _schedules(_TEMPLATE)}
+SCHEDULED_FUNCTIONS = sorted(SCHEDULES)
 
 
 def event_text(function_id: str) -> str:
@@ -187,12 +190,12 @@ def test_the_authorizer_is_no_api_operation():
     assert _TEMPLATE.authorizer_handler() == FUNCTIONS[AUTHORIZER]["Handler"]
 
 
-def test_every_function_is_an_api_operation_the_authorizer_or_a_workflow_step():
+def test_every_function_is_an_api_operation_the_authorizer_a_workflow_step_or_scheduled():
     # Given the functions template.yaml declares
-    # Then each is exactly one of: routed by the API, the authorizer, a Task of a state machine
-    assert set(API_FUNCTIONS) | {AUTHORIZER} | set(STEP_FUNCTIONS) == set(FUNCTIONS)
-    assert not set(API_FUNCTIONS) & set(STEP_FUNCTIONS)
-    assert AUTHORIZER not in STEP_FUNCTIONS
+    # Then each is exactly one of: routed by the API, the authorizer, a Task of a state machine, a schedule's target
+    kinds = [set(API_FUNCTIONS), {AUTHORIZER}, set(STEP_FUNCTIONS), set(SCHEDULED_FUNCTIONS)]
+    assert set().union(*kinds) == set(FUNCTIONS)
+    assert sum(len(k) for k in kinds) == len(FUNCTIONS), "a function of two kinds"
     # And every Task of every state machine runs one of them
     for machine in _TEMPLATE.state_machines().values():
         assert set(machine["substitutions"].values()) <= set(STEP_FUNCTIONS)
@@ -460,3 +463,18 @@ def test_itl_local_invoke_request_step_prints_a_canceled_request(tmp_path):
     result = last_json_document(done.stdout)
     assert result["canceled"] is True and result["dgxInstanceId"] is None, result
     assert result["deadline"] > time.time()
+
+
+@pytest.mark.parametrize("function_id", SCHEDULED_FUNCTIONS)
+def test_scheduled_event_is_what_its_schedule_sends_and_the_handler_answers(aws, dgx, function_id):
+    from datetime import UTC, datetime
+
+    # Given the schedule's input as EventBridge Scheduler fills it in
+    sent = SCHEDULES[function_id].event(datetime(2026, 11, 30, 10, 5, tzinfo=UTC))
+    # Then the sample event has exactly its keys (values are examples)
+    assert set(load_event(function_id)) == set(sent)
+    # And the real handler answers it (a JSON object), twice in a row: schedules are delivered at least once
+    handler = load_handler(FUNCTIONS[function_id]["Handler"])
+    for _ in range(2):
+        result = invoke(handler, load_event(function_id), function_id)
+        assert isinstance(result, dict) and json.loads(json.dumps(result)) == result

@@ -19,6 +19,7 @@ from itl_accelerator.services.instances import SparkOllamaInstanceService
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.nodes import SparkNodeService
 from itl_accelerator.services.operations import OperationService
+from itl_accelerator.services.reconciler import Reconciler
 from itl_accelerator.services.subscriptions import SubscriptionService
 from itl_accelerator.settings import Settings, get_settings
 from itl_accelerator.store.workloads import WorkloadStore
@@ -38,6 +39,7 @@ class Container:
     subscriptions: SubscriptionService
     audit: AuditQueryService
     instance_workflow: InstanceWorkflow
+    reconciler: Reconciler
 
     @classmethod
     def build(
@@ -54,6 +56,9 @@ class Container:
         access = Access(store)
         kernel = ResourceKernel(store, access)
         workflows = WorkflowStarter(stepfunctions_client or _LazyClient("stepfunctions"))
+        instance_workflow = InstanceWorkflow(
+            kernel, lambda: dgx_client(settings), lease_grace_seconds=settings.workflow_lease_grace_seconds
+        )
         return cls(
             settings=settings,
             store=store,
@@ -63,9 +68,8 @@ class Container:
             operations=OperationService(store, access),
             subscriptions=SubscriptionService(store, access),
             audit=AuditQueryService(store, access),
-            instance_workflow=InstanceWorkflow(
-                kernel, lambda: dgx_client(settings), lease_grace_seconds=settings.workflow_lease_grace_seconds
-            ),
+            instance_workflow=instance_workflow,
+            reconciler=Reconciler(kernel, instance_workflow, workflows, settings),
         )
 
 

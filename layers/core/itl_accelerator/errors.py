@@ -108,13 +108,6 @@ class NotFound(ArmError):
     code = "NotFound"
 
 
-class MethodNotAllowed(ArmError):
-    """405 ``MethodNotAllowed``."""
-
-    status = 405
-    code = "MethodNotAllowed"
-
-
 class Conflict(ArmError):
     """409 ``Conflict``."""
 
@@ -158,10 +151,33 @@ class PropertyChangeNotAllowed(Conflict):
     code = "PropertyChangeNotAllowed"
 
 
+#: Codes of a failed long-running operation's ``error`` (the operation status body, and the Location URL's 409
+#: through :meth:`OperationFailed.of`); a failure the DGX Platform reports keeps the platform's own code.
+OPERATION_ERROR_CODES: dict[str, str] = {
+    "ProvisioningFailed": "Provisioning failed for a reason the provider could not name (an internal error).",
+    "DgxPlatformRefused": "The DGX Platform refused the request (its message follows).",
+    "DgxPlatformUnavailable": "The DGX Platform stayed unavailable; retries ran out.",
+    "ProvisioningTimedOut": "The instance was not ready within the provisioning timeout.",
+    "ProvisioningInterrupted": "The provisioning workflow ended before the instance was ready (the reconciler ended it).",
+    "InstanceLost": "The DGX Platform no longer knows the instance.",
+    "DeprovisioningFailed": "The DGX Platform did not delete the instance.",
+    "DeprovisioningTimedOut": "The instance was not deleted within the timeout.",
+}
+
+
 class OperationFailed(Conflict):
-    """409 ``OperationFailed`` from a Location URL: the long-running operation failed (its ``error`` says why)."""
+    """409 from a Location URL: the long-running operation failed. Built with :meth:`of`, its ``code`` is the
+    operation's own error code (one of :data:`OPERATION_ERROR_CODES`, or the DGX Platform's) — what the synchronous
+    call would have answered (ARM_CONTRACT.md line 15); ``OperationFailed`` when the operation gave none."""
 
     code = "OperationFailed"
+
+    @classmethod
+    def of(cls, error: dict[str, Any] | None) -> OperationFailed:
+        """The 409 of an operation whose status body holds ``error`` (``{"code", "message"}``)."""
+        failed = cls(str((error or {}).get("message") or "The operation failed."))
+        failed.code = str((error or {}).get("code") or cls.code)
+        return failed
 
 
 class OperationCanceled(Conflict):

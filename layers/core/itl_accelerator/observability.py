@@ -1,6 +1,7 @@
 """Powertools observability objects, created once for the whole process.
 
-Every module logs through :data:`logger`; handlers are wrapped with :data:`tracer`. Service name and log level
+Every module logs through :data:`logger`; handlers are wrapped with :data:`tracer`; scheduled handlers publish
+what operators watch through :data:`metrics` (CloudWatch embedded metric format). Service name and log level
 come from ``POWERTOOLS_SERVICE_NAME`` / ``POWERTOOLS_LOG_LEVEL`` (set in template.yaml Globals).
 
 The log keys an invocation sets (``inject_lambda_context``'s ``function_name``, ``request_id``, ``operation_id``...)
@@ -14,7 +15,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 _INVOCATION_KEYS: ContextVar[dict[str, Any] | None] = ContextVar("itl_invocation_log_keys", default=None)
@@ -42,5 +43,10 @@ class InvocationLocalFormatter(LambdaPowertoolsFormatter):
         _INVOCATION_KEYS.set(value)
 
 
-logger = Logger(service="itl-accelerator", logger_formatter=InvocationLocalFormatter())
-tracer = Tracer(service="itl-accelerator")
+SERVICE = "itl-accelerator"
+#: CloudWatch namespace of the provider's metrics (EMF lines Powertools prints; template.yaml sets the same).
+METRICS_NAMESPACE = "ITL/Accelerator"
+
+logger = Logger(service=SERVICE, logger_formatter=InvocationLocalFormatter())
+tracer = Tracer(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)

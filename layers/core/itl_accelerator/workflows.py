@@ -1,17 +1,26 @@
-"""Starting Step Functions executions. The stepfunctions client is injected (boto3 in AWS, moto locally)."""
+"""Step Functions executions: starting them and asking how they are. The client is injected (boto3 in AWS, moto
+locally)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
 from itl_accelerator.observability import logger
 
+ExecutionStatus = Literal["NOT_FOUND", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE"]
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN of the execution ``name`` of a standard state machine."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+
 
 class WorkflowStarter:
-    """Starts executions named after the operation id, so starting the same operation twice is harmless."""
+    """Starts executions named after the operation id, so starting the same operation twice is harmless; tells
+    the status of an execution by that name."""
 
     def __init__(self, client: Any):
         self._sfn = client
@@ -25,3 +34,13 @@ class WorkflowStarter:
             if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
                 raise
             logger.info("Execution already started", extra={"execution": name})
+
+    def status(self, state_machine_arn: str, name: str) -> ExecutionStatus:
+        """``NOT_FOUND`` when no execution of that name was ever started, else its status (``RUNNING``, ...)."""
+        try:
+            found = self._sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+                return "NOT_FOUND"
+            raise
+        return found["status"]

@@ -22,14 +22,24 @@ from itl_accelerator.api.protocol import ArmProtocolMiddleware
 from itl_accelerator.api.routes import operations, provider, spark_nodes, spark_ollama_instances
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
-from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, invalid_content
+from itl_accelerator.errors import (
+    ArmError,
+    BadRequest,
+    Conflict,
+    InternalServerError,
+    InvalidParameter,
+    NotFound,
+    invalid_content,
+)
 from itl_accelerator.settings import get_settings
 from itl_accelerator.store.codec import MAX_ITEM_BYTES
 from itl_accelerator.store.errors import ItemTooLarge, StoreBusy
 
 ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, operations.router)
 
-_HTTP_CODES = {404: "NotFound", 405: "MethodNotAllowed"}
+#: API Gateway answers an undeclared path or method with 404 NotFound before any function runs; a function's app
+#: answers the same for what it does not serve.
+_HTTP_ERRORS: dict[int, type[ArmError]] = {404: NotFound, 405: NotFound}
 
 
 def _arm_error(_: Request, exc: Exception) -> JSONResponse:
@@ -65,10 +75,11 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return _arm_error(request, error)
 
 
-def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own refusals (no such path or method inside a function's app) as ARM errors."""
     assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, "InvalidRequestContent" if exc.status_code < 500 else "InternalServerError")
-    return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code)
+    error_type = _HTTP_ERRORS.get(exc.status_code, BadRequest if exc.status_code < 500 else InternalServerError)
+    return _arm_error(request, error_type(str(exc.detail)))
 
 
 def build_app(

@@ -6,6 +6,20 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
+from itl_accelerator.errors import (
+    ArmError,
+    AuthenticationFailed,
+    BadRequest,
+    InternalServerError,
+    InvalidParameter,
+    InvalidResourceName,
+    MissingApiVersion,
+    NotFound,
+    RequestTooLarge,
+    ServiceUnavailable,
+    TooManyRequests,
+    UnsupportedApiVersion,
+)
 from itl_accelerator.models.common import ErrorResponse
 
 
@@ -28,19 +42,32 @@ def empty(status_code: int) -> Response:
     return Response(status_code=status_code)
 
 
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for ARM errors: the given statuses plus those every route can return."""
-    described = {
-        400: "Invalid request (InvalidRequestContent, InvalidParameter, InvalidResourceName, UnsupportedApiVersionValue).",
-        401: "AuthenticationFailed.",
-        403: "AuthorizationFailed.",
-        404: "ResourceNotFound (or NotFound: no such route).",
-        409: "Conflict.",
-        412: "PreconditionFailed.",
-        413: "RequestEntityTooLarge.",
-        500: "InternalServerError.",
+#: What any route may answer whatever it does: bad parameters or body, no valid token, no such route (API Gateway
+#: answers NotFound for a path it cannot route before any function runs), body too large, throttled, unexpected.
+ALWAYS: tuple[type[ArmError], ...] = (
+    BadRequest,
+    InvalidParameter,
+    InvalidResourceName,
+    UnsupportedApiVersion,
+    MissingApiVersion,
+    AuthenticationFailed,
+    NotFound,
+    RequestTooLarge,
+    TooManyRequests,
+    InternalServerError,
+    ServiceUnavailable,
+)
+
+
+def errors(*raised: type[ArmError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the ARM errors a route raises (plus :data:`ALWAYS`): one entry per HTTP
+    status whose description names every code of that status (errors.py is the one list of codes)."""
+    by_status: dict[int, list[str]] = {}
+    for error in (*ALWAYS, *raised):
+        codes = by_status.setdefault(error.status, [])
+        if error.code not in codes:
+            codes.append(error.code)
+    return {
+        status: {"model": ErrorResponse, "description": f"ARM error; `error.code` one of: {', '.join(codes)}."}
+        for status, codes in sorted(by_status.items())
     }
-    # 404 on every route: API Gateway answers NotFound itself for a path it cannot route (e.g. a control
-    # character in a path segment), before any function runs.
-    wanted = {400, 401, 404, 413, 500, *codes}
-    return {code: {"model": ErrorResponse, "description": described[code]} for code in sorted(wanted)}

@@ -479,6 +479,27 @@ class InstanceWorkflow:
             self._finish_operation(inp, record.operation_id, "Canceled")
         return {"outcome": "Deleted"}
 
+    def release_failed(self, inp: WorkflowInput, record: WorkloadRecord) -> bool:
+        """A Failed instance that still holds its GPUs (its deprovisioning timed out) and that the DGX Platform now
+        confirms gone: release the capacity and end its lease; it stays Failed until it is deleted. Returns whether
+        this call released it (False: someone else did, or it changed)."""
+        try:
+            self._transition(
+                inp,
+                record,
+                state="Failed",
+                action=rbac.INSTANCES_DELETE,
+                summary="The DGX Platform confirmed the instance gone; capacity released",
+                expect={"provisioningState": "Failed", "capacityReserved": True, "etag": record.etag},
+                extra_set={"capacityReserved": False},
+                remove=("dgxId",),
+                release=True,
+                lease_until=NO_LEASE,
+            )
+        except WorkloadChanged:
+            return False
+        return True
+
     def deprovision_fail(self, inp: WorkflowInput, error: dict[str, str]) -> dict[str, Any]:
         """The DGX Platform did not delete the instance in time: → Failed (capacity stays reserved, as the GPUs may
         still be busy); the delete operation ends Failed. A later DELETE tries again, and the reconciler releases

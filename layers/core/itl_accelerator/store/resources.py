@@ -121,22 +121,28 @@ class ResourceStore(SubscriptionRegistry):
     def _list_visible_groups(
         self, subscription_id: str, type_segment: str, groups: list[str], limit: int, skip_token: str | None
     ) -> tuple[list[StoredResource], str | None]:
-        """A subscription-wide list for a caller who holds only some resource groups: one group per ``Query``, in
-        name order, so every continuation token names only items the caller may see (a filtered query's
-        LastEvaluatedKey could name a hidden one). Token: ``{"g": group index, "PK"?, "SK"?}``."""
+        """A subscription-wide list for a caller who holds only some resource groups: the groups in name order, one
+        ``Query`` each, until the page is full — so a page is empty only when nothing is left, and every
+        continuation token names only items the caller may see (a filtered query's LastEvaluatedKey could name a
+        hidden one). Token: ``{"g": group index, "PK"?, "SK"?}``. Cost: one ``Query`` per group visited."""
         ordered = sorted({g.lower() for g in groups})
         if not ordered:
             return [], None
         index, start = 0, None
         if skip_token:
             index, start = self._decode_group_token(skip_token, subscription_id, type_segment, ordered)
-        prefix = keys.collection_prefix(type_segment, ordered[index])
-        items, last = self._query_page(subscription_id, type_segment, prefix, limit, start)
-        if last:
-            return items, encode_token({**last, "g": {"S": str(index)}})
-        if index + 1 < len(ordered):
-            return items, encode_token({"g": {"S": str(index + 1)}})
-        return items, None
+        page: list[StoredResource] = []
+        while True:
+            prefix = keys.collection_prefix(type_segment, ordered[index])
+            items, last = self._query_page(subscription_id, type_segment, prefix, limit - len(page), start)
+            page.extend(items)
+            if last:
+                return page, encode_token({**last, "g": {"S": str(index)}})
+            if index + 1 >= len(ordered):
+                return page, None
+            index, start = index + 1, None
+            if len(page) == limit:
+                return page, encode_token({"g": {"S": str(index)}})
 
     @staticmethod
     def _decode_group_token(

@@ -195,21 +195,26 @@ class WorkloadStore(ResourceStore):
             return None
         return json.loads(item["doc"]), item["rgKey"], item.get("kind", "")
 
-    def expired_leases(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """``(PK, SK)`` of at most ``limit`` workloads whose lease ended before ``now`` (epoch seconds), oldest
-        first within each partition: one ``Query`` of GSI2 per lease partition (eventually consistent: the caller
-        reads each item again before acting)."""
-        found: list[tuple[str, str]] = []
+    def expired_leases(self, now: float, limit: int) -> list[ResourceKey]:
+        """Keys of at most ``limit`` workloads whose lease ended before ``now`` (epoch seconds), oldest first within
+        each lease partition: one ``Query`` of GSI2 per partition (eventually consistent: the caller reads each
+        item again, consistently, before acting)."""
+        found: list[ResourceKey] = []
         for shard in range(LEASE_SHARDS):
+            if len(found) >= limit:
+                break
             response = self._db.query(
                 TableName=self._table,
                 IndexName="GSI2",
                 KeyConditionExpression="GSI2PK = :p AND GSI2SK < :now",
                 ExpressionAttributeValues=typed({":p": f"LEASE#{shard}", ":now": f"{int(now):012d}#"}),
-                Limit=limit,
+                Limit=limit - len(found),
             )
-            found.extend((i["PK"]["S"], i["SK"]["S"]) for i in response.get("Items", []))
-        return found[:limit]
+            for item in map(plain, response.get("Items", [])):
+                subscription = str(item["PK"]).split(keys.SEP)[1]
+                names = tuple(json.loads(item["names"]))
+                found.append(ResourceKey(subscription, item["resourceGroup"], item["entityType"], names))
+        return found
 
     # ----------------------------------------------------------------------------------------------- writes
     def accept(
@@ -334,9 +339,13 @@ class WorkloadStore(ResourceStore):
             self._raise_typed(exc, workload=0, operation=2 if operation is not None else None)
 
     def renew_lease(self, key: ResourceKey, until: float, *, expect: Expect) -> bool:
-        """Extend (or shorten) a workload's lease to ``until`` (epoch seconds) if ``expect`` holds: bookkeeping of
-        the workflow that owns it, not a change of the resource (no audit item). Returns whether it was written."""
-        update = self._workload_update(key, lease_values(key.pk, key.sk, until), (), expect)["Update"]
+        """Extend (or shorten) a workload's lease to ``until`` (epoch seconds; :data:`NO_LEASE` ends it) if
+        ``expect`` holds: bookkeeping of the workflow that owns it, not a change of the resource (no audit item).
+        Returns whether it was written."""
+        if until == NO_LEASE:
+            update = self._workload_update(key, {}, ("leaseUntil", "GSI2PK", "GSI2SK"), expect)["Update"]
+        else:
+            update = self._workload_update(key, lease_values(key.pk, key.sk, until), (), expect)["Update"]
         update.pop("ReturnValuesOnConditionCheckFailure")
         try:
             self._db.update_item(**update)
@@ -410,22 +419,21 @@ class WorkloadStore(ResourceStore):
         condition, names, condition_values = self._expectation(expect)
         names.update({f"#s{i}": k for i, k in enumerate(values)})
         names.update({f"#r{i}": k for i, k in enumerate(remove)})
-        expression = "SET " + ", ".join(f"#s{i} = :s{i}" for i in range(len(values)))
+        expression = "SET " + ", ".join(f"#s{i} = :s{i}" for i in range(len(values))) if values else ""
         if remove:
             expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(remove)))
-        return {
-            "Update": {
-                "TableName": self._table,
-                "Key": typed({"PK": key.pk, "SK": key.sk}),
-                "UpdateExpression": expression,
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": typed(
-                    {**{f":s{i}": v for i, v in enumerate(values.values())}, **condition_values}
-                ),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
+        update = {
+            "TableName": self._table,
+            "Key": typed({"PK": key.pk, "SK": key.sk}),
+            "UpdateExpression": expression.strip(),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
+        all_values = {**{f":s{i}": v for i, v in enumerate(values.values())}, **condition_values}
+        if all_values:
+            update["ExpressionAttributeValues"] = typed(all_values)
+        return {"Update": update}
 
     def _node_reserve(self, reservation: Reservation) -> dict[str, Any]:
         r = reservation

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from itl_accelerator import errors as e
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, public_base_url
 from itl_accelerator.api.responses import empty, errors, resource_response
 from itl_accelerator.api.routing import ArmRoute
@@ -22,7 +23,7 @@ BASE = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{loc
     BASE + "/operationStatuses/{operationId}",
     operation_id="OperationStatuses_Get",
     response_model=OperationStatus,
-    responses=errors(403, 404),
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def get_status(
     subscriptionId: str,
@@ -44,7 +45,7 @@ def get_status(
     responses={
         202: {"description": "Still running; poll the Location header again."},
         204: {"description": "Done: the resource was deleted."},
-        **errors(403, 404, 409),
+        **errors(e.AuthorizationFailed, e.ResourceNotFound, e.OperationFailed, e.OperationCanceled),
     },
 )
 def get_result(
@@ -68,12 +69,9 @@ def get_result(
         response.headers["Retry-After"] = str(c.settings.instance_poll_interval_seconds)
         return response
     if status == "Failed":
-        error = operation.get("error") or {"code": "OperationFailed", "message": "The operation failed."}
-        return JSONResponse({"error": error}, status_code=409)
+        raise e.OperationFailed.of(operation.get("error"))
     if status == "Canceled":
-        return JSONResponse(
-            {"error": {"code": "OperationCanceled", "message": "The operation was canceled."}}, status_code=409
-        )
+        raise e.OperationCanceled("The operation was canceled.")
     if kind == "deprovision":
         return empty(204)
     resource = c.operations.resource_of(ctx, subscriptionId, operation)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
+from itl_accelerator import errors as e
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
 from itl_accelerator.api.responses import errors, page_response
 from itl_accelerator.api.routing import ArmRoute, requires
@@ -69,7 +70,7 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
     operation_id="Subscriptions_CreateOrUpdate",
     openapi_extra=requires(rbac.REGISTER, scope="subscription"),
     response_model=Subscription,
-    responses=errors(403, 404),
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def put_subscription(
     subscriptionId: str, body: SubscriptionWrite, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None
@@ -82,7 +83,7 @@ def put_subscription(
     "/subscriptions/{subscriptionId}",
     operation_id="Subscriptions_Get",
     response_model=Subscription,
-    responses=errors(403, 404),
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def get_subscription(subscriptionId: str, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None) -> Any:
     """The subscription's registration record."""
@@ -93,7 +94,7 @@ def get_subscription(subscriptionId: str, ctx: ContextDep, c: ContainerDep, api_
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents",
     operation_id="AuditEvents_List",
     response_model=Page[AuditEvent],
-    responses=errors(403, 404),
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def list_audit_events(
     request: Request,

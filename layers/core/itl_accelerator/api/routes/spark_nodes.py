@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 
+from itl_accelerator import errors as e
 from itl_accelerator.api.deps import (
     ApiVersion,
     ContainerDep,
@@ -44,7 +45,13 @@ PATCH_EXAMPLE = {
     openapi_extra=requires(rbac.NODES_WRITE),
     status_code=201,
     response_model=SparkNode,
-    responses=errors(403, 404, 409),
+    responses=errors(
+        e.AuthorizationFailed,
+        e.ResourceNotFound,
+        e.Conflict,
+        e.ReadOnlyDisabledSubscription,
+        e.SubscriptionNotRegistered,
+    ),
     summary="Register a node (ITL form: name in the body); 409 when the name exists.",
 )
 def create(
@@ -63,7 +70,17 @@ def create(
     operation_id="SparkNodes_CreateOrUpdate",
     openapi_extra=requires(rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE),
     response_model=SparkNode,
-    responses={201: {"model": SparkNode, "description": "Created."}, **errors(403, 404, 409, 412)},
+    responses={
+        201: {"model": SparkNode, "description": "Created."},
+        **errors(
+            e.AuthorizationFailed,
+            e.ResourceNotFound,
+            e.Conflict,
+            e.ReadOnlyDisabledSubscription,
+            e.SubscriptionNotRegistered,
+            e.PreconditionFailed,
+        ),
+    },
     summary="Create or replace a node (ARM PUT): 201 when created, 200 when replaced.",
 )
 def create_or_update(
@@ -83,7 +100,12 @@ def create_or_update(
     return resource_response(node, 201 if created else 200)
 
 
-@router.get(ITEM, operation_id="SparkNodes_Get", response_model=SparkNode, responses=errors(403, 404))
+@router.get(
+    ITEM,
+    operation_id="SparkNodes_Get",
+    response_model=SparkNode,
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
+)
 def get(
     subscriptionId: str,
     resourceGroupName: str,
@@ -100,7 +122,14 @@ def get(
     operation_id="SparkNodes_Update",
     openapi_extra=requires(rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE),
     response_model=SparkNode,
-    responses=errors(403, 404, 409, 412),
+    responses=errors(
+        e.AuthorizationFailed,
+        e.ResourceNotFound,
+        e.Conflict,
+        e.ReadOnlyDisabledSubscription,
+        e.SubscriptionNotRegistered,
+        e.PreconditionFailed,
+    ),
     summary="Update a node: JSON merge patch of properties and sku; tags replace the whole set.",
 )
 def update(
@@ -123,7 +152,10 @@ def update(
     openapi_extra=requires(rbac.NODES_DELETE),
     status_code=200,
     response_class=Response,
-    responses={204: {"description": "The node did not exist."}, **errors(403, 404, 409, 412)},
+    responses={
+        204: {"description": "The node did not exist."},
+        **errors(e.AuthorizationFailed, e.ResourceNotFound, e.Conflict, e.PreconditionFailed),
+    },
     summary="Delete a node (synchronous): 200, or 204 when it did not exist; 409 while it holds allocations.",
 )
 def delete(
@@ -140,7 +172,10 @@ def delete(
 
 
 @router.get(
-    RG_COLLECTION, operation_id="SparkNodes_ListByResourceGroup", response_model=Page[SparkNode], responses=errors(403)
+    RG_COLLECTION,
+    operation_id="SparkNodes_ListByResourceGroup",
+    response_model=Page[SparkNode],
+    responses=errors(e.AuthorizationFailed),
 )
 def list_by_resource_group(
     request: Request,
@@ -159,7 +194,10 @@ def list_by_resource_group(
 
 
 @router.get(
-    SUB_COLLECTION, operation_id="SparkNodes_ListBySubscription", response_model=Page[SparkNode], responses=errors(403)
+    SUB_COLLECTION,
+    operation_id="SparkNodes_ListBySubscription",
+    response_model=Page[SparkNode],
+    responses=errors(e.AuthorizationFailed),
 )
 def list_by_subscription(
     request: Request,

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from itl_accelerator import errors as e
 from itl_accelerator.api.deps import (
     ApiVersion,
     ContainerDep,
@@ -32,6 +33,20 @@ from itl_accelerator.models.instances import (
 )
 from itl_accelerator.services.instances import Accepted
 from itl_accelerator.services.operations import operation_result_path, operation_status_path
+
+#: What a create can be refused with, besides the errors of every route.
+CREATE_ERRORS = (
+    e.AuthorizationFailed,
+    e.ResourceNotFound,
+    e.ParentResourceNotFound,
+    e.Conflict,
+    e.AnotherOperationInProgress,
+    e.InsufficientCapacity,
+    e.NodeNotAvailable,
+    e.PropertyChangeNotAllowed,
+    e.ReadOnlyDisabledSubscription,
+    e.SubscriptionNotRegistered,
+)
 
 router = APIRouter(tags=["sparkOllamaInstances"], route_class=ArmRoute)
 
@@ -70,7 +85,7 @@ def async_headers(request: Request, c: Container, subscription_id: str, accepted
     response_model=AcceptedInstance,
     responses={
         202: {"headers": ASYNC_HEADERS, "description": "Accepted: provisioning started."},
-        **errors(403, 404, 409),
+        **errors(*CREATE_ERRORS),
     },
     summary="Provision an instance (ITL form: name, model, gpus, memory_gb in the body) → 202 with status_url.",
 )
@@ -105,7 +120,7 @@ def create(
     responses={
         201: {"headers": ASYNC_HEADERS, "description": "Created: provisioning started."},
         200: {"model": SparkOllamaInstance, "description": "Already provisioned with this spec."},
-        **errors(403, 404, 409, 412),
+        **errors(*CREATE_ERRORS, e.PreconditionFailed),
     },
     summary="Provision an instance (ARM PUT) → 201 with provisioningState Accepted.",
 )
@@ -139,7 +154,10 @@ def create_or_update(
 
 
 @router.get(
-    ITEM, operation_id="SparkOllamaInstances_Get", response_model=SparkOllamaInstance, responses=errors(403, 404)
+    ITEM,
+    operation_id="SparkOllamaInstances_Get",
+    response_model=SparkOllamaInstance,
+    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def get(
     subscriptionId: str,
@@ -162,7 +180,7 @@ def get(
     responses={
         202: {"headers": ASYNC_HEADERS, "description": "Accepted: deprovisioning started."},
         204: {"description": "The instance did not exist."},
-        **errors(403, 404, 409, 412),
+        **errors(e.AuthorizationFailed, e.ResourceNotFound, e.AnotherOperationInProgress, e.PreconditionFailed),
     },
     summary="Deprovision an instance → 202 (cancels a provisioning in progress); 204 when it does not exist.",
 )
@@ -189,7 +207,7 @@ def delete(
     COLLECTION,
     operation_id="SparkOllamaInstances_ListByNode",
     response_model=Page[SparkOllamaInstance],
-    responses=errors(403),
+    responses=errors(e.AuthorizationFailed, e.ParentResourceNotFound),
 )
 def list_by_node(
     request: Request,

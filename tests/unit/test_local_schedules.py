@@ -1,0 +1,81 @@
+"""The local stack's EventBridge Scheduler: the template's schedules, their expressions as EventBridge reads them,
+the input it sends, and a runner that fires them on time."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from itl_local.schedules import Schedule, ScheduleRunner, find, schedules, unix_cron
+from itl_local.template import Template
+
+T0 = datetime(2026, 11, 30, 10, 0, 7, tzinfo=UTC)
+
+
+def test_the_template_schedules_are_found_with_their_input():
+    found = {s.name: s for s in schedules(Template())}
+    reconcile = found["ReconcilerFunction.Every5Minutes"]
+    assert reconcile.expression == "rate(5 minutes)"
+    assert find(Template(), "ReconcilerFunction") == reconcile
+    event = reconcile.event(T0)
+    assert event["scheduledTime"] == "2026-11-30T10:00:07Z" and event["executionId"] != "<aws.scheduler.execution-id>"
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        ("rate(5 minutes)", T0 + timedelta(minutes=7), T0 + timedelta(minutes=10)),
+        ("rate(1 hour)", T0, T0 + timedelta(hours=1)),
+        ("rate(1 day)", T0 + timedelta(hours=23), T0 + timedelta(days=1)),
+        ("cron(15 2 * * ? *)", T0, datetime(2026, 12, 1, 2, 15, tzinfo=UTC)),
+        ("cron(0 * * * ? *)", T0, datetime(2026, 11, 30, 11, 0, tzinfo=UTC)),
+        # EventBridge's day-of-week 1-7 is SUN-SAT: 2 = Monday; 2026-11-30 is a Monday, so the next is 2026-12-07
+        ("cron(0 9 ? * 2 *)", T0, datetime(2026, 12, 7, 9, 0, tzinfo=UTC)),
+        ("cron(0 9 ? * MON-FRI *)", T0, datetime(2026, 12, 1, 9, 0, tzinfo=UTC)),
+        ("at(2026-12-24T18:00:00)", T0, datetime(2026, 12, 24, 18, 0, tzinfo=UTC)),
+        ("at(2026-01-01T00:00:00)", T0, None),
+    ],
+)
+def test_expressions_are_read_as_eventbridge_reads_them(expression, after, expected):
+    assert Schedule("s", "F", "h", expression).next_after(after, T0) == expected
+
+
+def test_an_eventbridge_cron_needs_six_fields():
+    with pytest.raises(ValueError, match="6 fields"):
+        unix_cron("0 9 * * *")
+    assert unix_cron("0/5 8-17 ? * 2-6 *") == "0/5 8-17 * * 1-5"
+
+
+def test_the_runner_fires_each_schedule_when_due_and_not_before():
+    # Given a clock that the test moves, and two schedules
+    now = [T0]
+    fired: list[str] = []
+    done = threading.Event()
+
+    def report(schedule, outcome, ms):
+        fired.append(f"{schedule.name}:{outcome}")
+        done.set()
+
+    runner = ScheduleRunner(
+        [
+            Schedule("fast", "F", "tests.unit.test_local_schedules._ok", "rate(1 minute)"),
+            Schedule("slow", "G", "tests.unit.test_local_schedules._ok", "rate(1 hour)"),
+        ],
+        report=report,
+        clock=lambda: now[0],
+    )
+    runner.start()
+    try:
+        # When a minute and a bit passes
+        now[0] = T0 + timedelta(minutes=1, seconds=1)
+        assert done.wait(5)
+    finally:
+        runner.stop()
+    # Then the fast one fired once and the slow one not at all
+    assert fired == ["fast:ok"]
+
+
+def _ok(event, context):
+    return {"ok": True}
