@@ -75,7 +75,9 @@ def dgx_simulator() -> Iterator[Any]:
     """The DGX Platform simulator on a free loopback port (``.url`` added)."""
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
 
-    simulator = DgxSimulator(SimulatorConfig(api_key=DGX_API_KEY, provisioning_seconds=1.0, deletion_seconds=0.2))
+    simulator = DgxSimulator(
+        SimulatorConfig(api_key=DGX_API_KEY, provisioning_seconds=1.0, deletion_seconds=0.2, job_seconds=2.0)
+    )
     server, port = serve(simulator.app)
     simulator.url = f"http://127.0.0.1:{port}"
     yield simulator
@@ -102,6 +104,9 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "DGX_ATTEMPTS": "2",
         "INSTANCE_POLL_INTERVAL_SECONDS": "1",
         "INSTANCE_PROVISION_TIMEOUT_SECONDS": "6",
+        "JOB_POLL_INTERVAL_SECONDS": "1",
+        "JOB_POLL_MAX_INTERVAL_SECONDS": "2",
+        "JOB_STOP_TIMEOUT_SECONDS": "20",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
@@ -109,6 +114,7 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "TABLE_NAME": TABLE,
         "CONTROL_PLANE_AUTH_URL": idp.rsplit("/realms/", 1)[0],
         "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
     saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES, DGX_SECRET_VARIABLE]}
@@ -133,7 +139,7 @@ def template() -> Any:
     return Template()
 
 
-WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN")
+WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN", "JOB_STATE_MACHINE_ARN")
 DGX_SECRET_VARIABLE = "DGX_PLATFORM_API_KEY_SECRET_ID"
 
 
@@ -197,6 +203,19 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
         aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"])
         get_settings.cache_clear()
         yield dynamodb
+
+
+@pytest.fixture(scope="module")
+def schedules(aws: Any, template: Any) -> Iterator[None]:
+    """The template's schedules fired every second while a module's tests run (the job tracker, the reconciler —
+    each with the real clock, so the reconciler only touches what has truly stalled), through their real handlers,
+    as EventBridge Scheduler would at their own rates. Tests of jobs need the tracker: a running job waits for it."""
+    from itl_local.schedules import ScheduleRunner, schedules
+
+    runner = ScheduleRunner(schedules(template), every=1.0)
+    runner.start()
+    yield
+    runner.stop()
 
 
 @pytest.fixture(scope="session")

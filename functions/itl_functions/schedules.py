@@ -34,3 +34,16 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name=f"Reconciler{name}", unit=MetricUnit.Count, value=value)
     logger.info("Reconciled", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
     return asdict(report)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Every minute: check the running jobs that are due (services/job_workflow.JobTracker: ended on the DGX Platform, past
+    their max duration, or to be checked later, each less often)."""
+    counts = _container().job_tracker.run()
+    for name, value in counts.items():
+        metrics.add_metric(name=f"JobTracker{name.capitalize()}", unit=MetricUnit.Count, value=value)
+    logger.info("Tracked jobs", extra={"counts": counts, "scheduled_time": event.get("scheduledTime")})
+    return counts

@@ -36,6 +36,9 @@ def aws_environment(port: int) -> dict[str, str]:
 
 _WRITE_LOCK = threading.RLock()
 _MUTATORS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+#: Reads iterate moto's item dicts, which a concurrent write mutates ("dictionary changed size during iteration"):
+#: they take the same lock. (DynamoDB's reads never fail that way.)
+_READERS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
 
 
 def make_dynamodb_faithful() -> None:
@@ -44,7 +47,8 @@ def make_dynamodb_faithful() -> None:
     1. Writes are atomic. moto evaluates a condition and applies the write in separate steps without a lock, so
        two threads can both pass ``allocated <= total - requested`` and over-commit a node — something DynamoDB
        never allows (each conditional write and each transaction is atomic and serializable). One process-wide
-       lock around moto's mutating backend methods restores that guarantee locally.
+       lock around moto's backend methods restores that guarantee locally (reads take it too: moto iterates the
+       item dicts a concurrent write changes).
     2. A transaction costs what it touches. moto backs up the *whole table* before every
        ``TransactWriteItems`` (one ``deepcopy`` of the table per item of the transaction) so it can roll back;
        under the write lock that makes every transaction wait O(table size) for every other one, and a busy
@@ -56,7 +60,7 @@ def make_dynamodb_faithful() -> None:
     """
     from moto.dynamodb import models
 
-    for name in _MUTATORS:
+    for name in (*_MUTATORS, *_READERS):
         original = getattr(models.DynamoDBBackend, name)
         if getattr(original, "_itl_serialized", False):
             continue

@@ -96,7 +96,19 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
             if "instance_poll_interval_seconds" in settings.model_fields_set
             else 2
         ),
+        # Likewise a running job is first checked after 2 s (30 s in AWS), then at most every 10 s (600 s).
+        "JOB_POLL_INTERVAL_SECONDS": str(
+            settings.job_poll_interval_seconds if "job_poll_interval_seconds" in settings.model_fields_set else 2
+        ),
+        "JOB_POLL_MAX_INTERVAL_SECONDS": str(
+            settings.job_poll_max_interval_seconds
+            if "job_poll_max_interval_seconds" in settings.model_fields_set
+            else 10
+        ),
         "POWERTOOLS_TRACE_DISABLED": "true",
+        # CloudWatch's embedded-metric lines have no CloudWatch to go to locally: the console's schedule lines and
+        # the functions' logs say the same
+        "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_SERVICE_NAME": "itl-accelerator",
         "POWERTOOLS_LOG_LEVEL": settings.log_level,
     }
@@ -170,7 +182,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         from itl_local.schedules import ScheduleRunner, schedules
 
         runner = ScheduleRunner(
-            schedules(template), report=(lambda s, o, ms: console.schedule(s.name, o, ms)) if console else None
+            schedules(template),
+            report=(lambda s, o, ms: console.schedule(s.name, o, ms)) if console else None,
+            every=args.schedule_every or None,
         )
         runner.start()
 
@@ -359,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     up.add_argument(
         "--no-schedules", action="store_true", help="do not fire template.yaml's schedules (./dev schedule still does)"
+    )
+    up.add_argument(
+        "--schedule-every",
+        type=float,
+        default=5.0,
+        help="fire every schedule this often, seconds (default 5, so their effect shows at once; 0: each at its own "
+        "rate in template.yaml)",
     )
     up.set_defaults(func=cmd_up)
 

@@ -48,6 +48,10 @@ class SimulatorConfig:
     accept_then_fail_rate: float = 0.0  # instance accepted, then Failed instead of Running
     never_ready_rate: float = 0.0  # instance stays Provisioning forever
     refuse_deletes: bool = False  # DELETE of an instance answers 409 DeleteRefused (a permanent failure)
+    job_seconds: float = 5.0  # how long a job runs (a job's env ITL_SIM_SECONDS overrides it)
+    job_queue_seconds: float = 0.0  # how long a submitted job stays Queued before it runs
+    job_fail_rate: float = 0.0  # jobs that end Failed with exit code 1 (env ITL_SIM_EXIT_CODE sets a job's code)
+    job_forever_rate: float = 0.0  # jobs that never end on their own (env ITL_SIM_FOREVER=1 for one job)
     seed: int | None = None
 
     def update(self, values: dict[str, Any]) -> None:
@@ -57,6 +61,10 @@ class SimulatorConfig:
             if key not in names:
                 raise KeyError(key)
             setattr(self, key, value)
+
+
+def _iso_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -83,8 +91,10 @@ class DgxSimulator:
                 Route("/v1/instances/{instance_id}", self.get_instance, methods=["GET"]),
                 Route("/v1/instances/{instance_id}", self.delete_instance, methods=["DELETE"]),
                 Route("/v1/jobs", self.create_job, methods=["POST"]),
+                Route("/v1/jobs", self.list_jobs, methods=["GET"]),
                 Route("/v1/jobs/{job_id}", self.get_job, methods=["GET"]),
                 Route("/v1/jobs/{job_id}/cancel", self.cancel_job, methods=["POST"]),
+                Route("/v1/jobs/{job_id}/logs", self.job_logs, methods=["GET"]),
                 Route("/v1/usage", self.usage),
                 Route("/ollama/{instance_id}/api/tags", self.ollama_tags),
                 Route("/ollama/{instance_id}/api/ps", self.ollama_ps),
@@ -111,7 +121,8 @@ class DgxSimulator:
     async def state(self, _: Request) -> JSONResponse:
         with self.lock:
             live = [self._refresh(i) for i in list(self.instances.values())]
-        return JSONResponse({"instances": [i for i in live if i], "requests": self.requests})
+            jobs = [self._public_job(self._refresh_job(j)) for j in self.jobs.values()]
+        return JSONResponse({"instances": [i for i in live if i], "jobs": jobs, "requests": self.requests})
 
     async def reset(self, _: Request) -> JSONResponse:
         with self.lock:
@@ -220,40 +231,122 @@ class DgxSimulator:
         return JSONResponse(self._public(inst), status_code=202)
 
     # ----------------------------------------------------------------------------------------------- jobs
+    def _refresh_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Advance a job by the clock: Queued → Running → Succeeded/Failed (unless it runs forever)."""
+        now = time.monotonic()
+        if job["status"] == "Queued" and now >= job["runAt"]:
+            job["status"], job["startedAt"] = "Running", _iso_now()
+        if job["status"] == "Running" and job["endsAt"] is not None and now >= job["endsAt"]:
+            job["exitCode"] = job["plannedExitCode"]
+            job["status"] = "Succeeded" if job["exitCode"] == 0 else "Failed"
+            job["endedAt"] = _iso_now()
+            if job["exitCode"]:
+                job["error"] = {
+                    "code": "NonZeroExitCode",
+                    "message": f"The container exited with code {job['exitCode']}.",
+                }
+        return job
+
+    @staticmethod
+    def _public_job(job: dict[str, Any]) -> dict[str, Any]:
+        keys = (
+            "id",
+            "name",
+            "nodeId",
+            "gpus",
+            "memoryGb",
+            "status",
+            "exitCode",
+            "startedAt",
+            "endedAt",
+            "logsUrl",
+            "error",
+            "idempotencyKey",
+        )
+        return {k: job.get(k) for k in keys}
+
     async def create_job(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        key = request.headers.get("Idempotency-Key") or str(uuid.uuid4())
+        try:
+            body = await request.json()
+            name, node_id, image = str(body["name"]), str(body["nodeId"]), str(body["image"])
+            gpus, memory = int(body["gpus"]), int(body["memoryGb"])
+            env = dict(body.get("env") or {})
+        except (KeyError, TypeError, ValueError):
+            return _error(400, "InvalidRequest", "name, nodeId, gpus, memoryGb and image are required.")
+        if gpus < 1 or memory < 1:
+            return _error(400, "InvalidRequest", "gpus and memoryGb must be positive.")
+        if image.split("/")[-1].startswith(UNKNOWN_MODEL_PREFIX):
+            return _error(400, "ImageNotFound", f"The image '{image}' is not in the platform's registry.")
+        key = request.headers.get("Idempotency-Key")
+        if not key:
+            return _error(400, "IdempotencyKeyRequired", "Idempotency-Key header is required on submit.")
         with self.lock:
             for job in self.jobs.values():
                 if job["idempotencyKey"] == key:
-                    return JSONResponse(job)
+                    return JSONResponse(self._public_job(self._refresh_job(job)), status_code=200)
+            cfg = self.config
+            seconds = float(env.get("ITL_SIM_SECONDS", cfg.job_seconds))
+            forever = env.get("ITL_SIM_FOREVER") == "1" or self.rng.random() < cfg.job_forever_rate
+            exit_code = int(env.get("ITL_SIM_EXIT_CODE", 1 if self.rng.random() < cfg.job_fail_rate else 0))
+            now = time.monotonic()
+            job_id = f"dgxj-{uuid.uuid4().hex[:12]}"
             job = {
-                "id": f"dgxj-{uuid.uuid4().hex[:12]}",
-                "status": "Running",
+                "id": job_id,
+                "name": name,
+                "nodeId": node_id,
+                "gpus": gpus,
+                "memoryGb": memory,
+                "image": image,
+                "status": "Queued",
                 "idempotencyKey": key,
-                "nodeId": body.get("nodeId"),
-                "gpus": body.get("gpus"),
-                "startedAt": time.time(),
-                "durationSeconds": float(body.get("durationSeconds", 5)),
+                "runAt": now + cfg.job_queue_seconds,
+                "endsAt": None if forever else now + cfg.job_queue_seconds + seconds,
+                "plannedExitCode": exit_code,
+                "exitCode": None,
+                "startedAt": None,
+                "endedAt": None,
+                "error": None,
+                "logsUrl": f"{request.url.scheme}://{request.url.netloc}/v1/jobs/{job_id}/logs",
             }
-            self.jobs[job["id"]] = job
-        return JSONResponse(job, status_code=201)
+            self.jobs[job_id] = self._refresh_job(job)
+        return JSONResponse(self._public_job(job), status_code=201)
+
+    async def list_jobs(self, request: Request) -> JSONResponse:
+        key = request.query_params.get("idempotencyKey")
+        with self.lock:
+            jobs = [self._refresh_job(j) for j in self.jobs.values() if key is None or j["idempotencyKey"] == key]
+        return JSONResponse({"value": [self._public_job(j) for j in jobs]})
 
     async def get_job(self, request: Request) -> JSONResponse:
-        job = self.jobs.get(request.path_params["job_id"])
+        with self.lock:
+            job = self.jobs.get(request.path_params["job_id"])
+            job = self._refresh_job(job) if job else None
         if job is None:
             return _error(404, "NotFound", "No such job.")
-        if job["status"] == "Running" and time.time() - job["startedAt"] >= job["durationSeconds"]:
-            job["status"] = "Succeeded"
-        return JSONResponse(job)
+        return JSONResponse(self._public_job(job))
 
     async def cancel_job(self, request: Request) -> JSONResponse:
-        job = self.jobs.get(request.path_params["job_id"])
+        with self.lock:
+            job = self.jobs.get(request.path_params["job_id"])
+            if job is None:
+                return _error(404, "NotFound", "No such job.")
+            job = self._refresh_job(job)
+            if job["status"] in ("Queued", "Running"):
+                job["status"], job["exitCode"], job["endedAt"] = "Canceled", 137, _iso_now()
+        return JSONResponse(self._public_job(job), status_code=202)
+
+    async def job_logs(self, request: Request) -> Response:
+        with self.lock:
+            job = self.jobs.get(request.path_params["job_id"])
+            job = self._refresh_job(job) if job else None
         if job is None:
             return _error(404, "NotFound", "No such job.")
-        if job["status"] == "Running":
-            job["status"] = "Canceled"
-        return JSONResponse(job, status_code=202)
+        lines = [f"[dgx-simulator] job {job['id']} ({job['name']}) on {job['nodeId']}: {job['gpus']} GPUs"]
+        lines.append(
+            f"[dgx-simulator] status {job['status']}"
+            + (f", exit code {job['exitCode']}" if job["exitCode"] is not None else "")
+        )
+        return Response("\n".join(lines) + "\n", media_type="text/plain")
 
     async def usage(self, request: Request) -> JSONResponse:
         resource = request.query_params.get("resourceId", "")

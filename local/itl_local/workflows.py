@@ -98,4 +98,5 @@ def workflow_environment(machines: dict[str, str]) -> dict[str, str]:
     return {
         "PROVISION_STATE_MACHINE_ARN": machines["ProvisionInstanceStateMachine"],
         "DEPROVISION_STATE_MACHINE_ARN": machines["DeprovisionInstanceStateMachine"],
+        "JOB_STATE_MACHINE_ARN": machines["JobLifecycleStateMachine"],
     }

@@ -158,6 +158,34 @@ def test_data_kept_only_when_asked(tmp_path: Path):
         third.stop()
 
 
+def run_readme_block(stack: Stack, marker: str) -> subprocess.CompletedProcess[str]:
+    """The README's bash block after ``marker``, run verbatim with bash against the stack (only the port and the
+    token command's location differ)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split(marker, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    script = block.replace("./dev token", f"{BIN / 'itl-local'} token")
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env={**stack.env, "BASE": stack.url},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_readme_jobs_example_runs_as_written(stack: Stack):
+    """Given the README's job walkthrough (the seed's requests), run verbatim: the job is submitted, listed by
+    submitter, watched to Succeeded, costed and deleted."""
+    done = run_readme_block(stack, "<!-- worked-example-jobs -->")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "node: 201" in lines and "job-1" in lines and "alice" in lines
+    assert "job: Succeeded" in lines and lines.count("Succeeded") == 1  # the operation's status
+    assert any("'currency': 'USD'" in line for line in lines)
+    assert "delete: 200" in lines
+
+
 def test_readme_worked_example_runs_as_written(stack: Stack):
     """Given the README's instance walkthrough, run verbatim with bash against the stack (only the port and the
     token command's location differ), then every step succeeds: 202 with status_url, Succeeded, an Ollama reply,

@@ -204,6 +204,7 @@ def test_every_function_is_an_api_operation_the_authorizer_a_workflow_step_or_sc
 # ------------------------------------------------------------------------------------------------ API events, run
 NODE = "SparkNodesCreateFunction"
 INSTANCE = "SparkOllamaInstancesCreateFunction"
+JOB = "SparkJobsCreateFunction"
 #: Per API function: the sample events to run first in the test's own subscription (the node and instance the
 #: event's path names), and the status its event then answers (each test stands alone).
 GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
@@ -225,7 +226,16 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "SparkOllamaInstancesDeleteFunction": ((NODE, INSTANCE), (202,)),
     "OperationStatusesGetFunction": ((NODE, INSTANCE), (200,)),
     "OperationResultsGetFunction": ((NODE, INSTANCE), (200, 202)),
+    "SparkJobsCreateFunction": ((NODE,), (202,)),
+    "SparkJobsCreateOrUpdateFunction": ((NODE,), (201,)),
+    "SparkJobsGetFunction": ((NODE, JOB), (200,)),
+    "SparkJobsListByResourceGroupFunction": ((NODE, JOB), (200,)),
+    "SparkJobsListBySubscriptionFunction": ((NODE, JOB), (200,)),
+    "SparkJobsCancelFunction": ((NODE, JOB), (202,)),
+    "SparkJobsDeleteFunction": ((NODE, JOB), (409,)),
 }
+#: Functions whose event submits a job (or follows one that did): the test waits for the job to end.
+JOB_FUNCTIONS = {f for f in GIVEN_THEN if f.startswith("SparkJobs")}
 #: Functions whose event starts a workflow (or follows one that did): the test waits for it to finish.
 STARTS_A_WORKFLOW = {f for f, (given, _) in GIVEN_THEN.items() if INSTANCE in given} | {
     INSTANCE,
@@ -272,7 +282,7 @@ def test_every_api_function_has_a_given_and_an_expected_status():
 
 
 @pytest.mark.parametrize("function_id", API_FUNCTIONS)
-def test_api_event_through_the_real_handler_answers_without_a_server_error(aws, sub, function_id):
+def test_api_event_through_the_real_handler_answers_without_a_server_error(aws, schedules, sub, function_id):
     # Given a subscription of this test only (the event's "sub-123" replaced, the principal's scope too), holding
     # what the event's path names: the node dgx-1 and the instance instance-1, made by their own sample events
     replace: dict[str, str] = {}
@@ -311,6 +321,20 @@ def test_api_event_through_the_real_handler_answers_without_a_server_error(aws, 
     if function_id in STARTS_A_WORKFLOW:
         expected = "Deleted" if function_id == "SparkOllamaInstancesDeleteFunction" else "Succeeded"
         assert settle_instance(sub) == expected
+    if function_id in JOB_FUNCTIONS:
+        assert settle_job(sub) == ("Canceled" if function_id == "SparkJobsCancelFunction" else "Succeeded")
+
+
+def settle_job(subscription: str) -> str:
+    """Wait until the sample job of ``subscription`` ends; returns its status."""
+
+    def final() -> str | None:
+        _, result = run_event("SparkJobsGetFunction", subscription)
+        assert result["statusCode"] == 200, result
+        status = json.loads(result["body"])["properties"]["status"]
+        return status if status in FINAL_INSTANCE_STATES else None
+
+    return wait_for(final, timeout=60, what=f"job-1 of {subscription} to end")
 
 
 def test_authorizer_event_through_the_real_handler_allows_a_valid_token(aws, make_token):
@@ -340,26 +364,50 @@ def test_authorizer_event_with_the_placeholder_left_in_is_unauthorized(aws):
 
 
 # ------------------------------------------------------------------------------------------------ workflow step events
+#: Per state machine: the model of its execution input, the fields naming the sample resource and their values,
+#: and the timing fields with the sample values (seconds).
+MACHINE_INPUTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], dict[str, int]]] = {
+    "ProvisionInstanceStateMachine": (
+        "itl_accelerator.services.instance_workflow.WorkflowInput",
+        ("subscriptionId", "resourceGroup", "nodeName", "instanceName"),
+        (EVENT_SUBSCRIPTION, "rg1", "dgx-1", "instance-1"),
+        {"pollIntervalSeconds": 2, "timeoutSeconds": 900},
+    ),
+    "JobLifecycleStateMachine": (
+        "itl_accelerator.services.job_workflow.JobInput",
+        ("subscriptionId", "resourceGroup", "jobName"),
+        (EVENT_SUBSCRIPTION, "rg1", "job-1"),
+        {"pollIntervalSeconds": 30, "stopTimeoutSeconds": 300},
+    ),
+}
+MACHINE_INPUTS["DeprovisionInstanceStateMachine"] = MACHINE_INPUTS["ProvisionInstanceStateMachine"]
+
+
+def step_state(event: dict[str, Any]) -> dict[str, Any]:
+    """The state a step receives: the event itself, or for a ``.waitForTaskToken`` Task the ``state`` beside the
+    ``taskToken`` (that Task's Parameters)."""
+    return event["state"] if "taskToken" in event else event
+
+
 @pytest.mark.parametrize("function_id", STEP_FUNCTIONS)
 def test_step_event_is_a_state_its_state_machine_hands_to_the_step(function_id):
-    from itl_accelerator.services.instance_workflow import WorkflowInput
+    import importlib
 
     # Given the step's sample event
     event = load_event(function_id)
     step = WORKFLOW_STEPS[function_id]
-    # Then it is a workflow input, complete (no field left to its default) and naming the sample instance
-    inp = WorkflowInput.model_validate(event)
-    assert set(WorkflowInput.model_fields) <= set(event)
+    model_path, identity, sample, timing = MACHINE_INPUTS[step["machine"]]
+    module, _, name = model_path.rpartition(".")
+    model = getattr(importlib.import_module(module), name)
+    state = step_state(event)
+    # Then it is a workflow input, complete (no field left to its default) and naming the sample resource
+    inp = model.model_validate(state)
+    assert set(model.model_fields) <= set(state)
     uuid.UUID(inp.operationId)
-    assert (inp.subscriptionId, inp.resourceGroup, inp.nodeName, inp.instanceName) == (
-        EVENT_SUBSCRIPTION,
-        "rg1",
-        "dgx-1",
-        "instance-1",
-    )
-    assert inp.correlationId and inp.pollIntervalSeconds == 2 and inp.timeoutSeconds == 900
+    assert tuple(getattr(inp, f) for f in identity) == sample
+    assert inp.correlationId and all(getattr(inp, k) == v for k, v in timing.items())
     # And everything else it carries is a result earlier states of the same state machine put at their ResultPath
-    assert set(event) - set(WorkflowInput.model_fields) <= step["result_paths"], step["machine"]
+    assert set(state) - set(model.model_fields) <= step["result_paths"], step["machine"]
 
 
 #: What each step answers for an instance that does not exist (deleted meanwhile, or never accepted): the workflow
@@ -376,7 +424,22 @@ MISSING_INSTANCE_OUTCOME: dict[str, dict[str, Any]] = {
     "DeprovisionPollFunction": {"gone": True, "timedOut": False},
     "DeprovisionFinishFunction": {"outcome": "AlreadyDone"},
     "DeprovisionFailFunction": {"outcome": "AlreadyDone"},
+    # a job's steps: it is gone, so the job ends (quietly) as canceled
+    "JobAdmitFunction": {"end.status": "Canceled"},
+    "JobPlaceFunction": {"end.status": "Canceled", "placed": False},
+    "JobAwaitCapacityFunction": {},
+    "JobSubmitFunction": {"end.status": "Canceled"},
+    "JobTrackFunction": {},
+    "JobStopFunction": {"stopped": True, "timedOut": False},
+    "JobFinishFunction": {"status": "Canceled"},
 }
+
+
+def _at(result: dict[str, Any], dotted: str) -> Any:
+    value: Any = result
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def test_every_step_has_an_expected_outcome():
@@ -390,7 +453,8 @@ def test_step_event_through_the_real_handler_on_a_missing_instance(aws, sub, dgx
     # Given the step's sample event, in a subscription of this test only (so its instance does not exist) and for
     # an operation of this test only
     operation_id = str(uuid.uuid4())
-    event = load_event(function_id, subscription=sub, replace={load_event(function_id)["operationId"]: operation_id})
+    sample_operation = step_state(load_event(function_id))["operationId"]
+    event = load_event(function_id, subscription=sub, replace={sample_operation: operation_id})
     # When invoked as Lambda would, by Step Functions (inside the session's moto)
     started = time.time()
     result = invoke(load_handler(FUNCTIONS[function_id]["Handler"]), event, function_id)
@@ -399,9 +463,11 @@ def test_step_event_through_the_real_handler_on_a_missing_instance(aws, sub, dgx
     assert json.loads(json.dumps(result)) == result
     assert WORKFLOW_STEPS[function_id]["selected"] <= set(result), result
     # And the documented outcome for a missing instance
-    assert {k: result.get(k) for k in MISSING_INSTANCE_OUTCOME[function_id]} == MISSING_INSTANCE_OUTCOME[function_id]
+    expected = MISSING_INSTANCE_OUTCOME[function_id]
+    assert {k: _at(result, k) for k in expected} == expected
     if "deadline" in WORKFLOW_STEPS[function_id]["selected"]:
-        assert started + event["timeoutSeconds"] <= result["deadline"] <= time.time() + event["timeoutSeconds"]
+        timeout = step_state(event).get("timeoutSeconds") or step_state(event)["stopTimeoutSeconds"]
+        assert started + timeout <= result["deadline"] <= time.time() + timeout
     # And it changed nothing: no item in the subscription's partitions (no operation made up), no DGX instance
     for pk in (keys.subscription_pk(sub), keys.audit_pk(sub)):
         found = aws.query(

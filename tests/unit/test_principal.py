@@ -57,9 +57,15 @@ def test_role_table():
     assert perms(rbac.ROLE_CONSUMER) == {
         rbac.NODES_READ.name,
         rbac.INSTANCES_READ.name,
+        rbac.JOBS_READ.name,
+        rbac.JOBS_WRITE.name,
+        rbac.JOBS_DELETE.name,
+        rbac.JOBS_CANCEL.name,
         rbac.OPERATIONS_READ.name,
         rbac.SUBSCRIPTION_READ.name,
     }
+    assert {rbac.JOBS_WRITE.name, rbac.JOBS_CANCEL.name} & perms(rbac.ROLE_SUPPLIER) == set()
+    assert rbac.JOBS_READ.name in perms(rbac.ROLE_SUPPLIER)
     assert rbac.INSTANCES_WRITE.name not in perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER)
     assert rbac.NODES_PRICING_WRITE.name in perms(rbac.ROLE_SUPPLIER)
     assert rbac.NODES_WRITE.name not in perms(rbac.ROLE_SUPPLIER)

@@ -16,13 +16,16 @@ from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit import AuditQueryService
 from itl_accelerator.services.instance_workflow import InstanceWorkflow
 from itl_accelerator.services.instances import SparkOllamaInstanceService
+from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
+from itl_accelerator.services.jobs import SparkJobService
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.nodes import SparkNodeService
 from itl_accelerator.services.operations import OperationService
+from itl_accelerator.services.placement import Placement
 from itl_accelerator.services.reconciler import Reconciler
 from itl_accelerator.services.subscriptions import SubscriptionService
 from itl_accelerator.settings import Settings, get_settings
-from itl_accelerator.store.workloads import WorkloadStore
+from itl_accelerator.store.jobs import JobStore
 from itl_accelerator.workflows import WorkflowStarter
 
 
@@ -31,7 +34,7 @@ class Container:
     """The services of one process."""
 
     settings: Settings
-    store: WorkloadStore
+    store: JobStore
     access: Access
     nodes: SparkNodeService
     instances: SparkOllamaInstanceService
@@ -39,6 +42,10 @@ class Container:
     subscriptions: SubscriptionService
     audit: AuditQueryService
     instance_workflow: InstanceWorkflow
+    jobs: SparkJobService
+    placement: Placement
+    job_workflow: JobWorkflow
+    job_tracker: JobTracker
     reconciler: Reconciler
 
     @classmethod
@@ -52,13 +59,16 @@ class Container:
         """Build from settings (default: :func:`get_settings`) and optional injected AWS clients. The Step
         Functions and DGX clients are created on first use."""
         settings = settings or get_settings()
-        store = WorkloadStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
+        store = JobStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
         access = Access(store)
         kernel = ResourceKernel(store, access)
         workflows = WorkflowStarter(stepfunctions_client or _LazyClient("stepfunctions"))
         instance_workflow = InstanceWorkflow(
             kernel, lambda: dgx_client(settings), lease_grace_seconds=settings.workflow_lease_grace_seconds
         )
+        placement = Placement(kernel, workflows, settings)
+        instance_workflow.on_release = placement.dispatch
+        job_workflow = JobWorkflow(kernel, placement, workflows, lambda: dgx_client(settings), settings)
         return cls(
             settings=settings,
             store=store,
@@ -69,7 +79,13 @@ class Container:
             subscriptions=SubscriptionService(store, access),
             audit=AuditQueryService(store, access),
             instance_workflow=instance_workflow,
-            reconciler=Reconciler(kernel, instance_workflow, workflows, settings),
+            jobs=SparkJobService(kernel, workflows, settings),
+            placement=placement,
+            job_workflow=job_workflow,
+            job_tracker=JobTracker(store, job_workflow, workflows, settings),
+            reconciler=Reconciler(
+                kernel, instance_workflow, workflows, settings, job_workflow=job_workflow, placement=placement
+            ),
         )
 
 

@@ -162,6 +162,9 @@ OPERATION_ERROR_CODES: dict[str, str] = {
     "InstanceLost": "The DGX Platform no longer knows the instance.",
     "DeprovisioningFailed": "The DGX Platform did not delete the instance.",
     "DeprovisioningTimedOut": "The instance was not deleted within the timeout.",
+    "JobFailed": "The job ended Failed (its statusReason says why: inadmissible, DGX error, exit code, max duration).",
+    "JobCanceled": "The job was canceled.",
+    "JobAlreadyFinished": "A cancel came after the job had ended otherwise.",
 }
 
 

@@ -102,5 +102,15 @@ INSTANCES = ResourceType(
     parent=NODES,
 )
 
+JOBS = ResourceType(
+    segment="sparkJobs",
+    singular="sparkJob",
+    key_code="JOB",
+    name_param="jobName",
+    read=rbac.JOBS_READ,
+    write=rbac.JOBS_WRITE,
+    delete=rbac.JOBS_DELETE,
+)
+
 #: Every resource type, by ARM type segment.
-RESOURCE_TYPES: dict[str, ResourceType] = {t.segment: t for t in (NODES, INSTANCES)}
+RESOURCE_TYPES: dict[str, ResourceType] = {t.segment: t for t in (NODES, INSTANCES, JOBS)}

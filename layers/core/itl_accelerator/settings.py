@@ -53,6 +53,22 @@ class Settings(BaseSettings):
     # The reconciler: at most this many expired leases per run.
     reconcile_batch_size: int = Field(default=25, ge=1, le=500)
 
+    # Jobs (services/job_workflow.py, services/placement.py). Seconds.
+    job_state_machine_arn: str = ""
+    # First wait before a running job's state is checked on the DGX Platform; it doubles up to the maximum.
+    job_poll_interval_seconds: int = Field(default=30, ge=1, le=3600)
+    job_poll_max_interval_seconds: int = Field(default=600, ge=1, le=3600)
+    # How long a job may wait for capacity before it fails; how often waiting jobs are retried without a release.
+    job_pending_timeout_seconds: int = Field(default=7 * 24 * 3600, ge=60, le=365 * 24 * 3600)
+    job_placement_retry_seconds: int = Field(default=60, ge=1, le=3600)
+    # After this long at the head of the queue without fitting, a job has a node drained for it (no starvation).
+    job_starvation_seconds: int = Field(default=900, ge=1, le=7 * 24 * 3600)
+    # Added to maxDurationMinutes for the tracking wait's own timeout; how long a stop may take on the platform.
+    job_track_margin_seconds: int = Field(default=3600, ge=60, le=86400)
+    job_stop_timeout_seconds: int = Field(default=300, ge=1, le=3600)
+    # At most this many running jobs checked per tracker run.
+    job_track_batch_size: int = Field(default=100, ge=1, le=1000)
+
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"
     oidc_issuer: str = ""

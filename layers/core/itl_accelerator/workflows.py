@@ -44,3 +44,15 @@ class WorkflowStarter:
                 return "NOT_FOUND"
             raise
         return found["status"]
+
+    def complete_task(self, token: str, output: dict[str, Any]) -> bool:
+        """Resume the execution waiting on ``token`` (a ``.waitForTaskToken`` Task) with ``output`` as that
+        Task's result. False when nothing waits on it any more (it was completed already, timed out, or its
+        execution ended) — which callers take as "someone else got there first"."""
+        try:
+            self._sfn.send_task_success(taskToken=token, output=json.dumps(output))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("InvalidToken", "TaskTimedOut", "TaskDoesNotExist"):
+                return False
+            raise
+        return True

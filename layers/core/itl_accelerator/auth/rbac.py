@@ -60,6 +60,17 @@ INSTANCES_DELETE = _op(
     "Delete instance",
     "Deprovisions an Ollama instance and releases its GPUs.",
 )
+JOBS_READ = _op("sparkJobs/read", "Spark jobs", "Read job", "Gets or lists GPU jobs (consumers: their own).")
+JOBS_WRITE = _op(
+    "sparkJobs/write", "Spark jobs", "Submit job", "Submits a GPU job, to be placed on a node and run (reserves GPUs)."
+)
+JOBS_DELETE = _op("sparkJobs/delete", "Spark jobs", "Delete job", "Deletes a finished job (consumers: their own).")
+JOBS_CANCEL = _op(
+    "sparkJobs/cancel/action",
+    "Spark jobs",
+    "Cancel job",
+    "Cancels a job in any state before it ends (consumers: their own).",
+)
 OPERATIONS_READ = _op(
     "locations/operationStatuses/read",
     "Operations",
@@ -82,6 +93,10 @@ OPERATIONS: tuple[Operation, ...] = (
     INSTANCES_READ,
     INSTANCES_WRITE,
     INSTANCES_DELETE,
+    JOBS_READ,
+    JOBS_WRITE,
+    JOBS_DELETE,
+    JOBS_CANCEL,
     OPERATIONS_READ,
     AUDIT_READ,
     REGISTER,
@@ -91,12 +106,31 @@ OPERATIONS: tuple[Operation, ...] = (
 #: Permission by ARM action string.
 BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 
-#: The one role table. Consumers read nodes; suppliers read nodes and change pricing/availability of their own
-#: (ownership is checked by the node service); admins do everything.
+#: The one role table. Consumers read nodes and instances and submit, read, cancel and delete jobs (their own:
+#: the job service checks the submitter); suppliers read nodes, change pricing/availability of their own (ownership
+#: is checked by the node service) and read the jobs placed on their nodes; admins do everything.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
-    ROLE_CONSUMER: frozenset({NODES_READ.name, INSTANCES_READ.name, OPERATIONS_READ.name, SUBSCRIPTION_READ.name}),
+    ROLE_CONSUMER: frozenset(
+        {
+            NODES_READ.name,
+            INSTANCES_READ.name,
+            JOBS_READ.name,
+            JOBS_WRITE.name,
+            JOBS_DELETE.name,
+            JOBS_CANCEL.name,
+            OPERATIONS_READ.name,
+            SUBSCRIPTION_READ.name,
+        }
+    ),
     ROLE_SUPPLIER: frozenset(
-        {NODES_READ.name, NODES_PRICING_WRITE.name, INSTANCES_READ.name, OPERATIONS_READ.name, SUBSCRIPTION_READ.name}
+        {
+            NODES_READ.name,
+            NODES_PRICING_WRITE.name,
+            INSTANCES_READ.name,
+            JOBS_READ.name,
+            OPERATIONS_READ.name,
+            SUBSCRIPTION_READ.name,
+        }
     ),
     ROLE_ADMIN: frozenset(op.name for op in OPERATIONS),
 }

@@ -21,7 +21,7 @@ from tenacity import (
 )
 
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
-from itl_accelerator.dgx.models import DgxInstance
+from itl_accelerator.dgx.models import DgxInstance, DgxJob
 from itl_accelerator.observability import logger
 
 MAX_RETRY_AFTER_SECONDS = 10.0
@@ -115,6 +115,64 @@ class DgxPlatformClient:
         after a create whose answer was lost)."""
         items = self._call("GET", "/v1/instances", params={"idempotencyKey": idempotency_key}).json().get("value", [])
         return _instance(items[0]) if items else None
+
+    # ----------------------------------------------------------------------------------------------- jobs
+    def submit_job(
+        self,
+        *,
+        idempotency_key: str,
+        name: str,
+        node_id: str,
+        gpus: int,
+        memory_gb: int,
+        workload: dict[str, Any],
+        max_duration_seconds: int,
+    ) -> DgxJob:
+        """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
+        ``workload``: ``{"image", "command", "env"}``."""
+        body = {
+            "name": name,
+            "nodeId": node_id,
+            "gpus": gpus,
+            "memoryGb": memory_gb,
+            "image": workload["image"],
+            "command": workload.get("command", []),
+            "env": workload.get("env", {}),
+            "maxDurationSeconds": max_duration_seconds,
+        }
+        response = self._call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": idempotency_key})
+        return _job(response.json())
+
+    def get_job(self, job_id: str) -> DgxJob:
+        """``GET /v1/jobs/{id}``. Raises :class:`DgxNotFound` when it does not exist."""
+        return _job(self._call("GET", f"/v1/jobs/{job_id}").json())
+
+    def cancel_job(self, job_id: str) -> DgxJob | None:
+        """``POST /v1/jobs/{id}/cancel`` (idempotent; a job that already ended stays as it ended). None when the
+        platform does not know the job."""
+        try:
+            return _job(self._call("POST", f"/v1/jobs/{job_id}/cancel").json())
+        except DgxNotFound:
+            return None
+
+    def find_job(self, idempotency_key: str) -> DgxJob | None:
+        """``GET /v1/jobs?idempotencyKey=``: the job a submit with this key made, if any."""
+        items = self._call("GET", "/v1/jobs", params={"idempotencyKey": idempotency_key}).json().get("value", [])
+        return _job(items[0]) if items else None
+
+
+def _job(data: dict[str, Any]) -> DgxJob:
+    return DgxJob(
+        id=data["id"],
+        name=data["name"],
+        node_id=data["nodeId"],
+        gpus=data["gpus"],
+        status=data["status"],
+        exit_code=data.get("exitCode"),
+        logs_url=data.get("logsUrl"),
+        error_code=(data.get("error") or {}).get("code"),
+        error_message=(data.get("error") or {}).get("message"),
+    )
 
 
 def _instance(data: dict[str, Any]) -> DgxInstance:

@@ -24,3 +24,27 @@ class DgxInstance(BaseModel):
     endpoint: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+
+
+DgxJobStatus = Literal["Queued", "Running", "Succeeded", "Failed", "Canceled"]
+
+
+class DgxJob(BaseModel):
+    """A job on the platform. ``exit_code`` once it ended (0 on success); ``logs_url`` where its logs are."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    node_id: str
+    gpus: int
+    status: DgxJobStatus
+    exit_code: int | None = None
+    logs_url: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether it reached a final status."""
+        return self.status in ("Succeeded", "Failed", "Canceled")

@@ -135,7 +135,8 @@ class SparkOllamaInstanceCreate(SparkOllamaInstanceWrite):
 class OperationError(ApiModel):
     """Why an operation or a provisioning failed. ``code``: one of ProvisioningFailed, DgxPlatformRefused,
     DgxPlatformUnavailable, ProvisioningTimedOut, ProvisioningInterrupted, InstanceLost, DeprovisioningFailed,
-    DeprovisioningTimedOut (errors.OPERATION_ERROR_CODES), or a code the DGX Platform reported."""
+    DeprovisioningTimedOut, JobFailed, JobCanceled, JobAlreadyFinished (errors.OPERATION_ERROR_CODES), or a code the
+    DGX Platform reported."""
 
     code: str
     message: str

@@ -110,6 +110,15 @@ class InstanceWorkflow:
         self._dgx: DgxPlatformClient | None = None
         self._grace = lease_grace_seconds
         self._clock = clock
+        #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
+        self.on_release: Callable[[CallContext, str], Any] | None = None
+
+    def _released(self, inp: WorkflowInput) -> None:
+        if self.on_release is not None:
+            try:
+                self.on_release(workflow_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+            except Exception:  # noqa: BLE001 - the release is done; waiting jobs are also retried periodically
+                logger.exception("Serving the waiting jobs after a release failed")
 
     @property
     def dgx(self) -> DgxPlatformClient:
@@ -409,6 +418,7 @@ class InstanceWorkflow:
                 self._finish_operation(inp, inp.operationId, "Canceled")
                 return {"outcome": "Canceled"}
             return {"outcome": "AlreadyDone"}
+        self._released(inp)
         return {"outcome": "Failed"}
 
     def cancel(self, inp: WorkflowInput) -> dict[str, Any]:
@@ -477,6 +487,8 @@ class InstanceWorkflow:
             return {"outcome": "AlreadyDone"}
         if record.cancel_requested:
             self._finish_operation(inp, record.operation_id, "Canceled")
+        if gpus or memory:
+            self._released(inp)
         return {"outcome": "Deleted"}
 
     def release_failed(self, inp: WorkflowInput, record: WorkloadRecord) -> bool:
@@ -498,6 +510,7 @@ class InstanceWorkflow:
             )
         except WorkloadChanged:
             return False
+        self._released(inp)
         return True
 
     def deprovision_fail(self, inp: WorkflowInput, error: dict[str, str]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from itl_accelerator.store.errors import (
     WorkloadChanged,
 )
 from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.resources import StoredResource
+from itl_accelerator.store.resources import IndexView, StoredResource
 from itl_accelerator.store.workloads import WorkloadStore
 
 
@@ -118,12 +118,14 @@ class ResourceKernel:
         *,
         top: int,
         skip_token: str | None,
+        view: IndexView | None = None,
     ) -> tuple[list[StoredResource], str | None]:
         """A page of a collection, only what the caller may see: under a parent, in a resource group, or (with
         ``resource_group`` None) in the whole subscription — one ``Query`` per page (per visible resource group
         for a caller holding only some groups). Empty outside the caller's scopes; 400 for a foreign
         ``$skipToken``; 404 ``ParentResourceNotFound`` for a child collection of a missing parent (one extra
-        ``GetItem``, only when the first page is empty)."""
+        ``GetItem``, only when the first page is empty). ``view``: list through an index partition instead (e.g. one
+        user's jobs)."""
         rtype.validate_collection(subscription_id, resource_group, parent_names)
         if not ctx.principal.can_see(subscription_id, resource_group):
             return [], None
@@ -146,6 +148,7 @@ class ResourceKernel:
                 visible_resource_groups=visible,
                 limit=top,
                 skip_token=skip_token,
+                view=view,
             )
         except InvalidSkipToken as exc:
             raise InvalidParameter("The $skipToken is not valid for this list.", target="$skipToken") from exc

@@ -28,8 +28,14 @@ from itl_accelerator.store.errors import (
     StoreError,
     SubscriptionNotWritable,
 )
-from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.resources import ResourceWrite, StoredResource
+from itl_accelerator.store.keys import ResourceKey, placement_partition
+from itl_accelerator.store.resources import ResourceWrite, StoredResource, shape_sk
+
+
+def gpu_model_key(gpu_model: str | None) -> str:
+    """A GPU model as placement compares it: lower case, without spaces (``"H100 SXM"`` → ``"h100sxm"``)."""
+    return "".join((gpu_model or "").lower().split())
+
 
 #: Property paths a supplier may change on a node it owns.
 SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
@@ -92,8 +98,14 @@ class SparkNodeService:
 
     @staticmethod
     def _write(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite) -> ResourceWrite:
+        """The stored form of a node: its envelope, capacity totals, the attributes placement filters on
+        (``location``, ``gpuModelKey``, ``owner``) and — while it is ``Available`` — its entry in the placement
+        index (GSI5, by free GPUs); its fleet shape for admission."""
         specs = body.properties.hardware_specs
         gpus, gpu_memory = int(specs.gpu_count or 0), int(specs.gpu_memory_gb or 0)
+        location = normalize_location(body.location)
+        model = gpu_model_key(specs.gpu_model)
+        available = document["properties"]["availability"] == "Available"
         return ResourceWrite(
             key=key,
             document=document,
@@ -101,9 +113,24 @@ class SparkNodeService:
             totals={"gpuTotal": gpus, "memoryGbTotal": gpus * gpu_memory},
             attributes={
                 "owner": document["properties"]["owner"],
-                "location": normalize_location(body.location),
+                "location": location,
                 "availability": document["properties"]["availability"],
+                "gpuModelKey": model,
+                **({"GSI5PK": placement_partition(key.subscription_id)} if available else {}),
             },
+            unset=() if available else ("GSI5PK",),
+            shape=shape_sk(model, location, gpus, gpus * gpu_memory),
+        )
+
+    @staticmethod
+    def _shape_of(stored: StoredResource) -> str:
+        """The fleet shape a stored node is counted in."""
+        specs = stored.document["properties"].get("hardwareSpecs") or {}
+        return shape_sk(
+            gpu_model_key(specs.get("gpuModel")),
+            normalize_location(stored.document["location"]),
+            int(stored.counters.get("gpuTotal", 0)),
+            int(stored.counters.get("memoryGbTotal", 0)),
         )
 
     def _audit(
@@ -244,7 +271,7 @@ class SparkNodeService:
                     previous.document,
                     document,
                 )
-                self._store.replace_resource(write, previous.etag, audit)
+                self._store.replace_resource(write, previous.etag, audit, previous_shape=self._shape_of(previous))
         except ItemExists as exc:
             raise Conflict("The resource was created by another request at the same time; retry the request.") from exc
         except (SubscriptionNotWritable, CapacityInUse, EtagMismatch, ItemMissing) as exc:
@@ -334,7 +361,7 @@ class SparkNodeService:
             ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'", previous.document, None
         )
         try:
-            self._store.delete_resource(key, previous.etag, audit)
+            self._store.delete_resource(key, previous.etag, audit, shape=self._shape_of(previous))
         except ItemMissing:
             return False
         except (CapacityInUse, EtagMismatch) as exc:

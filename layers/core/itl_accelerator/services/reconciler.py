@@ -29,7 +29,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from itl_accelerator.resources import INSTANCES
+from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
+from itl_accelerator.resources import INSTANCES, JOBS, RESOURCE_TYPES
 from itl_accelerator.services.instance_workflow import (
     IN_FLIGHT,
     InstanceWorkflow,
@@ -37,7 +38,10 @@ from itl_accelerator.services.instance_workflow import (
     workflow_context,
 )
 from itl_accelerator.services.instances import execution_input
+from itl_accelerator.services.job_workflow import JobInput, JobWorkflow
+from itl_accelerator.services.jobs import job_execution_input
 from itl_accelerator.services.kernel import ResourceKernel
+from itl_accelerator.services.placement import Placement, end
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.workloads import NO_LEASE, WorkloadRecord
@@ -58,6 +62,7 @@ class ReconcileReport:
     awaiting_removal: int = 0
     released: int = 0
     deleted: int = 0
+    ended: int = 0
     skipped: int = 0
     repaired: list[dict[str, str]] = field(default_factory=list)
 
@@ -77,10 +82,15 @@ class Reconciler:
         workflows: WorkflowStarter,
         settings: Settings,
         clock: Callable[[], float] = time.time,
+        *,
+        job_workflow: JobWorkflow | None = None,
+        placement: Placement | None = None,
     ):
         self._kernel = kernel
         self._store = kernel.store
         self._steps = instance_workflow
+        self._jobs = job_workflow  # type: ignore[assignment]
+        self._placement = placement  # type: ignore[assignment]
         self._workflows = workflows
         self._settings = settings
         self._clock = clock
@@ -92,14 +102,20 @@ class Reconciler:
         seconds, default the clock), stopping early when ``time_left()`` (seconds) drops below 10."""
         now = self._clock() if now is None else now
         report = ReconcileReport()
+        dispatched: set[str] = set()
         for key in self._store.expired_leases(now, limit or self._settings.reconcile_batch_size):
             if time_left is not None and time_left() < 10:
                 break
             report.examined += 1
-            outcome = self._reconcile(key, now) if key.type_segment == INSTANCES.segment else "skipped"
+            if key.type_segment == INSTANCES.segment:
+                outcome = self._reconcile(key, now)
+            elif key.type_segment == JOBS.segment:
+                outcome = self._reconcile_job(key, now, dispatched)
+            else:
+                outcome = "skipped"
             setattr(report, outcome, getattr(report, outcome) + 1)
             if outcome != "skipped":
-                resource = INSTANCES.id(key.subscription_id, key.resource_group, key.names)
+                resource = RESOURCE_TYPES[key.type_segment].id(key.subscription_id, key.resource_group, key.names)
                 report.repaired.append({"resource": resource, "outcome": outcome})
         return report
 
@@ -200,3 +216,57 @@ class Reconciler:
 
     def _renew(self, record: WorkloadRecord, until: float) -> None:
         self._store.renew_lease(record.key, until, expect={"etag": record.etag})
+
+    # ----------------------------------------------------------------------------------------------- jobs
+    def _reconcile_job(self, key: ResourceKey, now: float, dispatched: set[str]) -> str:
+        """A job whose lease ran out: start its execution if it never started; if it runs, serve the waiting jobs
+        of its subscription (the periodic retry of placement) and renew the lease; if its execution ended
+        without finishing the job, end the job here (stop it on the DGX Platform, release what it holds)."""
+        record = self._store.get_workload(key)
+        if record is None or record.lease_until is None or record.lease_until > now:
+            return "skipped"
+        status = record.extra.get("status")
+        if status in FINAL_JOB_STATUSES:
+            self._store.renew_lease(key, NO_LEASE, expect={"etag": record.etag})
+            return "skipped"
+        arn = self._settings.job_state_machine_arn
+        inp = JobInput.model_validate(
+            job_execution_input(
+                self._settings,
+                key,
+                record.operation_id or "",
+                f"reconciler-{uuid.uuid4()}",
+                int(record.extra.get("maxDurationSeconds", 60)) // 60,
+            )
+        )
+        execution = self._workflows.status(arn, inp.operationId)
+        if execution == "NOT_FOUND":
+            self._workflows.start(arn, inp.operationId, inp.model_dump())
+            self._renew(record, now + self._settings.workflow_start_grace_seconds)
+            self._store.append_audit(
+                self._kernel.audit(
+                    workflow_context(inp.operationId, inp.correlationId),
+                    JOBS,
+                    key,
+                    JOBS.write,
+                    f"Reconciler started the job workflow of operation {inp.operationId}, which had not started",
+                    record.document,
+                    record.document,
+                )
+            )
+            return "restarted"
+        if execution == "RUNNING":
+            if status == "Pending" and key.subscription_id.lower() not in dispatched:
+                dispatched.add(key.subscription_id.lower())
+                self._placement.dispatch(workflow_context(inp.operationId, inp.correlationId), key.subscription_id)
+            if status == "Pending":  # the periodic retry of placement: look again after the retry interval
+                self._renew(record, now + self._settings.job_placement_retry_seconds)
+            else:
+                self._renew(record, now + inp.stopTimeoutSeconds + self._settings.workflow_lease_grace_seconds)
+            return "still_running"
+        held = record.capacity_reserved
+        if status in ("Scheduled", "Running") and not self._jobs.stop(inp, None)["stopped"]:
+            self._renew(record, now + RECHECK_SECONDS)  # GPUs stay reserved until the platform confirms the stop
+            return "awaiting_removal"
+        self._jobs.finish(inp, end("Failed", f"The job's workflow ended ({execution}) before the job did.", stop=True))
+        return "released" if held else "ended"

@@ -83,7 +83,8 @@ def decode_token(token: str, *, pk_attr: str, pk: str, sk_attr: str, sk_prefix: 
         or flat.get(pk_attr) != pk
         or not str(flat.get(sk_attr, "")).startswith(sk_prefix)
         or not {"PK", "SK"} <= flat.keys()
-        or not flat.keys() <= {"PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"}
+        or not flat.keys()
+        <= {"PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK", "GSI4PK", "GSI4SK"}
     ):
         raise InvalidSkipToken(token)
     return {k: {"S": v} for k, v in flat.items()}

@@ -17,6 +17,7 @@ AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``     
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 from itl_accelerator.resources import RESOURCE_TYPES
@@ -42,6 +43,32 @@ def registration_key(subscription_id: str) -> dict[str, str]:
     ``dynamodb:LeadingKeys`` sees partition keys only, so a partition of its own lets template.yaml grant writing
     registrations (``SUB#*#SUBSCRIPTION``; ``{sub}`` is lower-cased) without any resource item."""
     return {"PK": f"{subscription_pk(subscription_id)}{SEP}{SUBSCRIPTION_SK}", "SK": SUBSCRIPTION_SK}
+
+
+def placement_partition(subscription_id: str) -> str:
+    """GSI5 partition of a subscription's ``Available`` nodes (sorted by free GPUs: best fit first)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}AVAILABLE"
+
+
+def owner_token(user_id: str) -> str:
+    """A user id as a key part: URL-safe base64 of its UTF-8 (exact for any id — ``+``, ``@``, ``.``, ``#`` —
+    and never containing the separator)."""
+    return base64.urlsafe_b64encode(user_id.encode()).decode().rstrip("=")
+
+
+def submitter_partition(subscription_id: str, user_id: str) -> str:
+    """GSI3 partition of the jobs one user submitted in a subscription."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}SUBMITTER{SEP}{owner_token(user_id)}"
+
+
+def node_owner_partition(subscription_id: str, owner: str) -> str:
+    """GSI4 partition of the jobs placed on the nodes of one supplier (a node's ``owner``)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}NODEOWNER{SEP}{owner_token(owner)}"
+
+
+def pending_partition(subscription_id: str) -> str:
+    """GSI4 partition of a subscription's jobs waiting for capacity (sorted by priority, then submission)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}PENDING"
 
 
 def operation_sk(operation_id: str) -> str:

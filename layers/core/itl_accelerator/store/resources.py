@@ -34,6 +34,9 @@ CAPACITY_DIMENSIONS: tuple[tuple[str, str], ...] = (
 )
 #: Number of child resources (instances) of a node; a node with children cannot be deleted.
 CHILD_COUNT = "childCount"
+#: Free capacity kept beside each total (total - allocated, updated by every reservation and release): ``gpuFree``
+#: is the sort key of the placement index GSI5.
+FREE_ATTRIBUTES = {"gpuTotal": "gpuFree", "memoryGbTotal": "memoryGbFree"}
 
 
 @dataclass
@@ -49,13 +52,51 @@ class StoredResource:
 
 @dataclass
 class ResourceWrite:
-    """What a create or replace writes: the envelope, the new etag, and capacity ``totals`` (for nodes)."""
+    """What a create or replace writes: the envelope, the new etag, capacity ``totals`` (for nodes: GPUs, GiB),
+    plain ``attributes`` beside the envelope, attributes to remove (``unset``, e.g. an index key that no longer
+    applies), and the node's fleet ``shape`` (:func:`shape_sk`; counted so admission needs no scan)."""
 
     key: ResourceKey
     document: dict[str, Any]
     etag: str
     totals: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, str] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()
+    shape: str | None = None
+
+
+def shape_sk(gpu_model: str, location: str, gpu_total: int, memory_gb_total: int) -> str:
+    """Sort key of a fleet-shape item: how many nodes of the subscription have this GPU model, location and totals
+    (GPUs, GiB). Admission reads the few shapes of a subscription instead of its nodes."""
+    return f"SHAPE#{gpu_model or '-'}#{location}#{gpu_total:03d}#{memory_gb_total:07d}"
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """Where a collection is listed from: the table (``PK`` = the subscription's partition, ``SK`` from the type's
+    key code) or an index partition whose sort key is ``{rg}#{name}`` (e.g. GSI3 for one user's jobs)."""
+
+    pk: str
+    pk_attr: str = "PK"
+    sk_attr: str = "SK"
+    index: str | None = None
+
+    @classmethod
+    def table(cls, subscription_id: str) -> IndexView:
+        return cls(keys.subscription_pk(subscription_id))
+
+    @property
+    def key_attributes(self) -> tuple[str, ...]:
+        """The attributes of a continuation key of this view."""
+        return ("PK", "SK") if self.index is None else ("PK", "SK", self.pk_attr, self.sk_attr)
+
+    def prefix(self, type_segment: str, resource_group: str | None, parent_names: tuple[str, ...] = ()) -> str:
+        """``begins_with`` prefix of a collection (by subscription, resource group, or under a parent)."""
+        if self.index is None:
+            return keys.collection_prefix(type_segment, resource_group, parent_names)
+        if resource_group is None:
+            return ""
+        return keys.SEP.join([resource_group.lower(), *(n.lower() for n in parent_names)]) + keys.SEP
 
 
 class ResourceStore(SubscriptionRegistry):
@@ -82,32 +123,52 @@ class ResourceStore(SubscriptionRegistry):
         visible_resource_groups: list[str] | None = None,
         limit: int,
         skip_token: str | None = None,
+        view: IndexView | None = None,
     ) -> tuple[list[StoredResource], str | None]:
-        """One ``Query`` page of a collection, ordered by (resource group, name).
+        """One page of a collection, ordered by (resource group, name): one ``Query`` (one per visible group
+        visited, see :meth:`_list_visible_groups`).
 
-        ``resource_group`` None lists the whole subscription; ``visible_resource_groups`` (None = all) filters a
-        subscription-wide list to the groups the caller may see. Returns ``(items, next_skip_token)``; the token is
-        None on the last page. Raises :class:`InvalidSkipToken`.
+        ``resource_group`` None lists the whole subscription; ``visible_resource_groups`` (None = all) confines a
+        subscription-wide list to the groups the caller may see. ``view`` lists through an index partition
+        instead of the table (e.g. one user's jobs), the same way. Returns ``(items, next_skip_token)``; the token
+        is None on the last page. Raises :class:`InvalidSkipToken`.
         """
-        pk = keys.subscription_pk(subscription_id)
+        view = view or IndexView.table(subscription_id)
         if visible_resource_groups is not None:
-            return self._list_visible_groups(subscription_id, type_segment, visible_resource_groups, limit, skip_token)
-        prefix = keys.collection_prefix(type_segment, resource_group, parent_names)
-        start = decode_token(skip_token, pk_attr="PK", pk=pk, sk_attr="SK", sk_prefix=prefix) if skip_token else None
-        items, last = self._query_page(subscription_id, type_segment, prefix, limit, start)
+            return self._list_visible_groups(
+                subscription_id, type_segment, view, visible_resource_groups, limit, skip_token
+            )
+        prefix = view.prefix(type_segment, resource_group, parent_names)
+        start = (
+            decode_token(skip_token, pk_attr=view.pk_attr, pk=view.pk, sk_attr=view.sk_attr, sk_prefix=prefix)
+            if skip_token
+            else None
+        )
+        items, last = self._query_page(subscription_id, type_segment, view, prefix, limit, start)
         return items, encode_token(last) if last else None
 
     def _query_page(
-        self, subscription_id: str, type_segment: str, prefix: str, limit: int, start: dict[str, Any] | None
+        self,
+        subscription_id: str,
+        type_segment: str,
+        view: IndexView,
+        prefix: str,
+        limit: int,
+        start: dict[str, Any] | None,
     ) -> tuple[list[StoredResource], dict[str, Any] | None]:
         """One ``Query`` of ``limit`` items under ``prefix``; returns the items and the key to continue after (None
         when the collection is exhausted). Asks for one item more than it returns, so the last page has no key."""
+        condition, values = f"{view.pk_attr} = :pk", {":pk": view.pk}
+        if prefix:  # an empty prefix (a whole index partition) is no key condition at all: DynamoDB refuses ""
+            condition, values = f"{condition} AND begins_with({view.sk_attr}, :prefix)", {**values, ":prefix": prefix}
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
-            "ExpressionAttributeValues": typed({":pk": keys.subscription_pk(subscription_id), ":prefix": prefix}),
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": typed(values),
             "Limit": limit + 1,
         }
+        if view.index:
+            request["IndexName"] = view.index
         if start:
             request["ExclusiveStartKey"] = start
         response = self._db.query(**request)
@@ -115,26 +176,32 @@ class ResourceStore(SubscriptionRegistry):
         items = [self._resource_from_item(self._key_of(i, subscription_id, type_segment), i) for i in raw[:limit]]
         if len(raw) > limit:
             last = raw[limit - 1]
-            return items, {"PK": {"S": last["PK"]}, "SK": {"S": last["SK"]}}
+            return items, {a: {"S": last[a]} for a in view.key_attributes}
         return items, response.get("LastEvaluatedKey")
 
     def _list_visible_groups(
-        self, subscription_id: str, type_segment: str, groups: list[str], limit: int, skip_token: str | None
+        self,
+        subscription_id: str,
+        type_segment: str,
+        view: IndexView,
+        groups: list[str],
+        limit: int,
+        skip_token: str | None,
     ) -> tuple[list[StoredResource], str | None]:
         """A subscription-wide list for a caller who holds only some resource groups: the groups in name order, one
         ``Query`` each, until the page is full — so a page is empty only when nothing is left, and every
         continuation token names only items the caller may see (a filtered query's LastEvaluatedKey could name a
-        hidden one). Token: ``{"g": group index, "PK"?, "SK"?}``. Cost: one ``Query`` per group visited."""
+        hidden one). Token: ``{"g": group index, key attributes?}``. Cost: one ``Query`` per group visited."""
         ordered = sorted({g.lower() for g in groups})
         if not ordered:
             return [], None
         index, start = 0, None
         if skip_token:
-            index, start = self._decode_group_token(skip_token, subscription_id, type_segment, ordered)
+            index, start = self._decode_group_token(skip_token, type_segment, view, ordered)
         page: list[StoredResource] = []
         while True:
-            prefix = keys.collection_prefix(type_segment, ordered[index])
-            items, last = self._query_page(subscription_id, type_segment, prefix, limit - len(page), start)
+            prefix = view.prefix(type_segment, ordered[index])
+            items, last = self._query_page(subscription_id, type_segment, view, prefix, limit - len(page), start)
             page.extend(items)
             if last:
                 return page, encode_token({**last, "g": {"S": str(index)}})
@@ -146,7 +213,7 @@ class ResourceStore(SubscriptionRegistry):
 
     @staticmethod
     def _decode_group_token(
-        token: str, subscription_id: str, type_segment: str, ordered: list[str]
+        token: str, type_segment: str, view: IndexView, ordered: list[str]
     ) -> tuple[int, dict[str, Any] | None]:
         flat = read_token(token)
         try:
@@ -155,12 +222,14 @@ class ResourceStore(SubscriptionRegistry):
             raise InvalidSkipToken(token) from exc
         if not 0 <= index < len(ordered):
             raise InvalidSkipToken(token)
-        if "SK" not in flat:
+        if set(flat) == {"g"}:
             return index, None
-        prefix = keys.collection_prefix(type_segment, ordered[index])
-        if flat.get("PK") != keys.subscription_pk(subscription_id) or not str(flat["SK"]).startswith(prefix):
+        if set(flat) != {"g", *view.key_attributes} or not all(isinstance(v, str) for v in flat.values()):
             raise InvalidSkipToken(token)
-        return index, {"PK": {"S": flat["PK"]}, "SK": {"S": flat["SK"]}}
+        prefix = view.prefix(type_segment, ordered[index])
+        if flat[view.pk_attr] != view.pk or not flat[view.sk_attr].startswith(prefix):
+            raise InvalidSkipToken(token)
+        return index, {a: {"S": flat[a]} for a in view.key_attributes}
 
     @staticmethod
     def _key_of(item: dict[str, Any], subscription_id: str, type_segment: str) -> ResourceKey:
@@ -191,27 +260,31 @@ class ResourceStore(SubscriptionRegistry):
         for total_attr, allocated_attr in CAPACITY_DIMENSIONS:
             if total_attr in write.totals:
                 item[allocated_attr] = 0
+                item[FREE_ATTRIBUTES[total_attr]] = write.totals[total_attr]
         if write.totals:
             item[CHILD_COUNT] = 0
-        self._transact(
-            [
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": typed(item),
-                        "ConditionExpression": "attribute_not_exists(PK)",
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-                self.audit_put(audit),
-                self.subscription_check(write.key.subscription_id),
-            ],
-            resource_failure=ItemExists,
-        )
+        items = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": typed(item),
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            self.audit_put(audit),
+            self.subscription_check(write.key.subscription_id),
+        ]
+        if write.shape:
+            items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
+        self._transact(items, resource_failure=ItemExists)
 
-    def replace_resource(self, write: ResourceWrite, expected_etag: str, audit: AuditEvent) -> None:
-        """Replace the writable part of a resource (allocations untouched) if its etag is still ``expected_etag``
-        and new capacity totals still cover what is allocated.
+    def replace_resource(
+        self, write: ResourceWrite, expected_etag: str, audit: AuditEvent, *, previous_shape: str | None = None
+    ) -> None:
+        """Replace the writable part of a resource (allocations untouched; free capacity recomputed from them) if
+        its etag is still ``expected_etag`` and new capacity totals still cover what is allocated; moves the node
+        from ``previous_shape`` to the write's shape when they differ.
 
         Raises :class:`ItemMissing`, :class:`EtagMismatch`, :class:`CapacityInUse`, :class:`SubscriptionNotWritable`.
         """
@@ -219,32 +292,43 @@ class ResourceStore(SubscriptionRegistry):
         settable = {k: v for k, v in item.items() if k not in ("PK", "SK")}
         names = {f"#a{i}": k for i, k in enumerate(settable)}
         values = {f":v{i}": v for i, v in enumerate(settable.values())}
+        assignments = [f"#a{i} = :v{i}" for i in range(len(settable))]
         condition = "etag = :expected"
         for total_attr, allocated_attr in CAPACITY_DIMENSIONS:
             if total_attr in write.totals:
                 condition += f" AND (attribute_not_exists({allocated_attr}) OR {allocated_attr} <= :{total_attr})"
                 values[f":{total_attr}"] = write.totals[total_attr]
-        self._transact(
-            [
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": typed({"PK": item["PK"], "SK": item["SK"]}),
-                        "UpdateExpression": "SET " + ", ".join(f"{n} = :v{i}" for i, n in enumerate(names)),
-                        "ConditionExpression": f"attribute_exists(PK) AND {condition}",
-                        "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": typed({**values, ":expected": expected_etag}),
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-                self.audit_put(audit),
-                self.subscription_check(write.key.subscription_id),
-            ],
-            expected_etag=expected_etag,
-        )
+                assignments.append(f"{FREE_ATTRIBUTES[total_attr]} = :{total_attr} - {allocated_attr}")
+        expression = "SET " + ", ".join(assignments)
+        if write.unset:
+            names.update({f"#u{i}": a for i, a in enumerate(write.unset)})
+            expression += " REMOVE " + ", ".join(f"#u{i}" for i in range(len(write.unset)))
+        items = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": typed({"PK": item["PK"], "SK": item["SK"]}),
+                    "UpdateExpression": expression,
+                    "ConditionExpression": f"attribute_exists(PK) AND {condition}",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": typed({**values, ":expected": expected_etag}),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            self.audit_put(audit),
+            self.subscription_check(write.key.subscription_id),
+        ]
+        if write.shape and previous_shape != write.shape:
+            items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
+            if previous_shape:
+                items.append(self._shape_count(write.key.subscription_id, previous_shape, -1))
+        self._transact(items, expected_etag=expected_etag)
 
-    def delete_resource(self, key: ResourceKey, expected_etag: str, audit: AuditEvent) -> None:
-        """Delete a resource that holds no allocations, if its etag is still ``expected_etag``.
+    def delete_resource(
+        self, key: ResourceKey, expected_etag: str, audit: AuditEvent, *, shape: str | None = None
+    ) -> None:
+        """Delete a resource that holds no allocations, if its etag is still ``expected_etag`` (and count it out of
+        its fleet ``shape``).
 
         Deletes are allowed whatever the subscription state (ARM: Warned/Suspended allow DELETE).
         Raises :class:`ItemMissing`, :class:`EtagMismatch`, :class:`CapacityInUse`.
@@ -264,9 +348,44 @@ class ResourceStore(SubscriptionRegistry):
                     }
                 },
                 self.audit_put(audit),
+                *([self._shape_count(key.subscription_id, shape, -1)] if shape else []),
             ],
             expected_etag=expected_etag,
         )
+
+    def _shape_count(self, subscription_id: str, shape: str, delta: int) -> dict[str, Any]:
+        """Transaction item: count a node in (``+1``) or out of (``-1``) its fleet shape."""
+        _, model, location, gpus, memory = shape.split(keys.SEP)
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape}),
+                "UpdateExpression": "ADD nodes :d SET entityType = :t, gpuModelKey = :model, #loc = :loc, "
+                "gpuTotal = :g, memoryGbTotal = :m",
+                "ExpressionAttributeNames": {"#loc": "location"},
+                "ExpressionAttributeValues": typed(
+                    {
+                        ":d": delta,
+                        ":t": "FleetShape",
+                        ":model": "" if model == "-" else model,
+                        ":loc": location,
+                        ":g": int(gpus),
+                        ":m": int(memory),
+                    }
+                ),
+            }
+        }
+
+    def fleet_shapes(self, subscription_id: str) -> list[dict[str, Any]]:
+        """The node shapes of a subscription that have nodes: ``gpuModelKey``, ``location``, ``gpuTotal``,
+        ``memoryGbTotal`` (GPUs, GiB), ``nodes``. One ``Query`` (a subscription has few shapes)."""
+        response = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :shape)",
+            ExpressionAttributeValues=typed({":pk": keys.subscription_pk(subscription_id), ":shape": "SHAPE#"}),
+            ConsistentRead=True,
+        )
+        return [plain(i) for i in response.get("Items", []) if int(plain(i).get("nodes", 0)) > 0]
 
     def _transact(
         self,

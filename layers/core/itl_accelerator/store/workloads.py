@@ -83,13 +83,15 @@ class WorkloadRecord:
 @dataclass(frozen=True)
 class Reservation:
     """``gpus``/``memory_gb`` to take on ``node`` whose totals were read as ``totals`` (``gpuTotal``,
-    ``memoryGbTotal``); ``child`` is added to its child count (1 for a new instance)."""
+    ``memoryGbTotal``); ``child`` is added to its child count (1 for a new instance); ``job`` (a job's sort key)
+    may take a node that is being drained for it, which nothing else may."""
 
     node: ResourceKey
     gpus: int
     memory_gb: int
     totals: dict[str, int]
     child: int = 0
+    job: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,14 +124,24 @@ _WORKLOAD_ATTRIBUTES = {
 }
 
 
-def lease_partition(pk: str, sk: str) -> str:
+#: Kinds of entries in the lease index: ``LEASE`` — a workflow owns the item and must make progress by then (the
+#: reconciler's); ``TRACK`` — a running job whose state on the DGX Platform is due to be checked then (the job
+#: tracker's).
+LEASE, TRACK = "LEASE", "TRACK"
+
+
+def lease_partition(pk: str, sk: str, kind: str = LEASE) -> str:
     """The lease-index partition of an item (stable: a hash of its key)."""
-    return f"LEASE#{int(hashlib.sha256(f'{pk}#{sk}'.encode()).hexdigest(), 16) % LEASE_SHARDS}"
+    return f"{kind}#{int(hashlib.sha256(f'{pk}#{sk}'.encode()).hexdigest(), 16) % LEASE_SHARDS}"
 
 
-def lease_values(pk: str, sk: str, until: float) -> dict[str, Any]:
-    """The attributes that put an item in the lease index until ``until`` (epoch seconds)."""
-    return {"leaseUntil": int(until), "GSI2PK": lease_partition(pk, sk), "GSI2SK": f"{int(until):012d}#{pk}#{sk}"}
+def lease_values(pk: str, sk: str, until: float, kind: str = LEASE) -> dict[str, Any]:
+    """The attributes that put an item in the lease index (``kind`` LEASE or TRACK) until ``until`` (epoch s)."""
+    return {
+        "leaseUntil": int(until),
+        "GSI2PK": lease_partition(pk, sk, kind),
+        "GSI2SK": f"{int(until):012d}#{pk}#{sk}",
+    }
 
 
 class WorkloadStore(ResourceStore):
@@ -195,10 +207,10 @@ class WorkloadStore(ResourceStore):
             return None
         return json.loads(item["doc"]), item["rgKey"], item.get("kind", "")
 
-    def expired_leases(self, now: float, limit: int) -> list[ResourceKey]:
-        """Keys of at most ``limit`` workloads whose lease ended before ``now`` (epoch seconds), oldest first within
-        each lease partition: one ``Query`` of GSI2 per partition (eventually consistent: the caller reads each
-        item again, consistently, before acting)."""
+    def expired_leases(self, now: float, limit: int, kind: str = LEASE) -> list[ResourceKey]:
+        """Keys of at most ``limit`` workloads whose lease (``kind``: LEASE, or TRACK for running jobs) ended before
+        ``now`` (epoch seconds), oldest first within each lease partition: one ``Query`` of GSI2 per partition
+        (eventually consistent: the caller reads each item again, consistently, before acting)."""
         found: list[ResourceKey] = []
         for shard in range(LEASE_SHARDS):
             if len(found) >= limit:
@@ -207,7 +219,7 @@ class WorkloadStore(ResourceStore):
                 TableName=self._table,
                 IndexName="GSI2",
                 KeyConditionExpression="GSI2PK = :p AND GSI2SK < :now",
-                ExpressionAttributeValues=typed({":p": f"LEASE#{shard}", ":now": f"{int(now):012d}#"}),
+                ExpressionAttributeValues=typed({":p": f"{kind}#{shard}", ":now": f"{int(now):012d}#"}),
                 Limit=limit - len(found),
             )
             for item in map(plain, response.get("Items", [])):
@@ -266,16 +278,19 @@ class WorkloadStore(ResourceStore):
         audit: AuditEvent,
         remove: tuple[str, ...] = (),
         operation: dict[str, Any] | None = None,
+        more_operations: tuple[dict[str, Any], ...] = (),
         new_operation: tuple[dict[str, Any], str] | None = None,
         reservation: Reservation | None = None,
         release: Release | None = None,
         lease_until: float | None = None,
+        lease_kind: str = LEASE,
     ) -> None:
         """Move a workload on: ``SET`` ``set_values`` (a ``document`` value is stored as the JSON envelope) and
         ``REMOVE`` ``remove`` if every expectation in ``expect`` holds; with its audit item; optionally moving its
-        operation to ``operation`` (refused once that operation is final) or starting a new one (``new_operation``:
-        the status body and its kind), reserving or releasing capacity, and renewing (``lease_until`` epoch seconds)
-        or ending (:data:`NO_LEASE`) its lease. No subscription-state check: workflows finish what was accepted,
+        operation to ``operation`` (and others to ``more_operations``; each refused once that operation is final)
+        or starting a new one (``new_operation``: the status body and its kind), reserving or releasing capacity,
+        and renewing (``lease_until`` epoch seconds, in the ``lease_kind`` index) or ending (:data:`NO_LEASE`) its
+        lease. No subscription-state check: workflows finish what was accepted,
         and deletes are allowed in every state (ARM_CONTRACT.md line 27).
 
         Raises :class:`WorkloadChanged` (an expectation failed or the operation is already final),
@@ -286,12 +301,14 @@ class WorkloadStore(ResourceStore):
         if lease_until == NO_LEASE:
             drop += ["leaseUntil", "GSI2PK", "GSI2SK"]
         elif lease_until is not None:
-            values.update(lease_values(key.pk, key.sk, lease_until))
+            values.update(lease_values(key.pk, key.sk, lease_until, lease_kind))
         items = [self._workload_update(key, values, tuple(drop), expect), self.audit_put(audit)]
         positions: dict[str, int] = {}
         if operation is not None:
             positions["operation"] = len(items)
             items.append(self._operation_update(key.subscription_id, operation))
+        for extra in more_operations:
+            items.append(self._operation_update(key.subscription_id, extra))
         if new_operation is not None:
             items.append(self._operation_put(key, *new_operation))
         if reservation is not None:
@@ -338,14 +355,24 @@ class WorkloadStore(ResourceStore):
         except TransactionFailed as exc:
             self._raise_typed(exc, workload=0, operation=2 if operation is not None else None)
 
-    def renew_lease(self, key: ResourceKey, until: float, *, expect: Expect) -> bool:
+    def renew_lease(
+        self,
+        key: ResourceKey,
+        until: float,
+        *,
+        expect: Expect,
+        kind: str = LEASE,
+        also_set: dict[str, Any] | None = None,
+    ) -> bool:
         """Extend (or shorten) a workload's lease to ``until`` (epoch seconds; :data:`NO_LEASE` ends it) if
-        ``expect`` holds: bookkeeping of the workflow that owns it, not a change of the resource (no audit item).
-        Returns whether it was written."""
+        ``expect`` holds, with ``also_set`` (workflow bookkeeping such as a task token): bookkeeping of the
+        workflow that owns it, not a change of the resource (no audit item). Returns whether it was written."""
+        extra = dict(also_set or {})
         if until == NO_LEASE:
-            update = self._workload_update(key, {}, ("leaseUntil", "GSI2PK", "GSI2SK"), expect)["Update"]
+            update = self._workload_update(key, extra, ("leaseUntil", "GSI2PK", "GSI2SK"), expect)["Update"]
         else:
-            update = self._workload_update(key, lease_values(key.pk, key.sk, until), (), expect)["Update"]
+            values = {**extra, **lease_values(key.pk, key.sk, until, kind)}
+            update = self._workload_update(key, values, (), expect)["Update"]
         update.pop("ReturnValuesOnConditionCheckFailure")
         try:
             self._db.update_item(**update)
@@ -442,10 +469,11 @@ class WorkloadStore(ResourceStore):
             "Update": {
                 "TableName": self._table,
                 "Key": typed({"PK": r.node.pk, "SK": r.node.sk}),
-                "UpdateExpression": f"ADD {add}",
+                "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m",
                 "ConditionExpression": (
                     "attribute_exists(PK) AND availability = :available AND gpuTotal = :gt AND memoryGbTotal = :mt "
                     "AND gpuAllocated <= :gmax AND memoryGbAllocated <= :mmax"
+                    + (" AND (attribute_not_exists(drainingFor) OR drainingFor = :job)" if r.job else "")
                 ),
                 "ExpressionAttributeValues": typed(
                     {
@@ -457,6 +485,7 @@ class WorkloadStore(ResourceStore):
                         ":gmax": r.totals["gpuTotal"] - r.gpus,
                         ":mmax": r.totals["memoryGbTotal"] - r.memory_gb,
                         **({":child": r.child} if r.child else {}),
+                        **({":job": r.job} if r.job else {}),
                     }
                 ),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -470,7 +499,7 @@ class WorkloadStore(ResourceStore):
             "Update": {
                 "TableName": self._table,
                 "Key": typed({"PK": r.node.pk, "SK": r.node.sk}),
-                "UpdateExpression": f"ADD {add}",
+                "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m",
                 "ConditionExpression": "attribute_exists(PK)",
                 "ExpressionAttributeValues": typed(
                     {":g": -r.gpus, ":m": -r.memory_gb, **({":child": r.child} if r.child else {})}
@@ -526,7 +555,7 @@ class WorkloadStore(ResourceStore):
         failed = exc.failed
         if subscription is not None and subscription in failed:
             raise SubscriptionNotWritable(str(failed[subscription].get("state", "Unregistered"))) from exc
-        if workload in failed or (operation is not None and operation in failed):
+        if workload in failed or (operation is not None and operation in failed) or set(failed) - {node}:
             raise WorkloadChanged(failed.get(workload, {})) from exc
         if node is not None and node in failed:
             current = failed[node]

@@ -1,0 +1,302 @@
+"""sparkJobs: a GPU job (training, fine-tuning, batch inference) that the provider places on a node of the
+subscription and runs on the DGX Platform.
+
+Units: ``requestedGpus`` GPUs; ``requestedMemoryGb`` GiB of GPU memory; ``maxDurationMinutes`` minutes; times are
+UTC ISO 8601; ``gpuSeconds`` GPU-seconds used (whole seconds of run time * GPUs); ``billableGpuSeconds`` the same
+after the node's pricing rule (run time rounded up to ``billingIncrementSeconds``, at least
+``minimumBillableSeconds``); ``cost.amount`` = billable GPU-seconds * ``pricePerGpuHour`` / 3600, in
+``cost.currency``, rounded half up to 6 decimals (a decimal string, never a float).
+
+The workload is a container: ``image`` (an OCI reference), ``command`` (argv) and ``env``. A job that names none —
+the seed's request — runs the default workload of its ``jobType`` (:data:`DEFAULT_WORKLOADS`). Its size is bounded
+(:data:`MAX_WORKLOAD_BYTES` as stored JSON) so no item or state-machine payload limit can be reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from itl_accelerator.models.common import (
+    ApiModel,
+    Location,
+    ProvisioningState,
+    SystemData,
+    TagKey,
+    TagValue,
+    has_control_characters,
+    validate_tags,
+)
+
+JobType = Literal["training", "fineTuning", "batchInference"]
+JobStatus = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Canceled"]
+FINAL_JOB_STATUSES: tuple[str, ...] = ("Succeeded", "Failed", "Canceled")
+ACTIVE_JOB_STATUSES: tuple[str, ...] = ("Pending", "Scheduled", "Running")
+
+#: Bounds of a workload (characters / entries): the whole of it stays under :data:`MAX_WORKLOAD_BYTES`.
+MAX_WORKLOAD_BYTES = 16 * 1024
+MAX_COMMAND_ARGS = 64
+MAX_ENV_VARS = 64
+#: Default and longest ``maxDurationMinutes``: 7 days and 30 days.
+DEFAULT_MAX_DURATION_MINUTES = 7 * 24 * 60
+MAX_DURATION_MINUTES = 30 * 24 * 60
+
+_IMAGE = re.compile(
+    r"^[a-z0-9][a-z0-9._-]*(?::[0-9]{1,5})?(?:/[a-z0-9._-]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+#: What a job without a ``workload`` runs, by ``jobType`` (DGX_INTEGRATION.md documents them; on the DGX simulator
+#: they run for its default job time and succeed).
+DEFAULT_WORKLOADS: dict[str, dict[str, Any]] = {
+    "training": {
+        "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+        "command": ["python", "-m", "itl_workloads.train", "--config", "default"],
+        "env": {"ITL_JOB_TYPE": "training"},
+    },
+    "fineTuning": {
+        "image": "nvcr.io/nvidia/nemo:24.09",
+        "command": ["python", "-m", "itl_workloads.finetune", "--config", "default"],
+        "env": {"ITL_JOB_TYPE": "fineTuning"},
+    },
+    "batchInference": {
+        "image": "nvcr.io/nvidia/tritonserver:24.10-py3",
+        "command": ["python", "-m", "itl_workloads.batch_infer", "--config", "default"],
+        "env": {"ITL_JOB_TYPE": "batchInference"},
+    },
+}
+
+
+class ContainerWorkload(ApiModel):
+    """A container the DGX Platform runs: ``image`` (OCI reference, e.g. ``nvcr.io/nvidia/pytorch:24.10-py3``),
+    ``command`` (argv, at most 64 arguments) and ``env`` (at most 64 variables, POSIX names)."""
+
+    image: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    command: list[Annotated[str, StringConstraints(max_length=1024)]] = Field(default_factory=list)
+    env: dict[str, Annotated[str, StringConstraints(max_length=4096)]] = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _IMAGE.match(value):
+            raise ValueError(
+                f"The image '{value[:100]}' is not an OCI reference: [registry[:port]/]repository[:tag][@sha256:digest],"
+                " lower-case repository."
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_COMMAND_ARGS:
+            raise ValueError(f"The command has {len(value)} arguments; at most {MAX_COMMAND_ARGS} are allowed.")
+        if any("\x00" in arg for arg in value):
+            raise ValueError("A command argument contains a NUL character.")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_ENV_VARS:
+            raise ValueError(f"{len(value)} environment variables; at most {MAX_ENV_VARS} are allowed.")
+        for name, text in value.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"The environment variable name '{name[:64]}' is not valid: [A-Za-z_][A-Za-z0-9_]*.")
+            if "\x00" in text:
+                raise ValueError(f"The environment variable '{name}' contains a NUL character.")
+        return value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ContainerWorkload:
+        size = len(json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode())
+        if size > MAX_WORKLOAD_BYTES:
+            raise ValueError(f"The workload is {size} bytes as JSON; at most {MAX_WORKLOAD_BYTES} are allowed.")
+        return self
+
+
+GpuModel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$")]
+
+_SPEC_FIELDS = (
+    "job_type",
+    "workload",
+    "requested_gpus",
+    "requested_memory_gb",
+    "gpu_model",
+    "priority",
+    "max_duration_minutes",
+)
+_FLAT_FIELDS = {
+    "status": "status",
+    "requested_gpus": "requestedGpus",
+    "requestedGpus": "requestedGpus",
+    "requested_memory_gb": "requestedMemoryGb",
+    "requestedMemoryGb": "requestedMemoryGb",
+    "job_type": "jobType",
+    "jobType": "jobType",
+    "workload": "workload",
+    "gpu_model": "gpuModel",
+    "gpuModel": "gpuModel",
+    "priority": "priority",
+    "max_duration_minutes": "maxDurationMinutes",
+    "maxDurationMinutes": "maxDurationMinutes",
+}
+
+
+class SparkJobPropertiesWrite(ApiModel):
+    """Job properties a client sends. ``status`` may only be ``Pending`` (the seed's form; anything else → 400).
+    Read-only properties a client echoes back from a GET are accepted and ignored."""
+
+    job_type: JobType = "training"
+    workload: ContainerWorkload | None = None
+    requested_gpus: int = Field(strict=True, ge=1, le=64)
+    requested_memory_gb: int = Field(strict=True, ge=1, le=65536)
+    gpu_model: GpuModel | None = None
+    priority: int = Field(strict=True, default=5, ge=0, le=9)
+    max_duration_minutes: int = Field(strict=True, default=DEFAULT_MAX_DURATION_MINUTES, ge=1, le=MAX_DURATION_MINUTES)
+    status: str | None = None
+    # read-only, accepted so a GET body can be sent back
+    provisioning_state: str | None = None
+    status_reason: str | None = None
+    assigned_node: str | None = None
+    submitted_by: str | None = None
+    submitted_at: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    gpu_seconds: int | None = None
+    billable_gpu_seconds: int | None = None
+    cost: dict[str, Any] | None = None
+    logs_url: str | None = None
+    cancel_requested_by: str | None = None
+    operation_id: str | None = None
+
+    @field_validator("status")
+    @classmethod
+    def _pending_only(cls, value: str | None) -> str | None:
+        if value is not None and value != "Pending":
+            raise ValueError(f"'status' is set by the provider; a new job may only say 'Pending', not '{value[:40]}'.")
+        return value
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _no_control(cls, value: str | None) -> str | None:
+        if value is not None and has_control_characters(value):
+            raise ValueError("gpuModel contains a control character.")
+        return value
+
+
+class SparkJobWrite(ApiModel):
+    """PUT body: ``{"location"?, "tags"?, "properties": {...}}``. ``location``, when given, is a placement
+    constraint (only nodes there), like ``properties.gpuModel``. The seed's flat form (``requested_gpus``,
+    ``requested_memory_gb``, ``status``, ... at the top level) is accepted too; both forms with different values →
+    400."""
+
+    location: Location | None = None
+    tags: dict[TagKey, TagValue] | None = None
+    name: str | None = None
+    id: str | None = None
+    type: str | None = None
+    etag: str | None = None
+    system_data: dict[str, Any] | None = None
+    properties: SparkJobPropertiesWrite
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_to_properties(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        flat = {_FLAT_FIELDS[k]: data[k] for k in data if k in _FLAT_FIELDS}
+        if not flat:
+            return data
+        rest = {k: v for k, v in data.items() if k not in _FLAT_FIELDS}
+        props = data.get("properties")
+        if props is None:
+            return {**rest, "properties": flat}
+        if isinstance(props, dict):
+            for key, value in flat.items():
+                if key in props and props[key] != value:
+                    raise ValueError(f"'{key}' is given twice with different values (flat and in properties).")
+            return {**rest, "properties": {**flat, **props}}
+        return data
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str] | None) -> dict[str, str]:
+        return validate_tags(value)
+
+    def spec(self) -> dict[str, Any]:
+        """What runs and where (wire names): the fields that define the job; the workload resolved to the default of
+        its type when none was given."""
+        p = self.properties
+        spec = p.model_dump(mode="json", by_alias=True, include=set(_SPEC_FIELDS))
+        spec["workload"] = p.workload.model_dump(mode="json") if p.workload else DEFAULT_WORKLOADS[p.job_type]
+        spec["location"] = self.location
+        return spec
+
+    def fingerprint(self) -> str:
+        """Stable hash of :meth:`spec`: an identical repeated submission has the same fingerprint."""
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:32]
+
+
+class SparkJobCreate(SparkJobWrite):
+    """The seed's POST body: ``{"name": "job-1", "status": "Pending", "requested_gpus": 4, "requested_memory_gb": 320}``."""
+
+    name: str
+
+
+class JobCost(ApiModel):
+    """What a job cost: ``amount`` (decimal string) in ``currency`` (ISO 4217), at the node's price per GPU-hour."""
+
+    amount: str
+    currency: str
+
+
+class SparkJobProperties(ApiModel):
+    """Job properties as returned. ``status`` (the job's own lifecycle) and ``provisioningState`` (ARM's: Accepted
+    while Pending or Scheduled, Running, then Succeeded/Failed/Canceled with the status) are read-only, as are
+    ``statusReason``, ``assignedNode`` (the node's ARM id), ``submittedBy`` (the token's subject), the times,
+    ``gpuSeconds`` and ``cost``."""
+
+    job_type: JobType
+    workload: ContainerWorkload
+    requested_gpus: int
+    requested_memory_gb: int
+    gpu_model: str | None = None
+    priority: int
+    max_duration_minutes: int
+    status: JobStatus
+    status_reason: str | None = None
+    assigned_node: str | None = None
+    submitted_by: str
+    submitted_at: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    gpu_seconds: int = 0
+    billable_gpu_seconds: int | None = None
+    cost: JobCost | None = None
+    logs_url: str | None = None
+    cancel_requested_by: str | None = None
+    provisioning_state: ProvisioningState | Literal["Running"]
+    operation_id: str | None = None
+
+
+class SparkJob(ApiModel):
+    """A job as returned (ARM tracked-resource envelope; ``location`` only when the job was constrained to one)."""
+
+    id: str
+    name: str
+    type: str
+    location: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    etag: str
+    system_data: SystemData
+    properties: SparkJobProperties
+
+
+class AcceptedJob(SparkJob):
+    """The seed's 202 body: the job plus ``status_url`` (the Azure-AsyncOperation URL, which ends with the job)."""
+
+    status_url: str = Field(alias="status_url")

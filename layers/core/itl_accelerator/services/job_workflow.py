@@ -1,0 +1,573 @@
+"""The steps of the job lifecycle state machine (statemachines/job_lifecycle.asl.json) and the job tracker.
+
+admit → place (or wait for capacity) → submit to the DGX Platform (idempotency key = the job's operation id) →
+track → (stop on the DGX Platform) → finish. Waiting costs no execution history: a job that does not fit waits on a
+task token that placement completes when capacity frees (services/placement.py); a running job waits on a task
+token that the tracker (a schedule, :class:`JobTracker`) completes when the DGX Platform reports it ended or it
+exceeded ``maxDurationMinutes`` — so an execution's history has the same few dozen events whether the job runs a
+minute or 7 days. A cancel completes whichever token the job waits on at once, and every step reads the job
+before it acts, so a cancel is seen at every step.
+
+Every step reports ``{"end": null}`` to go on, or ``{"end": {"status", "reason", "stop", ...}}`` when the job must
+end; :meth:`JobWorkflow.finish` makes the one final transition: status, end time, GPU-seconds and cost at the
+node's price, capacity released (conditioned on being held: exactly once), both operations ended, lease gone —
+then serves the jobs waiting in the subscription. All changes are audited as ``SYSTEM`` with the request's
+correlation id.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from itl_accelerator.dgx.client import DgxPlatformClient
+from itl_accelerator.dgx.errors import DgxNotFound
+from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
+from itl_accelerator.observability import logger
+from itl_accelerator.resources import JOBS
+from itl_accelerator.services import arm_rules
+from itl_accelerator.services.instance_workflow import workflow_context
+from itl_accelerator.services.kernel import ResourceKernel
+from itl_accelerator.services.operations import finished
+from itl_accelerator.services.placement import Placement, end
+from itl_accelerator.settings import Settings
+from itl_accelerator.store.errors import StoreBusy, WorkloadChanged
+from itl_accelerator.store.jobs import JobStore, pending_index_values
+from itl_accelerator.store.keys import ResourceKey
+from itl_accelerator.store.workloads import NO_LEASE, TRACK, Release, WorkloadRecord
+from itl_accelerator.workflows import WorkflowStarter
+
+#: Money: cost = GPU-seconds * price per GPU-hour / 3600, rounded half up to this many decimals (the currency's
+#: sub-units are finer than any invoice line needs; the billing export sums these exact values).
+COST_QUANTUM = Decimal("0.000001")
+
+
+class JobInput(BaseModel):
+    """The execution input (services/jobs.py ``job_execution_input``) as every Task receives it. Seconds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    operationId: str
+    subscriptionId: str
+    resourceGroup: str
+    jobName: str
+    correlationId: str = ""
+    pollIntervalSeconds: int = 30
+    pendingTimeoutSeconds: int = 7 * 24 * 3600
+    trackTimeoutSeconds: int = 7 * 24 * 3600
+    stopTimeoutSeconds: int = 300
+
+    @property
+    def key(self) -> ResourceKey:
+        return ResourceKey(self.subscriptionId, self.resourceGroup, JOBS.segment, (self.jobName,))
+
+
+def job_cost(gpu_seconds: int, price_per_gpu_hour: str) -> Decimal:
+    """Cost of ``gpu_seconds`` at ``price_per_gpu_hour`` (a decimal string), rounded half up to 6 decimals."""
+    return (Decimal(gpu_seconds) * Decimal(price_per_gpu_hour) / Decimal(3600)).quantize(COST_QUANTUM, ROUND_HALF_UP)
+
+
+def billable_seconds(seconds: int, increment: int, minimum: int) -> int:
+    """The node's pricing rule (models/nodes.Pricing): time is billed in whole ``increment`` s, rounded up, at
+    least ``minimum`` s; nothing when nothing ran."""
+    if seconds <= 0:
+        return 0
+    increment = max(1, increment)
+    return max(minimum, -(-seconds // increment) * increment)
+
+
+def iso(epoch: float) -> str:
+    """UTC ISO 8601 with microseconds and ``Z``."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch(value: str) -> float:
+    """Inverse of :func:`iso`."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def error_end(caught: dict[str, Any]) -> dict[str, Any]:
+    """The end of a job whose step failed (a Step Functions Catch result ``{"Error", "Cause"}``)."""
+    name = str(caught.get("Error", ""))
+    try:
+        cause = json.loads(caught.get("Cause") or "{}")
+        message = str(cause.get("errorMessage", ""))[:300] if isinstance(cause, dict) else ""
+    except ValueError:
+        message = ""
+    if name == "DgxPermanentError":
+        return end("Failed", f"The DGX Platform refused the job: {message}", stop=True)
+    if name == "DgxTransientError":
+        return end("Failed", "The DGX Platform stayed unavailable; retries ran out.", stop=True)
+    if name == "States.Timeout":
+        return end("Failed", "The job's workflow timed out.", stop=True)
+    return end("Failed", "The job failed because of an internal error.", stop=True)
+
+
+class JobWorkflow:
+    """Task implementations. ``dgx`` builds the DGX client on first use; ``clock`` returns epoch seconds."""
+
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        placement: Placement,
+        workflows: WorkflowStarter,
+        dgx: Callable[[], DgxPlatformClient],
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._kernel = kernel
+        self._store: JobStore = kernel.store  # type: ignore[assignment]
+        self._placement = placement
+        self._workflows = workflows
+        self._dgx_factory = dgx
+        self._dgx: DgxPlatformClient | None = None
+        self._settings = settings
+        self._clock = clock
+
+    @property
+    def dgx(self) -> DgxPlatformClient:
+        if self._dgx is None:
+            self._dgx = self._dgx_factory()
+        return self._dgx
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    def _current(self, inp: JobInput) -> WorkloadRecord | None:
+        """The job this execution runs (None when it is gone, or the name now holds another submission)."""
+        record = self._store.get_workload(inp.key)
+        return record if record is not None and record.operation_id == inp.operationId else None
+
+    def _note(
+        self,
+        inp: JobInput,
+        record: WorkloadRecord,
+        *,
+        reason: str,
+        expect: dict[str, Any],
+        status: str | None = None,
+        set_values: dict[str, Any] | None = None,
+        properties: dict[str, Any] | None = None,
+        remove: tuple[str, ...] = (),
+        lease_until: float | None = None,
+        lease_kind: str = "LEASE",
+    ) -> None:
+        """One audited transition of the job (status and reason in its document). Raises :class:`WorkloadChanged`."""
+        ctx = workflow_context(inp.operationId, inp.correlationId)
+        props = {**record.document["properties"], "statusReason": reason, **(properties or {})}
+        if status:
+            props["status"] = status
+        document = {
+            **record.document,
+            "properties": {k: v for k, v in props.items() if v is not None},
+            "systemData": arm_rules.stamp_system_data(ctx, record.document["systemData"]),
+        }
+        self._store.transition(
+            record.key,
+            expect={"operationId": inp.operationId, **expect},
+            set_values={
+                "document": document,
+                "etag": arm_rules.new_etag(),
+                **({"status": status} if status else {}),
+                **(set_values or {}),
+            },
+            remove=remove,
+            audit=self._kernel.audit(ctx, JOBS, record.key, JOBS.write, reason, record.document, document),
+            lease_until=lease_until,
+            lease_kind=lease_kind,
+        )
+
+    def _canceled(self, record: WorkloadRecord) -> dict[str, Any] | None:
+        if record.cancel_requested:
+            return end("Canceled", f"Canceled by {record.extra.get('canceledBy', 'the submitter')}.", stop=True)
+        return None
+
+    def _lease(self, seconds: float) -> float:
+        return self._clock() + seconds + self._settings.workflow_lease_grace_seconds
+
+    # ----------------------------------------------------------------------------------------------- admit
+    def admit(self, inp: JobInput) -> dict[str, Any]:
+        """Could any node of the subscription ever hold the job? ``{"end": null}`` to place it; an end (Failed,
+        inadmissible, with why) otherwise."""
+        record = self._current(inp)
+        if record is None:
+            return {"end": end("Canceled", "The job is gone.")}
+        if (canceled := self._canceled(record)) is not None:
+            return {"end": canceled}
+        if (reason := self._placement.inadmissible(record)) is not None:
+            return {"end": end("Failed", f"Inadmissible: {reason}")}
+        try:
+            self._note(
+                inp,
+                record,
+                reason="Admitted; looking for a node.",
+                expect={"status": "Pending"},
+                lease_until=self._lease(60),
+            )
+        except WorkloadChanged:
+            return self.admit(inp) if self._current(inp) else {"end": end("Canceled", "The job is gone.")}
+        return {"end": None}
+
+    # ----------------------------------------------------------------------------------------------- place
+    def place(self, inp: JobInput) -> dict[str, Any]:
+        """Place the job on the best-fitting node now: ``{"end": null, "placed": bool}`` (not placed: it waits)."""
+        record = self._current(inp)
+        if record is None:
+            return {"end": end("Canceled", "The job is gone."), "placed": False}
+        if (canceled := self._canceled(record)) is not None:
+            return {"end": canceled, "placed": False}
+        if record.extra.get("status") != "Pending":
+            return {"end": None, "placed": True}  # placed already (a retried step)
+        placed = self._placement.place(workflow_context(inp.operationId, inp.correlationId), record)
+        return {"end": None, "placed": placed is not None}
+
+    def await_capacity(self, inp: JobInput, token: str) -> dict[str, Any]:
+        """The job waits for capacity: record the task token placement resumes it with, enter the waiting queue
+        (priority, then submission order) and say why it waits; then try once more (capacity may have freed in
+        between). The state machine waits until the token is completed (placed, or canceled)."""
+        record = self._current(inp)
+        if record is None:
+            self._workflows.complete_task(token, {"end": end("Canceled", "The job is gone."), "placed": False})
+            return {}
+        if (canceled := self._canceled(record)) is not None:
+            self._workflows.complete_task(token, {"end": canceled, "placed": False})
+            return {}
+        if record.extra.get("status") != "Pending":
+            self._workflows.complete_task(token, {"end": None, "placed": True})
+            return {}
+        reason = (
+            f"Waiting for capacity: no node of the subscription has {record.gpus} free GPUs and {record.memory_gb} "
+            "GiB of GPU memory now."
+        )
+        try:
+            self._note(
+                inp,
+                record,
+                reason=reason,
+                expect={"status": "Pending", "cancelRequested": False},
+                set_values={
+                    "taskToken": token,
+                    **pending_index_values(
+                        record.key,
+                        priority=int(record.extra.get("priority", 5)),
+                        submitted_at=str(record.extra["submittedAt"]),
+                    ),
+                },
+                lease_until=self._clock() + self._settings.job_placement_retry_seconds,
+            )
+        except WorkloadChanged:
+            if self._current(inp) is None:
+                return {}
+            return self.await_capacity(inp, token)  # a cancel came, or it was placed: the checks above decide
+        self._placement.dispatch(workflow_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+        return {}
+
+    # ----------------------------------------------------------------------------------------------- submit
+    def submit(self, inp: JobInput) -> dict[str, Any]:
+        """Submit the job to the DGX Platform on its node (idempotency key = operation id); → Running."""
+        record = self._current(inp)
+        if record is None:
+            return {"end": end("Canceled", "The job is gone.")}
+        if (canceled := self._canceled(record)) is not None:
+            return {"end": canceled}
+        if record.extra.get("status") == "Running" and record.dgx_id:
+            return {"end": None}
+        node = self._store.get_resource(record.node_key)
+        job = self.dgx.submit_job(
+            idempotency_key=inp.operationId,
+            name=record.document["id"],
+            node_id=node.document["id"] if node else record.node_key.sk,
+            gpus=record.gpus,
+            memory_gb=record.memory_gb,
+            workload=record.document["properties"]["workload"],
+            max_duration_seconds=int(record.extra.get("maxDurationSeconds", 0)),
+        )
+        started = self._clock()
+        try:
+            self._note(
+                inp,
+                record,
+                reason=f"Running on the DGX Platform (job {job.id}).",
+                expect={"status": "Scheduled", "cancelRequested": False},
+                status="Running",
+                set_values={"dgxId": job.id, "startedAt": iso(started), "provisioningState": "Running"},
+                properties={"startedAt": iso(started), "provisioningState": "Running", "logsUrl": job.logs_url},
+                lease_until=self._lease(0),
+            )
+        except WorkloadChanged:
+            current = self._current(inp)
+            if current is not None and current.cancel_requested:
+                self.dgx.cancel_job(job.id)
+                return {"end": self._canceled(current)}
+            return {"end": end("Canceled", "The job is gone.", stop=True)}
+        return {"end": None}
+
+    # ----------------------------------------------------------------------------------------------- track
+    def track(self, inp: JobInput, token: str) -> dict[str, Any]:
+        """The job runs: record the task token the tracker (or a cancel) resumes it with, and when it is first due
+        to be checked. The state machine waits until the token is completed with the job's end."""
+        record = self._current(inp)
+        if record is None:
+            self._workflows.complete_task(token, {"end": end("Canceled", "The job is gone.", stop=True)})
+            return {}
+        if (canceled := self._canceled(record)) is not None:
+            self._workflows.complete_task(token, {"end": canceled})
+            return {}
+        try:
+            self._note(
+                inp,
+                record,
+                reason=record.document["properties"].get("statusReason", "Running."),
+                expect={"status": "Running", "cancelRequested": False},
+                set_values={"taskToken": token, "trackChecks": 0},
+                lease_until=self._clock() + self._settings.job_poll_interval_seconds,
+                lease_kind=TRACK,
+            )
+        except WorkloadChanged:
+            return self.track(inp, token)
+        return {}
+
+    # ----------------------------------------------------------------------------------------------- stop
+    def stop(self, inp: JobInput, deadline: float | None) -> dict[str, Any]:
+        """Stop the job on the DGX Platform (idempotent) and say whether it has stopped: ``{"stopped",
+        "timedOut", "deadline"}`` (``deadline`` epoch seconds, set by the first call)."""
+        deadline = deadline or self._clock() + inp.stopTimeoutSeconds
+        record = self._store.get_workload(inp.key)
+        dgx_id = record.dgx_id if record is not None and record.operation_id == inp.operationId else None
+        if dgx_id is None:
+            found = self.dgx.find_job(inp.operationId)  # a submit whose answer was lost
+            dgx_id = found.id if found else None
+        if dgx_id is None:
+            return {"stopped": True, "timedOut": False, "deadline": deadline}
+        job = self.dgx.cancel_job(dgx_id)
+        stopped = job is None or job.ended
+        return {"stopped": stopped, "timedOut": not stopped and self._clock() > deadline, "deadline": deadline}
+
+    # ----------------------------------------------------------------------------------------------- finish
+    def finish(self, inp: JobInput, outcome: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
+        """The one final transition (module docstring). ``outcome``: an end (``status``, ``reason``, and
+        ``endedAt`` epoch seconds when billing stops earlier than now, ``exitCode``). Returns ``{"status"}``."""
+        record = self._current(inp)
+        if record is None:
+            self._end_operations(inp, None, "Canceled")
+            return {"status": "Canceled"}
+        status = str(record.extra.get("status"))
+        if status in FINAL_JOB_STATUSES:
+            return {"status": status}
+        final = outcome["status"]
+        ended = float(outcome.get("endedAt") or self._clock())
+        started = record.extra.get("startedAt")
+        seconds = max(0, int(ended - epoch(started))) if started else 0
+        gpu_seconds = seconds * record.gpus if started else 0
+        price = str(record.extra.get("pricePerGpuHour", "0"))
+        currency = str(record.extra.get("currency", "USD"))
+        billable = (
+            billable_seconds(
+                seconds,
+                int(record.extra.get("billingIncrementSeconds", 1)),
+                int(record.extra.get("minimumBillableSeconds", 0)),
+            )
+            * record.gpus
+            if started
+            else 0
+        )
+        cost = job_cost(billable, price)
+        reason = outcome.get("reason") or final
+        if outcome.get("exitCode") is not None:
+            reason = f"{reason} (exit code {outcome['exitCode']})"
+        ctx = workflow_context(inp.operationId, inp.correlationId)
+        properties = {
+            "status": final,
+            "statusReason": reason,
+            "provisioningState": final,
+            "endedAt": iso(ended),
+            "gpuSeconds": gpu_seconds,
+            "billableGpuSeconds": billable if started else None,
+            "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
+        }
+        document = {
+            **record.document,
+            "properties": {k: v for k, v in {**record.document["properties"], **properties}.items() if v is not None},
+            "systemData": arm_rules.stamp_system_data(ctx, record.document["systemData"]),
+        }
+        error = {
+            "Failed": {"code": "JobFailed", "message": reason},
+            "Canceled": {"code": "JobCanceled", "message": reason},
+        }.get(final)
+        operations = self._operations(inp, record, final, error)
+        try:
+            self._store.transition(
+                record.key,
+                expect={
+                    "operationId": inp.operationId,
+                    "status": record.extra.get("status"),
+                    "capacityReserved": record.capacity_reserved,
+                },
+                set_values={
+                    "document": document,
+                    "etag": arm_rules.new_etag(),
+                    "status": final,
+                    "provisioningState": final,
+                    "endedAt": iso(ended),
+                    "gpuSeconds": gpu_seconds,
+                    "billableGpuSeconds": billable,
+                    "cost": format(cost, "f"),
+                    "capacityReserved": False,
+                },
+                remove=(
+                    "taskToken",
+                    "trackChecks",
+                    *(("GSI4PK", "GSI4SK") if not record.extra.get("nodeOwner") else ()),
+                ),
+                operation=operations[0],
+                more_operations=tuple(operations[1:]),
+                release=Release(record.node_key, record.gpus, record.memory_gb) if record.capacity_reserved else None,
+                audit=self._kernel.audit(
+                    ctx,
+                    JOBS,
+                    record.key,
+                    JOBS.write,
+                    f"Job {final}: {reason}"
+                    + (f"; released {record.gpus} GPUs and {record.memory_gb} GiB" if record.capacity_reserved else ""),
+                    record.document,
+                    document,
+                ),
+                lease_until=NO_LEASE,
+            )
+        except WorkloadChanged:
+            if attempt >= 4:
+                raise StoreBusy("the job kept changing while it was being finished") from None
+            return self.finish(inp, outcome, attempt + 1)  # re-read: a cancel or the tracker changed it meanwhile
+        if record.extra.get("drainNode"):
+            group, _, name = str(record.extra["drainNode"]).partition("/")
+            self._store.set_draining(ResourceKey(inp.subscriptionId, group, "sparkNodes", (name,)), None)
+        if record.capacity_reserved:
+            self._placement.dispatch(ctx, inp.subscriptionId)  # capacity freed: serve the waiting jobs
+        return {"status": final}
+
+    def _operations(
+        self, inp: JobInput, record: WorkloadRecord, final: str, error: dict[str, str] | None
+    ) -> list[dict[str, Any]]:
+        """The job's operation (ends with the job) and its cancel operation, if any (Succeeded when the job ended
+        Canceled; Failed with the job's status otherwise)."""
+        now = workflow_context(inp.operationId, inp.correlationId).now_iso()
+        found = self._store.get_operation(inp.subscriptionId, inp.operationId)
+        operations = [
+            finished(found[0] if found else {"name": inp.operationId, "id": inp.operationId}, final, now, error)
+        ]
+        cancel_id = record.extra.get("cancelOperationId")
+        if cancel_id:
+            cancel = self._store.get_operation(inp.subscriptionId, str(cancel_id))
+            if cancel is not None and cancel[0]["status"] not in FINAL_JOB_STATUSES:
+                cancel_error = (
+                    None
+                    if final == "Canceled"
+                    else {
+                        "code": "JobAlreadyFinished",
+                        "message": f"The job ended {final} before the cancel took effect.",
+                    }
+                )
+                operations.append(
+                    finished(cancel[0], "Succeeded" if final == "Canceled" else "Failed", now, cancel_error)
+                )
+        return operations
+
+    def _end_operations(self, inp: JobInput, record: WorkloadRecord | None, status: str) -> None:
+        found = self._store.get_operation(inp.subscriptionId, inp.operationId)
+        if found is not None:
+            self._store.finish_operation(
+                inp.subscriptionId,
+                finished(found[0], status, workflow_context(inp.operationId, inp.correlationId).now_iso()),
+            )
+
+
+class JobTracker:
+    """The schedule that watches running jobs (every minute): for each job due for a check (its ``TRACK`` lease
+    ran out) it asks the DGX Platform how the job is and either resumes the job's execution with its end — ended
+    on the platform, or past ``maxDurationMinutes`` (billing stops at that moment) — or sets the next check,
+    waiting twice as long as the last time, up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` and never past the job's
+    deadline. A job whose execution no longer waits is finished here."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        workflow: JobWorkflow,
+        workflows: WorkflowStarter,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._store = store
+        self._workflow = workflow
+        self._workflows = workflows
+        self._settings = settings
+        self._clock = clock
+
+    def run(self, *, now: float | None = None, limit: int | None = None) -> dict[str, int]:
+        """One pass; returns counts: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended here)."""
+        now = self._clock() if now is None else now
+        counts = {"checked": 0, "ended": 0, "finished": 0}
+        for key in self._store.expired_leases(now, limit or self._settings.job_track_batch_size, TRACK):
+            record = self._store.get_workload(key)
+            if record is None or record.extra.get("status") != "Running" or (record.lease_until or 0) > now:
+                continue
+            counts["checked"] += 1
+            outcome = self._check(record, now)
+            if outcome is None:
+                continue
+            token = record.extra.get("taskToken")
+            if token and self._workflows.complete_task(str(token), {"end": outcome}):
+                counts["ended"] += 1
+                # checked again after the stop's time, in case its execution cannot finish it
+                recheck = now + self._settings.job_stop_timeout_seconds + self._settings.workflow_lease_grace_seconds
+                self._store.renew_lease(key, recheck, expect={"etag": record.etag}, kind=TRACK)
+                continue
+            inp = JobInput(
+                operationId=str(record.operation_id),
+                subscriptionId=key.subscription_id,
+                resourceGroup=key.resource_group,
+                jobName=key.names[-1],
+            )
+            if outcome.get("stop") and not self._workflow.stop(inp, None)["stopped"]:
+                self._store.renew_lease(
+                    key, now + self._settings.job_poll_interval_seconds, expect={"etag": record.etag}, kind=TRACK
+                )
+                continue  # not confirmed stopped: the GPUs stay reserved until it is
+            self._workflow.finish(inp, outcome)
+            counts["finished"] += 1
+        return counts
+
+    def _check(self, record: WorkloadRecord, now: float) -> dict[str, Any] | None:
+        """The job's end if it has one now, else None (after setting its next check)."""
+        if record.cancel_requested:
+            return end("Canceled", f"Canceled by {record.extra.get('canceledBy', 'the submitter')}.", stop=True)
+        started = epoch(str(record.extra["startedAt"]))
+        limit = int(record.extra.get("maxDurationSeconds", 0))
+        deadline = started + limit if limit else None
+        try:
+            job = self._workflow.dgx.get_job(str(record.dgx_id))
+        except DgxNotFound:
+            return end("Failed", "The DGX Platform no longer knows the job.")
+        if job.ended:
+            status = "Succeeded" if job.status == "Succeeded" else "Canceled" if job.status == "Canceled" else "Failed"
+            return end(
+                status, job.error_message or f"The job ended {job.status} on the DGX Platform.", exitCode=job.exit_code
+            )
+        if deadline is not None and now >= deadline:
+            return end(
+                "Failed",
+                f"The job exceeded its max duration of {limit // 60} minutes and was stopped.",
+                stop=True,
+                endedAt=deadline,
+            )
+        checks = int(record.extra.get("trackChecks", 0)) + 1
+        wait = min(self._settings.job_poll_interval_seconds * 2**checks, self._settings.job_poll_max_interval_seconds)
+        due = min(now + wait, deadline) if deadline is not None else now + wait
+        self._store.renew_lease(
+            record.key, due, expect={"etag": record.etag}, kind=TRACK, also_set={"trackChecks": checks}
+        )
+        logger.debug("Job still running", extra={"job": record.document["id"], "next_check": due})
+        return None
