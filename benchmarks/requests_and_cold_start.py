@@ -137,7 +137,8 @@ class Measured:
 
 @contextmanager
 def dynamodb_calls() -> Iterator[Counter[str]]:
-    """Count DynamoDB API calls by name (``GetItem``, ``Query``...) made by any botocore client meanwhile.
+    """Count DynamoDB API calls by name (``GetItem``, ``Query``...) made by any botocore client meanwhile, except
+    those of scheduled functions (the reconciler, the job tracker...) that run on their own beside the request.
 
     Wraps ``BaseClient._make_api_call``, the one path every client operation takes (paginators and waiters too),
     so the handlers' own clients, created inside the functions on first use, are counted without being reached.
@@ -145,12 +146,17 @@ def dynamodb_calls() -> Iterator[Counter[str]]:
     """
     from botocore.client import BaseClient
 
+    from itl_local.lambda_runtime import current_function
+    from itl_local.schedules import schedules
+    from itl_local.template import Template
+
+    scheduled = {s.function_id for s in schedules(Template())}
     counts: Counter[str] = Counter()
     lock = threading.Lock()
     original = BaseClient._make_api_call
 
     def counting(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
-        if self.meta.service_model.service_name == "dynamodb":
+        if self.meta.service_model.service_name == "dynamodb" and current_function() not in scheduled:
             with lock:
                 counts[operation_name] += 1
         return original(self, operation_name, api_params)

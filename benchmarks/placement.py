@@ -1,0 +1,352 @@
+"""Placement of jobs onto nodes: DynamoDB requests and time per placement as the fleet grows, and the GPU
+fragmentation best fit leaves, beside a first-fit baseline. Prints two tables.
+
+Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`` runs it too).
+
+(a) On moto, with the table of template.yaml and the real store and placement code (``JobStore``, ``Placement``):
+    fleets of 10, 100 and 1,000 nodes of 8 GPUs (a third of them partly used), then ``PLACEMENTS`` jobs placed one
+    by one. For each placement: the DynamoDB calls it made (counted at botocore) and its wall time. The count must
+    not grow with the fleet: one ``Query`` of the placement index, one ``TransactWriteItems``.
+(b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
+    110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
+    best-fit order (:func:`itl_accelerator.services.placement.best_fit_key`) and, beside it, by first fit (the first
+    node in a fixed order that fits). Waiting jobs are served in order with backfill, as the service does.
+    Fragmentation is the free GPUs stranded on partly used nodes whenever a job has to wait (they exist, but no
+    node has enough of them together); lower is better.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import statistics
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.requests_and_cold_start import _table, dynamodb_calls
+
+FLEETS = (10, 100, 1_000)
+PLACEMENTS = 30
+SIM_JOBS = 10_000
+SIM_NODES = 1_000
+GPUS_PER_NODE = 8
+#: Offered load of the simulation: GPU-time asked for per GPU-time the fleet has (above 1: jobs must wait).
+OFFERED_LOAD = 1.1
+TABLE = "itl-accelerator-bench-placement"
+
+
+# ------------------------------------------------------------------------------------------------ (a) on moto
+@dataclass
+class FleetRow:
+    nodes: int
+    placements: int
+    calls: Counter[str]
+    ms: list[float]
+
+
+def measure_fleets() -> list[FleetRow]:
+    """(a): requests and time per placement on fleets of each size in :data:`FLEETS`."""
+    import os
+
+    import boto3
+    from moto import mock_aws
+
+    from itl_accelerator.auth.principal import Principal
+    from itl_accelerator.resources import JOBS, NODES
+    from itl_accelerator.services.access import Access
+    from itl_accelerator.services.audit_log import build_event
+    from itl_accelerator.services.context import CallContext
+    from itl_accelerator.services.kernel import ResourceKernel
+    from itl_accelerator.services.nodes import gpu_model_key
+    from itl_accelerator.services.placement import Placement
+    from itl_accelerator.settings import Settings
+    from itl_accelerator.store.jobs import JobStore
+    from itl_accelerator.store.keys import ResourceKey, placement_partition
+    from itl_accelerator.store.resources import ResourceWrite, shape_sk
+    from itl_accelerator.store.workloads import Reservation, WorkloadRecord
+    from itl_accelerator.workflows import WorkflowStarter
+    from itl_local.aws import create_table, make_dynamodb_faithful
+    from itl_local.template import Template
+
+    os.environ.update({"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"})
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    make_dynamodb_faithful()
+    ctx = CallContext(Principal(subject="bench", roles=["itl-accelerator-admin"]), "bench", "bench")
+    rows = []
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, Template(), TABLE)
+        store = JobStore(client, TABLE)
+        placement = Placement(ResourceKernel(store, Access(store)), WorkflowStarter(None), Settings())
+        rng = random.Random(7)
+        for fleet in FLEETS:
+            sub = f"sub-bench-{fleet}"
+            for i in range(fleet):
+                key = ResourceKey(sub, "rg", NODES.segment, (f"n{i:04d}",))
+                document = {
+                    "id": NODES.id(sub, "rg", key.names),
+                    "name": key.names[0],
+                    "type": NODES.type_name,
+                    "location": "us-east-1",
+                    "properties": {
+                        "owner": "o",
+                        "hardwareSpecs": {"gpuModel": "H100"},
+                        "pricing": {"pricePerGpuHour": 2.5},
+                    },
+                    "systemData": {},
+                }
+                write = ResourceWrite(
+                    key,
+                    document,
+                    '"e"',
+                    totals={"gpuTotal": 8, "memoryGbTotal": 640},
+                    attributes={
+                        "owner": "o",
+                        "location": "us-east-1",
+                        "availability": "Available",
+                        "gpuModelKey": gpu_model_key("H100"),
+                        "GSI5PK": placement_partition(sub),
+                    },
+                    shape=shape_sk("h100", "us-east-1", 8, 640),
+                )
+                store.create_resource(write, _audit(build_event, ctx, sub, write.document["id"]))
+                if i % 3 == 0:  # a third partly used: 1-6 GPUs taken
+                    used = rng.randint(1, 6)
+                    _hold(store, ctx, sub, key, used, build_event, WorkloadRecord, Reservation)
+            calls: Counter[str] = Counter()
+            ms: list[float] = []
+            for j in range(PLACEMENTS):
+                gpus = rng.choice((1, 1, 2))  # 30 of them fit even the 10-node fleet
+                job_key = ResourceKey(sub, "rg", JOBS.segment, (f"job-{j}",))
+                record = WorkloadRecord(
+                    key=job_key,
+                    document={
+                        "id": JOBS.id(sub, "rg", job_key.names),
+                        "name": job_key.names[0],
+                        "systemData": {},
+                        "properties": {},
+                    },
+                    etag='"e"',
+                    state="Accepted",
+                    operation_id=str(uuid.uuid4()),
+                    gpus=gpus,
+                    memory_gb=80 * gpus,
+                    extra={"status": "Pending", "cancelRequested": False, "gpuModelKey": "h100"},
+                )
+                store.accept(
+                    record,
+                    replacing_etag=None,
+                    operation={"name": record.operation_id, "status": "Accepted"},
+                    operation_kind="job",
+                    audit=_audit(build_event, ctx, sub, record.document["id"]),
+                )
+                record = store.get_workload(job_key)
+                with dynamodb_calls() as counted:
+                    started = time.perf_counter()
+                    placed = placement.place(ctx, record)
+                    ms.append((time.perf_counter() - started) * 1000)
+                assert placed is not None, "the fleet had room"
+                calls.update(counted)
+            rows.append(FleetRow(fleet, PLACEMENTS, calls, ms))
+    return rows
+
+
+def _audit(build_event: Callable[..., Any], ctx: Any, sub: str, resource_id: str) -> Any:
+    return build_event(
+        ctx,
+        subscription_id=sub,
+        action="bench",
+        resource_id=resource_id,
+        resource_type="bench",
+        resource_name="bench",
+        change_summary="bench",
+    )
+
+
+def _hold(
+    store: Any, ctx: Any, sub: str, node: Any, gpus: int, build_event: Any, record_type: Any, reservation: Any
+) -> None:
+    """Take ``gpus`` of ``node`` with an instance-like workload (so the fleet is partly used)."""
+    from itl_accelerator.store.keys import ResourceKey
+
+    key = ResourceKey(sub, node.resource_group, "sparkOllamaInstances", (node.names[0], "held"))
+    record = record_type(
+        key=key,
+        document={"id": f"{node.names[0]}/held", "systemData": {}, "properties": {}},
+        etag='"e"',
+        state="Succeeded",
+        gpus=gpus,
+        memory_gb=80 * gpus,
+        capacity_reserved=True,
+    )
+    store.accept(
+        record,
+        replacing_etag=None,
+        operation={"name": str(uuid.uuid4()), "status": "Succeeded"},
+        operation_kind="provision",
+        audit=_audit(build_event, ctx, sub, record.document["id"]),
+        reservation=reservation(node, gpus, 80 * gpus, {"gpuTotal": 8, "memoryGbTotal": 640}, child=1),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ (b) simulation
+@dataclass
+class SimResult:
+    policy: str
+    waited: int
+    mean_wait: float
+    stranded: float
+    utilisation: float
+    decision_us: float
+
+
+def simulate(order: str, seed: int = 11) -> SimResult:
+    """(b) with ``order`` ``best`` (the service's best-fit key) or ``first`` (lowest node number that fits)."""
+    from itl_accelerator.services.capacity import Capacity
+    from itl_accelerator.services.placement import best_fit_key
+
+    rng = random.Random(seed)
+    free = [GPUS_PER_NODE] * SIM_NODES
+    # nodes by free GPUs: a heap of node numbers per count (stale entries skipped when popped)
+    buckets: list[list[int]] = [[] for _ in range(GPUS_PER_NODE + 1)]
+    for node in range(SIM_NODES):
+        heapq.heappush(buckets[GPUS_PER_NODE], node)
+    sizes = (1, 1, 2, 2, 4, 8)
+    mean_run = 100.0
+    arrival_rate = OFFERED_LOAD * SIM_NODES * GPUS_PER_NODE / (statistics.mean(sizes) * mean_run)
+    events: list[tuple[float, int, str, int, int]] = []
+    t = 0.0
+    jobs = []
+    for j in range(SIM_JOBS):
+        t += rng.expovariate(arrival_rate)
+        jobs.append((rng.choice(sizes), rng.expovariate(1 / mean_run)))
+        heapq.heappush(events, (t, j, "arrive", j, -1))
+    horizon = t
+    waiting: list[tuple[int, float]] = []
+    waits: list[float] = []
+    stranded: list[int] = []
+    decisions: list[float] = []
+    busy, last, seq = 0.0, 0.0, SIM_JOBS
+
+    def lowest(count: int) -> int | None:
+        heap = buckets[count]
+        while heap and free[heap[0]] != count:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def choose(g: int) -> int | None:
+        started = time.perf_counter()
+        options = [(count, node) for count in range(g, GPUS_PER_NODE + 1) if (node := lowest(count)) is not None]
+        if not options:
+            chosen = None
+        elif order == "first":
+            chosen = min(node for _, node in options)
+        else:
+            chosen = min(
+                options, key=lambda o: (best_fit_key(Capacity(GPUS_PER_NODE, GPUS_PER_NODE - o[0]), g, 0), o[1])
+            )[1]
+        decisions.append(time.perf_counter() - started)
+        return chosen
+
+    def move(node: int, delta: int) -> None:
+        free[node] += delta
+        heapq.heappush(buckets[free[node]], node)
+
+    def start(j: int, node: int, now: float) -> None:
+        nonlocal seq
+        move(node, -jobs[j][0])
+        seq += 1
+        heapq.heappush(events, (now + jobs[j][1], seq, "end", j, node))
+
+    while events:
+        now, _, kind, j, node = heapq.heappop(events)
+        if last < horizon:
+            busy += (min(now, horizon) - last) * (SIM_NODES * GPUS_PER_NODE - sum(free))
+        last = now
+        if kind == "end":
+            move(node, jobs[j][0])
+            still = []
+            for w, since in waiting:  # in order, with backfill
+                chosen = choose(jobs[w][0]) if jobs[w][0] <= max(free) else None
+                if chosen is None:
+                    still.append((w, since))
+                else:
+                    waits.append(now - since)
+                    start(w, chosen, now)
+            waiting = still
+            continue
+        chosen = choose(jobs[j][0])
+        if chosen is None:
+            waiting.append((j, now))
+            stranded.append(sum(f for f in free if 0 < f < GPUS_PER_NODE))
+        else:
+            waits.append(0.0)
+            start(j, chosen, now)
+    return SimResult(
+        policy="best fit (the service)" if order == "best" else "first fit (baseline)",
+        waited=sum(1 for w in waits if w > 0),
+        mean_wait=statistics.mean(waits),
+        stranded=statistics.mean(stranded) if stranded else 0.0,
+        utilisation=busy / (horizon * SIM_NODES * GPUS_PER_NODE),
+        decision_us=statistics.median(decisions) * 1e6,
+    )
+
+
+def main() -> int:
+    rows = measure_fleets()
+    print("(a) Placement on moto: DynamoDB requests and wall time per placement as the fleet grows")
+    names = sorted({name for r in rows for name in r.calls})
+    print(
+        _table(
+            ["nodes", "placements", *(f"{n} / placement" for n in names), "ms / placement (median)", "p95"],
+            [
+                [
+                    str(r.nodes),
+                    str(r.placements),
+                    *(f"{r.calls[n] / r.placements:.2f}" for n in names),
+                    f"{statistics.median(r.ms):.1f}",
+                    f"{sorted(r.ms)[int(len(r.ms) * 0.95)]:.1f}",
+                ]
+                for r in rows
+            ],
+            right=set(range(0, 4 + len(names))),
+        )
+    )
+    print()
+    print(
+        f"(b) {SIM_JOBS:,} jobs onto {SIM_NODES:,} nodes of {GPUS_PER_NODE} GPUs (simulated time, ~90 % offered load)"
+    )
+    results = [simulate("best"), simulate("first")]
+    print(
+        _table(
+            [
+                "policy",
+                "jobs that waited",
+                "mean wait (job-lengths/100)",
+                "stranded free GPUs while a job waits",
+                "GPU utilisation",
+                "decision median us",
+            ],
+            [
+                [
+                    r.policy,
+                    f"{r.waited:,}",
+                    f"{r.mean_wait:.2f}",
+                    f"{r.stranded:.1f}",
+                    f"{r.utilisation:.1%}",
+                    f"{r.decision_us:.0f}",
+                ]
+                for r in results
+            ],
+            right={1, 2, 3, 4, 5},
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
