@@ -1,0 +1,380 @@
+"""Charge lines → a FOCUS 1.2 cost-and-usage file (gzipped CSV) and its manifest.
+
+One :class:`ChargeLine` is one allocation's GPU time in one UTC window of at most an hour (or a correction of an
+earlier-exported line); it becomes one FOCUS row. docs/BILLING.md lists every column; the choices are these.
+
+**Format: CSV, gzipped, not Parquet.** Costs must reach the reader as the exact decimal text metering computed, and
+CSV carries text as it is (Parquet would need a decimal128 precision/scale chosen up front, or floats). The writer
+uses only the standard library (``csv``, ``gzip``), so the Lambda layer gains no pyarrow (~100 MB, over the layer
+limit). It streams: one row is formatted, compressed and hashed at a time, in constant memory whatever the count.
+UTF-8, a header row of column names, RFC 4180 quoting and line ends (CRLF), an empty cell for null. gzip with
+``mtime=0`` and no file name: the same lines give byte-identical output and so the same SHA-256.
+
+**Numbers** are plain decimal text from :class:`~decimal.Decimal` (``format(x, "f")``): never an exponent or a
+float artefact, ``-0`` written ``0``. ``BilledCost`` and ``EffectiveCost`` are the line's ``cost`` exactly as given
+(metering rounded it to 6 decimals); ``ListUnitPrice`` and ``ContractedUnitPrice`` its ``price_per_gpu_hour``.
+``PricingQuantity`` is billable GPU-hours and ``ConsumedQuantity`` used GPU-hours: GPU-seconds / 3600, which for
+most second counts has no finite decimal, so rounded half-even to 13 decimals (trailing zeros dropped).
+``ListCost`` and ``ContractedCost`` are price * billable GPU-seconds / 3600 rounded the same way: the charge before
+metering's rounding to 6 decimals (so they differ from ``BilledCost`` by that rounding only, never by a discount:
+none exist). FOCUS requires ``ListUnitPrice * PricingQuantity`` to match ``ListCost``; focus-validator checks it
+within 1e-9 (absolute below 1, relative above; only with a public price list, the tests enable it); 13 decimals is the fewest that keeps every whole GPU-second at every
+price the API accepts (up to 1,000,000 per GPU-hour) inside that, whereas the 6-decimal ``cost`` would miss it by up
+to 5e-7. The exact integer GPU-seconds are in ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds``.
+
+**Dates** are ISO 8601 in UTC with ``Z`` (``2025-01-31T23:00:00Z``); whole seconds, so windows must be. Periods have
+exclusive ends: ``ChargePeriodStart``/``End`` = the window; ``BillingPeriodStart``/``End`` = the UTC calendar month
+holding ``window_start`` (end = the first instant of the next month), also for a window that runs into the next month.
+
+**Fixed values and mappings**, chosen against the 1.2 rules focus-validator bundles (``model-1.2.0.1.json``):
+
+- ``ProviderName`` and ``InvoiceIssuerName`` "ITL Accelerator": the provider sells the GPU time and charges for it.
+  ``PublisherName`` = the node's supplier (``properties.owner``): as on a marketplace, the supplier produces what is
+  sold and sets its price; the provider sells it and is paid. (focus-validator reads ProviderName ≠
+  InvoiceIssuerName as "paid to a third party" and then requires ``BilledCost`` 0: should invoicing move to another
+  ITL entity, both names move together.)
+- ``BillingAccountId`` ``/subscriptions/{sub}`` (fully qualified, as FOCUS recommends and like ``SubAccountId``);
+  ``BillingAccountName`` null: the provider knows no display name of a subscription (naming is not supported here).
+  ``SubAccountId`` ``/subscriptions/{sub}/resourceGroups/{rg}``, ``SubAccountName`` the resource group; one kind of
+  sub account, so no ``SubAccountType``.
+- ``ChargeCategory`` "Usage", ``ChargeFrequency`` "Usage-Based", ``PricingCategory`` "Standard" (the node's price in
+  force, no commitments, no spot), ``PricingUnit`` and ``ConsumedUnit`` "GPU-Hours" (FOCUS unit format
+  ``<count unit>-<plural time unit>``; the price is published per GPU-hour). ``ChargeClass`` "Correction" on a line
+  that corrects an already exported one, null otherwise: FOCUS reserves it for corrections of a previously invoiced
+  period, and until invoices exist a published daily file is what FinOps tools have taken in. A correction's costs
+  and quantities are the delta (may be negative); its price, SKU and periods are those of the line it corrects.
+- ``ServiceCategory`` "AI and Machine Learning"; ``ServiceName`` / ``ServiceSubcategory`` per service: instances →
+  "ITL Accelerator Ollama Instances" / "Generative AI" (LLM serving); jobs → "ITL Accelerator Jobs" / "Machine
+  Learning" (training, batch inference).
+- ``ResourceId`` / ``ResourceName`` / ``ResourceType`` the ARM id, name and type of the instance or job; ``SkuId``
+  the node's SKU name; ``RegionId`` and ``RegionName`` the node's location (nodes have no other region name).
+- ``Tags`` the resource's ARM tags as a JSON object (keys sorted), null when it has none: ARM tags are the one
+  user-defined scheme, so keys carry no prefix; the provider defines no tags of its own.
+- ``InvoiceId`` null: no invoices exist yet. (focus-validator 2.2.1 then reports ``InvoiceId-C-005-C``, "not null
+  when invoiced", failed although its OR rule ``InvoiceId-C-003-C`` passes; without the column it fails the
+  recommended presence rule and its dependants. ``./dev focus-validate`` explains and discounts that one.)
+- ``CommitmentDiscountStatus`` present and always null (no commitment discount applies to any row): FOCUS does not
+  require it here, but the validator's ``ConsumedQuantity`` nullability rules query it and fail when it is absent.
+- Custom columns (``x_`` prefix, after the FOCUS ones): ``x_NodeId`` and ``x_NodeName`` (the node the work ran on),
+  ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds`` (exact integers).
+
+**Applicability criteria** (:data:`FOCUS_APPLICABILITY_CRITERIA`, passed to focus-validator): the provider bills
+provisioned resources, has regions, resource types, sub accounts (resource groups) and tags, and measures usage.
+Not given: account naming, availability zones, capacity reservations, commitment discounts, several pricing
+categories / sub account types / billing account types, negotiated pricing, pricing in another currency than the
+billing one, virtual currency, and a public price list — prices are each node's, set by its supplier; there is no
+provider-wide list and no price ids (so no ``SkuPriceId``, ``SkuMeter``, ``SkuPriceDetails``). Nor
+``UNIT_PRICING_SUPPORTED``, although prices are per unit: the validator applies a rule when *any* of its criteria is
+given, and the only rules naming it are those that FOCUS applies to unit pricing *and* a published price list.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import lru_cache
+from operator import itemgetter
+from typing import Any, BinaryIO
+
+FOCUS_VERSION = "1.2"
+PROVIDER_NAME = "ITL Accelerator"
+INVOICE_ISSUER_NAME = PROVIDER_NAME
+SERVICE_CATEGORY = "AI and Machine Learning"
+GPU_HOURS = "GPU-Hours"
+#: Decimals of GPU-hour quantities and of ListCost/ContractedCost (a GPU-second is 0.0002777777778 GPU-hours).
+QUANTITY_DECIMALS = 13
+#: zlib's default level: near level 9's size at a fraction of its time.
+GZIP_LEVEL = 6
+
+#: What this provider supports, in focus-validator's terms (``--applicability-criteria``); see the module docstring.
+FOCUS_APPLICABILITY_CRITERIA: tuple[str, ...] = (
+    "BILLING_BASED_ON_PROVISIONED_RESOURCES_SUPPORTED",
+    "REGION_SUPPORTED",
+    "RESOURCE_TYPE_ASSIGNMENT_SUPPORTED",
+    "SUB_ACCOUNT_SUPPORTED",
+    "TAGGING_SUPPORTED",
+    "USAGE_MEASUREMENT_SUPPORTED",
+)
+
+
+@dataclass(frozen=True)
+class _Service:
+    name: str
+    subcategory: str
+    noun: str
+
+
+SERVICES: dict[str, _Service] = {
+    "instances": _Service("ITL Accelerator Ollama Instances", "Generative AI", "Ollama instance"),
+    "jobs": _Service("ITL Accelerator Jobs", "Machine Learning", "job"),
+}
+
+#: FOCUS-defined columns written, in the spec's (alphabetical) order.
+SPEC_COLUMNS: tuple[str, ...] = (
+    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd",
+    "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
+    "ChargePeriodStart", "CommitmentDiscountStatus", "ConsumedQuantity", "ConsumedUnit", "ContractedCost",
+    "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit",
+    "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId", "ResourceName", "ResourceType",
+    "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SubAccountId", "SubAccountName", "Tags",
+)  # fmt: skip
+#: Provider-defined columns, after the FOCUS ones.
+CUSTOM_COLUMNS: tuple[str, ...] = ("x_NodeId", "x_NodeName", "x_ConsumedGpuSeconds", "x_BillableGpuSeconds")
+FOCUS_COLUMNS: tuple[str, ...] = SPEC_COLUMNS + CUSTOM_COLUMNS
+
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
+#: Wide enough that products and sums of bounded money and quantities are exact (the default context keeps 28 digits).
+_EXACT = Context(prec=60)
+_QUANTUM = Decimal(1).scaleb(-QUANTITY_DECIMALS)
+_SECONDS_PER_HOUR = Decimal(3600)
+
+
+@dataclass(frozen=True)
+class ChargeLine:
+    """One row: one allocation's usage in one UTC window (``window_start`` inclusive, ``window_end`` exclusive, at
+    most an hour apart), or with ``correction`` the delta of an earlier-exported line (may be negative)."""
+
+    subscription_id: str  # the ITL subscription (BillingAccountId /subscriptions/{id})
+    resource_group: str  # SubAccountId /subscriptions/{sub}/resourceGroups/{rg}, SubAccountName rg
+    resource_id: str  # ARM id of the instance or job
+    resource_name: str
+    resource_type: str  # "ITL.Accelerator/sparkNodes/sparkOllamaInstances" or "ITL.Accelerator/sparkJobs"
+    service: str  # "instances" | "jobs" (ServiceName, ServiceSubcategory)
+    node_id: str  # ARM id of the node it ran on (x_NodeId)
+    node_name: str
+    sku: str  # the node's SKU name, e.g. "DGX-H100-8GPU" (SkuId)
+    region: str  # the node's location, e.g. "us-east-1" (RegionId, RegionName)
+    supplier: str  # the node's owner (PublisherName)
+    window_start: datetime  # aware, whole seconds; inclusive
+    window_end: datetime  # exclusive; at most an hour after window_start
+    gpu_seconds: int  # used (ConsumedQuantity)
+    billable_gpu_seconds: int  # after the node's rounding rule (PricingQuantity)
+    price_per_gpu_hour: Decimal  # list price = the price charged (ListUnitPrice, ContractedUnitPrice)
+    currency: str  # ISO 4217 (BillingCurrency)
+    cost: Decimal  # billable_gpu_seconds * price / 3600, rounded by metering; written as given (BilledCost)
+    tags: dict[str, str] = field(default_factory=dict)  # the resource's ARM tags (Tags)
+    correction: bool = False  # a delta of an earlier-exported line (ChargeClass "Correction"); may be negative
+
+    def __post_init__(self) -> None:
+        # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
+        for name in ("subscription_id", "resource_group", "resource_id", "resource_name", "resource_type", "node_id",
+                     "node_name", "sku", "region", "supplier"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"ChargeLine.{name} must be a non-empty string, not {value!r}")
+        if self.service not in SERVICES:
+            raise ValueError(f"ChargeLine.service must be one of {sorted(SERVICES)}, not {self.service!r}")
+        for name in ("window_start", "window_end"):
+            value = getattr(self, name)
+            if not isinstance(value, datetime) or value.utcoffset() is None or value.microsecond:
+                raise ValueError(f"ChargeLine.{name} must be a timezone-aware datetime in whole seconds: {value!r}")
+        if not timedelta(0) < self.window_end - self.window_start <= timedelta(hours=1):
+            raise ValueError(f"ChargeLine window must be (0, 1 h]: {self.window_start} .. {self.window_end}")
+        for name in ("gpu_seconds", "billable_gpu_seconds"):
+            value = getattr(self, name)
+            if type(value) is not int or (value < 0 and not self.correction):
+                raise ValueError(f"ChargeLine.{name} must be an int (>= 0 unless a correction): {value!r}")
+        for name in ("price_per_gpu_hour", "cost"):
+            value = getattr(self, name)
+            if not isinstance(value, Decimal) or not value.is_finite():
+                raise ValueError(f"ChargeLine.{name} must be a finite Decimal, not {value!r}")
+        if self.price_per_gpu_hour < 0 or (self.cost < 0 and not self.correction):
+            raise ValueError(f"ChargeLine price and cost must be >= 0 (unless a correction): {self!r}")
+        if not isinstance(self.tags, dict) or not all(isinstance(v, str) for v in (*self.tags, *self.tags.values())):
+            raise ValueError(f"ChargeLine.tags must map str to str: {self.tags!r}")
+        if not isinstance(self.currency, str) or not _CURRENCY.match(self.currency):
+            raise ValueError(f"ChargeLine.currency must be an ISO 4217 code: {self.currency!r}")
+
+
+def _num(value: Decimal) -> str:
+    """Plain decimal text: no exponent, and zero without a sign."""
+    return format(abs(value) if value.is_zero() else value, "f")
+
+
+@lru_cache(maxsize=4096)
+def _per_hour(gpu_seconds: int, price: Decimal = Decimal(1)) -> str:
+    """``price * gpu_seconds / 3600`` (GPU-hours, when ``price`` is 1) to :data:`QUANTITY_DECIMALS` decimals, without
+    trailing zeros (the scale of a computed value means nothing). Cached: most windows are whole hours on a few
+    GPU counts at a few prices, so the same few values recur."""
+    exact = _EXACT.divide(_EXACT.multiply(price, Decimal(gpu_seconds)), _SECONDS_PER_HOUR)
+    return _num(exact.quantize(_QUANTUM, ROUND_HALF_EVEN, _EXACT).normalize(_EXACT))
+
+
+#: Text of an integer (GPU-seconds recur: whole hours on a few GPU counts).
+_int_text = lru_cache(maxsize=4096)(str)
+
+
+@lru_cache(maxsize=4096)
+def _instant(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@lru_cache(maxsize=256)
+def billing_period(year: int, month: int) -> tuple[str, str]:
+    """The UTC calendar month as FOCUS instants: (inclusive start, exclusive end = first instant of the next)."""
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + 1, 1, 1, tzinfo=UTC) if month == 12 else datetime(year, month + 1, 1, tzinfo=UTC)
+    return _instant(start), _instant(end)
+
+
+@lru_cache(maxsize=4096)
+def _billing_period_of(window_start: datetime) -> tuple[str, str]:
+    start = window_start.astimezone(UTC)
+    return billing_period(start.year, start.month)
+
+
+_TAGS_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@lru_cache(maxsize=256)
+def _tags_cell(items: tuple[tuple[str, str], ...]) -> str:
+    """The Tags cell of a resource's tags, cached by their items: a resource's windows, and often many resources,
+    share one tag set (ARM caps a set at 50 tags of <= 768 characters, so the cache stays below ~20 MB)."""
+    return _TAGS_JSON.encode(dict(items))
+
+
+def focus_row(line: ChargeLine) -> dict[str, str]:
+    """The FOCUS row of ``line``: every column of :data:`FOCUS_COLUMNS`, as CSV cell text ("" for null)."""
+    service = SERVICES[line.service]
+    period_start, period_end = _billing_period_of(line.window_start)
+    list_cost = _per_hour(line.billable_gpu_seconds, line.price_per_gpu_hour)
+    price = _num(line.price_per_gpu_hour)
+    cost = _num(line.cost)
+    description = f"GPU time of {service.noun} {line.resource_name} on node {line.node_name} ({line.sku})"
+    return {
+        "BilledCost": cost,
+        "BillingAccountId": f"/subscriptions/{line.subscription_id}",
+        "BillingAccountName": "",
+        "BillingCurrency": line.currency,
+        "BillingPeriodEnd": period_end,
+        "BillingPeriodStart": period_start,
+        "ChargeCategory": "Usage",
+        "ChargeClass": "Correction" if line.correction else "",
+        "ChargeDescription": f"Correction: {description}" if line.correction else description,
+        "ChargeFrequency": "Usage-Based",
+        "ChargePeriodEnd": _instant(line.window_end),
+        "ChargePeriodStart": _instant(line.window_start),
+        "CommitmentDiscountStatus": "",
+        "ConsumedQuantity": _per_hour(line.gpu_seconds),
+        "ConsumedUnit": GPU_HOURS,
+        "ContractedCost": list_cost,
+        "ContractedUnitPrice": price,
+        "EffectiveCost": cost,
+        "InvoiceId": "",
+        "InvoiceIssuerName": INVOICE_ISSUER_NAME,
+        "ListCost": list_cost,
+        "ListUnitPrice": price,
+        "PricingCategory": "Standard",
+        "PricingQuantity": _per_hour(line.billable_gpu_seconds),
+        "PricingUnit": GPU_HOURS,
+        "ProviderName": PROVIDER_NAME,
+        "PublisherName": line.supplier,
+        "RegionId": line.region,
+        "RegionName": line.region,
+        "ResourceId": line.resource_id,
+        "ResourceName": line.resource_name,
+        "ResourceType": line.resource_type,
+        "ServiceCategory": SERVICE_CATEGORY,
+        "ServiceName": service.name,
+        "ServiceSubcategory": service.subcategory,
+        "SkuId": line.sku,
+        "SubAccountId": f"/subscriptions/{line.subscription_id}/resourceGroups/{line.resource_group}",
+        "SubAccountName": line.resource_group,
+        "Tags": _tags_cell(tuple(line.tags.items())) if line.tags else "",
+        "x_NodeId": line.node_id,
+        "x_NodeName": line.node_name,
+        "x_ConsumedGpuSeconds": _int_text(line.gpu_seconds),
+        "x_BillableGpuSeconds": _int_text(line.billable_gpu_seconds),
+    }
+
+
+@dataclass
+class ExportSummary:
+    """What :func:`write_focus_csv_gz` wrote: rows (without the header), cost per currency, GPU-seconds used and
+    billable, and the SHA-256 (hex) and size of the gzipped bytes."""
+
+    rows: int
+    totals: dict[str, Decimal]
+    gpu_seconds: int
+    sha256: str
+    size_bytes: int
+    billable_gpu_seconds: int = 0
+
+
+class _HashingSink:
+    """A write-only file that hashes and counts what passes through to ``out``."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.sha256.update(view)
+        self.size += len(view)
+        self._out.write(view)
+        return len(view)
+
+    def flush(self) -> None:
+        flush = getattr(self._out, "flush", None)
+        if flush is not None:
+            flush()
+
+
+_cells = itemgetter(*FOCUS_COLUMNS)
+
+
+def write_focus_csv_gz(lines: Iterable[ChargeLine], out: BinaryIO) -> ExportSummary:
+    """Write ``lines`` to ``out`` as a gzipped FOCUS CSV, one line at a time (constant memory); ``out`` stays open."""
+    sink = _HashingSink(out)
+    totals: dict[str, Decimal] = {}
+    rows = gpu_seconds = billable_gpu_seconds = 0
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=0)  # type: ignore[arg-type]
+    with gz, io.TextIOWrapper(gz, encoding="utf-8", newline="") as text:
+        writer = csv.writer(text)
+        writer.writerow(FOCUS_COLUMNS)
+        for line in lines:
+            writer.writerow(_cells(focus_row(line)))
+            rows += 1
+            totals[line.currency] = _EXACT.add(totals.get(line.currency, Decimal(0)), line.cost)
+            gpu_seconds += line.gpu_seconds
+            billable_gpu_seconds += line.billable_gpu_seconds
+    return ExportSummary(
+        rows=rows,
+        totals=dict(sorted(totals.items())),
+        gpu_seconds=gpu_seconds,
+        sha256=sink.sha256.hexdigest(),
+        size_bytes=sink.size,
+        billable_gpu_seconds=billable_gpu_seconds,
+    )
+
+
+def manifest(day: date, summary: ExportSummary, object_key: str) -> dict[str, Any]:
+    """The JSON-able manifest written beside a day's export. ``billingPeriod`` is the month holding ``day``; each row
+    carries its own (a correction of an earlier month's line keeps that month's)."""
+    period_start, period_end = billing_period(day.year, day.month)
+    return {
+        "focusVersion": FOCUS_VERSION,
+        "day": day.isoformat(),
+        "billingPeriod": {"start": period_start, "end": period_end},
+        "objectKey": object_key,
+        "format": "csv",
+        "compression": "gzip",
+        "contentType": "text/csv; charset=utf-8",
+        "columns": list(FOCUS_COLUMNS),
+        "rows": summary.rows,
+        "totals": {currency: _num(total) for currency, total in sorted(summary.totals.items())},
+        "gpuSeconds": summary.gpu_seconds,
+        "billableGpuSeconds": summary.billable_gpu_seconds,
+        "sha256": summary.sha256,
+        "sizeBytes": summary.size_bytes,
+    }
