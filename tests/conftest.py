@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 
 ADMIN, CONSUMER, SUPPLIER = "itl-accelerator-admin", "itl-accelerator-consumer", "itl-accelerator-supplier"
 TABLE = "itl-accelerator-test"
+BUCKET = "itl-billing-export-test"
 
 
 def free_port() -> int:
@@ -112,6 +113,7 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "TABLE_NAME": TABLE,
+        "BILLING_EXPORT_BUCKET": BUCKET,
         "CONTROL_PLANE_AUTH_URL": idp.rsplit("/realms/", 1)[0],
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
@@ -192,6 +194,7 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
     with mock_aws(config=MOTO_CONFIG):
         dynamodb = boto3.client("dynamodb")
         create_table(dynamodb, template, TABLE)
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
         machines = deploy_workflows(
             template, iam=boto3.client("iam"), lambda_client=boto3.client("lambda"), sfn=boto3.client("stepfunctions")
         )
@@ -200,7 +203,7 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
             Name="itl-accelerator-dgx-api-key", SecretString=DGX_API_KEY
         )
         os.environ[DGX_SECRET_VARIABLE] = secret["ARN"]
-        aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"])
+        aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"], BillingExportBucket=BUCKET)
         get_settings.cache_clear()
         yield dynamodb
 
@@ -212,7 +215,10 @@ def schedules(aws: Any, template: Any) -> Iterator[None]:
     as EventBridge Scheduler would at their own rates. Tests of jobs need the tracker: a running job waits for it."""
     from itl_local.schedules import ScheduleRunner, schedules
 
-    runner = ScheduleRunner(schedules(template), every=1.0)
+    # the usage schedules are fired by the metering tests themselves, at moments they choose
+    runner = ScheduleRunner(
+        [s for s in schedules(template) if s.function_id in ("JobTrackerFunction", "ReconcilerFunction")], every=1.0
+    )
     runner.start()
     yield
     runner.stop()

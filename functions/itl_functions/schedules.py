@@ -6,10 +6,11 @@ did as CloudWatch metrics (Powertools EMF) and returns it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from itl_accelerator.container import Container
 from itl_accelerator.observability import logger, metrics, tracer
@@ -47,3 +48,66 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name=f"JobTracker{name.capitalize()}", unit=MetricUnit.Count, value=value)
     logger.info("Tracked jobs", extra={"counts": counts, "scheduled_time": event.get("scheduledTime")})
     return counts
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Every 5 minutes: record the usage of every meter that is due (services/usage.UsageSync) and publish how far
+    the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm)."""
+    container = _container()
+    report = container.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    for name, value in report.as_metrics().items():
+        metrics.add_metric(name=f"UsageSync{_camel(name)}", unit=MetricUnit.Count, value=value)
+    metrics.add_metric(name="UsageSyncRuns", unit=MetricUnit.Count, value=1)
+    lag = container.billing_export.lag_hours(time.time())
+    if lag is not None:
+        metrics.add_metric(name="BillingExportLagHours", unit=MetricUnit.Count, value=lag)
+    logger.info("Synced usage", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
+    return {**asdict(report), "exportLagHours": lag}
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage.UsageRollups)."""
+    report = _container().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    for name, value in report.as_metrics().items():
+        metrics.add_metric(name=f"UsageRollup{_camel(name)}", unit=MetricUnit.Count, value=value)
+    logger.info("Rolled up usage", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
+    return asdict(report)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Daily: write the FOCUS export of every day due (services/billing_export.BillingExport). ``event["day"]``
+    (``YYYY-MM-DD``, optional) exports that day only — an operator's re-run or an early export of today."""
+    report = _container().billing_export.run(
+        day=event.get("day") or None, time_left=lambda: context.get_remaining_time_in_millis() / 1000
+    )
+    for name, value in report.as_metrics().items():
+        metrics.add_metric(name=f"BillingExport{name}", unit=MetricUnit.Count, value=value)
+    for day in report.days:
+        if day.written:
+            for currency, total in day.manifest["totals"].items():
+                with single_metric(
+                    name="BillingExportCost", unit=MetricUnit.Count, value=float(total), namespace=metrics.namespace
+                ) as metric:
+                    metric.add_dimension(name="Currency", value=currency)
+    result = {
+        "days": [
+            {"day": d.day, "written": d.written, "claimed": d.claimed, "corrections": d.corrections, **d.manifest}
+            for d in report.days
+        ],
+        "stoppedEarly": report.stopped_early,
+    }
+    logger.info("Exported billing", extra={"result": result, "scheduled_time": event.get("scheduledTime")})
+    return result
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,20 @@ def create_table(dynamodb: Any, template: Template, table_name: str) -> None:
         dynamodb.update_time_to_live(
             TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
         )
+
+
+def local_bucket_name(logical_id: str) -> str:
+    """The embedded AWS's name of a template bucket: ``BillingExportBucket`` → ``itl-billing-export``."""
+    words = re.findall(r"[A-Z][a-z0-9]*", logical_id.removesuffix("Bucket"))
+    return "itl-" + "-".join(w.lower() for w in words)
+
+
+def create_buckets(s3: Any, template: Template) -> dict[str, str]:
+    """Create every S3 bucket the template declares (idempotent); returns logical id → local bucket name."""
+    names = {logical_id: local_bucket_name(logical_id) for logical_id in template.buckets()}
+    for name in names.values():
+        s3.create_bucket(Bucket=name)
+    return names
 
 
 def save_items(dynamodb: Any, table_name: str, path: Path) -> int:

@@ -81,7 +81,7 @@ LOCAL_DGX_API_KEY = "local-dgx-key"
 
 
 def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
-    from itl_local.aws import aws_environment
+    from itl_local.aws import aws_environment, local_bucket_name
 
     return {
         **aws_environment(aws_port),
@@ -90,6 +90,8 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
         "LOCAL_IDP_PORT": str(idp_port),
         "DGX_PLATFORM_API_URL": f"http://127.0.0.1:{settings.local_dgx_port}",
         "DGX_PLATFORM_API_KEY": settings.dgx_platform_api_key.get_secret_value() or LOCAL_DGX_API_KEY,
+        # the embedded S3's bucket for template.yaml's BillingExportBucket (created by `up`)
+        "BILLING_EXPORT_BUCKET": settings.billing_export_bucket or local_bucket_name("BillingExportBucket"),
         # Local default: poll every 2 s (settings default 10 s for real hardware); explicit values win.
         "INSTANCE_POLL_INTERVAL_SECONDS": str(
             settings.instance_poll_interval_seconds
@@ -133,7 +135,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = get_settings()
 
     from itl_accelerator.observability import logger
-    from itl_local.aws import EmbeddedAws, create_table, load_items, make_dynamodb_faithful, save_items
+    from itl_local.aws import EmbeddedAws, create_buckets, create_table, load_items, make_dynamodb_faithful, save_items
     from itl_local.console import Console
     from itl_local.devauth import idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
@@ -159,6 +161,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     route_lambda_invocations_in_process(console)
     dynamodb = aws.client("dynamodb")
     create_table(dynamodb, template, settings.table_name)
+    create_buckets(aws.client("s3"), template)
     machines = deploy_workflows(
         template, iam=aws.client("iam"), lambda_client=aws.client("lambda"), sfn=aws.client("stepfunctions")
     )
@@ -256,7 +259,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     template = Template()
     if args.name is None:
         for schedule in schedules(template):
-            print(f"{schedule.name}\t{schedule.expression}")
+            short = json.loads(schedule.input or "{}").get("schedule", "")
+            print(f"{short}\t{schedule.name}\t{schedule.expression}")
         return 0
     try:
         schedule = find(template, args.name)
@@ -268,7 +272,42 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
-    print(json.dumps(fire(schedule), indent=2, default=str))
+    print(json.dumps(fire(schedule, extra={"day": args.day} if args.day else None), indent=2, default=str))
+    return 0
+
+
+def cmd_export_download(args: argparse.Namespace) -> int:
+    """Download a day's billing export (the gzipped FOCUS CSV and its manifest) from the running stack's embedded
+    S3 into ``--out``; check the object against the manifest's SHA-256; print the paths."""
+    import hashlib
+
+    from itl_local.aws import EmbeddedAws, local_bucket_name
+
+    settings = _settings()
+    s3 = EmbeddedAws(settings.local_aws_port).client("s3")
+    bucket = settings.billing_export_bucket or local_bucket_name("BillingExportBucket")
+    prefix = f"{settings.billing_export_prefix}{args.day[:7]}/{args.day}/"
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    keys = {item["Key"].rsplit("/", 1)[-1]: item["Key"] for item in listed}
+    if "manifest.json" not in keys:
+        print(
+            f"no complete export of {args.day} in s3://{bucket}/{prefix} (fire: ./dev schedule billing-export)",
+            file=sys.stderr,
+        )
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=keys["manifest.json"])["Body"].read())
+    data = s3.get_object(Bucket=bucket, Key=manifest["objectKey"])["Body"].read()
+    if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        print(f"{manifest['objectKey']} does not match its manifest's sha256", file=sys.stderr)
+        return 1
+    data_path = out / manifest["objectKey"].rsplit("/", 1)[-1]
+    data_path.write_bytes(data)
+    manifest_path = out / f"manifest-{args.day}.json"
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    print(data_path)
+    print(manifest_path)
     return 0
 
 
@@ -385,7 +424,15 @@ def main(argv: list[str] | None = None) -> int:
 
     sched = sub.add_parser("schedule", help="fire one schedule of template.yaml now, on the running stack")
     sched.add_argument("name", nargs="?", help="schedule (Function.Event) or function name; none: list them")
+    sched.add_argument("--day", default=None, help="billing-export only: export this UTC day (YYYY-MM-DD) now")
     sched.set_defaults(func=cmd_schedule)
+
+    download = sub.add_parser(
+        "export-download", help="download a day's FOCUS billing export and its manifest from the embedded S3"
+    )
+    download.add_argument("day", help="UTC day, YYYY-MM-DD")
+    download.add_argument("--out", default="exports", help="directory to write to (default ./exports)")
+    download.set_defaults(func=cmd_export_download)
 
     token = sub.add_parser("token", help="print a dev bearer token")
     token.add_argument("--sub", required=True, help="subject (user id)")

@@ -10,11 +10,13 @@ what exists; ``POST /_simulator/reset`` forgets everything.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -52,6 +54,9 @@ class SimulatorConfig:
     job_queue_seconds: float = 0.0  # how long a submitted job stays Queued before it runs
     job_fail_rate: float = 0.0  # jobs that end Failed with exit code 1 (env ITL_SIM_EXIT_CODE sets a job's code)
     job_forever_rate: float = 0.0  # jobs that never end on their own (env ITL_SIM_FOREVER=1 for one job)
+    # added to every GPU utilisation the usage endpoint reports: change it to make metrics "arrive late" for hours
+    # already reported (the provider re-reads recent hours and must pick the change up)
+    late_metrics_percent: float = 0.0
     seed: int | None = None
 
     def update(self, values: dict[str, Any]) -> None:
@@ -61,6 +66,11 @@ class SimulatorConfig:
             if key not in names:
                 raise KeyError(key)
             setattr(self, key, value)
+
+
+def _epoch(value: str) -> float:
+    """ISO 8601 (``Z`` or an offset) → epoch seconds."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def _iso_now() -> str:
@@ -81,6 +91,8 @@ class DgxSimulator:
         self.instances: dict[str, dict[str, Any]] = {}
         self.by_key: dict[str, str] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
+        # what /v1/usage reports on, kept after a resource is gone: id → {"gpus", "memoryGb", "kind", "generated"}
+        self.ledger: dict[str, dict[str, Any]] = {}
         self.requests = 0
         self.app = Starlette(
             routes=[
@@ -129,6 +141,7 @@ class DgxSimulator:
             self.instances.clear()
             self.by_key.clear()
             self.jobs.clear()
+            self.ledger.clear()
         return JSONResponse({"reset": True})
 
     # ----------------------------------------------------------------------------------------------- nodes
@@ -200,6 +213,7 @@ class DgxSimulator:
             }
             self.instances[inst["id"]] = inst
             self.by_key[key] = inst["id"]
+            self.ledger[inst["id"]] = {"gpus": gpus, "memoryGb": memory, "kind": "instance", "generated": []}
         return JSONResponse(self._public(inst), status_code=201)
 
     async def list_instances(self, request: Request) -> JSONResponse:
@@ -309,6 +323,7 @@ class DgxSimulator:
                 "logsUrl": f"{request.url.scheme}://{request.url.netloc}/v1/jobs/{job_id}/logs",
             }
             self.jobs[job_id] = self._refresh_job(job)
+            self.ledger[job_id] = {"gpus": gpus, "memoryGb": memory, "kind": "job", "generated": []}
         return JSONResponse(self._public_job(job), status_code=201)
 
     async def list_jobs(self, request: Request) -> JSONResponse:
@@ -349,8 +364,35 @@ class DgxSimulator:
         return Response("\n".join(lines) + "\n", media_type="text/plain")
 
     async def usage(self, request: Request) -> JSONResponse:
-        resource = request.query_params.get("resourceId", "")
-        return JSONResponse({"resourceId": resource, "gpuUtilizationPercent": 63.5, "tokens": 12840, "energyWh": 412.0})
+        """Metrics of one resource over ``[start, end)``: utilisation is a deterministic function of the resource
+        and the hour (plus ``late_metrics_percent``), so asking twice gives the same answer; energy follows from it
+        (700 W per GPU at full load); requests and tokens count the ``/api/generate`` calls made in the range."""
+        query = request.query_params
+        resource = query.get("resourceId", "")
+        try:
+            start, end = _epoch(query["start"]), _epoch(query["end"])
+        except (KeyError, ValueError):
+            return _error(400, "InvalidRequest", "resourceId, start and end (ISO 8601) are required.")
+        with self.lock:
+            entry = self.ledger.get(resource)
+            generated = list(entry["generated"]) if entry else []
+        if entry is None:
+            return _error(404, "NotFound", "No such resource.")
+        seconds = max(0.0, end - start)
+        digest = hashlib.sha256(f"{resource}#{int(start) // 3600}".encode()).digest()
+        utilization = min(100.0, 40.0 + digest[0] % 50 + self.config.late_metrics_percent)
+        body: dict[str, Any] = {
+            "resourceId": resource,
+            "gpuUtilizationPercent": round(utilization, 1),
+            "gpuMemoryGb": round(entry["memoryGb"] * (0.9 if entry["kind"] == "instance" else utilization / 100), 1),
+            "energyWh": round(entry["gpus"] * 700 * utilization / 100 * seconds / 3600, 3),
+        }
+        if entry["kind"] == "instance":
+            calls = [g for g in generated if start <= g[0] < end]
+            body.update(
+                {"requests": len(calls), "tokensIn": sum(g[1] for g in calls), "tokensOut": sum(g[2] for g in calls)}
+            )
+        return JSONResponse(body)
 
     # ----------------------------------------------------------------------------------------------- ollama
     def _running(self, request: Request) -> dict[str, Any] | None:
@@ -391,6 +433,11 @@ class DgxSimulator:
         body = await request.json()
         if body.get("model") not in (None, inst["model"]):
             return JSONResponse({"error": f"model '{body.get('model')}' not found"}, status_code=404)
+        prompt_tokens, generated_tokens = len(str(body.get("prompt", "")).split()), 6
+        with self.lock:
+            entry = self.ledger.get(inst["id"])
+            if entry is not None:
+                entry["generated"].append((time.time(), prompt_tokens, generated_tokens))
         return JSONResponse(
             {
                 "model": inst["model"],
@@ -398,8 +445,8 @@ class DgxSimulator:
                 "response": "Hello from the DGX simulator.",
                 "done": True,
                 "done_reason": "stop",
-                "prompt_eval_count": len(str(body.get("prompt", "")).split()),
-                "eval_count": 6,
+                "prompt_eval_count": prompt_tokens,
+                "eval_count": generated_tokens,
             }
         )
 

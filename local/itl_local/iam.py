@@ -203,7 +203,13 @@ def authorizations(call: Call, resources: Resources) -> list[Authorization]:
         bucket = f"arn:aws:s3:::{p.get('Bucket', '*')}"
         if call.operation in ("ListObjects", "ListObjectsV2"):
             return [Authorization("s3:ListBucket", bucket)]
-        action = {"HeadObject": "GetObject"}.get(call.operation, call.operation)
+        action = {
+            "HeadObject": "GetObject",
+            # a multipart upload is authorised as the PutObject it makes
+            "CreateMultipartUpload": "PutObject",
+            "UploadPart": "PutObject",
+            "CompleteMultipartUpload": "PutObject",
+        }.get(call.operation, call.operation)
         return [Authorization(f"s3:{action}", f"{bucket}/{p['Key']}" if "Key" in p else bucket)]
     if call.service == "lambda":
         name = str(p["FunctionName"])

@@ -71,12 +71,13 @@ def observe_invocations(observer: Callable[[str], None]) -> Callable[[], None]:
     return lambda: _observers.remove(observer)
 
 
-def invoke(handler: Any, event: dict[str, Any], function_name: str) -> Any:
-    """Call ``handler(event, context)`` as the Lambda runtime would."""
+def invoke(handler: Any, event: dict[str, Any], function_name: str, timeout_seconds: int = 10) -> Any:
+    """Call ``handler(event, context)`` as the Lambda runtime would, with ``timeout_seconds`` (the function's
+    ``Timeout`` in template.yaml) as the time the context reports left."""
     token = _function.set(function_name)
     try:
         for observer in list(_observers):
             observer(function_name)
-        return handler(event, LambdaContext(function_name=function_name))
+        return handler(event, LambdaContext(function_name=function_name, timeout_seconds=timeout_seconds))
     finally:
         _function.reset(token)

@@ -43,6 +43,7 @@ class Schedule:
     handler: str
     expression: str
     input: str = "{}"
+    timeout_seconds: int = 10
 
     def next_after(self, moment: datetime, started: datetime) -> datetime | None:
         """The first firing strictly after ``moment`` (rates count from ``started``, as a new schedule does); None
@@ -100,24 +101,31 @@ def schedules(template: Template) -> list[Schedule]:
                     handler=props["Handler"],
                     expression=p["ScheduleExpression"] if "ScheduleExpression" in p else p["Schedule"],
                     input=p.get("Input") or "{}",
+                    timeout_seconds=template.function_timeout(function_id),
                 )
             )
     return sorted(found, key=lambda s: s.name)
 
 
 def find(template: Template, name: str) -> Schedule:
-    """A schedule by its name, or by its function's logical id when that function has one schedule. Raises
-    ``KeyError`` listing the names."""
+    """A schedule by its name, by its function's logical id when that function has one schedule, or by the
+    ``schedule`` its input names (``usage-sync``). Raises ``KeyError`` listing the names."""
     every = schedules(template)
-    matches = [s for s in every if s.name == name] or [s for s in every if s.function_id == name]
+    matches = (
+        [s for s in every if s.name == name]
+        or [s for s in every if s.function_id == name]
+        or [s for s in every if json.loads(s.input or "{}").get("schedule") == name]
+    )
     if len(matches) != 1:
         raise KeyError(f"no single schedule named {name!r}; one of: {', '.join(s.name for s in every)}")
     return matches[0]
 
 
-def fire(schedule: Schedule, scheduled: datetime | None = None) -> Any:
-    """Invoke the schedule's function once, now, as Scheduler would; returns what it returned."""
-    return invoke(load_handler(schedule.handler), schedule.event(scheduled or datetime.now(UTC)), schedule.function_id)
+def fire(schedule: Schedule, scheduled: datetime | None = None, extra: dict[str, Any] | None = None) -> Any:
+    """Invoke the schedule's function once, now, as Scheduler would (with ``extra`` added to its input); returns
+    what it returned."""
+    event = {**schedule.event(scheduled or datetime.now(UTC)), **(extra or {})}
+    return invoke(load_handler(schedule.handler), event, schedule.function_id, schedule.timeout_seconds)
 
 
 class ScheduleRunner:
@@ -136,7 +144,10 @@ class ScheduleRunner:
         """``every`` (seconds) fires every schedule at that period instead of its own expression (tests, and a
         local stack that should not wait minutes for its schedules)."""
         if every is not None:
-            schedules = [Schedule(s.name, s.function_id, s.handler, f"every({every})", s.input) for s in schedules]
+            schedules = [
+                Schedule(s.name, s.function_id, s.handler, f"every({every})", s.input, s.timeout_seconds)
+                for s in schedules
+            ]
         self._schedules = schedules
         self._report = report or (lambda *_: None)
         self._clock = clock

@@ -65,6 +65,15 @@ class Template:
         """Logical id → Properties of every AWS::Serverless::Function."""
         return {k: v["Properties"] for k, v in self.resources.items() if v["Type"] == "AWS::Serverless::Function"}
 
+    def function_timeout(self, logical_id: str) -> int:
+        """A function's ``Timeout`` (seconds), or the template's global one (Lambda's default, 3 s, without)."""
+        own = self.functions()[logical_id].get("Timeout")
+        return int(own or self.doc.get("Globals", {}).get("Function", {}).get("Timeout", 3))
+
+    def buckets(self) -> list[str]:
+        """Logical ids of the template's S3 buckets."""
+        return sorted(k for k, v in self.resources.items() if v["Type"] == "AWS::S3::Bucket")
+
     @cached_property
     def routes(self) -> list[Route]:
         """Every Api event of every function. Literal paths sort before templated ones, as API Gateway prefers."""

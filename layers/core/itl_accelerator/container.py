@@ -14,6 +14,7 @@ import boto3
 from itl_accelerator.dgx.factory import dgx_client
 from itl_accelerator.services.access import Access
 from itl_accelerator.services.audit import AuditQueryService
+from itl_accelerator.services.billing_export import BillingExport
 from itl_accelerator.services.instance_workflow import InstanceWorkflow
 from itl_accelerator.services.instances import SparkOllamaInstanceService
 from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
@@ -24,6 +25,8 @@ from itl_accelerator.services.operations import OperationService
 from itl_accelerator.services.placement import Placement
 from itl_accelerator.services.reconciler import Reconciler
 from itl_accelerator.services.subscriptions import SubscriptionService
+from itl_accelerator.services.usage import UsageRollups, UsageSync
+from itl_accelerator.services.usage_stats import UsageStatsService
 from itl_accelerator.settings import Settings, get_settings
 from itl_accelerator.store.jobs import JobStore
 from itl_accelerator.workflows import WorkflowStarter
@@ -47,6 +50,10 @@ class Container:
     job_workflow: JobWorkflow
     job_tracker: JobTracker
     reconciler: Reconciler
+    usage_sync: UsageSync
+    usage_rollups: UsageRollups
+    usage_stats: UsageStatsService
+    billing_export: BillingExport
 
     @classmethod
     def build(
@@ -55,6 +62,7 @@ class Container:
         *,
         dynamodb_client: Any | None = None,
         stepfunctions_client: Any | None = None,
+        s3_client: Any | None = None,
     ) -> Container:
         """Build from settings (default: :func:`get_settings`) and optional injected AWS clients. The Step
         Functions and DGX clients are created on first use."""
@@ -69,23 +77,29 @@ class Container:
         placement = Placement(kernel, workflows, settings)
         instance_workflow.on_release = placement.dispatch
         job_workflow = JobWorkflow(kernel, placement, workflows, lambda: dgx_client(settings), settings)
+        instances = SparkOllamaInstanceService(kernel, workflows, settings)
+        jobs = SparkJobService(kernel, workflows, settings)
         return cls(
             settings=settings,
             store=store,
             access=access,
             nodes=SparkNodeService(kernel),
-            instances=SparkOllamaInstanceService(kernel, workflows, settings),
+            instances=instances,
             operations=OperationService(store, access),
             subscriptions=SubscriptionService(store, access),
             audit=AuditQueryService(store, access),
             instance_workflow=instance_workflow,
-            jobs=SparkJobService(kernel, workflows, settings),
+            jobs=jobs,
             placement=placement,
             job_workflow=job_workflow,
             job_tracker=JobTracker(store, job_workflow, workflows, settings),
             reconciler=Reconciler(
                 kernel, instance_workflow, workflows, settings, job_workflow=job_workflow, placement=placement
             ),
+            usage_sync=UsageSync(store, lambda: dgx_client(settings), settings),
+            usage_rollups=UsageRollups(store, settings),
+            usage_stats=UsageStatsService(kernel, instances, jobs, store),
+            billing_export=BillingExport(store, s3_client or _LazyClient("s3"), settings),
         )
 
 

@@ -69,6 +69,21 @@ class Settings(BaseSettings):
     # At most this many running jobs checked per tracker run.
     job_track_batch_size: int = Field(default=100, ge=1, le=1000)
 
+    # Usage metering and billing (services/usage.py, services/billing_export.py). Seconds unless named otherwise.
+    # How often the usage sync runs (template.yaml's schedule; a synced meter is next due after half of it).
+    usage_sync_interval_seconds: int = Field(default=300, ge=1, le=3600)
+    # Hours re-read on every sync so metrics that arrive late update their own window.
+    usage_late_windows: int = Field(default=2, ge=0, le=48)
+    # Bounds of one run: meters per sync, windows per meter (a meter far behind catches up over several runs),
+    # hours per roll-up run, days per export run.
+    usage_sync_batch_size: int = Field(default=500, ge=1, le=10000)
+    usage_max_windows_per_meter: int = Field(default=48, ge=1, le=24 * 31)
+    rollup_batch_hours: int = Field(default=48, ge=1, le=24 * 31)
+    billing_export_max_days: int = Field(default=7, ge=1, le=62)
+    # Where the daily FOCUS export goes (template.yaml's BillingExportBucket) and under which key prefix.
+    billing_export_bucket: str = ""
+    billing_export_prefix: str = "focus/"
+
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"
     oidc_issuer: str = ""

@@ -19,7 +19,14 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itl_accelerator.api.protocol import ArmProtocolMiddleware
-from itl_accelerator.api.routes import operations, provider, spark_jobs, spark_nodes, spark_ollama_instances
+from itl_accelerator.api.routes import (
+    operations,
+    provider,
+    spark_jobs,
+    spark_nodes,
+    spark_ollama_instances,
+    usage_stats,
+)
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
 from itl_accelerator.errors import (
@@ -35,7 +42,14 @@ from itl_accelerator.settings import get_settings
 from itl_accelerator.store.codec import MAX_ITEM_BYTES
 from itl_accelerator.store.errors import ItemTooLarge, StoreBusy
 
-ROUTERS = (provider.router, spark_nodes.router, spark_ollama_instances.router, spark_jobs.router, operations.router)
+ROUTERS = (
+    provider.router,
+    spark_nodes.router,
+    spark_ollama_instances.router,
+    spark_jobs.router,
+    usage_stats.router,
+    operations.router,
+)
 
 #: API Gateway answers an undeclared path or method with 404 NotFound before any function runs; a function's app
 #: answers the same for what it does not serve.

@@ -45,6 +45,12 @@ NODES_PRICING_WRITE = _op(
     "Set pricing and availability",
     "Changes pricing and availability of GPU nodes whose owner is the caller.",
 )
+NODES_USAGE_READ = _op(
+    "sparkNodes/usage/read",
+    "Spark nodes",
+    "Read node usage",
+    "Reads the usage statistics and earnings of GPU nodes (suppliers: of the nodes they own).",
+)
 INSTANCES_READ = _op(
     "sparkNodes/sparkOllamaInstances/read", "Ollama instances", "Read instance", "Gets or lists Ollama instances."
 )
@@ -90,6 +96,7 @@ OPERATIONS: tuple[Operation, ...] = (
     NODES_WRITE,
     NODES_DELETE,
     NODES_PRICING_WRITE,
+    NODES_USAGE_READ,
     INSTANCES_READ,
     INSTANCES_WRITE,
     INSTANCES_DELETE,
@@ -108,7 +115,8 @@ BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 
 #: The one role table. Consumers read nodes and instances and submit, read, cancel and delete jobs (their own:
 #: the job service checks the submitter); suppliers read nodes, change pricing/availability of their own (ownership
-#: is checked by the node service) and read the jobs placed on their nodes; admins do everything.
+#: is checked by the node service), read the usage and earnings of their own nodes and the jobs placed on
+#: them; admins do everything.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     ROLE_CONSUMER: frozenset(
         {
@@ -126,6 +134,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         {
             NODES_READ.name,
             NODES_PRICING_WRITE.name,
+            NODES_USAGE_READ.name,
             INSTANCES_READ.name,
             JOBS_READ.name,
             OPERATIONS_READ.name,

@@ -21,7 +21,7 @@ from tenacity import (
 )
 
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
-from itl_accelerator.dgx.models import DgxInstance, DgxJob
+from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxUsage
 from itl_accelerator.observability import logger
 
 MAX_RETRY_AFTER_SECONDS = 10.0
@@ -159,6 +159,21 @@ class DgxPlatformClient:
         """``GET /v1/jobs?idempotencyKey=``: the job a submit with this key made, if any."""
         items = self._call("GET", "/v1/jobs", params={"idempotencyKey": idempotency_key}).json().get("value", [])
         return _job(items[0]) if items else None
+
+    # ----------------------------------------------------------------------------------------------- usage
+    def get_usage(self, resource_id: str, start: str, end: str) -> DgxUsage:
+        """``GET /v1/usage?resourceId=&start=&end=`` (ISO 8601 UTC, end exclusive): the metrics of an instance or
+        job over that range. Raises :class:`DgxNotFound` when the platform does not know the resource."""
+        params = {"resourceId": resource_id, "start": start, "end": end}
+        data = self._call("GET", "/v1/usage", params=params).json()
+        return DgxUsage(
+            gpu_utilization_percent=data.get("gpuUtilizationPercent"),
+            gpu_memory_gb=data.get("gpuMemoryGb"),
+            energy_wh=data.get("energyWh"),
+            requests=data.get("requests"),
+            tokens_in=data.get("tokensIn"),
+            tokens_out=data.get("tokensOut"),
+        )
 
 
 def _job(data: dict[str, Any]) -> DgxJob:

@@ -48,3 +48,18 @@ class DgxJob(BaseModel):
     def ended(self) -> bool:
         """Whether it reached a final status."""
         return self.status in ("Succeeded", "Failed", "Canceled")
+
+
+class DgxUsage(BaseModel):
+    """What the platform measured for one resource over ``[start, end)``: mean GPU utilisation (percent of the
+    resource's GPUs), mean GPU memory in use (GiB), energy (Wh); for Ollama instances, requests served and tokens
+    in (prompt) and out (generated). A metric the platform does not know is None."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    gpu_utilization_percent: float | None = None
+    gpu_memory_gb: float | None = None
+    energy_wh: float | None = None
+    requests: int | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None

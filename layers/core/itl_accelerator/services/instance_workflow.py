@@ -30,6 +30,7 @@ from itl_accelerator.services import arm_rules
 from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.operations import finished
+from itl_accelerator.services.usage import meter_for
 from itl_accelerator.store.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.workloads import NO_LEASE, Release, WorkloadRecord
@@ -157,9 +158,11 @@ class InstanceWorkflow:
         release: bool = False,
         remove: tuple[str, ...] = (),
         lease_until: float | None = None,
+        extra: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """One transaction: instance to ``state`` (if ``expect`` holds), optional operation update, optional
-        capacity release, lease, and the SYSTEM audit item. Raises :class:`WorkloadChanged`."""
+        capacity release, lease, ``extra`` items (its meter) and the SYSTEM audit item. Raises
+        :class:`WorkloadChanged`."""
         ctx = workflow_context(inp.operationId, inp.correlationId)
         props = {**record.document["properties"], "provisioningState": state, **(properties or {})}
         props = {k: v for k, v in props.items() if v is not None}
@@ -186,6 +189,7 @@ class InstanceWorkflow:
             ),
             release=Release(record.node_key, record.gpus, record.memory_gb) if release else None,
             lease_until=lease_until,
+            extra=extra,
         )
 
     def _finish_operation(
@@ -300,6 +304,16 @@ class InstanceWorkflow:
             return {"canceled": True}
         if record.state == "Succeeded":
             return {"canceled": False}
+        # billing starts now: the instance's meter is written with its Succeeded state (services/usage.py)
+        ready = int(workflow_context(inp.operationId, inp.correlationId).clock().timestamp())
+        meter = meter_for(
+            record,
+            self._store.get_resource(record.node_key),
+            service="instances",
+            resource_type=INSTANCES.type_name,
+            start=ready,
+            dgx_id=dgx_instance_id,
+        )
         try:
             self._transition(
                 inp,
@@ -311,6 +325,8 @@ class InstanceWorkflow:
                 expect={"provisioningState": "Provisioning", "dgxId": dgx_instance_id, "operationId": inp.operationId},
                 operation_status="Succeeded",
                 lease_until=NO_LEASE,
+                extra_set={"meterId": meter.allocation_id},
+                extra=(self._store.meter_start_item(meter, due=ready),),
             )
         except WorkloadChanged:
             current = self._store.get_workload(inp.key)

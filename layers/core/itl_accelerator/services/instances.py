@@ -341,6 +341,8 @@ class SparkOllamaInstanceService:
             resource_id=document["id"],
         )
         summary = f"Accepted deletion of instance '{key.names[1]}'" + (" (cancels provisioning)" if cancel else "")
+        meter = existing.extra.get("meterId")
+        now = int(ctx.clock().timestamp())
         self._store.transition(
             key,
             expect={"etag": existing.etag},
@@ -354,6 +356,12 @@ class SparkOllamaInstanceService:
             new_operation=(operation, "deprovision"),
             audit=self._kernel.audit(ctx, INSTANCES, key, INSTANCES.delete, summary, existing.document, document),
             lease_until=self._start_lease(),
+            # billing stops when the deletion is accepted: the instance's meter ends in the same transaction
+            extra=(
+                (self._store.meter_end_item(key.subscription_id, str(meter), end=now, due=now),)
+                if meter and existing.state == "Succeeded"
+                else ()
+            ),
         )
         self._start_deprovision(ctx, key, operation_id)
         existing.document, existing.etag = document, etag

@@ -21,11 +21,12 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from itl_accelerator.billing.metering import PricePoint, allocation_charges
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
@@ -36,16 +37,13 @@ from itl_accelerator.services.instance_workflow import workflow_context
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.operations import finished
 from itl_accelerator.services.placement import Placement, end
+from itl_accelerator.services.usage import meter_for
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.store.jobs import JobStore, pending_index_values
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.workloads import NO_LEASE, TRACK, Release, WorkloadRecord
 from itl_accelerator.workflows import WorkflowStarter
-
-#: Money: cost = GPU-seconds * price per GPU-hour / 3600, rounded half up to this many decimals (the currency's
-#: sub-units are finer than any invoice line needs; the billing export sums these exact values).
-COST_QUANTUM = Decimal("0.000001")
 
 
 class JobInput(BaseModel):
@@ -66,20 +64,6 @@ class JobInput(BaseModel):
     @property
     def key(self) -> ResourceKey:
         return ResourceKey(self.subscriptionId, self.resourceGroup, JOBS.segment, (self.jobName,))
-
-
-def job_cost(gpu_seconds: int, price_per_gpu_hour: str) -> Decimal:
-    """Cost of ``gpu_seconds`` at ``price_per_gpu_hour`` (a decimal string), rounded half up to 6 decimals."""
-    return (Decimal(gpu_seconds) * Decimal(price_per_gpu_hour) / Decimal(3600)).quantize(COST_QUANTUM, ROUND_HALF_UP)
-
-
-def billable_seconds(seconds: int, increment: int, minimum: int) -> int:
-    """The node's pricing rule (models/nodes.Pricing): time is billed in whole ``increment`` s, rounded up, at
-    least ``minimum`` s; nothing when nothing ran."""
-    if seconds <= 0:
-        return 0
-    increment = max(1, increment)
-    return max(minimum, -(-seconds // increment) * increment)
 
 
 def iso(epoch: float) -> str:
@@ -155,8 +139,10 @@ class JobWorkflow:
         remove: tuple[str, ...] = (),
         lease_until: float | None = None,
         lease_kind: str = "LEASE",
+        extra: tuple[dict[str, Any], ...] = (),
     ) -> None:
-        """One audited transition of the job (status and reason in its document). Raises :class:`WorkloadChanged`."""
+        """One audited transition of the job (status and reason in its document), with ``extra`` transaction items
+        (its meter). Raises :class:`WorkloadChanged`."""
         ctx = workflow_context(inp.operationId, inp.correlationId)
         props = {**record.document["properties"], "statusReason": reason, **(properties or {})}
         if status:
@@ -179,6 +165,7 @@ class JobWorkflow:
             audit=self._kernel.audit(ctx, JOBS, record.key, JOBS.write, reason, record.document, document),
             lease_until=lease_until,
             lease_kind=lease_kind,
+            extra=extra,
         )
 
     def _canceled(self, record: WorkloadRecord) -> dict[str, Any] | None:
@@ -286,7 +273,9 @@ class JobWorkflow:
             workload=record.document["properties"]["workload"],
             max_duration_seconds=int(record.extra.get("maxDurationSeconds", 0)),
         )
-        started = self._clock()
+        started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
+        # billing starts now: the job's meter is written with its Running state (services/usage.py)
+        meter = meter_for(record, node, service="jobs", resource_type=JOBS.type_name, start=int(started), dgx_id=job.id)
         try:
             self._note(
                 inp,
@@ -294,9 +283,15 @@ class JobWorkflow:
                 reason=f"Running on the DGX Platform (job {job.id}).",
                 expect={"status": "Scheduled", "cancelRequested": False},
                 status="Running",
-                set_values={"dgxId": job.id, "startedAt": iso(started), "provisioningState": "Running"},
+                set_values={
+                    "dgxId": job.id,
+                    "startedAt": iso(started),
+                    "provisioningState": "Running",
+                    "meterId": meter.allocation_id,
+                },
                 properties={"startedAt": iso(started), "provisioningState": "Running", "logsUrl": job.logs_url},
                 lease_until=self._lease(0),
+                extra=(self._store.meter_start_item(meter, due=int(started)),),
             )
         except WorkloadChanged:
             current = self._current(inp)
@@ -359,23 +354,9 @@ class JobWorkflow:
         if status in FINAL_JOB_STATUSES:
             return {"status": status}
         final = outcome["status"]
-        ended = float(outcome.get("endedAt") or self._clock())
+        ended = float(int(outcome.get("endedAt") or self._clock()))
         started = record.extra.get("startedAt")
-        seconds = max(0, int(ended - epoch(started))) if started else 0
-        gpu_seconds = seconds * record.gpus if started else 0
-        price = str(record.extra.get("pricePerGpuHour", "0"))
-        currency = str(record.extra.get("currency", "USD"))
-        billable = (
-            billable_seconds(
-                seconds,
-                int(record.extra.get("billingIncrementSeconds", 1)),
-                int(record.extra.get("minimumBillableSeconds", 0)),
-            )
-            * record.gpus
-            if started
-            else 0
-        )
-        cost = job_cost(billable, price)
+        gpu_seconds, billable, cost, currency = self._charges(record, ended)
         reason = outcome.get("reason") or final
         if outcome.get("exitCode") is not None:
             reason = f"{reason} (exit code {outcome['exitCode']})"
@@ -426,6 +407,16 @@ class JobWorkflow:
                 operation=operations[0],
                 more_operations=tuple(operations[1:]),
                 release=Release(record.node_key, record.gpus, record.memory_gb) if record.capacity_reserved else None,
+                # billing stops with the job: its meter ends in the same transaction (services/usage.py)
+                extra=(
+                    (
+                        self._store.meter_end_item(
+                            inp.subscriptionId, str(record.extra["meterId"]), end=int(ended), due=int(self._clock())
+                        ),
+                    )
+                    if record.extra.get("meterId")
+                    else ()
+                ),
                 audit=self._kernel.audit(
                     ctx,
                     JOBS,
@@ -448,6 +439,33 @@ class JobWorkflow:
         if record.capacity_reserved:
             self._placement.dispatch(ctx, inp.subscriptionId)  # capacity freed: serve the waiting jobs
         return {"status": final}
+
+    def _charges(self, record: WorkloadRecord, ended: float) -> tuple[int, int, Decimal, str]:
+        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` — computed window
+        by window at the node's price in force, exactly as its usage records are (billing/metering.py), so the
+        job's cost is the sum of what the billing export bills for it. Nothing when it never started."""
+        started = record.extra.get("startedAt")
+        currency = str(record.extra.get("currency", "USD"))
+        if not started:
+            return 0, 0, Decimal(0), currency
+        prices = self._store.price_points(record.node_key) or [
+            PricePoint(
+                0,
+                Decimal(str(record.extra.get("pricePerGpuHour", "0"))),
+                currency,
+                int(record.extra.get("billingIncrementSeconds", 1)),
+                int(record.extra.get("minimumBillableSeconds", 0)),
+            )
+        ]
+        start = int(epoch(str(started)))
+        end = max(start, int(ended))
+        charges = allocation_charges(prices, gpus=record.gpus, start=start, end=end, now=end)
+        return (
+            sum(c.gpu_seconds for c in charges),
+            sum(c.billable_gpu_seconds for c in charges),
+            sum((c.cost for c in charges), Decimal(0)),
+            charges[-1].currency if charges else currency,
+        )
 
     def _operations(
         self, inp: JobInput, record: WorkloadRecord, final: str, error: dict[str, str] | None

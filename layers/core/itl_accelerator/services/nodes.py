@@ -30,6 +30,7 @@ from itl_accelerator.store.errors import (
 )
 from itl_accelerator.store.keys import ResourceKey, placement_partition
 from itl_accelerator.store.resources import ResourceWrite, StoredResource, shape_sk
+from itl_accelerator.store.usage import UsageStore
 
 
 def gpu_model_key(gpu_model: str | None) -> str:
@@ -254,6 +255,10 @@ class SparkNodeService:
         ):
             return render(previous), False
         write = self._write(key, document, body)
+        if previous is None or previous.document["properties"].get("pricing") != document["properties"]["pricing"]:
+            # usage is priced by the price in force at the time: every price a node ever had is kept
+            effective = int(ctx.clock().timestamp())
+            write.companions = (UsageStore.price_point_item(key, document["properties"]["pricing"], effective),)
         try:
             if previous is None:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)

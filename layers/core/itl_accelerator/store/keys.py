@@ -12,7 +12,26 @@ SparkNode          ``SUB#{sub}``                  ``NODE#{rg}#{node}``          
 SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instance}``         —
 OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
 AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
+Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``                    —  (GSI2: ``METER#{shard}``)
+PricePoint         ``SUB#{sub}#PRICE#{rg}#{node}`` ``{effectiveFrom:012d}``                   —
+Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 =================  =============================  ==========================================  ==========================
+
+Billing works across tenants by nature (a day's export, an hour's roll-up), so the usage records and the billing
+bookkeeping live in *system* partitions (``SYS#...``) that only the scheduled functions write:
+
+=================  =====================================  =================================  ======================
+item               PK                                     SK                                 what
+=================  =====================================  =================================  ======================
+UsageRecord        ``SYS#USAGE#{hour}#{shard}``           ``{allocationId}``                 one allocation, one hour
+RollupDue          ``SYS#ROLLUPDUE``                      ``{hour}``                         an hour to roll up
+CorrectionDue      ``SYS#CORRECTIONDUE``                  ``{hour}#{allocationId}``          billed usage changed
+ExportCursor       ``SYS#EXPORT``                         ``CURSOR``                         first day still open
+ExportDay          ``SYS#EXPORT``                         ``DAY#{day}``                      Closed → Exported
+CorrectionLine     ``SYS#BILL#{day}``                     ``{hour}#{allocationId}#{seq}``    exported that day
+=================  =====================================  =================================  ======================
+
+``{hour}`` is ``YYYY-MM-DDTHH`` (UTC), ``{day}`` ``YYYY-MM-DD``: both sort as time.
 """
 
 from __future__ import annotations
@@ -89,6 +108,47 @@ def audit_sk(timestamp: str, event_id: str) -> str:
 def audit_by_resource_pk(subscription_id: str, resource_id: str) -> str:
     """GSI1 partition of the audit events of one resource."""
     return f"SUB{SEP}{subscription_id.lower()}{SEP}RES{SEP}{resource_id.lower()}"
+
+
+def meter_sk(allocation_id: str) -> str:
+    """Sort key of a meter (one allocation of GPUs, in its subscription's partition)."""
+    return f"METER{SEP}{allocation_id}"
+
+
+def price_pk(subscription_id: str, resource_group: str, node: str) -> str:
+    """Partition of a node's price history (kept after the node goes: usage is priced after the fact)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}PRICE{SEP}{resource_group.lower()}{SEP}{node.lower()}"
+
+
+def rollup_pk(subscription_id: str, scope: str) -> str:
+    """Partition of the hourly roll-ups of one scope of a subscription: ``SUBSCRIPTION``, ``NODE#{rg}#{node}`` or
+    ``RES#{resource id}`` (lower-cased)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}ROLLUP{SEP}{scope.lower()}"
+
+
+#: Partitions of the usage records of one hour (records spread by allocation: no hot partition).
+USAGE_SHARDS = 4
+
+
+def usage_pk(hour: str, shard: int) -> str:
+    """Partition of the usage records of one UTC hour (``YYYY-MM-DDTHH``), one shard of it."""
+    return f"SYS{SEP}USAGE{SEP}{hour}{SEP}{shard}"
+
+
+ROLLUP_DUE_PK = f"SYS{SEP}ROLLUPDUE"
+CORRECTION_DUE_PK = f"SYS{SEP}CORRECTIONDUE"
+EXPORT_PK = f"SYS{SEP}EXPORT"
+EXPORT_CURSOR_SK = "CURSOR"
+
+
+def export_day_sk(day: str) -> str:
+    """Sort key of the export state of one UTC day (``YYYY-MM-DD``)."""
+    return f"DAY{SEP}{day}"
+
+
+def correction_lines_pk(day: str) -> str:
+    """Partition of the correction lines one day's export carries."""
+    return f"SYS{SEP}BILL{SEP}{day}"
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ class StoredResource:
 class ResourceWrite:
     """What a create or replace writes: the envelope, the new etag, capacity ``totals`` (for nodes: GPUs, GiB),
     plain ``attributes`` beside the envelope, attributes to remove (``unset``, e.g. an index key that no longer
-    applies), and the node's fleet ``shape`` (:func:`shape_sk`; counted so admission needs no scan)."""
+    applies), the node's fleet ``shape`` (:func:`shape_sk`; counted so admission needs no scan), and
+    ``companions``: whole items (plain values) written in the same transaction (e.g. a node's new price point)."""
 
     key: ResourceKey
     document: dict[str, Any]
@@ -63,6 +64,7 @@ class ResourceWrite:
     attributes: dict[str, str] = field(default_factory=dict)
     unset: tuple[str, ...] = ()
     shape: str | None = None
+    companions: tuple[dict[str, Any], ...] = ()
 
 
 def shape_sk(gpu_model: str, location: str, gpu_total: int, memory_gb_total: int) -> str:
@@ -277,6 +279,7 @@ class ResourceStore(SubscriptionRegistry):
         ]
         if write.shape:
             items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
+        items.extend({"Put": {"TableName": self._table, "Item": typed(c)}} for c in write.companions)
         self._transact(items, resource_failure=ItemExists)
 
     def replace_resource(
@@ -322,6 +325,7 @@ class ResourceStore(SubscriptionRegistry):
             items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
             if previous_shape:
                 items.append(self._shape_count(write.key.subscription_id, previous_shape, -1))
+        items.extend({"Put": {"TableName": self._table, "Item": typed(c)}} for c in write.companions)
         self._transact(items, expected_etag=expected_etag)
 
     def delete_resource(

@@ -37,6 +37,7 @@ from itl_accelerator.store.errors import (
 )
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.resources import CHILD_COUNT, ResourceStore, StoredResource
+from itl_accelerator.store.usage import UsageStore
 
 #: Operation status items are kept at least 24 h (ARM_CONTRACT.md line 14); here 7 days, then TTL removes them.
 OPERATION_RETENTION_SECONDS = 7 * 24 * 3600
@@ -144,8 +145,9 @@ def lease_values(pk: str, sk: str, until: float, kind: str = LEASE) -> dict[str,
     }
 
 
-class WorkloadStore(ResourceStore):
-    """:class:`ResourceStore` plus workloads, their operations and capacity."""
+class WorkloadStore(ResourceStore, UsageStore):
+    """:class:`ResourceStore` plus workloads, their operations and capacity, and the meters of what they use
+    (:class:`UsageStore`)."""
 
     # ----------------------------------------------------------------------------------------------- reads
     def get_workload(self, key: ResourceKey) -> WorkloadRecord | None:
@@ -284,13 +286,15 @@ class WorkloadStore(ResourceStore):
         release: Release | None = None,
         lease_until: float | None = None,
         lease_kind: str = LEASE,
+        extra: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """Move a workload on: ``SET`` ``set_values`` (a ``document`` value is stored as the JSON envelope) and
         ``REMOVE`` ``remove`` if every expectation in ``expect`` holds; with its audit item; optionally moving its
         operation to ``operation`` (and others to ``more_operations``; each refused once that operation is final)
         or starting a new one (``new_operation``: the status body and its kind), reserving or releasing capacity,
         and renewing (``lease_until`` epoch seconds, in the ``lease_kind`` index) or ending (:data:`NO_LEASE`) its
-        lease. No subscription-state check: workflows finish what was accepted,
+        lease; ``extra``: more transaction items that belong to the change (e.g. starting or ending its meter,
+        store/usage.py). No subscription-state check: workflows finish what was accepted,
         and deletes are allowed in every state (ARM_CONTRACT.md line 27).
 
         Raises :class:`WorkloadChanged` (an expectation failed or the operation is already final),
@@ -307,8 +311,8 @@ class WorkloadStore(ResourceStore):
         if operation is not None:
             positions["operation"] = len(items)
             items.append(self._operation_update(key.subscription_id, operation))
-        for extra in more_operations:
-            items.append(self._operation_update(key.subscription_id, extra))
+        for other in more_operations:
+            items.append(self._operation_update(key.subscription_id, other))
         if new_operation is not None:
             items.append(self._operation_put(key, *new_operation))
         if reservation is not None:
@@ -316,6 +320,7 @@ class WorkloadStore(ResourceStore):
             items.append(self._node_reserve(reservation))
         if release is not None:
             items.append(self._node_release(release))
+        items.extend(extra)
         try:
             self.transact(items)
         except TransactionFailed as exc:

@@ -1,0 +1,149 @@
+"""Hourly roll-ups: the usage records of one UTC hour summed per resource, per subscription and per node. Pure
+functions over an iterator of records, so memory grows with the number of *scopes* in the hour, never with the
+number of records (the benchmark measures it: ``./dev bench``).
+
+A roll-up item holds sums only — GPU-seconds used and billable, cost per currency (``Decimal``, exact sums of the
+records' costs), energy (Wh), requests and tokens — plus the weights that make means exact: utilisation and GPU
+memory are stored as GPU-second-weighted sums over the GPU-seconds that were measured (``measuredGpuSeconds``), so
+the mean over any set of hours is Σ weighted / Σ measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.store import keys
+
+#: The scopes every record counts in: ``RES#{resource id}``, ``SUBSCRIPTION``, ``NODE#{rg}#{node}``.
+SUBSCRIPTION_SCOPE = "SUBSCRIPTION"
+
+
+def resource_scope(resource_id: str) -> str:
+    """Scope of one resource (its ARM id, lower-cased in the key)."""
+    return f"RES{keys.SEP}{resource_id.lower()}"
+
+
+def node_scope(resource_group: str, node: str) -> str:
+    """Scope of one node (a supplier's earnings and utilisation)."""
+    return f"NODE{keys.SEP}{resource_group.lower()}{keys.SEP}{node.lower()}"
+
+
+def _decimal(value: Any) -> Decimal:
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+@dataclass
+class Totals:
+    """Sums over usage records (units in the module docstring)."""
+
+    gpu_seconds: int = 0
+    billable_gpu_seconds: int = 0
+    costs: dict[str, Decimal] = field(default_factory=dict)
+    measured_gpu_seconds: int = 0
+    utilization_weighted: Decimal = Decimal(0)
+    memory_weighted: Decimal = Decimal(0)
+    energy_wh: Decimal = Decimal(0)
+    requests: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def add_record(
+        self, gpu_seconds: int, billable: int, costs: dict[str, Decimal], metrics: dict[str, Any] | None
+    ) -> None:
+        """Add one record's figures (``costs`` by currency)."""
+        self.gpu_seconds += gpu_seconds
+        self.billable_gpu_seconds += billable
+        for currency, amount in costs.items():
+            self.costs[currency] = self.costs.get(currency, Decimal(0)) + amount
+        if metrics:
+            if metrics.get("gpuUtilizationPercent") is not None:
+                self.measured_gpu_seconds += gpu_seconds
+                self.utilization_weighted += _decimal(metrics["gpuUtilizationPercent"]) * gpu_seconds
+                self.memory_weighted += _decimal(metrics.get("gpuMemoryGb")) * gpu_seconds
+            self.energy_wh += _decimal(metrics.get("energyWh"))
+            self.requests += int(metrics.get("requests") or 0)
+            self.tokens_in += int(metrics.get("tokensIn") or 0)
+            self.tokens_out += int(metrics.get("tokensOut") or 0)
+
+    def merge(self, other: Totals) -> None:
+        """Add another total (e.g. the next hour's)."""
+        self.add_record(other.gpu_seconds, other.billable_gpu_seconds, other.costs, None)
+        self.measured_gpu_seconds += other.measured_gpu_seconds
+        self.utilization_weighted += other.utilization_weighted
+        self.memory_weighted += other.memory_weighted
+        self.energy_wh += other.energy_wh
+        self.requests += other.requests
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+
+    def item(self) -> dict[str, Any]:
+        """The stored attributes (numbers as ``Decimal``/``int``; costs as decimal strings by currency)."""
+        return {
+            "gpuSeconds": self.gpu_seconds,
+            "billableGpuSeconds": self.billable_gpu_seconds,
+            "costs": {c: format(a, "f") for c, a in sorted(self.costs.items())},
+            "measuredGpuSeconds": self.measured_gpu_seconds,
+            "utilizationWeighted": self.utilization_weighted,
+            "memoryWeighted": self.memory_weighted,
+            "energyWh": self.energy_wh,
+            "requests": self.requests,
+            "tokensIn": self.tokens_in,
+            "tokensOut": self.tokens_out,
+        }
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Totals:
+        """Inverse of :meth:`item`."""
+        return cls(
+            gpu_seconds=int(item.get("gpuSeconds", 0)),
+            billable_gpu_seconds=int(item.get("billableGpuSeconds", 0)),
+            costs={c: Decimal(str(a)) for c, a in (item.get("costs") or {}).items()},
+            measured_gpu_seconds=int(item.get("measuredGpuSeconds", 0)),
+            utilization_weighted=_decimal(item.get("utilizationWeighted")),
+            memory_weighted=_decimal(item.get("memoryWeighted")),
+            energy_wh=_decimal(item.get("energyWh")),
+            requests=int(item.get("requests", 0)),
+            tokens_in=int(item.get("tokensIn", 0)),
+            tokens_out=int(item.get("tokensOut", 0)),
+        )
+
+
+class HourRollup:
+    """Accumulates the records of one hour into totals per (subscription, scope)."""
+
+    def __init__(self, hour: str):
+        self.hour = hour
+        self.scopes: dict[tuple[str, str], Totals] = {}
+        self.records = 0
+
+    def add(
+        self,
+        descriptor: dict[str, Any],
+        gpu_seconds: int,
+        billable: int,
+        cost: Decimal,
+        currency: str,
+        metrics: dict[str, Any] | None,
+    ) -> None:
+        """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``nodeResourceGroup``,
+        ``nodeName``) in its three scopes."""
+        self.records += 1
+        subscription = str(descriptor["subscriptionId"]).lower()
+        costs = {currency: cost} if currency else {}
+        for scope in (
+            resource_scope(descriptor["resourceId"]),
+            SUBSCRIPTION_SCOPE,
+            node_scope(descriptor["nodeResourceGroup"], descriptor["nodeName"]),
+        ):
+            totals = self.scopes.get((subscription, scope))
+            if totals is None:
+                totals = self.scopes[(subscription, scope)] = Totals()
+            totals.add_record(gpu_seconds, billable, costs, metrics)
+
+    def items(self, ttl: int) -> Iterable[dict[str, Any]]:
+        """The roll-up items of the hour (plain values), each with ``ttl`` (epoch s)."""
+        for (subscription, scope), totals in self.scopes.items():
+            yield {"PK": keys.rollup_pk(subscription, scope), "SK": self.hour, "ttl": ttl, **totals.item()}

@@ -1,0 +1,287 @@
+"""Usage metering: the sync that turns meters into usage records (every 5 minutes) and the roll-ups that sum them
+per hour (hourly). Both run on EventBridge Scheduler schedules, which deliver at least once and may overlap, so
+both are idempotent: a record's id is its allocation and window, it is written only when its content changed
+(compare-and-set), and a roll-up is recomputed from the hour's records, never incremented.
+
+Each run is bounded: at most ``usage_sync_batch_size`` meters and ``usage_max_windows_per_meter`` windows per
+meter, at most ``rollup_batch_hours`` hours, and it stops when its Lambda's time runs short (``time_left``); the
+next run resumes from what is stored (each meter's ``meteredUntil``, the roll-up queue).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.billing.metering import HOUR, PricePoint, WindowCharge, iso, window_charge, window_of, windows
+from itl_accelerator.billing.rollup import HourRollup
+from itl_accelerator.dgx.client import DgxPlatformClient
+from itl_accelerator.dgx.errors import DgxError, DgxNotFound
+from itl_accelerator.observability import logger
+from itl_accelerator.settings import Settings
+from itl_accelerator.store.errors import StoreBusy
+from itl_accelerator.store.resources import StoredResource
+from itl_accelerator.store.usage import USAGE_RETENTION_SECONDS, Meter, UsageRecord, UsageStore, day_of, hour_key
+from itl_accelerator.store.workloads import WorkloadRecord
+
+#: A run stops starting new work when less than this is left of its Lambda's time (seconds).
+TIME_RESERVE_SECONDS = 20.0
+
+
+def segments_of(charge: WindowCharge) -> list[dict[str, Any]]:
+    """A window charge as stored in a usage record (decimal strings for money; epoch seconds; GPU-seconds)."""
+    return [
+        {
+            "start": s.start,
+            "end": s.end,
+            "gpuSeconds": s.gpu_seconds,
+            "billableGpuSeconds": s.billable_gpu_seconds,
+            "pricePerGpuHour": format(s.price_per_gpu_hour, "f"),
+            "currency": s.currency,
+            "cost": format(s.cost, "f"),
+        }
+        for s in charge.segments
+    ]
+
+
+def meter_for(
+    record: WorkloadRecord, node: StoredResource | None, *, service: str, resource_type: str, start: int, dgx_id: str
+) -> Meter:
+    """The meter of a workload that starts holding GPUs at ``start`` (epoch s) on ``node`` (None when the node item
+    is gone: the meter then names the node by its key). Its allocation id is the workload's operation id, so a
+    retried step writes the same meter."""
+    node_key = record.node_key
+    props = node.document["properties"] if node else {}
+    return Meter(
+        allocation_id=str(record.operation_id),
+        subscription_id=record.key.subscription_id,
+        resource_group=record.key.resource_group,
+        resource_id=record.document["id"],
+        resource_name=record.document["name"],
+        resource_type=resource_type,
+        service=service,
+        node_resource_group=node_key.resource_group,
+        node_name=node.document["name"] if node else node_key.names[-1],
+        node_id=node.document["id"] if node else node_key.sk,
+        supplier=str(props.get("owner") or "unknown"),
+        region=str(node.document.get("location") if node else record.location) or "unknown",
+        sku=str((node.document.get("sku") or {}).get("name", "")) if node else "unknown",
+        gpus=record.gpus,
+        start=int(start),
+        dgx_id=dgx_id,
+        tags=dict(record.document.get("tags") or {}),
+        pricing=dict(props.get("pricing") or {}),
+    )
+
+
+@dataclass
+class SyncReport:
+    """What one sync run did: meters read, windows written (new or changed), unchanged, *late* (a window already
+    final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed
+    or closed), DGX metric reads that failed (retried next run), meters closed (ended, last window final)."""
+
+    meters: int = 0
+    windows_written: int = 0
+    windows_unchanged: int = 0
+    late_windows: int = 0
+    corrections: int = 0
+    dgx_failures: int = 0
+    meters_closed: int = 0
+    stopped_early: bool = False
+
+    def as_metrics(self) -> dict[str, int]:
+        return {k: int(v) for k, v in asdict(self).items()}
+
+
+class UsageSync:
+    """Meters → usage records (module docstring). ``dgx`` builds the DGX client on first use."""
+
+    def __init__(
+        self,
+        store: UsageStore,
+        dgx: Callable[[], DgxPlatformClient],
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._store = store
+        self._dgx_factory = dgx
+        self._dgx: DgxPlatformClient | None = None
+        self._settings = settings
+        self._clock = clock
+
+    @property
+    def dgx(self) -> DgxPlatformClient:
+        if self._dgx is None:
+            self._dgx = self._dgx_factory()
+        return self._dgx
+
+    def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
+        """One pass over the meters due now (epoch seconds)."""
+        now = int(self._clock() if now is None else now)
+        report = SyncReport()
+        cursor_known = self._store.export_cursor() is not None
+        for pk, sk in self._store.due_meters(now, self._settings.usage_sync_batch_size):
+            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                report.stopped_early = True
+                break
+            meter = self._store.get_meter(pk, sk)
+            if meter is None or not meter.active:
+                continue
+            report.meters += 1
+            if not cursor_known:
+                self._store.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
+                cursor_known = True
+            self.sync_meter(meter, now, report)
+        return report
+
+    def sync_meter(self, meter: Meter, now: int, report: SyncReport) -> None:
+        """Record ``meter``'s usage from where it stopped (less ``usage_late_windows`` hours, re-read for late
+        metrics) up to its end or ``now``; close it once it ended and its last window is past the late period."""
+        late = self._settings.usage_late_windows
+        until = meter.end if meter.end is not None else now
+        first = window_of(max(meter.start, meter.metered_until - late * HOUR))
+        # an end learned late (a job the platform says ended earlier) may fall before what was already recorded:
+        # the windows after it are rewritten too, empty
+        starts = list(windows(first, max(until, meter.metered_until)))
+        capped = len(starts) > self._settings.usage_max_windows_per_meter
+        starts = starts[: self._settings.usage_max_windows_per_meter]
+        prices = self._store.price_points(meter.node_key) or [self._fallback_price(meter)]
+        stored = self._store.usage_records(meter.allocation_id, starts)
+        failed_at: int | None = None
+        for start in starts:
+            charge = window_charge(
+                prices, gpus=meter.gpus, start=meter.start, end=meter.end, now=now, window_start=start
+            )
+            metrics, ok = self._metrics(meter, max(meter.start, start), min(until, start + HOUR))
+            if not ok:
+                report.dgx_failures += 1
+                failed_at = start if failed_at is None else failed_at
+            record = UsageRecord(
+                allocation_id=meter.allocation_id,
+                window_start=start,
+                descriptor=meter.descriptor(),
+                segments=segments_of(charge),
+                metrics=metrics if ok else (stored[start].metrics if start in stored else None),
+                final=meter.end is not None or start + HOUR <= now,
+            )
+            self._write(record, stored.get(start), report)
+        reached = min(until, starts[-1] + HOUR) if capped and starts else until
+        metered_until = failed_at if failed_at is not None else reached
+        closing = meter.end is not None and not capped and failed_at is None and now >= meter.end + late * HOUR
+        due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
+        self._store.advance_meter(meter, max(meter.start, metered_until), due)
+        report.meters_closed += int(closing)
+
+    @staticmethod
+    def _fallback_price(meter: Meter) -> PricePoint:
+        """A node with no price history (registered before metering existed) is priced at what the meter saw."""
+        pricing = meter.pricing or {}
+        return PricePoint(
+            effective_from=0,
+            price_per_gpu_hour=Decimal(str(pricing.get("pricePerGpuHour", 0))),
+            currency=str(pricing.get("currency", "USD")),
+            billing_increment_seconds=int(pricing.get("billingIncrementSeconds", 1)),
+            minimum_billable_seconds=int(pricing.get("minimumBillableSeconds", 0)),
+        )
+
+    def _metrics(self, meter: Meter, start: int, end: int) -> tuple[dict[str, Any] | None, bool]:
+        """The DGX metrics of the allocation over ``[start, end)``: ``(metrics, ok)``; ``ok`` False when the read
+        failed (the window keeps what it had and is read again next run). A resource the platform does not know
+        has no metrics (not a failure)."""
+        if not meter.dgx_id or end <= start:
+            return None, True
+        try:
+            usage = self.dgx.get_usage(meter.dgx_id, iso(start), iso(end))
+        except DgxNotFound:
+            return None, True
+        except DgxError as exc:
+            logger.warning("DGX usage read failed", extra={"allocation": meter.allocation_id, "error": str(exc)})
+            return None, False
+        metrics = {
+            "gpuUtilizationPercent": usage.gpu_utilization_percent,
+            "gpuMemoryGb": usage.gpu_memory_gb,
+            "energyWh": usage.energy_wh,
+            "requests": usage.requests,
+            "tokensIn": usage.tokens_in,
+            "tokensOut": usage.tokens_out,
+        }
+        return {k: v for k, v in metrics.items() if v is not None}, True
+
+    def _write(self, record: UsageRecord, previous: UsageRecord | None, report: SyncReport) -> None:
+        for _ in range(5):
+            if previous is not None and previous.content_hash == record.content_hash:
+                report.windows_unchanged += 1
+                return
+            try:
+                outcome = self._store.write_usage(record, previous)
+            except StoreBusy:
+                outcome = "conflict"
+            if outcome != "conflict":
+                report.windows_written += 1
+                report.late_windows += int(previous is not None and previous.final)
+                report.corrections += int(outcome == "correction")
+                return
+            previous = self._store.get_usage(record.allocation_id, record.window_start)
+        raise StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing")
+
+
+@dataclass
+class RollupReport:
+    """What one roll-up run did: hours rolled up, records read, roll-up items written, hours left for later."""
+
+    hours: int = 0
+    records: int = 0
+    items: int = 0
+    requeued: int = 0
+    stopped_early: bool = False
+    rolled: list[str] = field(default_factory=list)
+
+    def as_metrics(self) -> dict[str, int]:
+        return {"hours": self.hours, "records": self.records, "items": self.items, "requeued": self.requeued}
+
+
+class UsageRollups:
+    """The hourly roll-ups (module docstring): every hour marked due is recomputed from its records."""
+
+    def __init__(self, store: UsageStore, settings: Settings):
+        self._store = store
+        self._settings = settings
+
+    def run(self, *, time_left: Callable[[], float] | None = None) -> RollupReport:
+        """Roll up the hours due, oldest first."""
+        report = RollupReport()
+        for hour, version in self._store.due_rollups(self._settings.rollup_batch_hours):
+            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                report.stopped_early = True
+                break
+            rollup = self.roll_up(hour)
+            report.hours += 1
+            report.records += rollup.records
+            report.items += len(rollup.scopes)
+            report.rolled.append(hour)
+            if not self._store.rollup_done(hour, version):
+                report.requeued += 1  # new usage arrived meanwhile: the hour stays due
+        return report
+
+    def roll_up(self, hour: str) -> HourRollup:
+        """Recompute and store the roll-ups of one hour (``YYYY-MM-DDTHH``)."""
+        rollup = HourRollup(hour)
+        ttl = 0
+        for record in self._store.hour_records(hour):
+            ttl = ttl or record.window_start + USAGE_RETENTION_SECONDS
+            rollup.add(
+                record.descriptor,
+                record.gpu_seconds,
+                record.billable_gpu_seconds,
+                record.cost,
+                record.currency,
+                record.metrics,
+            )
+        self._store.put_rollups(list(rollup.items(ttl)))
+        return rollup
+
+
+__all__ = ["RollupReport", "SyncReport", "UsageRollups", "UsageSync", "hour_key", "segments_of"]

@@ -1,0 +1,165 @@
+"""``GET .../stats?hours=N``: per-hour usage of an Ollama instance, a job, or a node, read from the hourly roll-ups
+(billing/rollup.py), with the same access rules as reading the resource itself — plus, for a node, that only its
+supplier (``properties.owner``) or an admin sees it: a node's figures are the supplier's earnings.
+
+The answer covers the last ``hours`` UTC hours up to and including the current one (Azure Monitor's shape:
+``timespan``, ``interval`` ``PT1H``, ``value`` with one point per hour, oldest first, zeros where nothing ran) and
+``totals`` over them. Units: seconds for ``gpuSeconds``, hours for ``gpuHours``, percent for utilisation (the mean
+over the GPU-seconds the DGX Platform measured; null when nothing was measured), GiB for ``gpuMemoryGb``, Wh for
+``energyWh``; money as ``cost``: a list of ``{"amount", "currency"}`` with the amount as an exact decimal string.
+Figures are as fresh as the last roll-up (hourly, and on ``./dev schedule usage-rollup`` locally).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.auth import rbac
+from itl_accelerator.billing.metering import HOUR, window_of
+from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, Totals, node_scope, resource_scope
+from itl_accelerator.errors import InvalidParameter
+from itl_accelerator.resources import NODES
+from itl_accelerator.services.context import CallContext
+from itl_accelerator.services.instances import SparkOllamaInstanceService
+from itl_accelerator.services.jobs import SparkJobService
+from itl_accelerator.services.kernel import ResourceKernel
+from itl_accelerator.store.usage import UsageStore, hour_key
+
+MIN_HOURS, MAX_HOURS, DEFAULT_HOURS = 1, 720, 24
+_GPU_HOURS_QUANTUM = Decimal("0.000001")
+
+
+def parse_hours(value: str | None) -> int:
+    """``hours`` from the query string: an integer from 1 to 720, 24 when absent. Raises 400 ``InvalidParameter``
+    for anything else (a number out of range, a fraction, text)."""
+    if value is None:
+        return DEFAULT_HOURS
+    text = value.strip()
+    if not text.isdigit() or not MIN_HOURS <= int(text) <= MAX_HOURS:
+        raise InvalidParameter(
+            f"hours must be a whole number from {MIN_HOURS} to {MAX_HOURS}; got '{value[:20]}'.", target="hours"
+        )
+    return int(text)
+
+
+def _point(totals: Totals, capacity_gpus: int | None = None, hours: int = 1) -> dict[str, Any]:
+    point: dict[str, Any] = {
+        "gpuSeconds": totals.gpu_seconds,
+        "gpuHours": float((Decimal(totals.gpu_seconds) / HOUR).quantize(_GPU_HOURS_QUANTUM)),
+        "billableGpuSeconds": totals.billable_gpu_seconds,
+        "gpuUtilizationPercent": (
+            round(float(totals.utilization_weighted / totals.measured_gpu_seconds), 2)
+            if totals.measured_gpu_seconds
+            else None
+        ),
+        "gpuMemoryGb": (
+            round(float(totals.memory_weighted / totals.measured_gpu_seconds), 2)
+            if totals.measured_gpu_seconds
+            else None
+        ),
+        "energyWh": float(totals.energy_wh),
+        "requests": totals.requests,
+        "tokensIn": totals.tokens_in,
+        "tokensOut": totals.tokens_out,
+        "cost": [{"amount": format(a, "f"), "currency": c} for c, a in sorted(totals.costs.items())],
+    }
+    if capacity_gpus:
+        point["allocatedPercent"] = round(100 * totals.gpu_seconds / (capacity_gpus * HOUR * hours), 2)
+    return point
+
+
+class UsageStatsService:
+    """Stats of instances, jobs and nodes (module docstring). ``clock`` returns epoch seconds."""
+
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        instances: SparkOllamaInstanceService,
+        jobs: SparkJobService,
+        store: UsageStore,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._kernel = kernel
+        self._instances = instances
+        self._jobs = jobs
+        self._store = store
+        self._clock = clock
+
+    def instance(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, node: str, name: str, hours: int
+    ) -> dict[str, Any]:
+        """An instance's stats: 404 when the caller may not read it (or it does not exist)."""
+        instance = self._instances.get(ctx, subscription_id, resource_group, node, name)
+        return self._series(subscription_id, resource_scope(instance["id"]), instance["id"], hours)
+
+    def job(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, hours: int) -> dict[str, Any]:
+        """A job's stats: 404 when the caller may not see it (consumers: their own jobs)."""
+        job = self._jobs.get(ctx, subscription_id, resource_group, name)
+        return self._series(subscription_id, resource_scope(job["id"]), job["id"], hours)
+
+    def node(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, hours: int
+    ) -> dict[str, Any]:
+        """A node's stats — its utilisation (allocated GPU-hours against its capacity) and its earnings: admins,
+        and the supplier that owns it; 403 (audited) for anyone else, 404 outside the caller's scopes."""
+        key = self._kernel.key(NODES, subscription_id, resource_group, name)
+        self._kernel.require(ctx, NODES, key, rbac.NODES_USAGE_READ)
+        stored = self._store_node(key)
+        if (
+            not rbac.has_permission(ctx.principal, rbac.NODES_WRITE)
+            and stored.document["properties"].get("owner") != ctx.principal.subject
+        ):
+            self._kernel.access.deny(
+                ctx,
+                rbac.NODES_USAGE_READ,
+                subscription_id=subscription_id,
+                resource_id=stored.document["id"],
+                resource_type=NODES.type_name,
+                resource_name=stored.document["name"],
+            )
+        capacity = int(stored.counters.get("gpuTotal", 0)) or None
+        return self._series(
+            subscription_id, node_scope(resource_group, name), stored.document["id"], hours, capacity_gpus=capacity
+        )
+
+    def _store_node(self, key: Any) -> Any:
+        stored = self._kernel.store.get_resource(key)
+        if stored is None:
+            raise NODES.not_found(key.names, key.resource_group)
+        return stored
+
+    def subscription(self, subscription_id: str, hours: int) -> dict[str, Any]:
+        """A subscription's stats (no access check: for operators and tests)."""
+        return self._series(subscription_id, SUBSCRIPTION_SCOPE, f"/subscriptions/{subscription_id}", hours)
+
+    def _series(
+        self, subscription_id: str, scope: str, resource_id: str, hours: int, *, capacity_gpus: int | None = None
+    ) -> dict[str, Any]:
+        last = window_of(self._clock())
+        first = last - (hours - 1) * HOUR
+        stored = {
+            str(item["SK"]): Totals.from_item(item)
+            for item in self._store.rollups(subscription_id, scope, hour_key(first), hour_key(last))
+        }
+        value, totals = [], Totals()
+        for start in range(first, last + HOUR, HOUR):
+            hour = stored.get(hour_key(start), Totals())
+            totals.merge(hour)
+            value.append({"timeStamp": _iso(start), **_point(hour, capacity_gpus)})
+        return {
+            "id": f"{resource_id}/stats",
+            "resourceId": resource_id,
+            "timespan": f"{_iso(first)}/{_iso(last + HOUR)}",
+            "interval": "PT1H",
+            "hours": hours,
+            "value": value,
+            "totals": _point(totals, capacity_gpus, hours),
+        }
+
+
+def _iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,297 @@
+"""Usage metering end to end on the embedded AWS, with known start and stop times: meters → usage records (the
+5-minute sync) → hourly roll-ups → /stats figures → the daily FOCUS export in S3, and corrections for usage that
+arrives after its day was exported. Each test has a table of its own (built from template.yaml), so the export's
+day cursor is the test's alone, and a clock it sets (no sleeping)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from tests.conftest import BUCKET, DGX_API_KEY
+
+HOUR = 3600
+
+
+def t(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+
+
+@dataclass
+class Usage:
+    """The metering services over one table, with a clock the test moves."""
+
+    table: str
+    store: Any
+    sync: Any
+    rollups: Any
+    export: Any
+    stats: Any
+    now: int = 0
+
+    # ----------------------------------------------------------------------------------------------- givens
+    def price(self, sub: str, node: str, effective: str, price: str, currency: str = "USD", **rule: int) -> None:
+        from itl_accelerator.store.codec import typed
+        from itl_accelerator.store.keys import ResourceKey
+        from itl_accelerator.store.usage import UsageStore
+
+        pricing = {"pricePerGpuHour": price, "currency": currency, **rule}
+        item = UsageStore.price_point_item(ResourceKey(sub, "rg1", "sparkNodes", (node,)), pricing, t(effective))
+        self.store.transact([{"Put": {"TableName": self.table, "Item": typed(item)}}])
+
+    def meter(
+        self, sub: str, name: str, *, gpus: int, start: str, service: str = "instances", node: str = "dgx-1",
+        dgx_id: str = "",
+    ) -> Any:  # fmt: skip
+        from itl_accelerator.store.usage import Meter
+
+        rtype = "sparkNodes/sparkOllamaInstances" if service == "instances" else "sparkJobs"
+        path = f"sparkNodes/{node}/sparkOllamaInstances/{name}" if service == "instances" else f"sparkJobs/{name}"
+        meter = Meter(
+            allocation_id=str(uuid.uuid4()),
+            subscription_id=sub,
+            resource_group="rg1",
+            resource_id=f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/{path}",
+            resource_name=name,
+            resource_type=f"ITL.Accelerator/{rtype}",
+            service=service,
+            node_resource_group="rg1",
+            node_name=node,
+            node_id=f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes/{node}",
+            supplier="supplier-1",
+            region="westeurope",
+            sku="DGX-H100-8GPU",
+            gpus=gpus,
+            start=t(start),
+            dgx_id=dgx_id,
+            tags={"team": "ml"},
+        )
+        self.store.transact([self.store.meter_start_item(meter, due=meter.start)])
+        return meter
+
+    def end(self, meter: Any, at: str) -> None:
+        self.store.transact([self.store.meter_end_item(meter.subscription_id, meter.allocation_id, t(at), t(at))])
+
+    # ----------------------------------------------------------------------------------------------- whens
+    def run_sync(self, at: str) -> Any:
+        self.now = t(at)
+        return self.sync.run(now=self.now)
+
+    def records(self, meter: Any) -> list[Any]:
+        from itl_accelerator.billing.metering import windows
+
+        until = self.now if meter.end is None else meter.end
+        stored = self.store.usage_records(meter.allocation_id, list(windows(meter.start, until + 3 * HOUR)))
+        return [stored[w] for w in sorted(stored)]
+
+    def export_rows(self, day: str) -> list[dict[str, str]]:
+        data_key, _ = self.export.object_keys(day)
+        body = boto3.client("s3").get_object(Bucket=BUCKET, Key=data_key)["Body"].read()
+        return list(csv.DictReader(io.StringIO(gzip.decompress(body).decode())))
+
+
+@pytest.fixture
+def usage(aws: Any, template: Any, dgx_simulator: Any) -> Any:
+    from itl_accelerator.container import Container
+    from itl_accelerator.services.usage_stats import UsageStatsService
+    from itl_accelerator.settings import get_settings
+    from itl_local.aws import create_table
+
+    table = f"usage-{uuid.uuid4().hex[:8]}"
+    create_table(aws, template, table)
+    settings = get_settings().model_copy(update={"table_name": table, "billing_export_prefix": f"{table}/"})
+    c = Container.build(settings)
+    state = Usage(table, c.store, c.usage_sync, c.usage_rollups, c.billing_export, None)
+    state.stats = UsageStatsService(c.usage_stats._kernel, c.instances, c.jobs, c.store, clock=lambda: state.now)
+    yield state
+    aws.delete_table(TableName=table)
+
+
+def money(rows: list[dict[str, str]], column: str = "BilledCost") -> Decimal:
+    return sum((Decimal(r[column]) for r in rows), Decimal(0))
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+
+def test_an_instance_across_midnight_is_recorded_per_hour_at_the_price_in_force(usage):
+    # Given a node at 2.40 USD per GPU-hour billed per started minute, and an instance of 2 GPUs on it from
+    # 23:40:10 until its deletion was accepted at 01:05:00 the next day
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
+    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10")
+    usage.end(meter, "2026-03-02T01:05:00")
+    meter.end = t("2026-03-02T01:05:00")
+    # When the usage sync runs once the late period has passed
+    report = usage.run_sync("2026-03-02T04:00:00")
+    # Then there is one record per hour it touched, and the meter is closed
+    records = usage.records(meter)
+    assert [r.hour for r in records] == ["2026-03-01T23", "2026-03-02T00", "2026-03-02T01"]
+    assert [r.gpu_seconds for r in records] == [2380, 7200, 600]
+    assert [r.billable_gpu_seconds for r in records] == [2380, 7200, 620]
+    assert [str(r.cost) for r in records] == ["1.586667", "4.800000", "0.413333"]
+    assert all(r.final for r in records)
+    assert report.windows_written == 3 and report.meters_closed == 1
+    assert usage.sync.run(now=t("2026-03-02T05:00")).meters == 0  # closed meters are no longer read
+
+
+def test_a_price_change_mid_day_prices_each_part_of_the_hour_at_its_own_price(usage):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "3.00", "EUR")
+    usage.price("sub-a", "dgx-1", "2026-03-01T10:20", "4.50", "EUR")
+    meter = usage.meter("sub-a", "train-1", gpus=1, start="2026-03-01T10:10:00", service="jobs")
+    usage.end(meter, "2026-03-01T10:50:00")
+    meter.end = t("2026-03-01T10:50:00")
+    usage.run_sync("2026-03-01T13:00")
+    (record,) = usage.records(meter)
+    assert [(s["gpuSeconds"], s["pricePerGpuHour"], s["cost"]) for s in record.segments] == [
+        (600, "3.00", "0.500000"),
+        (1800, "4.50", "2.250000"),
+    ]
+    assert record.cost == Decimal("2.750000") and record.currency == "EUR"
+
+
+def test_repeated_and_concurrent_syncs_count_each_window_once(usage):
+    from itl_accelerator.services.usage import SyncReport
+
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meters = [usage.meter("sub-a", f"m{i}", gpus=1 + i % 3, start="2026-03-01T08:30:00") for i in range(6)]
+    for meter in meters:
+        usage.end(meter, "2026-03-01T11:15:00")
+    usage.now = t("2026-03-01T11:20:00")
+    # When four syncs run at once (a duplicate delivery, an overlapping run) and then once more
+    threads = [threading.Thread(target=usage.sync.run, kwargs={"now": usage.now}) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    again = SyncReport()
+    for meter in meters:
+        usage.sync.sync_meter(usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}"), usage.now, again)
+    # Then every allocation has exactly its windows, with the figures of one run, and the repeat wrote nothing
+    for meter in meters:
+        records = usage.records(meter)
+        assert [r.hour for r in records] == ["2026-03-01T08", "2026-03-01T09", "2026-03-01T10", "2026-03-01T11"]
+        assert sum(r.gpu_seconds for r in records) == meter.gpus * (2 * HOUR + 45 * 60)
+    assert again.windows_written == 0 and again.windows_unchanged == 6 * 3  # the late period re-read, unchanged
+    # And the roll-up of the subscription sums them once
+    usage.rollups.run()
+    stats = usage.stats.subscription("sub-a", 24)
+    assert stats["totals"]["gpuSeconds"] == sum(m.gpus for m in meters) * (2 * HOUR + 45 * 60)
+    assert stats["totals"]["cost"] == [{"amount": format(Decimal(stats["totals"]["gpuSeconds"]) / HOUR, ".6f"),
+                                        "currency": "USD"}]  # fmt: skip
+
+
+def test_metrics_that_arrive_late_update_their_own_window_without_touching_the_bill(usage, dgx):
+    # Given an instance the DGX simulator knows, metered for an hour and a half
+    created = httpx.post(
+        f"{dgx.url}/v1/instances",
+        json={"name": "late", "nodeId": "n", "model": "llama3", "gpus": 1, "memoryGb": 10},
+        headers={"Authorization": f"Bearer {DGX_API_KEY}", "Idempotency-Key": str(uuid.uuid4())},
+    ).json()
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meter = usage.meter("sub-a", "late", gpus=1, start="2026-03-01T09:00:00", dgx_id=created["id"])
+    usage.run_sync("2026-03-01T10:30:00")
+    before = {r.hour: r for r in usage.records(meter)}
+    # When the platform revises the 09:00 hour's utilisation and the next sync runs
+    dgx.config.late_metrics_percent = 7.0
+    report = usage.run_sync("2026-03-01T10:35:00")
+    after = {r.hour: r for r in usage.records(meter)}
+    # Then the 09:00 record carries the new figure, counted as a late window, and its bill did not change
+    assert after["2026-03-01T09"].metrics["gpuUtilizationPercent"] == pytest.approx(
+        before["2026-03-01T09"].metrics["gpuUtilizationPercent"] + 7.0
+    )
+    assert report.late_windows >= 1
+    assert after["2026-03-01T09"].segments == before["2026-03-01T09"].segments
+
+
+# ----------------------------------------------------------------------------------------------- roll-ups, stats
+
+
+def test_stats_points_and_totals_match_the_run_times(usage):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
+    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10")
+    usage.end(meter, "2026-03-02T01:05:00")
+    usage.run_sync("2026-03-02T04:00:00")
+    report = usage.rollups.run()
+    assert report.hours == 3 and usage.rollups.run().hours == 0  # nothing due twice
+    stats = usage.stats._series("sub-a", f"RES#{meter.resource_id}", meter.resource_id, 6)
+    points = {p["timeStamp"]: p for p in stats["value"]}
+    assert points["2026-03-01T23:00:00Z"]["gpuSeconds"] == 2380
+    assert points["2026-03-02T01:00:00Z"]["billableGpuSeconds"] == 620
+    assert stats["totals"]["gpuSeconds"] == 10180 and stats["totals"]["gpuHours"] == pytest.approx(10180 / 3600)
+    assert stats["totals"]["cost"] == [{"amount": "6.800000", "currency": "USD"}]
+    assert len(stats["value"]) == 6 and stats["timespan"] == "2026-03-01T23:00:00Z/2026-03-02T05:00:00Z"
+
+
+# ----------------------------------------------------------------------------------------------- export
+
+
+def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_identically(usage):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
+    usage.price("sub-a", "dgx-1", "2026-03-01T12:00", "3.10")
+    a = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T10:40:10")
+    b = usage.meter("sub-a", "train", gpus=4, start="2026-03-01T11:59:00", service="jobs")
+    usage.end(b, "2026-03-01T12:00:30")
+    usage.run_sync("2026-03-01T23:00:00")
+    usage.end(a, "2026-03-02T00:30:00")
+    usage.run_sync("2026-03-02T01:00:00")
+    records_a, records_b = usage.records(a), usage.records(b)
+    day = [r for r in records_a + records_b if r.day == "2026-03-01"]
+    # When the export of 1 March runs at 01:30 the next day
+    first = usage.export.run(now=t("2026-03-02T01:30:00"))
+    (exported,) = first.days
+    rows = usage.export_rows("2026-03-01")
+    # Then its rows sum exactly to the day's usage records, one row per price segment
+    assert exported.day == "2026-03-01" and exported.written
+    assert money(rows) == sum((r.cost for r in day), Decimal(0))
+    assert exported.manifest["totals"] == {"USD": format(money(rows), "f")}
+    assert exported.manifest["rows"] == len(rows) == sum(len(r.segments) for r in day)
+    assert {r["ChargeClass"] for r in rows} == {""}
+    assert {r["ResourceId"] for r in rows} == {a.resource_id, b.resource_id}
+    # And the job over the price change is billed at each price
+    assert sorted(r["ListUnitPrice"] for r in rows if r["ResourceId"] == b.resource_id) == ["2.40", "3.10"]
+    # When the same day is exported again (a duplicate delivery, an operator's rerun)
+    again = usage.export.run(now=t("2026-03-02T02:00:00"), day="2026-03-01")
+    # Then nothing is rewritten: the same manifest, the same object
+    assert not again.days[0].written and again.days[0].manifest == exported.manifest
+    assert usage.export_rows("2026-03-01") == rows
+
+
+def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage):
+    from itl_accelerator.services.billing_export import ExportOutOfOrder
+
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    running = usage.meter("sub-a", "long", gpus=1, start="2026-03-01T22:00:00", service="jobs")
+    usage.run_sync("2026-03-02T01:00:00")  # both hours of 1 March recorded in full, the job still running
+    usage.export.run(now=t("2026-03-02T01:30:00"))
+    # When the job turns out to have ended at 23:30 (the platform said so late), and a meter of 1 March that no
+    # sync had read before shows up
+    usage.end(running, "2026-03-01T23:30:00")
+    late = usage.meter("sub-a", "forgotten", gpus=2, start="2026-03-01T20:00:00")
+    usage.end(late, "2026-03-01T20:30:00")
+    report = usage.run_sync("2026-03-02T03:00:00")
+    assert report.corrections >= 2
+    # Then 2 March's export carries them as Correction rows: the job's 23:00 hour billed back, the late usage billed
+    with pytest.raises(ExportOutOfOrder):
+        usage.export.run(now=t("2026-03-04T01:30:00"), day="2026-03-03")
+    (second,) = usage.export.run(now=t("2026-03-03T01:30:00")).days
+    rows = usage.export_rows("2026-03-02")
+    corrections = [r for r in rows if r["ChargeClass"] == "Correction"]
+    assert second.corrections == 2 and len(corrections) == 2
+    assert money(corrections) == Decimal("-0.500000") + Decimal("1.000000")
+    # And across both exports every usage record is billed exactly once, as it stands now: the job's 1.5 GPU-hours
+    # (its 00:00 hour, recorded while it seemed to run, is empty now) and the late instance's 1 GPU-hour
+    everything = usage.export_rows("2026-03-01") + rows
+    records = usage.records(running) + usage.records(late)
+    assert money(everything) == sum((r.cost for r in records), Decimal(0)) == Decimal("2.500000")
+    assert sum(r.gpu_seconds for r in usage.records(running)) == 5400

@@ -1,0 +1,94 @@
+"""What an allocation costs, window by window (billing/metering.py): exact GPU-seconds and money for known start and
+stop times, across hour and day boundaries, with a price change inside a window, and the node's rounding rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from itl_accelerator.billing.metering import (
+    PricePoint,
+    allocation_charges,
+    billable_seconds,
+    cost_of,
+    window_charge,
+    windows,
+)
+
+
+def t(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+
+
+USD_240 = PricePoint(0, Decimal("2.40"), "USD", billing_increment_seconds=60, minimum_billable_seconds=60)
+
+
+def test_an_allocation_over_midnight_is_charged_per_hour_and_rounded_once_at_its_end():
+    # Given 2 GPUs from 23:40:10 to 01:05:00 the next day, at 2.40 USD per GPU-hour, billed per started minute
+    start, end = t("2026-03-01T23:40:10"), t("2026-03-02T01:05:00")
+    # When it is charged window by window
+    charges = allocation_charges([USD_240], gpus=2, start=start, end=end, now=end)
+    # Then each hour holds the GPU-seconds it covered, and only the last carries the rounding (5090 s → 5100 s)
+    assert [c.window_start for c in charges] == [t("2026-03-01T23:00"), t("2026-03-02T00:00"), t("2026-03-02T01:00")]
+    assert [c.gpu_seconds for c in charges] == [1190 * 2, 3600 * 2, 300 * 2]
+    assert [c.billable_gpu_seconds for c in charges] == [2380, 7200, 620]
+    assert [str(c.cost) for c in charges] == ["1.586667", "4.800000", "0.413333"]
+    # And the total is the exact price of the rounded time: 10200 GPU-seconds at 2.40 per GPU-hour
+    assert sum((c.cost for c in charges), Decimal(0)) == Decimal("6.800000")
+
+
+def test_a_price_change_inside_a_window_splits_it_into_segments_at_each_price():
+    prices = [
+        PricePoint(t("2026-03-01T00:00"), Decimal("3.00"), "EUR"),
+        PricePoint(t("2026-03-01T10:20"), Decimal("4.50"), "EUR"),
+    ]
+    charge = window_charge(
+        prices,
+        gpus=1,
+        start=t("2026-03-01T10:10"),
+        end=t("2026-03-01T10:50"),
+        now=0,
+        window_start=t("2026-03-01T10:00"),
+    )
+    assert [(s.gpu_seconds, str(s.price_per_gpu_hour), str(s.cost)) for s in charge.segments] == [
+        (600, "3.00", "0.500000"),
+        (1800, "4.50", "2.250000"),
+    ]
+    assert charge.cost == Decimal("2.750000") and charge.currency == "EUR"
+
+
+def test_a_running_allocation_is_counted_up_to_now_without_rounding():
+    start = t("2026-03-01T10:00:30")
+    charges = allocation_charges([USD_240], gpus=4, start=start, end=None, now=t("2026-03-01T10:00:45"))
+    assert [(c.gpu_seconds, c.billable_gpu_seconds) for c in charges] == [(60, 60)]
+
+
+def test_the_minimum_applies_to_a_short_allocation():
+    rule = PricePoint(0, Decimal("1.00"), "USD", billing_increment_seconds=1, minimum_billable_seconds=300)
+    start = t("2026-03-01T10:00")
+    (charge,) = allocation_charges([rule], gpus=1, start=start, end=start + 7, now=start + 7)
+    assert (charge.gpu_seconds, charge.billable_gpu_seconds, str(charge.cost)) == (7, 300, "0.083333")
+
+
+def test_nothing_ran_costs_nothing():
+    start = t("2026-03-01T10:00")
+    assert allocation_charges([USD_240], gpus=8, start=start, end=start, now=start) == []
+    assert billable_seconds(0, 60, 60) == 0
+
+
+@pytest.mark.parametrize(
+    ("gpu_seconds", "price", "expected"),
+    [(1, "0.10", "0.000028"), (3600, "0.30", "0.300000"), (18, "0.10", "0.000500"), (9, "0.10", "0.000250")],
+)
+def test_money_is_decimal_rounded_half_up_to_six_places(gpu_seconds, price, expected):
+    assert str(cost_of(gpu_seconds, Decimal(price))) == expected
+
+
+def test_windows_are_utc_hours_start_inclusive_end_exclusive():
+    assert list(windows(t("2026-03-01T10:00"), t("2026-03-01T11:00"))) == [t("2026-03-01T10:00")]
+    assert list(windows(t("2026-03-01T10:59:59"), t("2026-03-01T11:00:01"))) == [
+        t("2026-03-01T10:00"),
+        t("2026-03-01T11:00"),
+    ]
