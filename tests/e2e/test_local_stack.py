@@ -160,10 +160,10 @@ def test_data_kept_only_when_asked(tmp_path: Path):
 
 def run_readme_block(stack: Stack, marker: str) -> subprocess.CompletedProcess[str]:
     """The README's bash block after ``marker``, run verbatim with bash against the stack (only the port and the
-    token command's location differ)."""
+    location of the token command and of the venv's commands differ: this test's venv)."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split(marker, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    script = block.replace("./dev token", f"{BIN / 'itl-local'} token")
+    script = block.replace(".venv/bin/", f"{BIN}/").replace("./dev token", f"{BIN / 'itl-local'} token")
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         env={**stack.env, "BASE": stack.url},

@@ -1,0 +1,102 @@
+"""The HTTP client of the commands: one bearer token, one API base URL, ARM errors raised as :class:`ApiError`.
+
+- Paths (``/subscriptions/...``) are joined to the API URL; absolute URLs the API returned (``nextLink``,
+  ``Azure-AsyncOperation``, ``Location``) are followed as given.
+- Every request names ``api-version`` (:data:`paths.API_VERSION`) unless its URL does already.
+- A status >= 400 raises :class:`ApiError` with the ARM body's ``error.code`` and ``error.message``; a connection
+  failure or timeout raises ``ConnectionFailed``. Both exit 1.
+- :meth:`Client.list` follows ``nextLink`` to the end, or until ``max_items`` (then asks each page for no more than
+  it still needs, so the ``nextLink`` it returns resumes exactly after the last item).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from itlc_accelerator import __version__
+from itlc_accelerator.errors import ApiError
+from itlc_accelerator.paths import API_VERSION
+
+#: The largest page the API serves (``$top`` 1-1000).
+MAX_PAGE = 1000
+
+
+class Client:
+    """``Client(api_url, token)``; ``transport`` is for tests (``httpx.MockTransport``)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str | None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+    ):
+        self.api_url = api_url.rstrip("/")
+        headers = {"Accept": "application/json", "User-Agent": f"itlc-accelerator/{__version__}"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(headers=headers, transport=transport, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def url(self, path_or_url: str) -> httpx.URL:
+        """The absolute URL of a path, or the URL itself; with ``api-version`` unless it has one."""
+        url = httpx.URL(path_or_url if "://" in path_or_url else self.api_url + path_or_url)
+        return url if "api-version" in url.params else url.copy_add_param("api-version", API_VERSION)
+
+    def send(
+        self,
+        method: str,
+        path_or_url: str,
+        *,
+        json: Any = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """The response (status < 400), or :class:`ApiError`."""
+        url = self.url(path_or_url)
+        if params:
+            url = url.copy_merge_params({k: v for k, v in params.items() if v is not None})
+        try:
+            response = self._http.request(method, url, json=json, headers=headers)
+        except httpx.TransportError as exc:
+            raise ApiError(
+                "ConnectionFailed",
+                f"could not reach {url.scheme}://{url.netloc.decode()} ({exc or type(exc).__name__}). Is the API "
+                "running (./dev up), and is --api-url (CONTROLPLANE_API_URL) right?",
+            ) from None
+        if response.status_code >= 400:
+            raise ApiError.from_body(response.status_code, _json_or_none(response), response.text)
+        return response
+
+    def get(self, path_or_url: str, **params: str | None) -> Any:
+        """GET → the JSON body (None when empty)."""
+        return _json_or_none(self.send("GET", path_or_url, params=dict(params)))
+
+    def list(self, path: str, params: dict[str, str] | None = None, max_items: int | None = None) -> dict[str, Any]:
+        """Every item of a collection, following ``nextLink``: ``{"value": [...], "nextLink": url-or-None}`` (the
+        API's own list shape; ``nextLink`` is not None only when ``max_items`` stopped it early)."""
+        items: list[Any] = []
+        url, query = path, dict(params or {})
+        while True:
+            if max_items is not None:
+                query["$top"] = str(min(max_items - len(items), MAX_PAGE))
+            page = _json_or_none(self.send("GET", url, params=query)) or {}
+            items.extend(page.get("value") or [])
+            next_link = page.get("nextLink")
+            if not next_link or (max_items is not None and len(items) >= max_items):
+                return {"value": items if max_items is None else items[:max_items], "nextLink": next_link}
+            url, query = next_link, {}
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None

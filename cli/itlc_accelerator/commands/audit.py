@@ -1,0 +1,49 @@
+"""``audit list``: the subscription's audit events (admins), oldest first.
+
+Request: ``GET /subscriptions/{sub}/providers/ITL.Accelerator/auditEvents?startTime=&endTime=&resourceId=``, following
+``nextLink``. ``--since``/``--until`` take an ISO 8601 time with a zone (``2026-05-01T00:00:00Z``) or a span back
+from now (``30m``, ``2h``, ``7d``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from itlc_accelerator import paths
+from itlc_accelerator.output import emit
+from itlc_accelerator.session import Session, pass_session
+
+_SPAN = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def to_time(value: str | None, now: datetime | None = None) -> str | None:
+    """``30m`` → the UTC ISO 8601 time 30 minutes ago; an ISO time → itself (the API checks it); None → None."""
+    if value is None:
+        return None
+    span = _SPAN.match(value.strip())
+    if not span:
+        return value
+    moment = (now or datetime.now(UTC)) - timedelta(**{_UNITS[span.group(2)]: int(span.group(1))})
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@click.group("audit")
+def audit() -> None:
+    """Audit events: who did what to which resource, and when (admins)."""
+
+
+@audit.command("list")
+@click.option("--resource", "resource_id", help="Only the events of this ARM id.")
+@click.option("--since", help="From this time: ISO 8601 with a zone, or 30m / 2h / 7d ago.")
+@click.option("--until", help="Up to this time (same forms).")
+@click.option("--max-items", type=click.IntRange(min=1), help="Stop after this many.")
+@pass_session(resource_group=False)
+def list_(s: Session, resource_id: str | None, since: str | None, until: str | None, max_items: int | None) -> None:
+    """List the subscription's audit events, oldest first."""
+    params = {"startTime": to_time(since), "endTime": to_time(until), "resourceId": resource_id}
+    query = {k: v for k, v in params.items() if v is not None}
+    emit(s.output, "audit", s.client.list(paths.audit_events(s.need_subscription()), query, max_items), many=True)

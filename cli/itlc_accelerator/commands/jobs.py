@@ -1,0 +1,156 @@
+"""``job submit|show|list|cancel|wait|delete``: GPU jobs (sparkJobs) placed on the subscription's nodes.
+
+Requests: submit ``POST .../resourceGroups/{rg}/providers/ITL.Accelerator/sparkJobs`` with ``{"name", "location"?,
+"tags"?, "properties": {"requestedGpus", "requestedMemoryGb", "jobType"?, "workload"?: {"image", "command", "env"},
+"gpuModel"?, "priority"?, "maxDurationMinutes"?}}`` (202 + operation, which ends with the job); show ``GET
+.../sparkJobs/{name}``; list ``GET`` the resource group's collection, or the subscription's
+(``/subscriptions/{sub}/providers/ITL.Accelerator/sparkJobs``) without one, ``?submitted_by=`` for one submitter;
+cancel ``POST .../sparkJobs/{name}/cancel`` (202 + operation; 409 when it has ended); delete ``DELETE`` (a finished
+job; 204 when there was none). Submit and cancel wait for their operation unless ``--no-wait``; ``job wait`` polls
+the job itself until it ends.
+
+Exit codes beyond 0/1/2: a waited-for job that ends ``Failed`` or ``Canceled`` exits 1 (``ERROR: JobFailed: <why>``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import click
+
+from itlc_accelerator import paths
+from itlc_accelerator.errors import ApiError
+from itlc_accelerator.lro import Waiter, finish
+from itlc_accelerator.output import emit
+from itlc_accelerator.session import Session, parse_tags, pass_session, tag_option
+
+JOB_TYPES = ("training", "fineTuning", "batchInference")
+NO_WAIT = click.option("--no-wait", is_flag=True, help="Print the operation and return at once.")
+
+
+@click.group("job")
+def job() -> None:
+    """GPU jobs: submit them, follow them, cancel them."""
+
+
+@job.command("submit")
+@click.argument("name")
+@click.argument("command", nargs=-1, metavar="[-- COMMAND [ARG]...]")
+@click.option("--gpus", type=click.IntRange(1, 64), required=True, help="GPUs to reserve.")
+@click.option("--memory-gb", type=click.IntRange(1, 65536), required=True, help="GiB of GPU memory to reserve.")
+@click.option("--type", "job_type", type=click.Choice(JOB_TYPES), help="training when left out.")
+@click.option("--image", help="Container image to run (left out: the default workload of the job type).")
+@click.option(
+    "--env", "env", multiple=True, callback=parse_tags, metavar="NAME=VALUE", help="Environment (repeatable)."
+)
+@click.option("--gpu-model", help="Only nodes with this GPU model.")
+@click.option("--location", "-l", help="Only nodes in this location.")
+@click.option("--priority", type=click.IntRange(0, 9), help="0-9, higher first (5 when left out).")
+@click.option("--max-duration-minutes", type=click.IntRange(1, 43200), help="Stop it after this long (7 days).")
+@tag_option()
+@NO_WAIT
+@pass_session()
+def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
+    """Submit job NAME and wait until it ends (prints the job; exit 1 when it fails or is canceled).
+
+    The container's command comes after `--`: job submit train-1 --gpus 4 --memory-gb 320 --image IMAGE -- python
+    train.py --epochs 3"""
+    properties: dict[str, Any] = {"requestedGpus": o["gpus"], "requestedMemoryGb": o["memory_gb"]}
+    if (command or o["env"]) and not o["image"]:
+        raise click.UsageError("A command or --env needs --image (without them the job type's default workload runs).")
+    if o["image"]:
+        properties["workload"] = {"image": o["image"], "command": list(command), "env": o["env"] or {}}
+    optional = {
+        "jobType": o["job_type"],
+        "gpuModel": o["gpu_model"],
+        "priority": o["priority"],
+        "maxDurationMinutes": o["max_duration_minutes"],
+    }
+    properties.update({k: v for k, v in optional.items() if v is not None})
+    body: dict[str, Any] = {"name": name}
+    if o["location"]:
+        body["location"] = o["location"]
+    if o["tags"] is not None:
+        body["tags"] = o["tags"]
+    body["properties"] = properties
+    response = s.client.send("POST", paths.jobs(s.need_subscription(), s.need_resource_group()), json=body)
+    finish(s, response, label=f"job {name}", kind="job", wait=not o["no_wait"])
+
+
+@job.command("show")
+@click.argument("name")
+@pass_session()
+def show(s: Session, name: str) -> None:
+    """Show job NAME: status and why, node, times, GPU-seconds and cost."""
+    emit(s.output, "job", s.client.get(paths.jobs(s.need_subscription(), s.need_resource_group(), name)))
+
+
+@job.command("list")
+@click.option("--mine", is_flag=True, help="Only the jobs I submitted (the token's subject).")
+@click.option("--submitted-by", help="Only the jobs this user (a token subject) submitted.")
+@click.option("--max-items", type=click.IntRange(min=1), help="Stop after this many.")
+@pass_session()
+def list_(s: Session, mine: bool, submitted_by: str | None, max_items: int | None) -> None:
+    """List the jobs of the resource group, or of the whole subscription without one."""
+    if mine and submitted_by:
+        raise click.UsageError("Give --mine or --submitted-by, not both.")
+    who = s.token_subject() if mine else submitted_by
+    path = paths.jobs(s.need_subscription(), s.resource_group)
+    body = s.client.list(path, {"submitted_by": who} if who else None, max_items=max_items)
+    emit(s.output, "job", body, many=True)
+
+
+@job.command("cancel")
+@click.argument("name")
+@NO_WAIT
+@pass_session()
+def cancel(s: Session, name: str, no_wait: bool) -> None:
+    """Cancel job NAME and wait until it has stopped (prints the job; a job that has ended: 409, exit 1)."""
+    path = paths.jobs(s.need_subscription(), s.need_resource_group(), name) + "/cancel"
+    finish(s, s.client.send("POST", path), label=f"job {name} cancel", kind="job", wait=not no_wait)
+
+
+@job.command("wait")
+@click.argument("name")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="Seconds between polls."
+)
+@pass_session()
+def wait(s: Session, name: str, interval: float) -> None:
+    """Wait until job NAME ends; prints it. Exit 0 when it Succeeded, 1 when it Failed or was Canceled."""
+    subscription, group = s.need_subscription(), s.need_resource_group()
+    path = paths.jobs(subscription, group, name)
+
+    def probe() -> tuple[str, dict[str, Any], float | None]:
+        body = s.client.get(path) or {}
+        return str((body.get("properties") or {}).get("status") or "Unknown"), body, None
+
+    resume = " ".join(
+        [
+            s.prog,
+            "job",
+            "wait",
+            shlex.quote(name),
+            "--subscription",
+            shlex.quote(subscription),
+            "-g",
+            shlex.quote(group),
+        ]
+    )
+    body = Waiter(s, f"job {name}", resume).wait(probe, every=interval)
+    emit(s.output, "job", body)
+    status = body["properties"]["status"]
+    if status != "Succeeded":
+        reason = body["properties"].get("statusReason") or f"The job ended {status}."
+        raise ApiError("JobFailed" if status == "Failed" else "JobCanceled", reason)
+
+
+@job.command("delete")
+@click.argument("name")
+@pass_session()
+def delete(s: Session, name: str) -> None:
+    """Delete job NAME once it has ended (its name can then be submitted again)."""
+    response = s.client.send("DELETE", paths.jobs(s.need_subscription(), s.need_resource_group(), name))
+    if response.status_code == 204:
+        click.echo(f"job {name} did not exist: nothing deleted.", err=True)

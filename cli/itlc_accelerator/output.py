@@ -1,0 +1,175 @@
+"""Printing what the API returned, in the chosen ``-o`` format, on stdout.
+
+- ``json``: the API's own body, unchanged (a list is ``{"value": [...], "nextLink": ...}`` with every page's items),
+  indented: ``| jq '.value[].name'`` works.
+- ``table``: the columns of :data:`COLUMNS` for the kind of thing (one row for one resource); usage statistics: a row
+  per entry of ``points``, or the body's fields when it has none.
+- ``id``: the ARM ``id`` of each item, one per line (audit events: ``event_id``; usage: ``resourceId``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+Getter = Callable[[dict[str, Any]], Any]
+#: Longest cell of a table (longer values end in "…"; ``-o json`` has them whole).
+MAX_CELL = 80
+
+
+def field(path: str) -> Getter:
+    """A getter of a dotted path (``properties.capacity.freeGpus``); None when a step is missing."""
+
+    def get(item: dict[str, Any]) -> Any:
+        value: Any = item
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return value
+
+    return get
+
+
+def last_segment(path: str) -> Getter:
+    """The name at the end of an ARM id found at ``path`` (``assignedNode`` → ``dgx-1``)."""
+    get = field(path)
+    return lambda item: (get(item) or "").rstrip("/").rsplit("/", 1)[-1] or None
+
+
+def _type_and_name(item: dict[str, Any]) -> str | None:
+    """The last type and name of an operation's resource: ``sparkOllamaInstances/llama-1``."""
+    parts = str(item.get("resourceId") or "").rstrip("/").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
+def _parent_name(item: dict[str, Any]) -> str | None:
+    """The node of an instance, from its id ``.../sparkNodes/{node}/sparkOllamaInstances/{name}``."""
+    parts = str(item.get("id") or "").split("/")
+    return parts[parts.index("sparkNodes") + 1] if "sparkNodes" in parts[:-2] else None
+
+
+def _price(item: dict[str, Any]) -> str | None:
+    pricing = field("properties.pricing")(item) or {}
+    if pricing.get("pricePerGpuHour") is None:
+        return None
+    return f"{pricing['pricePerGpuHour']} {pricing.get('currency', '')}".strip()
+
+
+def _cost(item: dict[str, Any]) -> str | None:
+    cost = field("properties.cost")(item)
+    return f"{cost.get('amount')} {cost.get('currency', '')}".strip() if isinstance(cost, dict) else None
+
+
+COLUMNS: dict[str, list[tuple[str, Getter]]] = {
+    "node": [
+        ("Name", field("name")),
+        ("Location", field("location")),
+        ("SKU", field("sku.name")),
+        ("GPUs", field("properties.capacity.totalGpus")),
+        ("Free GPUs", field("properties.capacity.freeGpus")),
+        ("Free GB", field("properties.capacity.freeMemoryGb")),
+        ("Price/GPU-h", _price),
+        ("Availability", field("properties.availability")),
+        ("State", field("properties.provisioningState")),
+    ],
+    "instance": [
+        ("Name", field("name")),
+        ("Node", _parent_name),
+        ("Model", field("properties.model")),
+        ("GPUs", field("properties.gpus")),
+        ("Memory GB", field("properties.memoryGb")),
+        ("State", field("properties.provisioningState")),
+        ("Endpoint", field("properties.endpoint")),
+    ],
+    "job": [
+        ("Name", field("name")),
+        ("Status", field("properties.status")),
+        ("Type", field("properties.jobType")),
+        ("GPUs", field("properties.requestedGpus")),
+        ("Memory GB", field("properties.requestedMemoryGb")),
+        ("Node", last_segment("properties.assignedNode")),
+        ("Submitted by", field("properties.submittedBy")),
+        ("Submitted at", field("properties.submittedAt")),
+        ("Cost", _cost),
+        ("Reason", field("properties.statusReason")),
+    ],
+    "operation": [
+        ("Name", field("name")),
+        ("Status", field("status")),
+        ("Resource", _type_and_name),
+        ("Started", field("startTime")),
+        ("Ended", field("endTime")),
+        ("Error", field("error.code")),
+    ],
+    "audit": [
+        ("Time", field("timestamp")),
+        ("Action", field("action")),
+        ("Outcome", field("outcome")),
+        ("Actor", field("actor_id")),
+        ("Resource", field("resource_name")),
+        ("Summary", field("change_summary")),
+    ],
+}
+ID_FIELDS = {"audit": "event_id", "usage": "resourceId"}
+
+
+def emit(output: str, kind: str, body: Any, *, many: bool = False) -> None:
+    """Print ``body`` (one resource, or a list body when ``many``) as ``output`` says. Nothing for no body."""
+    if body is None:
+        return
+    if output == "json":
+        click.echo(json.dumps(body, indent=2))
+        return
+    items = list(body.get("value") or []) if many else [body]
+    if output == "id":
+        key = ID_FIELDS.get(kind, "id")
+        for item in items:
+            if isinstance(item, dict) and item.get(key):
+                click.echo(item[key])
+        return
+    if kind == "usage":
+        _usage_table(body)
+    else:
+        click.echo(table([name for name, _ in COLUMNS[kind]], [[get(i) for _, get in COLUMNS[kind]] for i in items]))
+    if many and body.get("nextLink"):
+        click.echo(f"(more items: --max-items stopped the listing; nextLink {body['nextLink']})", err=True)
+
+
+def _usage_table(body: dict[str, Any]) -> None:
+    """A row per point (columns: every key the points have, in order of appearance), then the totals; or the
+    body's fields when it has no points."""
+    points = body.get("points")
+    if isinstance(points, list) and points and all(isinstance(p, dict) for p in points):
+        headers = list(dict.fromkeys(key for point in points for key in point))
+        click.echo(table(headers, [[point.get(h) for h in headers] for point in points]))
+        totals = body.get("totals")
+        if isinstance(totals, dict) and totals:
+            click.echo()
+            click.echo(table(list(totals), [list(totals.values())]))
+        return
+    rows = [[key, value] for key, value in body.items() if key != "points"]
+    click.echo(table(["Field", "Value"], rows))
+
+
+def cell(value: Any) -> str:
+    """One table cell: empty for None, ``true``/``false``, JSON for lists and objects, at most :data:`MAX_CELL`."""
+    if value is None:
+        text = ""
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, dict | list):
+        text = json.dumps(value, separators=(",", ":"))
+    else:
+        text = str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """Left-aligned columns under a header and a dashed rule (as ``az -o table``)."""
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = [headers, ["-" * w for w in widths], *cells]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)

@@ -1,0 +1,211 @@
+"""Given each command against a mocked API, it sends the request docs/CLI.md describes: nodes with pricing and
+availability, jobs with their workload, --mine by the token's subject, stats for --hours, audit since a time."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from itlc_accelerator.commands.audit import to_time
+from tests.unit.cli_support import RG_PATH, SUB, accepted, job, jwt, node, operation, routes, run, status_path
+
+NODES = f"{RG_PATH}/sparkNodes"
+JOBS = f"{RG_PATH}/sparkJobs"
+
+
+def sent(request: httpx.Request) -> Any:
+    return json.loads(request.read())
+
+
+def echo(status: int = 200, body: Any = None) -> Any:
+    return lambda request: httpx.Response(status, json=body if body is not None else node())
+
+
+def test_node_create_sends_the_whole_node():
+    done = run(
+        [
+            "node", "create", "dgx-1", "--location", "us-east-1", "--sku", "DGX-H100-8GPU", "--gpus", "8",
+            "--gpu-model", "H100", "--gpu-memory-gb", "80", "--price", "2.5", "--currency", "eur",
+            "--owner", "owner-123", "--tag", "team=ml", "--tag", "tier=gold",
+        ],
+        routes({f"POST {NODES}": echo(201)}),
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    assert sent(done.requests[0]) == {
+        "name": "dgx-1",
+        "location": "us-east-1",
+        "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
+        "tags": {"team": "ml", "tier": "gold"},
+        "properties": {
+            "hardwareSpecs": {"gpuModel": "H100", "gpuCount": 8, "gpuMemoryGb": 80},
+            "pricing": {"pricePerGpuHour": 2.5, "currency": "EUR"},
+            "owner": "owner-123",
+        },
+    }
+
+
+def test_node_update_patches_only_what_is_given():
+    api = routes({f"PATCH {NODES}/dgx-1": echo()})
+    price = run(["node", "update", "dgx-1", "--price", "3", "--currency", "USD"], api)
+    assert sent(price.requests[0]) == {"properties": {"pricing": {"pricePerGpuHour": 3.0, "currency": "USD"}}}
+    both = run(["node", "update", "dgx-1", "--availability", "Maintenance", "--tag", "a=1"], api)
+    assert sent(both.requests[0]) == {"properties": {"availability": "Maintenance"}, "tags": {"a": "1"}}
+    cordon = run(["node", "cordon", "dgx-1"], api)
+    uncordon = run(["node", "uncordon", "dgx-1"], api)
+    assert sent(cordon.requests[0]) == {"properties": {"availability": "Cordoned"}}
+    assert sent(uncordon.requests[0]) == {"properties": {"availability": "Available"}}
+    assert cordon.json() == node()
+
+
+def test_node_list_without_a_resource_group_lists_the_subscription():
+    api = routes({f"GET /subscriptions/{SUB}/providers/ITL.Accelerator/sparkNodes": echo(body={"value": []})})
+    done = run(["node", "list"], api, env={"CONTROLPLANE_RESOURCE_GROUP": None})
+    assert done.code == 0 and done.json() == {"value": [], "nextLink": None}
+
+
+def submitted(args: list[str]) -> Any:
+    api = routes(
+        {
+            f"POST {JOBS}": accepted(location="global"),
+            f"GET {status_path(location='global')}": operation("Accepted"),
+        }
+    )
+    done = run(["job", "submit", "train-1", "--gpus", "4", "--memory-gb", "320", "--no-wait", *args], api)
+    assert done.code == 0, done.err
+    return sent(done.requests[0])
+
+
+def test_job_submit_sends_the_seed_sizes_and_only_the_options_given():
+    assert submitted([]) == {"name": "train-1", "properties": {"requestedGpus": 4, "requestedMemoryGb": 320}}
+
+
+def test_job_submit_sends_the_workload_with_the_command_after_the_double_dash():
+    body = submitted(
+        [
+            "--type", "fineTuning", "--image", "nvcr.io/nvidia/nemo:24.09", "--env", "EPOCHS=3", "--gpu-model", "H100",
+            "--location", "us-east-1", "--priority", "7", "--max-duration-minutes", "60", "--tag", "team=ml",
+            "--", "python", "-m", "train", "--lr", "0.1",
+        ]
+    )  # fmt: skip
+    assert body == {
+        "name": "train-1",
+        "location": "us-east-1",
+        "tags": {"team": "ml"},
+        "properties": {
+            "requestedGpus": 4,
+            "requestedMemoryGb": 320,
+            "workload": {
+                "image": "nvcr.io/nvidia/nemo:24.09",
+                "command": ["python", "-m", "train", "--lr", "0.1"],
+                "env": {"EPOCHS": "3"},
+            },
+            "jobType": "fineTuning",
+            "gpuModel": "H100",
+            "priority": 7,
+            "maxDurationMinutes": 60,
+        },
+    }
+
+
+def test_job_list_mine_asks_for_the_token_subject():
+    api = routes({f"GET {JOBS}": echo(body={"value": [job()]})})
+    mine = run(["job", "list", "--mine"], api, env={"CONTROLPLANE_TOKEN": jwt({"sub": "alice", "aud": "x"})})
+    assert mine.code == 0 and mine.requests[0].url.params["submitted_by"] == "alice"
+    bob = run(["job", "list", "--submitted-by", "bob"], api)
+    assert bob.requests[0].url.params["submitted_by"] == "bob"
+    everyone = run(["job", "list"], api)
+    assert "submitted_by" not in everyone.requests[0].url.params
+
+
+def test_job_list_without_a_resource_group_lists_the_subscription():
+    api = routes({f"GET /subscriptions/{SUB}/providers/ITL.Accelerator/sparkJobs": echo(body={"value": []})})
+    done = run(["job", "list", "--submitted-by", "alice"], api, env={"CONTROLPLANE_RESOURCE_GROUP": None})
+    assert done.code == 0 and done.requests[0].url.params["submitted_by"] == "alice"
+
+
+def test_job_delete_and_show():
+    api = routes({f"DELETE {JOBS}/train-1": httpx.Response(200), f"GET {JOBS}/train-1": echo(body=job())})
+    assert run(["job", "delete", "train-1"], api).out == ""
+    assert run(["job", "show", "train-1"], api).json() == job()
+
+
+STATS = {
+    "resourceId": f"{NODES}/dgx-1/sparkOllamaInstances/llama-1",
+    "hours": 2,
+    "points": [
+        {"hour": "2026-11-01T10:00:00Z", "gpuSeconds": 7200, "requests": 10},
+        {"hour": "2026-11-01T11:00:00Z", "gpuSeconds": 3600, "requests": 4},
+    ],
+    "totals": {"gpuSeconds": 10800, "requests": 14},
+}
+
+
+def test_instance_stats_asks_for_the_hours_and_prints_the_body():
+    api = routes({f"GET {NODES}/dgx-1/sparkOllamaInstances/llama-1/stats": echo(body=STATS)})
+    done = run(["instance", "stats", "llama-1", "--node", "dgx-1", "--hours", "2", "-o", "json"], api)
+    assert done.code == 0 and done.json() == STATS
+    assert done.requests[0].url.params["hours"] == "2"
+    table = run(["instance", "stats", "llama-1", "--node", "dgx-1", "-o", "table"], api).out.splitlines()
+    assert table[0].split() == ["hour", "gpuSeconds", "requests"]
+    assert table[2].split() == ["2026-11-01T10:00:00Z", "7200", "10"]
+    assert table[-1].split() == ["10800", "14"]
+    ids = run(["instance", "stats", "llama-1", "--node", "dgx-1", "-o", "id"], api)
+    assert ids.out == STATS["resourceId"] + "\n"
+    assert run(["instance", "stats", "llama-1", "--node", "dgx-1"], api).requests[0].url.params["hours"] == "24"
+
+
+def test_a_stats_body_without_points_is_a_table_of_its_fields():
+    api = routes({f"GET {JOBS}/train-1/stats": echo(body={"resourceId": "r", "hours": 24, "gpuSeconds": 5})})
+    done = run(["usage", "show", "--job", "train-1", "-o", "table"], api)
+    assert [line.split() for line in done.out.splitlines()[2:]] == [
+        ["resourceId", "r"],
+        ["hours", "24"],
+        ["gpuSeconds", "5"],
+    ]
+
+
+def test_usage_show_names_one_resource_of_any_kind():
+    seen: list[str] = []
+
+    def stats(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, json=STATS)
+
+    api = lambda request: stats(request)  # noqa: E731
+    for args in (
+        ["--node", "dgx-1"],
+        ["--node", "dgx-1", "--instance", "llama-1"],
+        ["--job", "train-1"],
+        ["--resource", f"{JOBS}/train-2"],
+    ):
+        assert run(["usage", "show", *args, "--hours", "720"], api).code == 0
+    assert seen == [
+        f"{NODES}/dgx-1/stats",
+        f"{NODES}/dgx-1/sparkOllamaInstances/llama-1/stats",
+        f"{JOBS}/train-1/stats",
+        f"{JOBS}/train-2/stats",
+    ]
+    assert run(["usage", "show", "--resource", "dgx-1"], api).code == 2
+
+
+def test_audit_list_filters_by_resource_and_time():
+    audit = f"GET /subscriptions/{SUB}/providers/ITL.Accelerator/auditEvents"
+    api = routes({audit: echo(body={"value": [], "nextLink": None})})
+    done = run(
+        ["audit", "list", "--resource", f"{NODES}/dgx-1", "--since", "2026-11-01T00:00:00Z", "--until", "1h"], api
+    )
+    params = done.requests[0].url.params
+    assert params["resourceId"] == f"{NODES}/dgx-1" and params["startTime"] == "2026-11-01T00:00:00Z"
+    assert params["endTime"].endswith("Z") and len(params["endTime"]) == 20
+    assert "startTime" not in run(["audit", "list"], api).requests[0].url.params
+
+
+def test_relative_times_count_back_from_now():
+    now = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+    assert to_time("90m", now) == "2026-11-02T10:30:00Z"
+    assert to_time("2d", now) == "2026-10-31T12:00:00Z"
+    assert to_time("2026-01-01T00:00:00+01:00", now) == "2026-01-01T00:00:00+01:00"
+    assert to_time(None, now) is None
