@@ -3,7 +3,7 @@
 - ``json``: the API's own body, unchanged (a list is ``{"value": [...], "nextLink": ...}`` with every page's items),
   indented: ``| jq '.value[].name'`` works.
 - ``table``: the columns of :data:`COLUMNS` for the kind of thing (one row for one resource); usage statistics: a row
-  per entry of ``points``, or the body's fields when it has none.
+  per entry of ``value`` (one per hour), then ``totals``; or the body's fields when it has no points.
 - ``id``: the ARM ``id`` of each item, one per line (audit events: ``event_id``; usage: ``resourceId``).
 """
 
@@ -138,9 +138,9 @@ def emit(output: str, kind: str, body: Any, *, many: bool = False) -> None:
 
 
 def _usage_table(body: dict[str, Any]) -> None:
-    """A row per point (columns: every key the points have, in order of appearance), then the totals; or the
-    body's fields when it has no points."""
-    points = body.get("points")
+    """A row per hour of ``value`` (columns: every key the points have, in order of appearance), then the totals;
+    or the body's fields when it has no points."""
+    points = body.get("value")
     if isinstance(points, list) and points and all(isinstance(p, dict) for p in points):
         headers = list(dict.fromkeys(key for point in points for key in point))
         click.echo(table(headers, [[point.get(h) for h in headers] for point in points]))
@@ -149,7 +149,7 @@ def _usage_table(body: dict[str, Any]) -> None:
             click.echo()
             click.echo(table(list(totals), [list(totals.values())]))
         return
-    rows = [[key, value] for key, value in body.items() if key != "points"]
+    rows = [[key, value] for key, value in body.items() if key != "value"]
     click.echo(table(["Field", "Value"], rows))
 
 

@@ -135,9 +135,9 @@ def test_job_delete_and_show():
 STATS = {
     "resourceId": f"{NODES}/dgx-1/sparkOllamaInstances/llama-1",
     "hours": 2,
-    "points": [
-        {"hour": "2026-11-01T10:00:00Z", "gpuSeconds": 7200, "requests": 10},
-        {"hour": "2026-11-01T11:00:00Z", "gpuSeconds": 3600, "requests": 4},
+    "value": [
+        {"timeStamp": "2026-11-01T10:00:00Z", "gpuSeconds": 7200, "requests": 10},
+        {"timeStamp": "2026-11-01T11:00:00Z", "gpuSeconds": 3600, "requests": 4},
     ],
     "totals": {"gpuSeconds": 10800, "requests": 14},
 }
@@ -149,7 +149,7 @@ def test_instance_stats_asks_for_the_hours_and_prints_the_body():
     assert done.code == 0 and done.json() == STATS
     assert done.requests[0].url.params["hours"] == "2"
     table = run(["instance", "stats", "llama-1", "--node", "dgx-1", "-o", "table"], api).out.splitlines()
-    assert table[0].split() == ["hour", "gpuSeconds", "requests"]
+    assert table[0].split() == ["timeStamp", "gpuSeconds", "requests"]
     assert table[2].split() == ["2026-11-01T10:00:00Z", "7200", "10"]
     assert table[-1].split() == ["10800", "14"]
     ids = run(["instance", "stats", "llama-1", "--node", "dgx-1", "-o", "id"], api)

@@ -1,7 +1,8 @@
 """``usage show``: a node's, an instance's or a job's usage statistics for the last ``--hours``.
 
-Request: ``GET {resource}/stats?hours=N`` (N 1-720, default 24), answered with ``{"resourceId", "hours", "points":
-[one per hour], "totals": {...}}``. The body is printed as it comes (``-o json``), or as a table of its ``points``.
+Request: ``GET {resource}/stats?hours=N`` (N 1-720, default 24), answered with ``{"resourceId", "timespan",
+"interval": "PT1H", "hours", "value": [one point per hour], "totals": {...}}`` (docs/API_REFERENCE.md, "Usage
+statistics"). The body is printed as it comes (``-o json``), or as a table of its points and then its totals.
 """
 
 from __future__ import annotations
