@@ -158,12 +158,18 @@ def test_data_kept_only_when_asked(tmp_path: Path):
         third.stop()
 
 
-def run_readme_block(stack: Stack, marker: str) -> subprocess.CompletedProcess[str]:
-    """The README's bash block after ``marker``, run verbatim with bash against the stack (only the port and the
-    location of the token command and of the venv's commands differ: this test's venv)."""
+def run_readme_block(
+    stack: Stack, marker: str, replacements: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The README's bash block after ``marker``, run verbatim with bash against the stack (only the port, the
+    location of the token command and of the venv's commands — this test's venv — and the given ``replacements``
+    differ)."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split(marker, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     script = block.replace(".venv/bin/", f"{BIN}/").replace("./dev token", f"{BIN / 'itl-local'} token")
+    for old, new in (replacements or {}).items():
+        assert old in script, f"{old!r} is not in the README block {marker}"
+        script = script.replace(old, new)
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         env={**stack.env, "BASE": stack.url},
@@ -184,6 +190,21 @@ def test_readme_jobs_example_runs_as_written(stack: Stack):
     assert "job: Succeeded" in lines and lines.count("Succeeded") == 1  # the operation's status
     assert any("'currency': 'USD'" in line for line in lines)
     assert "delete: 200" in lines
+
+
+def test_readme_usage_and_billing_example_runs_as_written(stack: Stack, tmp_path: Path):
+    """Given the README's metering walkthrough, run verbatim (downloading into a temporary directory): an instance
+    and a job run, the schedules fire, the node's stats earnings equal what the day's FOCUS export bills for it
+    (the block checks that itself), and focus-validator passes the file."""
+    out = tmp_path / "exports"
+    done = run_readme_block(
+        stack, "<!-- worked-example-usage -->", {"--out exports": f"--out {out}", " exports/": f" {out}/"}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = next(line for line in done.stdout.splitlines() if line.startswith("node dgx-meter: earned"))
+    earned, billed = re.findall(r"(\d+\.\d+) USD", summary)
+    assert earned == billed and float(earned) > 0, summary
+    assert [p.name for p in out.glob("*.csv.gz")] and [p.name for p in out.glob("manifest-*.json")]
 
 
 def test_readme_worked_example_runs_as_written(stack: Stack):
