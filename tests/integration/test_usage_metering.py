@@ -95,10 +95,12 @@ class Usage:
         stored = self.store.usage_records(meter.allocation_id, list(windows(meter.start, until + 3 * HOUR)))
         return [stored[w] for w in sorted(stored)]
 
-    def export_rows(self, day: str) -> list[dict[str, str]]:
+    def export_object(self, day: str) -> bytes:
         data_key, _ = self.export.object_keys(day)
-        body = boto3.client("s3").get_object(Bucket=BUCKET, Key=data_key)["Body"].read()
-        return list(csv.DictReader(io.StringIO(gzip.decompress(body).decode())))
+        return boto3.client("s3").get_object(Bucket=BUCKET, Key=data_key)["Body"].read()
+
+    def export_rows(self, day: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO(gzip.decompress(self.export_object(day)).decode())))
 
 
 @pytest.fixture
@@ -267,7 +269,7 @@ def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_id
     assert usage.export_rows("2026-03-01") == rows
 
 
-def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage):
+def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage, tmp_path):
     from itl_accelerator.services.billing_export import ExportOutOfOrder
 
     usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
@@ -295,3 +297,13 @@ def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(u
     records = usage.records(running) + usage.records(late)
     assert money(everything) == sum((r.cost for r in records), Decimal(0)) == Decimal("2.500000")
     assert sum(r.gpu_seconds for r in usage.records(running)) == 5400
+    # And both files, usage and corrections, pass FinOps' focus-validator
+    from itl_local import focus_validate
+
+    if not focus_validate.DEFAULT_VENV.joinpath("bin", "focus-validator").exists():
+        pytest.skip("focus-validator is not installed: ./dev test installs it")
+    for day in ("2026-03-01", "2026-03-02"):
+        path = tmp_path / f"focus-{day}.csv.gz"
+        path.write_bytes(usage.export_object(day))
+        report = focus_validate.validate(path)
+        assert report.ok, report.verdict() + "\n" + report.output + report.stderr

