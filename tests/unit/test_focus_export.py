@@ -32,6 +32,7 @@ from itl_accelerator.billing.focus import (
     write_focus_csv_gz,
 )
 from itl_local import focus_validate
+from tests.conftest import REPO_ROOT
 
 INSTANCE_TYPE = "ITL.Accelerator/sparkNodes/sparkOllamaInstances"
 JOB_TYPE = "ITL.Accelerator/sparkJobs"
@@ -602,3 +603,12 @@ def test_memory_stays_flat_whatever_the_number_of_lines() -> None:
     # The peak after 200,000 lines is the peak after 20,000 (buffers, caches): nothing grows with the count.
     assert peaks[200_000] < peaks[20_000] * 1.10, peaks
     assert peaks[200_000] < 2 * 1024 * 1024, peaks
+
+
+# ------------------------------------------------------------------------------------------------ docs
+def test_billing_doc_lists_every_column_and_criterion() -> None:
+    text = (REPO_ROOT / "docs" / "BILLING.md").read_text()
+    documented = re.findall(r"^\| `([A-Za-z_]+)` \|", text, re.MULTILINE)
+    assert documented == list(FOCUS_COLUMNS), "docs/BILLING.md's column table must list FOCUS_COLUMNS, in order"
+    given = text.split("## Applicability criteria", 1)[1].split("Not given:", 1)[0]
+    assert re.findall(r"`([A-Z_]+_SUPPORTED)`", given) == list(FOCUS_APPLICABILITY_CRITERIA)
