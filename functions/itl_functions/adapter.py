@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from fastapi import APIRouter
 from mangum import Mangum
 
 from itl_accelerator.api.app import build_app
@@ -26,8 +27,9 @@ def _ensure_event_loop() -> None:
         asyncio.set_event_loop(_loops.loop)
 
 
-def operation_handler(operation_id: str) -> LambdaHandler:
-    """A Lambda handler serving only ``operation_id`` (e.g. ``"SparkNodes_Get"``).
+def operation_handler(router: APIRouter, operation_id: str) -> LambdaHandler:
+    """A Lambda handler serving only ``operation_id`` (e.g. ``"SparkNodes_Get"``) of ``router`` — the one router
+    its module imports, so a function loads no other operation's routes, models or services.
 
     The app is built on the first invocation and kept for the life of the execution environment. Unknown ids
     fail at that first build with ``ValueError`` (a test builds every handler of template.yaml).
@@ -38,9 +40,10 @@ def operation_handler(operation_id: str) -> LambdaHandler:
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not adapter:
-            adapter.append(Mangum(build_app(operation_ids={operation_id}), lifespan="off"))
+            adapter.append(Mangum(build_app(operation_ids={operation_id}, routers=[router]), lifespan="off"))
         _ensure_event_loop()
         return adapter[0](event, context)
 
     handler.operation_id = operation_id  # type: ignore[attr-defined]
+    handler.router = router  # type: ignore[attr-defined]
     return handler

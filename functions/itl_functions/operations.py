@@ -1,6 +1,7 @@
 """Long-running operation functions: status (Azure-AsyncOperation) and result (Location)."""
 
+from itl_accelerator.api.routes import operations as routes
 from itl_functions.adapter import operation_handler
 
-get_status = operation_handler("OperationStatuses_Get")
-get_result = operation_handler("OperationResults_Get")
+get_status = operation_handler(routes.router, "OperationStatuses_Get")
+get_result = operation_handler(routes.router, "OperationResults_Get")

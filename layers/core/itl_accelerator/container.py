@@ -1,59 +1,59 @@
 """Wiring: settings → AWS clients → store → services. Built on first use, never at import time.
 
+Each service is built — and its module imported — the first time something asks for it, so a function loads what
+its own operation uses and nothing else: a node route never imports the DGX client (httpx), the job workflow or
+the billing export; a workflow step never imports the API. This module is the composition root, the one place
+that knows every service; it imports them where it builds them.
+
 Tests and the local runtime pass their own clients (or rely on ``AWS_ENDPOINT_URL``, which boto3 reads itself) —
 AWS clients are injectable.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from itl_accelerator.dgx.factory import dgx_client
-from itl_accelerator.services.access import Access
-from itl_accelerator.services.audit import AuditQueryService
-from itl_accelerator.services.billing_export import BillingExport
-from itl_accelerator.services.instance_workflow import InstanceWorkflow
-from itl_accelerator.services.instances import SparkOllamaInstanceService
-from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
-from itl_accelerator.services.jobs import SparkJobService
-from itl_accelerator.services.kernel import ResourceKernel
-from itl_accelerator.services.nodes import SparkNodeService
-from itl_accelerator.services.operations import OperationService
-from itl_accelerator.services.placement import Placement
-from itl_accelerator.services.reconciler import Reconciler
-from itl_accelerator.services.subscriptions import SubscriptionService
-from itl_accelerator.services.usage import UsageRollups, UsageSync
-from itl_accelerator.services.usage_stats import UsageStatsService
 from itl_accelerator.settings import Settings, get_settings
-from itl_accelerator.store.jobs import JobStore
-from itl_accelerator.workflows import WorkflowStarter
+
+if TYPE_CHECKING:
+    from itl_accelerator.dgx.client import DgxPlatformClient
+    from itl_accelerator.services.access import Access
+    from itl_accelerator.services.audit import AuditQueryService
+    from itl_accelerator.services.billing_export import BillingExport
+    from itl_accelerator.services.instance_workflow import InstanceWorkflow
+    from itl_accelerator.services.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
+    from itl_accelerator.services.jobs import SparkJobService
+    from itl_accelerator.services.kernel import ResourceKernel
+    from itl_accelerator.services.nodes import SparkNodeService
+    from itl_accelerator.services.operations import OperationService
+    from itl_accelerator.services.placement import Placement
+    from itl_accelerator.services.reconciler import Reconciler
+    from itl_accelerator.services.subscriptions import SubscriptionService
+    from itl_accelerator.services.usage import UsageRollups, UsageSync
+    from itl_accelerator.services.usage_stats import UsageStatsService
+    from itl_accelerator.store.jobs import JobStore
+    from itl_accelerator.workflows import WorkflowStarter
 
 
-@dataclass
 class Container:
-    """The services of one process."""
+    """The services of one process, each built on first use (module docstring)."""
 
-    settings: Settings
-    store: JobStore
-    access: Access
-    nodes: SparkNodeService
-    instances: SparkOllamaInstanceService
-    operations: OperationService
-    subscriptions: SubscriptionService
-    audit: AuditQueryService
-    instance_workflow: InstanceWorkflow
-    jobs: SparkJobService
-    placement: Placement
-    job_workflow: JobWorkflow
-    job_tracker: JobTracker
-    reconciler: Reconciler
-    usage_sync: UsageSync
-    usage_rollups: UsageRollups
-    usage_stats: UsageStatsService
-    billing_export: BillingExport
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        dynamodb_client: Any | None = None,
+        stepfunctions_client: Any | None = None,
+        s3_client: Any | None = None,
+    ):
+        self.settings = settings
+        self._dynamodb_client = dynamodb_client
+        self._stepfunctions_client = stepfunctions_client
+        self._s3_client = s3_client
 
     @classmethod
     def build(
@@ -64,47 +64,152 @@ class Container:
         stepfunctions_client: Any | None = None,
         s3_client: Any | None = None,
     ) -> Container:
-        """Build from settings (default: :func:`get_settings`) and optional injected AWS clients. The Step
-        Functions and DGX clients are created on first use."""
-        settings = settings or get_settings()
-        store = JobStore(dynamodb_client or boto3.client("dynamodb"), settings.table_name)
-        access = Access(store)
-        kernel = ResourceKernel(store, access)
-        workflows = WorkflowStarter(stepfunctions_client or _LazyClient("stepfunctions"))
-        instance_workflow = InstanceWorkflow(
-            kernel, lambda: dgx_client(settings), lease_grace_seconds=settings.workflow_lease_grace_seconds
-        )
-        placement = Placement(kernel, workflows, settings)
-        instance_workflow.on_release = placement.dispatch
-        job_workflow = JobWorkflow(kernel, placement, workflows, lambda: dgx_client(settings), settings)
-        instances = SparkOllamaInstanceService(kernel, workflows, settings)
-        jobs = SparkJobService(kernel, workflows, settings)
+        """A container over ``settings`` (default: :func:`get_settings`) and optional injected AWS clients (each
+        created on first use otherwise)."""
         return cls(
-            settings=settings,
-            store=store,
-            access=access,
-            nodes=SparkNodeService(kernel),
-            instances=instances,
-            operations=OperationService(store, access),
-            subscriptions=SubscriptionService(store, access),
-            audit=AuditQueryService(store, access),
-            instance_workflow=instance_workflow,
-            jobs=jobs,
-            placement=placement,
-            job_workflow=job_workflow,
-            job_tracker=JobTracker(store, job_workflow, workflows, settings),
-            reconciler=Reconciler(
-                kernel, instance_workflow, workflows, settings, job_workflow=job_workflow, placement=placement
-            ),
-            usage_sync=UsageSync(store, lambda: dgx_client(settings), settings),
-            usage_rollups=UsageRollups(store, settings),
-            usage_stats=UsageStatsService(kernel, instances, jobs, store),
-            billing_export=BillingExport(store, s3_client or _LazyClient("s3"), settings),
+            settings or get_settings(),
+            dynamodb_client=dynamodb_client,
+            stepfunctions_client=stepfunctions_client,
+            s3_client=s3_client,
         )
+
+    # ------------------------------------------------------------------------------------------- clients, store
+    @cached_property
+    def store(self) -> JobStore:
+        from itl_accelerator.store.jobs import JobStore
+
+        return JobStore(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def workflows(self) -> WorkflowStarter:
+        from itl_accelerator.workflows import WorkflowStarter
+
+        return WorkflowStarter(self._stepfunctions_client or _LazyClient("stepfunctions"))
+
+    def dgx(self) -> DgxPlatformClient:
+        """A DGX Platform client (its API key read from Secrets Manager in AWS); services call this on first use."""
+        from itl_accelerator.dgx.factory import dgx_client
+
+        return dgx_client(self.settings)
+
+    # ------------------------------------------------------------------------------------------- API services
+    @cached_property
+    def access(self) -> Access:
+        from itl_accelerator.services.access import Access
+
+        return Access(self.store)
+
+    @cached_property
+    def kernel(self) -> ResourceKernel:
+        from itl_accelerator.services.kernel import ResourceKernel
+
+        return ResourceKernel(self.store, self.access)
+
+    @cached_property
+    def nodes(self) -> SparkNodeService:
+        from itl_accelerator.services.nodes import SparkNodeService
+
+        return SparkNodeService(self.kernel)
+
+    @cached_property
+    def instances(self) -> SparkOllamaInstanceService:
+        from itl_accelerator.services.instances import SparkOllamaInstanceService
+
+        return SparkOllamaInstanceService(self.kernel, self.workflows, self.settings)
+
+    @cached_property
+    def jobs(self) -> SparkJobService:
+        from itl_accelerator.services.jobs import SparkJobService
+
+        return SparkJobService(self.kernel, self.workflows, self.settings)
+
+    @cached_property
+    def operations(self) -> OperationService:
+        from itl_accelerator.services.operations import OperationService
+
+        return OperationService(self.store, self.access)
+
+    @cached_property
+    def subscriptions(self) -> SubscriptionService:
+        from itl_accelerator.services.subscriptions import SubscriptionService
+
+        return SubscriptionService(self.store, self.access)
+
+    @cached_property
+    def audit(self) -> AuditQueryService:
+        from itl_accelerator.services.audit import AuditQueryService
+
+        return AuditQueryService(self.store, self.access)
+
+    @cached_property
+    def usage_stats(self) -> UsageStatsService:
+        from itl_accelerator.services.usage_stats import UsageStatsService
+
+        return UsageStatsService(self.kernel, self.instances, self.jobs, self.store)
+
+    # ------------------------------------------------------------------------------------------- workflows, schedules
+    @cached_property
+    def placement(self) -> Placement:
+        from itl_accelerator.services.placement import Placement
+
+        return Placement(self.kernel, self.workflows, self.settings)
+
+    @cached_property
+    def instance_workflow(self) -> InstanceWorkflow:
+        from itl_accelerator.services.instance_workflow import InstanceWorkflow
+
+        workflow = InstanceWorkflow(
+            self.kernel, self.dgx, lease_grace_seconds=self.settings.workflow_lease_grace_seconds
+        )
+        workflow.on_release = lambda ctx, subscription_id: self.placement.dispatch(ctx, subscription_id)
+        return workflow
+
+    @cached_property
+    def job_workflow(self) -> JobWorkflow:
+        from itl_accelerator.services.job_workflow import JobWorkflow
+
+        return JobWorkflow(self.kernel, self.placement, self.workflows, self.dgx, self.settings)
+
+    @cached_property
+    def job_tracker(self) -> JobTracker:
+        from itl_accelerator.services.job_workflow import JobTracker
+
+        return JobTracker(self.store, self.job_workflow, self.workflows, self.settings)
+
+    @cached_property
+    def reconciler(self) -> Reconciler:
+        from itl_accelerator.services.reconciler import Reconciler
+
+        return Reconciler(
+            self.kernel,
+            self.instance_workflow,
+            self.workflows,
+            self.settings,
+            job_workflow=self.job_workflow,
+            placement=self.placement,
+        )
+
+    @cached_property
+    def usage_sync(self) -> UsageSync:
+        from itl_accelerator.services.usage import UsageSync
+
+        return UsageSync(self.store, self.dgx, self.settings)
+
+    @cached_property
+    def usage_rollups(self) -> UsageRollups:
+        from itl_accelerator.services.usage import UsageRollups
+
+        return UsageRollups(self.store, self.settings)
+
+    @cached_property
+    def billing_export(self) -> BillingExport:
+        from itl_accelerator.services.billing_export import BillingExport
+
+        return BillingExport(self.store, self._s3_client or boto3.client("s3"), self.settings)
 
 
 class _LazyClient:
-    """A boto3 client created on first attribute access (read-only functions never pay for it)."""
+    """A boto3 client created on first attribute access (functions that only read never pay for it)."""
 
     def __init__(self, service: str):
         self._service = service

@@ -1,6 +1,7 @@
 """Powertools observability objects, created once for the whole process.
 
-Every module logs through :data:`logger`; handlers are wrapped with :data:`tracer`; scheduled handlers publish
+Every module logs through :data:`logger`; handlers are wrapped with :data:`tracer` (X-Ray, loaded only when tracing
+is on: :class:`LambdaTracer`); scheduled handlers publish
 what operators watch through :data:`metrics` (CloudWatch embedded metric format). Service name and log level
 come from ``POWERTOOLS_SERVICE_NAME`` / ``POWERTOOLS_LOG_LEVEL`` (set in template.yaml Globals).
 
@@ -12,11 +13,16 @@ process, and each line still names its own function and request.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import Logger
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.metrics import Metrics
+
+from itl_accelerator.settings import get_settings
 
 _INVOCATION_KEYS: ContextVar[dict[str, Any] | None] = ContextVar("itl_invocation_log_keys", default=None)
 
@@ -47,6 +53,52 @@ SERVICE = "itl-accelerator"
 #: CloudWatch namespace of the provider's metrics (EMF lines Powertools prints; template.yaml sets the same).
 METRICS_NAMESPACE = "ITL/Accelerator"
 
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class LambdaTracer:
+    """X-Ray tracing of handlers, through Powertools' ``Tracer`` — created at a handler's first invocation, and only
+    when tracing is on, so the X-Ray SDK (about half a second of import) is never loaded where nothing is traced.
+
+    Tracing is off when ``POWERTOOLS_TRACE_DISABLED`` is true (settings; the local runtime and tests set it), as
+    for Powertools itself; template.yaml turns X-Ray on for every function (``Tracing: Active``), where this creates
+    the ``Tracer`` on the first invocation.
+    """
+
+    def __init__(self, service: str):
+        self._service = service
+        self._tracer: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return not get_settings().powertools_trace_disabled
+
+    def capture_lambda_handler(self, capture_response: bool = True) -> Callable[[Handler], Handler]:
+        """Decorator: the handler, traced (a subsegment per invocation, cold start annotated) when tracing is on."""
+
+        def decorate(handler: Handler) -> Handler:
+            traced: list[Handler] = []
+
+            @functools.wraps(handler)
+            def run(event: dict[str, Any], context: Any) -> Any:
+                if not traced:
+                    traced.append(self._traced(handler, capture_response))
+                return traced[0](event, context)
+
+            return run
+
+        return decorate
+
+    def _traced(self, handler: Handler, capture_response: bool) -> Handler:
+        if not self.enabled:
+            return handler
+        if self._tracer is None:
+            from aws_lambda_powertools.tracing import Tracer
+
+            self._tracer = Tracer(service=self._service)
+        return self._tracer.capture_lambda_handler(handler, capture_response=capture_response)
+
+
 logger = Logger(service=SERVICE, logger_formatter=InvocationLocalFormatter())
-tracer = Tracer(service=SERVICE)
+tracer = LambdaTracer(SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # At most this many running jobs checked per tracker run.
     job_track_batch_size: int = Field(default=100, ge=1, le=1000)
 
+    # Powertools' switch for X-Ray tracing (observability.LambdaTracer): the X-Ray SDK is loaded only when tracing is on.
+    powertools_trace_disabled: bool = False
+
     # Usage metering and billing (services/usage.py, services/billing_export.py). Seconds unless named otherwise.
     # How often the usage sync runs (template.yaml's schedule; a synced meter is next due after half of it).
     usage_sync_interval_seconds: int = Field(default=300, ge=1, le=3600)

@@ -19,14 +19,6 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itl_accelerator.api.protocol import ArmProtocolMiddleware
-from itl_accelerator.api.routes import (
-    operations,
-    provider,
-    spark_jobs,
-    spark_nodes,
-    spark_ollama_instances,
-    usage_stats,
-)
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.container import Container
 from itl_accelerator.errors import (
@@ -42,14 +34,28 @@ from itl_accelerator.settings import get_settings
 from itl_accelerator.store.codec import MAX_ITEM_BYTES
 from itl_accelerator.store.errors import ItemTooLarge, StoreBusy
 
-ROUTERS = (
-    provider.router,
-    spark_nodes.router,
-    spark_ollama_instances.router,
-    spark_jobs.router,
-    usage_stats.router,
-    operations.router,
-)
+
+def all_routers() -> tuple[APIRouter, ...]:
+    """Every router of the API, in the order of the OpenAPI document (the full app: docs, the local runtime's
+    tests). A Lambda function imports only its own router (functions/itl_functions/adapter.py)."""
+    from itl_accelerator.api.routes import (
+        operations,
+        provider,
+        spark_jobs,
+        spark_nodes,
+        spark_ollama_instances,
+        usage_stats,
+    )
+
+    return (
+        provider.router,
+        spark_nodes.router,
+        spark_ollama_instances.router,
+        spark_jobs.router,
+        usage_stats.router,
+        operations.router,
+    )
+
 
 #: API Gateway answers an undeclared path or method with 404 NotFound before any function runs; a function's app
 #: answers the same for what it does not serve.
@@ -100,13 +106,15 @@ def build_app(
     container: Callable[[], Container] | None = None,
     *,
     operation_ids: Iterable[str] | None = None,
+    routers: Iterable[APIRouter] | None = None,
     with_docs: bool = False,
 ) -> FastAPI:
     """Build the API.
 
     ``container``: zero-argument provider of the :class:`Container` (default: built from settings on first
-    request and kept). ``operation_ids``: keep only these routes (a Lambda function serves one operation);
-    unknown ids raise ``ValueError``. ``with_docs``: serve ``/openapi.json`` (local runtime only).
+    request and kept). ``routers``: where the routes come from (default: :func:`all_routers`; a Lambda function
+    passes its own, so it imports no other). ``operation_ids``: keep only these routes (a Lambda function serves
+    one operation); unknown ids raise ``ValueError``. ``with_docs``: serve ``/openapi.json`` (local runtime only).
     """
     settings = get_settings()
     app = FastAPI(
@@ -123,7 +131,7 @@ def build_app(
     )
     wanted = set(operation_ids) if operation_ids is not None else None
     known: set[str] = set()
-    for router in ROUTERS:
+    for router in all_routers() if routers is None else routers:
         routes = [r for r in router.routes if isinstance(r, APIRoute)]
         known |= {r.operation_id for r in routes if r.operation_id}
         selected = APIRouter()

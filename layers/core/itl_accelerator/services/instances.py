@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
@@ -24,7 +23,7 @@ from itl_accelerator.services import arm_rules
 from itl_accelerator.services.capacity import Capacity, insufficient
 from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.kernel import ResourceKernel, with_etag
-from itl_accelerator.services.operations import FINAL_STATUSES, new_operation
+from itl_accelerator.services.operations import FINAL_STATUSES, Accepted, new_operation
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import (
     CapacityShortfall,
@@ -38,19 +37,6 @@ from itl_accelerator.store.workloads import Reservation, WorkloadRecord
 from itl_accelerator.workflows import WorkflowStarter
 
 IN_FLIGHT = ("Accepted", "Provisioning")
-
-
-@dataclass
-class Accepted:
-    """What an accepted long-running request returns: the resource, the operation id, its location, the
-    Retry-After hint (seconds), and whether the resource was created by this request (ARM: PUT 201) rather than
-    existing already (an identical retry, or the re-provisioning of a Failed instance: PUT 200)."""
-
-    resource: dict[str, Any]
-    operation_id: str
-    location: str
-    retry_after: int
-    created: bool = False
 
 
 def render(record: WorkloadRecord) -> dict[str, Any]:

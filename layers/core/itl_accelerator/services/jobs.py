@@ -23,10 +23,9 @@ from itl_accelerator.observability import logger
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services import arm_rules
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.services.instances import Accepted
 from itl_accelerator.services.kernel import ResourceKernel, with_etag
 from itl_accelerator.services.nodes import gpu_model_key
-from itl_accelerator.services.operations import new_operation
+from itl_accelerator.services.operations import Accepted, new_operation
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import SubscriptionNotWritable, WorkloadChanged
 from itl_accelerator.store.jobs import JobStore, job_index_values, node_owner_view, submitter_view

@@ -8,6 +8,7 @@ what the synchronous call would have returned; an operation of another subscript
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
@@ -20,6 +21,20 @@ from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.kernel import with_etag
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.workloads import FINAL_OPERATION_STATUSES, WorkloadStore
+
+
+@dataclass
+class Accepted:
+    """What an accepted long-running request returns: the resource, the operation id, its location, the
+    Retry-After hint (seconds), and whether the resource was created by this request (ARM: PUT 201) rather than
+    existing already (an identical retry, or the re-provisioning of a Failed instance: PUT 200)."""
+
+    resource: dict[str, Any]
+    operation_id: str
+    location: str
+    retry_after: int
+    created: bool = False
+
 
 FINAL_STATUSES = FINAL_OPERATION_STATUSES
 _OPERATION_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from itl_accelerator import errors as e
+from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
     ContainerDep,
@@ -19,8 +20,8 @@ from itl_accelerator.api.deps import (
     Top,
     next_link,
 )
+from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
-from itl_accelerator.api.routes.spark_ollama_instances import ASYNC_HEADERS, async_headers
 from itl_accelerator.api.routing import ArmRoute, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
@@ -28,9 +29,9 @@ from itl_accelerator.models.jobs import AcceptedJob, SparkJob, SparkJobCreate, S
 
 router = APIRouter(tags=["sparkJobs"], route_class=ArmRoute)
 
-RG_COLLECTION = "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs"
-SUB_COLLECTION = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkJobs"
-ITEM = RG_COLLECTION + "/{jobName}"
+RG_COLLECTION = paths.JOBS
+SUB_COLLECTION = paths.JOBS_OF_SUBSCRIPTION
+ITEM = paths.JOB
 
 SUBMIT_ERRORS = (
     e.AuthorizationFailed,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 
 from itl_accelerator import errors as e
+from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
     ContainerDep,
@@ -26,11 +27,9 @@ from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodePa
 
 router = APIRouter(tags=["sparkNodes"], route_class=ArmRoute)
 
-RG_COLLECTION = (
-    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes"
-)
-SUB_COLLECTION = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkNodes"
-ITEM = RG_COLLECTION + "/{nodeName}"
+RG_COLLECTION = paths.NODES
+SUB_COLLECTION = paths.NODES_OF_SUBSCRIPTION
+ITEM = paths.NODE
 
 
 PATCH_EXAMPLE = {

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from itl_accelerator import errors as e
+from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
     ContainerDep,
@@ -18,12 +19,11 @@ from itl_accelerator.api.deps import (
     SkipToken,
     Top,
     next_link,
-    public_base_url,
 )
+from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
 from itl_accelerator.api.routing import ArmRoute, requires
 from itl_accelerator.auth import rbac
-from itl_accelerator.container import Container
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.instances import (
     AcceptedInstance,
@@ -31,8 +31,6 @@ from itl_accelerator.models.instances import (
     SparkOllamaInstanceCreate,
     SparkOllamaInstanceWrite,
 )
-from itl_accelerator.services.instances import Accepted
-from itl_accelerator.services.operations import operation_result_path, operation_status_path
 
 #: What a create can be refused with, besides the errors of every route.
 CREATE_ERRORS = (
@@ -50,31 +48,8 @@ CREATE_ERRORS = (
 
 router = APIRouter(tags=["sparkOllamaInstances"], route_class=ArmRoute)
 
-COLLECTION = (
-    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/"
-    "{nodeName}/sparkOllamaInstances"
-)
-ITEM = COLLECTION + "/{instanceName}"
-
-
-ASYNC_HEADERS = {
-    "Azure-AsyncOperation": {
-        "description": "Operation status URL (poll until Succeeded/Failed/Canceled).",
-        "schema": {"type": "string"},
-    },
-    "Location": {"description": "Operation result URL.", "schema": {"type": "string"}},
-    "Retry-After": {"description": "Seconds to wait before polling.", "schema": {"type": "integer"}},
-}
-
-
-def async_headers(request: Request, c: Container, subscription_id: str, accepted: Accepted) -> dict[str, str]:
-    """ARM long-running operation headers (ARM_CONTRACT.md 11-13): absolute URLs and whole seconds."""
-    base = public_base_url(request, c.settings.public_base_url)
-    return {
-        "Azure-AsyncOperation": base + operation_status_path(subscription_id, accepted.location, accepted.operation_id),
-        "Location": base + operation_result_path(subscription_id, accepted.location, accepted.operation_id),
-        "Retry-After": str(accepted.retry_after),
-    }
+COLLECTION = paths.INSTANCES
+ITEM = paths.INSTANCE
 
 
 @router.post(

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
+from itl_accelerator.api import paths
 from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep
 from itl_accelerator.api.responses import errors
-from itl_accelerator.api.routes import spark_jobs, spark_nodes, spark_ollama_instances
 from itl_accelerator.api.routing import ArmRoute
 from itl_accelerator.models.usage import UsageStats
 from itl_accelerator.services.usage_stats import parse_hours
@@ -29,7 +29,7 @@ STATS_ERRORS = errors(e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFo
 
 
 @router.get(
-    spark_ollama_instances.ITEM + "/stats",
+    paths.INSTANCE + "/stats",
     operation_id="SparkOllamaInstances_GetStats",
     response_model=UsageStats,
     responses=STATS_ERRORS,
@@ -50,7 +50,7 @@ def instance_stats(
 
 
 @router.get(
-    spark_jobs.ITEM + "/stats",
+    paths.JOB + "/stats",
     operation_id="SparkJobs_GetStats",
     response_model=UsageStats,
     responses=STATS_ERRORS,
@@ -70,7 +70,7 @@ def job_stats(
 
 
 @router.get(
-    spark_nodes.ITEM + "/stats",
+    paths.NODE + "/stats",
     operation_id="SparkNodes_GetStats",
     response_model=UsageStats,
     responses=STATS_ERRORS,
