@@ -1,0 +1,220 @@
+"""What each function loads on a cold start, so the gain of issue 10 cannot quietly erode: in a fresh interpreter
+(tracing off, as ``./dev bench`` measures), import the function's handler module and build what its first
+invocation builds — an API function's app of its one router and the service its operation calls; the authorizer's
+token validator; a workflow step's or schedule's service — then look at ``sys.modules``.
+
+- No function loads the X-Ray SDK while tracing is off.
+- API functions never load the DGX client (nor httpx), the token library, another operation's routes, the workflow
+  or billing services: they store and read, nothing else.
+- The authorizer loads neither FastAPI nor Mangum nor boto3 (it checks a JWT).
+- Workflow steps and schedules load neither FastAPI nor Mangum.
+
+Functions of one handler module that build the same service load the same modules: each such group is measured
+once (one interpreter each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from itl_local.template import Template, load_handler
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = Template()
+FUNCTIONS = TEMPLATE.functions()
+API = {r.function_id for r in TEMPLATE.routes}
+AUTHORIZER = TEMPLATE.authorizer_handler()
+
+#: The container attribute an API operation's route calls, by operation id prefix (None: it calls none).
+SERVICE_OF_OPERATION = {
+    "SparkNodes": "nodes",
+    "SparkOllamaInstances": "instances",
+    "SparkJobs": "jobs",
+    "OperationStatuses": "operations",
+    "OperationResults": "operations",
+    "Subscriptions": "subscriptions",
+    "AuditEvents": "audit",
+    "Operations": None,
+}
+#: The container attribute a workflow step or schedule builds on its first invocation.
+SERVICE_OF_HANDLER = {
+    "itl_functions.instance_workflow": "instance_workflow",
+    "itl_functions.job_workflow": "job_workflow",
+    "itl_functions.schedules.reconcile": "reconciler",
+    "itl_functions.schedules.track_jobs": "job_tracker",
+    "itl_functions.schedules.sync_usage": "usage_sync",
+    "itl_functions.schedules.roll_up_usage": "usage_rollups",
+    "itl_functions.schedules.export_billing": "billing_export",
+}
+ROUTE_MODULES = {
+    "itl_accelerator.api.routes.spark_nodes",
+    "itl_accelerator.api.routes.spark_ollama_instances",
+    "itl_accelerator.api.routes.spark_jobs",
+    "itl_accelerator.api.routes.operations",
+    "itl_accelerator.api.routes.provider",
+    "itl_accelerator.api.routes.usage_stats",
+}
+NEVER_IN_API = (
+    "aws_xray_sdk",
+    "httpx",
+    "jwt",
+    "itl_accelerator.dgx",
+    "itl_accelerator.auth.tokens",
+    "itl_accelerator.services.instance_workflow",
+    "itl_accelerator.services.job_workflow",
+    "itl_accelerator.services.placement",
+    "itl_accelerator.services.reconciler",
+    "itl_accelerator.services.usage",
+    "itl_accelerator.services.billing_export",
+    "itl_accelerator.billing.focus",
+)
+CLIENTS = "dynamodb_client=object(), stepfunctions_client=object(), s3_client=object()"
+
+_CHILD = """
+import importlib, json, sys
+handler = getattr(importlib.import_module({module!r}), {attr!r})
+{build}
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded(handler: str, build: str) -> set[str]:
+    """The modules loaded once ``handler``'s module is imported and ``build`` ran, in a fresh interpreter."""
+    module, _, attr = handler.rpartition(".")
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(module=module, attr=attr, build=build)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
+    """Those of ``names`` that are one of ``packages`` or inside one."""
+    return {n for n in names for p in packages if n == p or n.startswith(p + ".")}
+
+
+def _api_groups() -> dict[tuple[str, str | None], list[str]]:
+    """(handler module, service) → the API functions that share them."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for function_id in sorted(API):
+        handler = FUNCTIONS[function_id]["Handler"]
+        module = handler.rpartition(".")[0]
+        operation_id = str(load_handler(handler).operation_id)
+        service = (
+            "usage_stats" if module == "itl_functions.usage_stats" else SERVICE_OF_OPERATION[operation_id.split("_")[0]]
+        )
+        groups.setdefault((module, service), []).append(function_id)
+    return groups
+
+
+API_GROUPS = _api_groups()
+
+
+@pytest.mark.parametrize(("module", "service"), sorted(API_GROUPS, key=str))
+def test_an_api_function_loads_its_own_operation_only(module, service):
+    # Given the functions of one handler module calling one service (their first handler stands for them all)
+    functions = API_GROUPS[(module, service)]
+    handler = FUNCTIONS[functions[0]]["Handler"]
+    own_router = str(load_handler(handler).router.routes[0].endpoint.__module__)
+    # When a fresh interpreter imports it, builds its app and the service its operation calls (a cold start)
+    build = (
+        "from itl_accelerator.api.app import build_app\n"
+        "build_app(operation_ids={handler.operation_id}, routers=[handler.router])\n"
+        "from itl_accelerator.container import Container\n"
+        f"c = Container.build({CLIENTS})\n" + (f"c.{service}\n" if service else "")
+    )
+    names = loaded(handler, build)
+    # Then nothing its operations never use is loaded
+    assert not within(names, NEVER_IN_API), f"{functions} load {sorted(within(names, NEVER_IN_API))}"
+    others = (ROUTE_MODULES - {own_router}) & names
+    assert not others, f"{functions} load the routes of other operations: {sorted(others)}"
+
+
+def test_the_authorizer_loads_no_web_framework_no_aws_sdk_and_no_x_ray():
+    build = (
+        "from itl_accelerator.auth.tokens import TokenValidator\n"
+        "from itl_accelerator.settings import get_settings\n"
+        "TokenValidator(get_settings())\n"
+    )
+    names = loaded(AUTHORIZER, build)
+    never = ("fastapi", "starlette", "mangum", "boto3", "aws_xray_sdk")
+    assert not within(names, never), f"the authorizer loads {sorted(within(names, never))}"
+
+
+def _service_of(handler: str) -> str:
+    return SERVICE_OF_HANDLER.get(handler) or SERVICE_OF_HANDLER[handler.rpartition(".")[0]]
+
+
+STEP_GROUPS = sorted(
+    {
+        (FUNCTIONS[f]["Handler"].rpartition(".")[0], _service_of(FUNCTIONS[f]["Handler"])): FUNCTIONS[f]["Handler"]
+        for f in FUNCTIONS
+        if f not in API and FUNCTIONS[f]["Handler"] != AUTHORIZER
+    }.items()
+)
+
+
+@pytest.mark.parametrize(("group", "handler"), STEP_GROUPS, ids=[f"{m}:{s}" for (m, s), _ in STEP_GROUPS])
+def test_a_workflow_step_or_schedule_loads_no_web_framework_and_no_x_ray(group, handler):
+    _, service = group
+    names = loaded(handler, f"from itl_accelerator.container import Container\nContainer.build({CLIENTS}).{service}\n")
+    never = ("fastapi", "mangum", "aws_xray_sdk")
+    assert not within(names, never), f"{handler} loads {sorted(within(names, never))}"
+
+
+def test_with_tracing_on_the_x_ray_sdk_loads_at_the_first_invocation_and_the_handler_is_traced():
+    # Given tracing on (as in AWS: template.yaml sets Tracing: Active and no POWERTOOLS_TRACE_DISABLED), in a fresh
+    # interpreter (Powertools' Tracer patches botocore process-wide)
+    child = """
+import json, sys
+from itl_accelerator.observability import LambdaTracer
+tracer = LambdaTracer("itl-accelerator-test")
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event, context):
+    return {"n": event["n"]}
+before = "aws_xray_sdk" in sys.modules
+results = [handler({"n": n}, None) for n in range(2)]
+print(json.dumps([before, "aws_xray_sdk" in sys.modules, type(tracer._tracer).__name__, results]))
+"""
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "false"}
+    done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after, tracer, results = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then the SDK was not loaded before the first invocation, was after it, and the handler ran inside the Tracer
+    assert (before, after, tracer, results) == (False, True, "Tracer", [{"n": 0}, {"n": 1}])
+
+
+@pytest.mark.parametrize("module", sorted({FUNCTIONS[f]["Handler"].rpartition(".")[0] for f in FUNCTIONS}))
+def test_importing_a_handler_module_opens_no_client_and_fills_no_cache(module):
+    """SnapStart snapshots the execution environment after its initialisation, which is the import of the handler
+    module: nothing made then may outlive a restore (AWS credentials, connections, caches with clock readings,
+    seeded random state). So the import makes none of them; the first invocation — after the restore — does."""
+    child = f"""
+import gc, json, sys
+import {module}
+import httpx
+print(json.dumps({{
+    "boto3 session": getattr(sys.modules.get("boto3"), "DEFAULT_SESSION", None) is not None,
+    "botocore clients": sum(type(o).__module__ == "botocore.client" for o in gc.get_objects()),
+    "httpx clients": sum(isinstance(o, httpx.Client) for o in gc.get_objects()),
+    "containers": sum(type(o).__name__ == "Container" for o in gc.get_objects()),
+}}))
+"""
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "false", "AWS_DEFAULT_REGION": "us-east-1"}
+    done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout.strip().splitlines()[-1])
+    assert made == {"boto3 session": False, "botocore clients": 0, "httpx clients": 0, "containers": 0}, made
