@@ -11,6 +11,7 @@ AWS clients are injectable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -84,13 +85,18 @@ class Container:
     def workflows(self) -> WorkflowStarter:
         from itl_accelerator.workflows import WorkflowStarter
 
-        return WorkflowStarter(self._stepfunctions_client or _LazyClient("stepfunctions"))
+        return WorkflowStarter(self._stepfunctions_client or _Lazy(lambda: boto3.client("stepfunctions")))
 
+    @cached_property
     def dgx(self) -> DgxPlatformClient:
-        """A DGX Platform client (its API key read from Secrets Manager in AWS); services call this on first use."""
-        from itl_accelerator.dgx.factory import dgx_client
+        """The DGX Platform client, made (its API key read from Secrets Manager in AWS) on its first call."""
 
-        return dgx_client(self.settings)
+        def make() -> DgxPlatformClient:
+            from itl_accelerator.dgx.factory import dgx_client
+
+            return dgx_client(self.settings)
+
+        return _Lazy(make)  # type: ignore[return-value]
 
     # ------------------------------------------------------------------------------------------- API services
     @cached_property
@@ -208,14 +214,15 @@ class Container:
         return BillingExport(self.store, self._s3_client or boto3.client("s3"), self.settings)
 
 
-class _LazyClient:
-    """A boto3 client created on first attribute access (functions that only read never pay for it)."""
+class _Lazy:
+    """An object made on its first attribute access (a Step Functions client, the DGX client): a function that
+    never calls it never pays for it."""
 
-    def __init__(self, service: str):
-        self._service = service
-        self._client: Any = None
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._made: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        if self._client is None:
-            self._client = boto3.client(self._service)
-        return getattr(self._client, name)
+        if self._made is None:
+            self._made = self._make()
+        return getattr(self._made, name)

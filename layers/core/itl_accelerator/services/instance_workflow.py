@@ -94,21 +94,20 @@ def workflow_context(operation_id: str, correlation_id: str) -> CallContext:
 
 
 class InstanceWorkflow:
-    """Task implementations. ``dgx`` builds the DGX client (on first use); ``clock`` returns epoch seconds;
+    """Task implementations. ``dgx`` is the DGX Platform client (the container makes it on its first call); ``clock`` returns epoch seconds;
     ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes."""
 
     def __init__(
         self,
         kernel: ResourceKernel,
-        dgx: Callable[[], DgxPlatformClient],
+        dgx: DgxPlatformClient,
         *,
         lease_grace_seconds: int = 120,
         clock: Callable[[], float] = time.time,
     ):
         self._kernel = kernel
         self._store = kernel.store
-        self._dgx_factory = dgx
-        self._dgx: DgxPlatformClient | None = None
+        self.dgx = dgx
         self._grace = lease_grace_seconds
         self._clock = clock
         #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
@@ -120,12 +119,6 @@ class InstanceWorkflow:
                 self.on_release(workflow_context(inp.operationId, inp.correlationId), inp.subscriptionId)
             except Exception:  # noqa: BLE001 - the release is done; waiting jobs are also retried periodically
                 logger.exception("Serving the waiting jobs after a release failed")
-
-    @property
-    def dgx(self) -> DgxPlatformClient:
-        if self._dgx is None:
-            self._dgx = self._dgx_factory()
-        return self._dgx
 
     # ----------------------------------------------------------------------------------------------- helpers
     def _lease(self, inp: WorkflowInput) -> float:

@@ -94,14 +94,14 @@ def error_end(caught: dict[str, Any]) -> dict[str, Any]:
 
 
 class JobWorkflow:
-    """Task implementations. ``dgx`` builds the DGX client on first use; ``clock`` returns epoch seconds."""
+    """Task implementations. ``dgx`` is the DGX Platform client (the container makes it on its first call); ``clock`` returns epoch seconds."""
 
     def __init__(
         self,
         kernel: ResourceKernel,
         placement: Placement,
         workflows: WorkflowStarter,
-        dgx: Callable[[], DgxPlatformClient],
+        dgx: DgxPlatformClient,
         settings: Settings,
         clock: Callable[[], float] = time.time,
     ):
@@ -109,16 +109,9 @@ class JobWorkflow:
         self._store: JobStore = kernel.store  # type: ignore[assignment]
         self._placement = placement
         self._workflows = workflows
-        self._dgx_factory = dgx
-        self._dgx: DgxPlatformClient | None = None
+        self.dgx = dgx
         self._settings = settings
         self._clock = clock
-
-    @property
-    def dgx(self) -> DgxPlatformClient:
-        if self._dgx is None:
-            self._dgx = self._dgx_factory()
-        return self._dgx
 
     # ----------------------------------------------------------------------------------------------- helpers
     def _current(self, inp: JobInput) -> WorkloadRecord | None:

@@ -97,26 +97,19 @@ class SyncReport:
 
 
 class UsageSync:
-    """Meters → usage records (module docstring). ``dgx`` builds the DGX client on first use."""
+    """Meters → usage records (module docstring). ``dgx`` is the DGX Platform client (made on its first call)."""
 
     def __init__(
         self,
         store: UsageStore,
-        dgx: Callable[[], DgxPlatformClient],
+        dgx: DgxPlatformClient,
         settings: Settings,
         clock: Callable[[], float] = time.time,
     ):
         self._store = store
-        self._dgx_factory = dgx
-        self._dgx: DgxPlatformClient | None = None
+        self.dgx = dgx
         self._settings = settings
         self._clock = clock
-
-    @property
-    def dgx(self) -> DgxPlatformClient:
-        if self._dgx is None:
-            self._dgx = self._dgx_factory()
-        return self._dgx
 
     def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
         """One pass over the meters due now (epoch seconds)."""

@@ -208,6 +208,18 @@ class CorrectionDue:
 class UsageStore(Table):
     """Meters, price points, usage records, roll-ups and export bookkeeping (module docstring)."""
 
+    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every item a ``Query`` matches (``kwargs``), page by page (plain values)."""
+        start: dict[str, Any] | None = None
+        while True:
+            response = self._db.query(
+                TableName=self._table, **kwargs, **({"ExclusiveStartKey": start} if start else {})
+            )
+            yield from map(plain, response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return
+
     # ------------------------------------------------------------------------------------------- price history
     @staticmethod
     def price_point_item(key: ResourceKey, pricing: dict[str, Any], effective_from: int) -> dict[str, Any]:
@@ -226,33 +238,23 @@ class UsageStore(Table):
 
     def price_points(self, node: ResourceKey) -> list[PricePoint]:
         """The node's price history, oldest first (one ``Query``, consistent; a node changes price rarely)."""
-        points: list[PricePoint] = []
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "TableName": self._table,
-                "KeyConditionExpression": "PK = :pk",
-                "ExpressionAttributeValues": typed(
-                    {":pk": keys.price_pk(node.subscription_id, node.resource_group, node.names[-1])}
-                ),
-                "ConsistentRead": True,
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._db.query(**kwargs)
-            for item in map(plain, response.get("Items", [])):
-                points.append(
-                    PricePoint(
-                        effective_from=int(item["SK"]),
-                        price_per_gpu_hour=Decimal(str(item["pricePerGpuHour"])),
-                        currency=str(item["currency"]),
-                        billing_increment_seconds=int(item.get("billingIncrementSeconds", 1)),
-                        minimum_billable_seconds=int(item.get("minimumBillableSeconds", 0)),
-                    )
-                )
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return points
+        items = self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues=typed(
+                {":pk": keys.price_pk(node.subscription_id, node.resource_group, node.names[-1])}
+            ),
+            ConsistentRead=True,
+        )
+        return [
+            PricePoint(
+                effective_from=int(item["SK"]),
+                price_per_gpu_hour=Decimal(str(item["pricePerGpuHour"])),
+                currency=str(item["currency"]),
+                billing_increment_seconds=int(item.get("billingIncrementSeconds", 1)),
+                minimum_billable_seconds=int(item.get("minimumBillableSeconds", 0)),
+            )
+            for item in items
+        ]
 
     # ------------------------------------------------------------------------------------------- meters
     def meter_start_item(self, meter: Meter, due: int) -> dict[str, Any]:
@@ -491,22 +493,12 @@ class UsageStore(Table):
         """Every record of one UTC hour (``YYYY-MM-DDTHH``), shard by shard in key order: consistent ``Query``
         pages, so memory stays one page whatever the count."""
         for shard in range(keys.USAGE_SHARDS):
-            start: dict[str, Any] | None = None
-            while True:
-                kwargs: dict[str, Any] = {
-                    "TableName": self._table,
-                    "KeyConditionExpression": "PK = :pk",
-                    "ExpressionAttributeValues": typed({":pk": keys.usage_pk(hour, shard)}),
-                    "ConsistentRead": True,
-                }
-                if start:
-                    kwargs["ExclusiveStartKey"] = start
-                response = self._db.query(**kwargs)
-                for item in response.get("Items", []):
-                    yield _record(plain(item))
-                start = response.get("LastEvaluatedKey")
-                if not start:
-                    break
+            items = self._query(
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues=typed({":pk": keys.usage_pk(hour, shard)}),
+                ConsistentRead=True,
+            )
+            yield from map(_record, items)
 
     # ------------------------------------------------------------------------------------------- roll-ups
     def due_rollups(self, limit: int) -> list[tuple[str, str]]:
@@ -549,23 +541,14 @@ class UsageStore(Table):
     def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> list[dict[str, Any]]:
         """Roll-ups of one scope (:func:`keys.rollup_pk`) from ``first_hour`` to ``last_hour`` inclusive (at most
         720: one ``Query``, paged)."""
-        found: list[dict[str, Any]] = []
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "TableName": self._table,
-                "KeyConditionExpression": "PK = :pk AND SK BETWEEN :a AND :b",
-                "ExpressionAttributeValues": typed(
+        return list(
+            self._query(
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :a AND :b",
+                ExpressionAttributeValues=typed(
                     {":pk": keys.rollup_pk(subscription_id, scope), ":a": first_hour, ":b": last_hour}
                 ),
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._db.query(**kwargs)
-            found.extend(map(plain, response.get("Items", [])))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return found
+            )
+        )
 
     # ------------------------------------------------------------------------------------------- billing export
     def export_cursor(self) -> dict[str, Any] | None:
@@ -707,22 +690,12 @@ class UsageStore(Table):
 
     def correction_lines(self, day: str) -> Iterator[dict[str, Any]]:
         """The correction lines of ``day``'s export, in key order (consistent pages)."""
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "TableName": self._table,
-                "KeyConditionExpression": "PK = :pk",
-                "ExpressionAttributeValues": typed({":pk": keys.correction_lines_pk(day)}),
-                "ConsistentRead": True,
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._db.query(**kwargs)
-            for item in map(plain, response.get("Items", [])):
-                yield json.loads(item["line"])
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return
+        items = self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues=typed({":pk": keys.correction_lines_pk(day)}),
+            ConsistentRead=True,
+        )
+        return (json.loads(item["line"]) for item in items)
 
     def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
         """Record ``day`` as exported with its manifest (after the object and the manifest are in S3)."""
