@@ -76,6 +76,8 @@ class Usage:
             start=t(start),
             dgx_id=dgx_id,
             tags={"team": "ml"},
+            resource_created_at="2026-03-01T00:00:00.000000Z",
+            node_created_at="2026-02-01T00:00:00.000000Z",
         )
         self.store.transact([self.store.meter_start_item(meter, due=meter.start)])
         return meter
@@ -226,7 +228,10 @@ def test_stats_points_and_totals_match_the_run_times(usage):
     usage.run_sync("2026-03-02T04:00:00")
     report = usage.rollups.run()
     assert report.hours == 3 and usage.rollups.run().hours == 0  # nothing due twice
-    stats = usage.stats._series("sub-a", f"RES#{meter.resource_id}", meter.resource_id, 6)
+    from itl_accelerator.billing.rollup import resource_scope
+
+    scope = resource_scope(meter.resource_id, meter.resource_created_at)
+    stats = usage.stats._series("sub-a", scope, meter.resource_id, 6)
     points = {p["timeStamp"]: p for p in stats["value"]}
     assert points["2026-03-01T23:00:00Z"]["gpuSeconds"] == 2380
     assert points["2026-03-02T01:00:00Z"]["billableGpuSeconds"] == 620

@@ -101,7 +101,9 @@ def test_a_running_instance_s_stats_are_served_to_whoever_may_read_it(admin, cal
     wait_gone(admin, path)
 
 
-@pytest.mark.parametrize("hours", ["0", "721", "1.5", "abc", "-3", ""])
+@pytest.mark.parametrize(
+    "hours", ["0", "721", "1.5", "abc", "-3", "", "+5", " 5", "\u00b2", "1\u00b2", "\u2460", "\uff15", "9" * 5000]
+)
 def test_hours_outside_1_to_720_is_400_invalid_parameter(admin, sub, node, hours):
     response = admin.get(node + "/stats", params={"hours": hours})
     assert response.status_code == 400, response.text
@@ -192,3 +194,39 @@ def test_the_export_of_the_day_bills_a_finished_job_at_its_cost(admin, sub, node
     ]
     assert mine and sum(Decimal(r["BilledCost"]) for r in mine) == Decimal(done["cost"]["amount"])
     assert {r["BillingCurrency"] for r in mine} == {"USD"} and manifest["state"] == "Exported"
+
+
+def test_a_name_created_again_starts_without_the_figures_of_the_one_before(admin, caller, sub, node):
+    scope = [f"/subscriptions/{sub}"]
+    alice = caller([CONSUMER], scope, subject="alice")
+    bob = caller([CONSUMER], scope, subject="bob")
+    # Given alice's job that ran and was metered, then deleted
+    assert alice.put(jobs_path(sub, "reused"), json=job_body(4, 320, workload=sim(seconds=3))).status_code == 201
+    assert wait_job(alice, jobs_path(sub, "reused"))["properties"]["status"] == "Succeeded"
+    fire_usage_schedules()
+    assert alice.get(jobs_path(sub, "reused") + "/stats").json()["totals"]["gpuSeconds"] > 0
+    assert alice.delete(jobs_path(sub, "reused")).status_code == 200
+    # When bob submits a job of the same name, it runs, and the schedules run
+    assert bob.put(jobs_path(sub, "reused"), json=job_body(1, 80, workload=sim(seconds=2))).status_code == 201
+    mine = wait_job(bob, jobs_path(sub, "reused"))["properties"]
+    fire_usage_schedules()
+    # Then bob's stats are his job's alone: none of alice's usage or cost
+    totals = bob.get(jobs_path(sub, "reused") + "/stats").json()["totals"]
+    assert (totals["gpuSeconds"], totals["cost"]) == (mine["gpuSeconds"], [mine["cost"]]), (totals, mine)
+
+
+def test_a_node_registered_again_for_another_supplier_shows_none_of_the_earnings_before(admin, caller, sub, node):
+    scope = [f"/subscriptions/{sub}"]
+    first, second = (caller([SUPPLIER], scope, subject=s) for s in ("supplier-1", "supplier-2"))
+    assert admin.put(jobs_path(sub, "paid"), json=job_body(2, 160, workload=sim(seconds=2))).status_code == 201
+    assert wait_job(admin, jobs_path(sub, "paid"))["properties"]["status"] == "Succeeded"
+    fire_usage_schedules()
+    assert first.get(node + "/stats").json()["totals"]["cost"], "supplier-1 earned from the job"
+    # When the node is deleted and registered again under its name for supplier-2
+    assert admin.delete(node).status_code == 200
+    body = {**SEED_NODE, "properties": {**SEED_NODE["properties"], "owner": "supplier-2"}}
+    assert admin.post(nodes_path(sub), json=body).status_code == 201
+    # Then supplier-2 sees a node with no earnings yet, and supplier-1 no longer sees the node's stats
+    totals = second.get(node + "/stats").json()["totals"]
+    assert (totals["gpuSeconds"], totals["cost"]) == (0, []), totals
+    assert first.get(node + "/stats").status_code == 403

@@ -17,18 +17,22 @@ from typing import Any
 
 from itl_accelerator.store import keys
 
-#: The scopes every record counts in: ``RES#{resource id}``, ``SUBSCRIPTION``, ``NODE#{rg}#{node}``.
+#: The scopes every record counts in: ``RES#{resource id}#{created}``, ``SUBSCRIPTION``,
+#: ``NODE#{rg}#{node}#{created}``.
 SUBSCRIPTION_SCOPE = "SUBSCRIPTION"
 
 
-def resource_scope(resource_id: str) -> str:
-    """Scope of one resource (its ARM id, lower-cased in the key)."""
-    return f"RES{keys.SEP}{resource_id.lower()}"
+def resource_scope(resource_id: str, created_at: str) -> str:
+    """Scope of one resource *lifetime*: its ARM id (lower-cased) and when it was created (``systemData.createdAt``),
+    so a name deleted and created again — by another user, or on another supplier's node — starts with no figures
+    of the one before."""
+    return f"RES{keys.SEP}{resource_id.lower()}{keys.SEP}{created_at}"
 
 
-def node_scope(resource_group: str, node: str) -> str:
-    """Scope of one node (a supplier's earnings and utilisation)."""
-    return f"NODE{keys.SEP}{resource_group.lower()}{keys.SEP}{node.lower()}"
+def node_scope(resource_group: str, node: str, created_at: str) -> str:
+    """Scope of one node lifetime (a supplier's earnings and utilisation): a node registered again under the same
+    name, perhaps for another supplier, starts afresh."""
+    return f"NODE{keys.SEP}{resource_group.lower()}{keys.SEP}{node.lower()}{keys.SEP}{created_at}"
 
 
 def _decimal(value: Any) -> Decimal:
@@ -128,15 +132,17 @@ class HourRollup:
         currency: str,
         metrics: dict[str, Any] | None,
     ) -> None:
-        """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``nodeResourceGroup``,
-        ``nodeName``) in its three scopes."""
+        """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``resourceCreatedAt``,
+        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``) in its three scopes."""
         self.records += 1
         subscription = str(descriptor["subscriptionId"]).lower()
         costs = {currency: cost} if currency else {}
         for scope in (
-            resource_scope(descriptor["resourceId"]),
+            resource_scope(descriptor["resourceId"], str(descriptor.get("resourceCreatedAt", ""))),
             SUBSCRIPTION_SCOPE,
-            node_scope(descriptor["nodeResourceGroup"], descriptor["nodeName"]),
+            node_scope(
+                descriptor["nodeResourceGroup"], descriptor["nodeName"], str(descriptor.get("nodeCreatedAt", ""))
+            ),
         ):
             totals = self.scopes.get((subscription, scope))
             if totals is None:

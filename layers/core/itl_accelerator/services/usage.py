@@ -74,6 +74,8 @@ def meter_for(
         dgx_id=dgx_id,
         tags=dict(record.document.get("tags") or {}),
         pricing=dict(props.get("pricing") or {}),
+        resource_created_at=str((record.document.get("systemData") or {}).get("createdAt", "")),
+        node_created_at=str((node.document.get("systemData") or {}).get("createdAt", "")) if node else "",
     )
 
 

@@ -2,7 +2,8 @@
 (billing/rollup.py), with the same access rules as reading the resource itself — plus, for a node, that only its
 supplier (``properties.owner``) or an admin sees it: a node's figures are the supplier's earnings.
 
-The answer covers the last ``hours`` UTC hours up to and including the current one (Azure Monitor's shape:
+Figures are per *lifetime* of the resource (and of the node): a name deleted and created again starts with none of
+the figures of the one before, whoever holds it now. The answer covers the last ``hours`` UTC hours up to and including the current one (Azure Monitor's shape:
 ``timespan``, ``interval`` ``PT1H``, ``value`` with one point per hour, oldest first, zeros where nothing ran) and
 ``totals`` over them. Units: seconds for ``gpuSeconds``, hours for ``gpuHours``, percent for utilisation (the mean
 over the GPU-seconds the DGX Platform measured; null when nothing was measured), GiB for ``gpuMemoryGb``, Wh for
@@ -12,6 +13,7 @@ Figures are as fresh as the last roll-up (hourly, and on ``./dev schedule usage-
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -30,20 +32,22 @@ from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.store.usage import UsageStore, hour_key
 
 MIN_HOURS, MAX_HOURS, DEFAULT_HOURS = 1, 720, 24
+#: ASCII digits only (``str.isdigit`` also takes superscripts and fullwidth digits, which ``int`` refuses or reads), at most 4.
+_HOURS = re.compile(r"[0-9]{1,4}")
 _GPU_HOURS_QUANTUM = Decimal("0.000001")
 
 
 def parse_hours(value: str | None) -> int:
-    """``hours`` from the query string: an integer from 1 to 720, 24 when absent. Raises 400 ``InvalidParameter``
-    for anything else (a number out of range, a fraction, text)."""
+    """``hours`` from the query string: an integer from 1 to 720 in ASCII digits, 24 when absent. Raises 400
+    ``InvalidParameter`` for anything else (out of range, a fraction, a sign, spaces, other digits, text)."""
     if value is None:
         return DEFAULT_HOURS
-    text = value.strip()
-    if not text.isdigit() or not MIN_HOURS <= int(text) <= MAX_HOURS:
+    if _HOURS.fullmatch(value) is None or not MIN_HOURS <= int(value) <= MAX_HOURS:
+        shown = value if len(value) <= 20 else value[:20] + "…"
         raise InvalidParameter(
-            f"hours must be a whole number from {MIN_HOURS} to {MAX_HOURS}; got '{value[:20]}'.", target="hours"
+            f"hours must be a whole number from {MIN_HOURS} to {MAX_HOURS}; got '{shown}'.", target="hours"
         )
-    return int(text)
+    return int(value)
 
 
 def _point(totals: Totals, capacity_gpus: int | None = None, hours: int = 1) -> dict[str, Any]:
@@ -94,12 +98,14 @@ class UsageStatsService:
     ) -> dict[str, Any]:
         """An instance's stats: 404 when the caller may not read it (or it does not exist)."""
         instance = self._instances.get(ctx, subscription_id, resource_group, node, name)
-        return self._series(subscription_id, resource_scope(instance["id"]), instance["id"], hours)
+        scope = resource_scope(instance["id"], instance["systemData"]["createdAt"])
+        return self._series(subscription_id, scope, instance["id"], hours)
 
     def job(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, hours: int) -> dict[str, Any]:
         """A job's stats: 404 when the caller may not see it (consumers: their own jobs)."""
         job = self._jobs.get(ctx, subscription_id, resource_group, name)
-        return self._series(subscription_id, resource_scope(job["id"]), job["id"], hours)
+        scope = resource_scope(job["id"], job["systemData"]["createdAt"])
+        return self._series(subscription_id, scope, job["id"], hours)
 
     def node(
         self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, hours: int
@@ -123,7 +129,11 @@ class UsageStatsService:
             )
         capacity = int(stored.counters.get("gpuTotal", 0)) or None
         return self._series(
-            subscription_id, node_scope(resource_group, name), stored.document["id"], hours, capacity_gpus=capacity
+            subscription_id,
+            node_scope(resource_group, name, stored.document["systemData"]["createdAt"]),
+            stored.document["id"],
+            hours,
+            capacity_gpus=capacity,
         )
 
     def _store_node(self, key: Any) -> Any:

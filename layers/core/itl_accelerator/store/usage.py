@@ -87,6 +87,8 @@ class Meter:
     dgx_id: str = ""
     tags: dict[str, str] = field(default_factory=dict)
     pricing: dict[str, Any] = field(default_factory=dict)
+    resource_created_at: str = ""
+    node_created_at: str = ""
     metered_until: int = 0
     active: bool = True
 
@@ -111,6 +113,8 @@ class Meter:
             "sku": self.sku,
             "gpus": self.gpus,
             "tags": self.tags,
+            "resourceCreatedAt": self.resource_created_at,
+            "nodeCreatedAt": self.node_created_at,
         }
 
 
@@ -348,6 +352,8 @@ class UsageStore(Table):
             dgx_id=str(item.get("dgxId", "")),
             tags=d.get("tags") or {},
             pricing=json.loads(item.get("pricing") or "{}"),
+            resource_created_at=str(d.get("resourceCreatedAt", "")),
+            node_created_at=str(d.get("nodeCreatedAt", "")),
             metered_until=int(item.get("meteredUntil", item["start"])),
             active="GSI2PK" in item,
         )
