@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -267,12 +269,23 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
+    if args.day is not None and schedule.function_id != "BillingExportFunction":
+        print("--day is for the billing export only (./dev schedule billing-export --day YYYY-MM-DD)", file=sys.stderr)
+        return 2
     settings = _settings()
     os.environ.update(running_stack_environment(settings, template))
+    from itl_accelerator.services.billing_export import ExportRefused
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
-    print(json.dumps(fire(schedule, extra={"day": args.day} if args.day else None), indent=2, default=str))
+    try:
+        # the handler's own log lines go to stderr: stdout is its result alone (JSON a script can read)
+        with contextlib.redirect_stdout(sys.stderr):
+            result = fire(schedule, extra={"day": args.day.isoformat()} if args.day else None)
+    except ExportRefused as exc:
+        print(f"not exported: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, default=str))
     return 0
 
 
@@ -424,7 +437,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sched = sub.add_parser("schedule", help="fire one schedule of template.yaml now, on the running stack")
     sched.add_argument("name", nargs="?", help="schedule (Function.Event) or function name; none: list them")
-    sched.add_argument("--day", default=None, help="billing-export only: export this UTC day (YYYY-MM-DD) now")
+    sched.add_argument(
+        "--day",
+        default=None,
+        type=date.fromisoformat,
+        help="billing-export only: export this UTC day (YYYY-MM-DD) now (days go out in order, none after today)",
+    )
     sched.set_defaults(func=cmd_schedule)
 
     download = sub.add_parser(

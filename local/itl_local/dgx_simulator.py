@@ -73,6 +73,11 @@ def _epoch(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+def _iso_at(epoch: float) -> str:
+    """Epoch seconds → ISO 8601 UTC with ``Z`` (whole seconds, as the platform reports them)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
 def _iso_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -249,11 +254,12 @@ class DgxSimulator:
         """Advance a job by the clock: Queued → Running → Succeeded/Failed (unless it runs forever)."""
         now = time.monotonic()
         if job["status"] == "Queued" and now >= job["runAt"]:
-            job["status"], job["startedAt"] = "Running", _iso_now()
+            # the times a job reports are when it ran and ended, not when someone asked
+            job["status"], job["startedAt"] = "Running", _iso_at(job["wallStart"] + job["runAt"] - job["created"])
         if job["status"] == "Running" and job["endsAt"] is not None and now >= job["endsAt"]:
             job["exitCode"] = job["plannedExitCode"]
             job["status"] = "Succeeded" if job["exitCode"] == 0 else "Failed"
-            job["endedAt"] = _iso_now()
+            job["endedAt"] = _iso_at(job["wallStart"] + job["endsAt"] - job["created"])
             if job["exitCode"]:
                 job["error"] = {
                     "code": "NonZeroExitCode",
@@ -313,6 +319,8 @@ class DgxSimulator:
                 "image": image,
                 "status": "Queued",
                 "idempotencyKey": key,
+                "created": now,
+                "wallStart": time.time(),
                 "runAt": now + cfg.job_queue_seconds,
                 "endsAt": None if forever else now + cfg.job_queue_seconds + seconds,
                 "plannedExitCode": exit_code,

@@ -178,10 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="print the whole report (default: failures and summary)")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=argparse.SUPPRESS)
     args, options = parser.parse_known_args(argv)
+    if not args.file.is_file():
+        print(f"no such file: {args.file}", file=sys.stderr)
+        return 2
     try:
         report = validate(args.file, *options, venv=args.venv)
     except ValidatorMissing as exc:
         print(exc, file=sys.stderr)
+        return 2
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError: a .gz that is not gzip
+        print(f"cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
     for line in report.output.splitlines():
         if args.all or not re.search(r": (PASS|SKIPPED)\b", line):

@@ -117,7 +117,8 @@ def find(template: Template, name: str) -> Schedule:
         or [s for s in every if json.loads(s.input or "{}").get("schedule") == name]
     )
     if len(matches) != 1:
-        raise KeyError(f"no single schedule named {name!r}; one of: {', '.join(s.name for s in every)}")
+        names = [f"{json.loads(s.input or '{}').get('schedule', '')} ({s.name})" for s in every]
+        raise KeyError(f"no single schedule named {name!r}; one of: {', '.join(names)}")
     return matches[0]
 
 

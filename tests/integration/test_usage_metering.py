@@ -275,7 +275,7 @@ def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_id
 
 
 def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage, tmp_path):
-    from itl_accelerator.services.billing_export import ExportOutOfOrder
+    from itl_accelerator.services.billing_export import ExportRefused
 
     usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     running = usage.meter("sub-a", "long", gpus=1, start="2026-03-01T22:00:00", service="jobs")
@@ -289,7 +289,7 @@ def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(u
     report = usage.run_sync("2026-03-02T03:00:00")
     assert report.corrections >= 2
     # Then 2 March's export carries them as Correction rows: the job's 23:00 hour billed back, the late usage billed
-    with pytest.raises(ExportOutOfOrder):
+    with pytest.raises(ExportRefused):
         usage.export.run(now=t("2026-03-04T01:30:00"), day="2026-03-03")
     (second,) = usage.export.run(now=t("2026-03-03T01:30:00")).days
     rows = usage.export_rows("2026-03-02")
@@ -312,3 +312,11 @@ def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(u
         path.write_bytes(usage.export_object(day))
         report = focus_validate.validate(path)
         assert report.ok, report.verdict() + "\n" + report.output + report.stderr
+
+
+@pytest.mark.parametrize("day", ["garbage", "2026-13-01", "2026-02-30", "26-11-30", "2999-01-01"])
+def test_an_export_of_a_day_that_is_no_day_or_has_not_begun_is_refused(usage, day):
+    from itl_accelerator.services.billing_export import ExportRefused
+
+    with pytest.raises(ExportRefused):
+        usage.export.run(now=t("2026-03-02T01:30:00"), day=day)

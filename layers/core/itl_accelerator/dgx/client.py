@@ -187,6 +187,8 @@ def _job(data: dict[str, Any]) -> DgxJob:
         logs_url=data.get("logsUrl"),
         error_code=(data.get("error") or {}).get("code"),
         error_message=(data.get("error") or {}).get("message"),
+        started_at=data.get("startedAt"),
+        ended_at=data.get("endedAt"),
     )
 
 

@@ -30,7 +30,8 @@ DgxJobStatus = Literal["Queued", "Running", "Succeeded", "Failed", "Canceled"]
 
 
 class DgxJob(BaseModel):
-    """A job on the platform. ``exit_code`` once it ended (0 on success); ``logs_url`` where its logs are."""
+    """A job on the platform. ``exit_code`` once it ended (0 on success); ``logs_url`` where its logs are;
+    ``started_at``/``ended_at`` (ISO 8601 UTC) when it ran and when it ended, as the platform measured them."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -43,6 +44,8 @@ class DgxJob(BaseModel):
     logs_url: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
 
     @property
     def ended(self) -> bool:

@@ -36,8 +36,9 @@ from itl_accelerator.store.usage import CorrectionDue, UsageRecord, UsageStore, 
 TIME_RESERVE_SECONDS = 60.0
 
 
-class ExportOutOfOrder(Exception):
-    """A day was asked for out of order (days are closed and exported one after the other)."""
+class ExportRefused(Exception):
+    """A day that cannot be exported now: not a day, not begun yet, or not the next one (days are closed and
+    exported one after the other)."""
 
 
 def _next_day(day: str) -> str:
@@ -167,12 +168,17 @@ class BillingExport:
     def run(
         self, *, now: float | None = None, day: str | None = None, time_left: Callable[[], float] | None = None
     ) -> ExportReport:
-        """Export the days due (or just ``day``, ``YYYY-MM-DD``, not after today). Raises
-        :class:`ExportOutOfOrder` for a day that is not the next one."""
+        """Export the days due (or just ``day``, ``YYYY-MM-DD``, not after today). Raises :class:`ExportRefused`
+        for a day that is malformed, has not begun, or is not the next one."""
         now = self._clock() if now is None else now
         report = ExportReport()
-        if day is not None and day > day_of(int(now)):
-            raise ExportOutOfOrder(f"{day} has not begun yet (UTC)")
+        if day is not None:
+            try:
+                day = date.fromisoformat(day).isoformat()
+            except (TypeError, ValueError):
+                raise ExportRefused(f"{day!r} is not a day (YYYY-MM-DD)") from None
+            if day > day_of(int(now)):
+                raise ExportRefused(f"{day} has not begun yet (UTC)")
         for wanted in [day] if day is not None else self.days_due(now):
             if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
                 report.stopped_early = True
@@ -190,7 +196,7 @@ class BillingExport:
             cursor = self._store.export_cursor()
             next_day = str(cursor["nextDay"]) if cursor else None
             if next_day != day or not self._store.close_day(day, _next_day(day)):
-                raise ExportOutOfOrder(
+                raise ExportRefused(
                     f"days are exported in order; the next day to export is {next_day}"
                     if next_day
                     else "no usage has been recorded yet"

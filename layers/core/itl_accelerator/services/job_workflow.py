@@ -564,8 +564,13 @@ class JobTracker:
             return end("Failed", "The DGX Platform no longer knows the job.")
         if job.ended:
             status = "Succeeded" if job.status == "Succeeded" else "Canceled" if job.status == "Canceled" else "Failed"
+            # billing stops when the job ended on the platform, not when the tracker noticed (within the run)
+            ended = epoch(job.ended_at) if job.ended_at else now
             return end(
-                status, job.error_message or f"The job ended {job.status} on the DGX Platform.", exitCode=job.exit_code
+                status,
+                job.error_message or f"The job ended {job.status} on the DGX Platform.",
+                exitCode=job.exit_code,
+                endedAt=min(max(ended, started), now),
             )
         if deadline is not None and now >= deadline:
             return end(
