@@ -570,8 +570,11 @@ def cold_start_section(started: float) -> int:
     print(cold_start_table(cold, api))
     baseline, reference = (statistics.median(r.init_ms) for r in cold[:2])
     api_worst = max((statistics.median(r.init_ms) / reference, r.name) for r in cold if r.name in api)
-    authorizer = next(r for r in cold if template.functions()[r.name]["Handler"] == template.authorizer_handler()
-                      ) if any(r.name in template.functions() for r in cold) else None  # fmt: skip
+    functions = template.functions()
+    authorizer = next(
+        (r for r in cold if r.name in functions and functions[r.name]["Handler"] == template.authorizer_handler()),
+        None,
+    )
     print(
         f"goals: every API function <= 1.25x the reference (worst: {api_worst[1]} {api_worst[0]:.2f}x); "
         + (

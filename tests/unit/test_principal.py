@@ -74,11 +74,25 @@ def test_role_table():
 
 
 def test_jwks_outage_with_nothing_cached_is_not_an_authentication_failure():
-    import httpx
+    import urllib.error
+
     import pytest
 
     from itl_accelerator.auth.tokens import IssuerUnavailable, JwksCache
 
-    down = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    def down(url: str):
+        raise urllib.error.HTTPError(url, 503, "Service Unavailable", {}, None)  # type: ignore[arg-type]
+
     with pytest.raises(IssuerUnavailable):
-        JwksCache("http://idp/certs", ttl_seconds=300, timeout_seconds=1, http=down).key_for("kid")
+        JwksCache("http://idp/certs", ttl_seconds=300, timeout_seconds=1, fetch=down).key_for("kid")
+
+
+def test_jwks_is_fetched_over_http_only_and_a_refusal_is_an_outage():
+    import pytest
+
+    from itl_accelerator.auth.tokens import IssuerUnavailable, JwksCache, fetch_json
+
+    with pytest.raises(ValueError):
+        fetch_json("file:///etc/passwd", 1)
+    with pytest.raises(IssuerUnavailable):  # nothing listens on port 9 (discard) of loopback: connection refused
+        JwksCache("http://127.0.0.1:9/certs", ttl_seconds=300, timeout_seconds=1).key_for("kid")

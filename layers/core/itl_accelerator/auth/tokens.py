@@ -1,18 +1,22 @@
 """Bearer token validation against the issuer's JWKS (Keycloak / any OIDC provider).
 
 Rules: RS256 only (``alg`` pinned, so ``none`` and HS256-signed-with-the-public-key are refused), signature by a
-key of the issuer's JWKS (fetched with httpx, cached for ``JWKS_CACHE_SECONDS``, refetched at most once a minute
+key of the issuer's JWKS (fetched over HTTPS with the standard library's ``urllib`` — the authorizer loads no HTTP
+client library, which keeps its cold start below a bare boto3 client's —, cached for ``JWKS_CACHE_SECONDS``,
+refetched at most once a minute
 when an unknown ``kid`` appears), ``exp`` and ``iss`` and ``aud`` required, a non-empty ``sub`` (at most 255
 characters, no control characters) required, ``nbf`` honoured, ``OIDC_LEEWAY_SECONDS`` of clock skew.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from typing import Any
 
-import httpx
 import jwt
 
 from itl_accelerator.errors import AuthenticationFailed
@@ -35,25 +39,40 @@ class IssuerUnavailable(Exception):
 _RETRY_FAILED_REFRESH_SECONDS = 30.0
 
 
+def fetch_json(url: str, timeout_seconds: float) -> Any:
+    """GET ``url`` (http or https only) and parse its JSON body. Raises ``OSError`` (``urllib.error.URLError``,
+    ``HTTPError`` for a non-2xx status, a timeout) or ``ValueError`` (not JSON, another scheme)."""
+    if not url.startswith(("https://", "http://")):
+        raise ValueError(f"the JWKS URL must be http(s): {url!r}")
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310 - scheme checked
+    with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310 - scheme checked
+        return json.load(response)
+
+
 class JwksCache:
     """Fetches and caches the issuer's JSON Web Key Set. Thread-safe; one instance per process.
 
-    ``http`` is injectable (tests pass an ``httpx.Client`` with a mock transport).
+    ``fetch(url)`` → the JWKS document is injectable (tests pass a function); by default :func:`fetch_json`.
     """
 
-    def __init__(self, url: str, *, ttl_seconds: float, timeout_seconds: float, http: httpx.Client | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_seconds: float,
+        timeout_seconds: float,
+        fetch: Callable[[str], Any] | None = None,
+    ):
         self._url = url
         self._ttl = ttl_seconds
-        self._http = http or httpx.Client(timeout=timeout_seconds)
+        self._fetch = fetch or (lambda target: fetch_json(target, timeout_seconds))
         self._lock = threading.Lock()
         self._keys: dict[str, Any] = {}
         self._fetched_at = 0.0
 
     def _refresh(self) -> None:
-        response = self._http.get(self._url)
-        response.raise_for_status()
         keys: dict[str, Any] = {}
-        for jwk in jwt.PyJWKSet.from_dict(response.json()).keys:
+        for jwk in jwt.PyJWKSet.from_dict(self._fetch(self._url)).keys:
             if jwk.key_type == "RSA" and (jwk.public_key_use in (None, "sig")):
                 keys[jwk.key_id or ""] = jwk.key
         self._keys = keys
@@ -72,7 +91,7 @@ class JwksCache:
             if stale or unknown:
                 try:
                     self._refresh()
-                except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+                except (OSError, ValueError, jwt.PyJWTError) as exc:
                     logger.warning("JWKS fetch failed", extra={"jwks_url": self._url, "error": type(exc).__name__})
                     if not self._keys:
                         raise IssuerUnavailable("The token issuer's signing keys are unavailable.") from exc

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import HOUR, window_of
@@ -26,10 +26,12 @@ from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, Totals, node_scop
 from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.resources import NODES
 from itl_accelerator.services.context import CallContext
-from itl_accelerator.services.instances import SparkOllamaInstanceService
-from itl_accelerator.services.jobs import SparkJobService
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.store.usage import UsageStore, hour_key
+
+if TYPE_CHECKING:
+    from itl_accelerator.services.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.jobs import SparkJobService
 
 MIN_HOURS, MAX_HOURS, DEFAULT_HOURS = 1, 720, 24
 #: ASCII digits only (``str.isdigit`` also takes superscripts and fullwidth digits, which ``int`` refuses or reads), at most 4.
