@@ -105,8 +105,7 @@ def roll_up(count: int) -> int:
             if rollup is not None:
                 items += sum(1 for _ in rollup.items(0))
             rollup = HourRollup(hour_key(record.window_start))
-        rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.cost, record.currency,
-                   record.metrics)  # fmt: skip
+        rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
     return items + (sum(1 for _ in rollup.items(0)) if rollup else 0)
 
 

@@ -320,3 +320,71 @@ def test_an_export_of_a_day_that_is_no_day_or_has_not_begun_is_refused(usage, da
 
     with pytest.raises(ExportRefused):
         usage.export.run(now=t("2026-03-02T01:30:00"), day=day)
+
+
+def test_usage_that_changes_while_its_own_day_is_being_exported_is_billed_once(usage):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meter = usage.meter("sub-a", "early", gpus=1, start="2026-03-01T22:00:00")
+    usage.run_sync("2026-03-01T22:30:00")  # the 22:00 hour recorded while it runs: 1800 GPU-s so far
+    usage.store.close_day("2026-03-01", "2026-03-02")  # Given an export of 1 March under way: closed, and
+    claimed = usage.export._claim_usage("2026-03-01")  # its records claimed as they were
+    assert claimed == 1
+    # When the hour changes after its claim, before the export wrote its file (the sync goes on meanwhile)
+    usage.end(meter, "2026-03-01T22:45:00")
+    assert usage.run_sync("2026-03-01T22:50:00").corrections == 1
+    (day,) = usage.export.run(now=t("2026-03-01T23:00:00"), day="2026-03-01").days
+    # Then the day's file bills the hour once, as it finally stands: 45 GPU-minutes, no correction line
+    rows = usage.export_rows("2026-03-01")
+    assert [r["ChargeClass"] for r in rows] == [""] and money(rows) == Decimal("0.750000")
+    assert day.corrections == 0
+
+
+def test_an_end_learned_hours_late_empties_every_hour_after_it(usage):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meter = usage.meter("sub-a", "late-end", gpus=1, start="2026-03-01T06:00:00", service="jobs")
+    usage.run_sync("2026-03-01T10:00:00")  # recorded as running until 10:00
+    usage.end(meter, "2026-03-01T06:30:00")  # the platform says it ended at 06:30 (learned 3.5 hours late)
+    usage.run_sync("2026-03-01T10:05:00")
+    stored = usage.store.usage_records(meter.allocation_id, [t(f"2026-03-01T{h:02d}:00") for h in range(6, 11)])
+    assert [stored[w].gpu_seconds for w in sorted(stored)] == [1800, 0, 0, 0]
+    assert sum((r.cost for r in stored.values()), Decimal(0)) == Decimal("0.500000")
+
+
+def test_metrics_the_platform_cannot_give_never_hold_billing_back(usage, dgx):
+    created = httpx.post(
+        f"{dgx.url}/v1/instances",
+        json={"name": "flaky", "nodeId": "n", "model": "llama3", "gpus": 1, "memoryGb": 10},
+        headers={"Authorization": f"Bearer {DGX_API_KEY}", "Idempotency-Key": str(uuid.uuid4())},
+    ).json()
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meter = usage.meter("sub-a", "flaky", gpus=1, start="2026-03-01T08:00:00", dgx_id=created["id"])
+    # Given the platform answering every usage read with 503
+    dgx.config.error_rate = 1.0
+    report = usage.run_sync("2026-03-01T11:00:00")
+    # Then the hours are recorded and billed all the same, and the metrics are marked to be read again
+    stored = usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}")
+    assert report.dgx_failures >= 3 and stored.metered_until == t("2026-03-01T11:00:00")
+    assert stored.metrics_retry_from == t("2026-03-01T08:00:00")
+    assert sum(r.gpu_seconds for r in usage.records(meter)) == 3 * HOUR
+    # When it answers again, the next sync reads the metrics of those hours and clears the mark
+    dgx.config.error_rate = 0.0
+    usage.run_sync("2026-03-01T11:05:00")
+    assert all(r.metrics for r in usage.records(meter) if r.gpu_seconds)
+    assert usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}").metrics_retry_from is None
+
+
+def test_one_meter_that_fails_does_not_stop_the_others(usage, monkeypatch):
+    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
+    meters = [usage.meter("sub-a", f"m{i}", gpus=1, start="2026-03-01T08:00:00") for i in range(3)]
+    original = usage.sync.sync_meter
+    broken = meters[0].allocation_id
+
+    def sync_meter(meter, now, report):
+        if meter.allocation_id == broken:
+            raise RuntimeError("a bad meter")
+        return original(meter, now, report)
+
+    monkeypatch.setattr(usage.sync, "sync_meter", sync_meter)
+    report = usage.run_sync("2026-03-01T09:00:00")
+    assert report.errors == 1 and report.meters == 3
+    assert [len(usage.records(m)) for m in meters] == [0, 1, 1]

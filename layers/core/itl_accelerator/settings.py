@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     usage_max_windows_per_meter: int = Field(default=48, ge=1, le=24 * 31)
     rollup_batch_hours: int = Field(default=48, ge=1, le=24 * 31)
     billing_export_max_days: int = Field(default=7, ge=1, le=62)
+    # A day is exported once it ended this long ago (seconds): its last hours are synced and re-read by then
+    # (the export runs every hour at :30; with 90 minutes, a day goes out at 01:30 UTC the next day).
+    billing_export_grace_seconds: int = Field(default=5400, ge=0, le=86400)
     # Where the daily FOCUS export goes (template.yaml's BillingExportBucket) and under which key prefix.
     billing_export_bucket: str = ""
     billing_export_prefix: str = "focus/"

@@ -10,6 +10,7 @@ characters, no control characters) required, ``nbf`` honoured, ``OIDC_LEEWAY_SEC
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -40,13 +41,24 @@ _RETRY_FAILED_REFRESH_SECONDS = 30.0
 
 
 def fetch_json(url: str, timeout_seconds: float) -> Any:
-    """GET ``url`` (http or https only) and parse its JSON body. Raises ``OSError`` (``urllib.error.URLError``,
-    ``HTTPError`` for a non-2xx status, a timeout) or ``ValueError`` (not JSON, another scheme)."""
+    """GET ``url`` (http or https only, no redirects) and parse its JSON body. Raises ``OSError``
+    (``urllib.error.URLError``, ``HTTPError`` for a non-2xx status or a redirect, a timeout),
+    ``http.client.HTTPException`` (a truncated response) or ``ValueError`` (not JSON, another scheme)."""
     if not url.startswith(("https://", "http://")):
         raise ValueError(f"the JWKS URL must be http(s): {url!r}")
     request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310 - scheme checked
-    with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310 - scheme checked
+    with _NO_REDIRECTS.open(request, timeout=timeout_seconds) as response:
         return json.load(response)
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """The JWKS is read from the configured URL only: a redirect (to another host, or to ``file:``) is an error."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects())
 
 
 class JwksCache:
@@ -91,7 +103,7 @@ class JwksCache:
             if stale or unknown:
                 try:
                     self._refresh()
-                except (OSError, ValueError, jwt.PyJWTError) as exc:
+                except (OSError, ValueError, http.client.HTTPException, jwt.PyJWTError) as exc:
                     logger.warning("JWKS fetch failed", extra={"jwks_url": self._url, "error": type(exc).__name__})
                     if not self._keys:
                         raise IssuerUnavailable("The token issuer's signing keys are unavailable.") from exc

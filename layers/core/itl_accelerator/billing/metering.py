@@ -20,7 +20,7 @@ split into *segments* at every change of the node's price within it, each at the
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from itertools import pairwise
@@ -173,3 +173,12 @@ def allocation_charges(
 def iso(epoch: int) -> str:
     """UTC ISO 8601 with ``Z`` (whole seconds)."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def with_fallback(prices: Sequence[PricePoint], fallback: PricePoint, start: int) -> list[PricePoint]:
+    """The price history to charge an allocation from ``start`` (epoch s) with: ``prices``, led by ``fallback``
+    (the price the allocation saw when it began, effective from 0) when no point is in force at ``start`` — a
+    node whose history began after the allocation (registered before histories were kept)."""
+    if not prices or prices[0].effective_from > start:
+        return [replace(fallback, effective_from=0), *prices]
+    return list(prices)

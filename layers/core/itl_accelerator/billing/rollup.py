@@ -128,15 +128,14 @@ class HourRollup:
         descriptor: dict[str, Any],
         gpu_seconds: int,
         billable: int,
-        cost: Decimal,
-        currency: str,
+        costs: dict[str, Decimal],
         metrics: dict[str, Any] | None,
     ) -> None:
         """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``resourceCreatedAt``,
-        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``) in its three scopes."""
+        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``) in its three scopes; ``costs`` by currency (an hour
+        may hold two, when its node changed currency in it)."""
         self.records += 1
         subscription = str(descriptor["subscriptionId"]).lower()
-        costs = {currency: cost} if currency else {}
         for scope in (
             resource_scope(descriptor["resourceId"], str(descriptor.get("resourceCreatedAt", ""))),
             SUBSCRIPTION_SCOPE,

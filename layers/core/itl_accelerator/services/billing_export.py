@@ -12,8 +12,10 @@ A day is exported in four steps, each safe to repeat, so a run cut off anywhere 
 4. **Mark** the day ``Exported``. A rerun of an exported day changes nothing and returns its manifest, so a complete
    export is never replaced by an empty or partial one.
 
-Days are exported in order: the next day is the cursor's. The scheduled run exports every closed-able day up to
-yesterday (UTC); an operator may export today early (its later usage then goes out as corrections tomorrow).
+Days are exported in order: the next day is the cursor's. The schedule runs every hour at :30 and exports each day
+once it ended ``billing_export_grace_seconds`` ago (90 minutes: at 01:30 UTC the next day), so a run that was cut
+off resumes within the hour; one run at a time (reserved concurrency 1). An operator may export today early (its
+later usage then goes out as corrections tomorrow).
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ from itl_accelerator.store.usage import CorrectionDue, UsageRecord, UsageStore, 
 
 #: A run stops starting a new day when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 60.0
+
+
+class OutOfTime(Exception):
+    """The run's time ran short; what it did is stored and the next run resumes."""
+
+
+def _check_time(time_left: Callable[[], float] | None) -> None:
+    if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+        raise OutOfTime
 
 
 class ExportRefused(Exception):
@@ -148,7 +159,7 @@ class BillingExport:
     # ------------------------------------------------------------------------------------------- planning
     def days_due(self, now: float) -> list[str]:
         """The days to export now, in order: a day left ``Closed`` by a run that was cut off, then every open day
-        before today (UTC), at most ``billing_export_max_days``."""
+        that ended at least ``billing_export_grace_seconds`` ago (UTC), at most ``billing_export_max_days``."""
         cursor = self._store.export_cursor()
         if cursor is None:
             return []  # no usage was ever recorded
@@ -158,9 +169,9 @@ class BillingExport:
         state = self._store.export_day(previous)
         if state is not None and state.get("state") == "Closed":
             due.append(previous)
-        today = day_of(int(now))
+        ended_by = day_of(int(now) - self._settings.billing_export_grace_seconds)  # the days before it are due
         day = next_day
-        while day < today and len(due) < self._settings.billing_export_max_days:
+        while day < ended_by and len(due) < self._settings.billing_export_max_days:
             due.append(day)
             day = _next_day(day)
         return due
@@ -183,12 +194,18 @@ class BillingExport:
             if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
                 report.stopped_early = True
                 break
-            report.days.append(self.export(wanted))
+            try:
+                report.days.append(self.export(wanted, time_left))
+            except OutOfTime:
+                report.stopped_early = True
+                break
         return report
 
     # ------------------------------------------------------------------------------------------- one day
-    def export(self, day: str) -> DayExport:
-        """Export ``day`` (module docstring: close, claim, write, mark). Idempotent."""
+    def export(self, day: str, time_left: Callable[[], float] | None = None) -> DayExport:
+        """Export ``day`` (module docstring: close, claim, write, mark). Idempotent. Raises :class:`OutOfTime`
+        when ``time_left()`` (seconds) runs short while claiming: what is claimed stays claimed, the next run
+        resumes. One run at a time (template.yaml: the function's reserved concurrency is 1)."""
         state = self._store.export_day(day)
         if state is not None and state.get("state") == "Exported":
             return DayExport(day, json.loads(state["manifest"]), written=False)
@@ -201,10 +218,15 @@ class BillingExport:
                     if next_day
                     else "no usage has been recorded yet"
                 )
-        claimed = self._claim_usage(day)
-        corrections = self._claim_corrections(day)
         data_key, manifest_key = self.object_keys(day)
         existing = self._existing_manifest(manifest_key)
+        if existing is not None:
+            # a run wrote the object and its manifest, then stopped before marking the day: adopt them as they
+            # are — claiming anything now would mark usage billed that the object does not hold
+            self._store.mark_exported(day, existing)
+            return DayExport(day, existing, written=False)
+        claimed = self._claim_usage(day, time_left)
+        corrections = self._claim_corrections(day, time_left)
         if existing is None:
             with tempfile.TemporaryFile() as spool:
                 summary = write_focus_csv_gz(self.lines(day), spool)
@@ -237,10 +259,11 @@ class BillingExport:
             return None
         return json.loads(body)
 
-    def _claim_usage(self, day: str) -> int:
+    def _claim_usage(self, day: str, time_left: Callable[[], float] | None = None) -> int:
         """Claim every record of ``day`` not yet claimed (each as it is when claimed)."""
         claimed = 0
         for hour in hours_of_day(day):
+            _check_time(time_left)
             for record in self._store.hour_records(hour):
                 current: UsageRecord | None = record
                 while current is not None and current.billed is None:
@@ -250,11 +273,12 @@ class BillingExport:
                     current = self._store.get_usage(current.allocation_id, current.window_start)
         return claimed
 
-    def _claim_corrections(self, day: str) -> int:
-        """Turn every queued correction into a correction line of ``day`` (or drop it when nothing billed
-        changed)."""
+    def _claim_corrections(self, day: str, time_left: Callable[[], float] | None = None) -> int:
+        """Turn every queued correction into a correction line of ``day`` (or, for usage of ``day`` itself, into
+        its claim: no line; or drop it when nothing billed changed)."""
         lines = 0
         while True:
+            _check_time(time_left)
             queue = self._store.corrections_due(100)
             if not queue:
                 return lines
@@ -268,7 +292,10 @@ class BillingExport:
             if record is None:
                 self._store.drop_correction(due)
                 return 0
-            line = correction_line(record)
+            # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
+            # out with the day's own rows; a line as well would bill the change twice
+            same_day = (record.billed or {}).get("day", record.day) == day
+            line = None if same_day else correction_line(record)
             if self._store.claim_correction(record, due, day, line):
                 return int(line is not None)
             fresh = [

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from itl_accelerator.billing.metering import PricePoint, allocation_charges
+from itl_accelerator.billing.metering import PricePoint, allocation_charges, with_fallback
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
@@ -441,16 +441,15 @@ class JobWorkflow:
         currency = str(record.extra.get("currency", "USD"))
         if not started:
             return 0, 0, Decimal(0), currency
-        prices = self._store.price_points(record.node_key) or [
-            PricePoint(
-                0,
-                Decimal(str(record.extra.get("pricePerGpuHour", "0"))),
-                currency,
-                int(record.extra.get("billingIncrementSeconds", 1)),
-                int(record.extra.get("minimumBillableSeconds", 0)),
-            )
-        ]
         start = int(epoch(str(started)))
+        placed_at = PricePoint(  # the price the job saw when it was placed: for a node without history then
+            0,
+            Decimal(str(record.extra.get("pricePerGpuHour", "0"))),
+            currency,
+            int(record.extra.get("billingIncrementSeconds", 1)),
+            int(record.extra.get("minimumBillableSeconds", 0)),
+        )
+        prices = with_fallback(self._store.price_points(record.node_key), placed_at, start)
         end = max(start, int(ended))
         charges = allocation_charges(prices, gpus=record.gpus, start=start, end=end, now=end)
         return (

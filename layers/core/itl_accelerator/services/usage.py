@@ -16,10 +16,19 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.billing.metering import HOUR, PricePoint, WindowCharge, iso, window_charge, window_of, windows
+from itl_accelerator.billing.metering import (
+    HOUR,
+    PricePoint,
+    WindowCharge,
+    iso,
+    window_charge,
+    window_of,
+    windows,
+    with_fallback,
+)
 from itl_accelerator.billing.rollup import HourRollup
 from itl_accelerator.dgx.client import DgxPlatformClient
-from itl_accelerator.dgx.errors import DgxError, DgxNotFound
+from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.observability import logger
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import StoreBusy
@@ -29,6 +38,9 @@ from itl_accelerator.store.workloads import WorkloadRecord
 
 #: A run stops starting new work when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 20.0
+#: How long an hour whose metrics could not be read (the DGX Platform unavailable) is read again; then it keeps
+#: what it has (its bill never depended on them).
+METRICS_RETRY_SECONDS = 24 * HOUR
 
 
 def segments_of(charge: WindowCharge) -> list[dict[str, Any]]:
@@ -82,8 +94,9 @@ def meter_for(
 @dataclass
 class SyncReport:
     """What one sync run did: meters read, windows written (new or changed), unchanged, *late* (a window already
-    final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed
-    or closed), DGX metric reads that failed (retried next run), meters closed (ended, last window final)."""
+        final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed
+        or closed), DGX metric reads that failed (retried next run), meters closed (ended, last window final), meters
+    whose sync failed (logged; retried later)."""
 
     meters: int = 0
     windows_written: int = 0
@@ -92,6 +105,7 @@ class SyncReport:
     corrections: int = 0
     dgx_failures: int = 0
     meters_closed: int = 0
+    errors: int = 0
     stopped_early: bool = False
 
     def as_metrics(self) -> dict[str, int]:
@@ -114,7 +128,8 @@ class UsageSync:
         self._clock = clock
 
     def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
-        """One pass over the meters due now (epoch seconds)."""
+        """One pass over the meters due now (epoch seconds). A meter that fails is logged, counted and retried
+        later; it never stops the others."""
         now = int(self._clock() if now is None else now)
         report = SyncReport()
         cursor_known = self._store.export_cursor() is not None
@@ -126,24 +141,37 @@ class UsageSync:
             if meter is None or not meter.active:
                 continue
             report.meters += 1
-            if not cursor_known:
-                self._store.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
-                cursor_known = True
-            self.sync_meter(meter, now, report)
+            try:
+                if not cursor_known:
+                    self._store.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
+                    cursor_known = True
+                self.sync_meter(meter, now, report)
+            except Exception:  # noqa: BLE001 - one bad meter must not keep the others from being metered
+                logger.exception("Meter sync failed", extra={"allocation": meter.allocation_id})
+                report.errors += 1
+                later = now + self._settings.usage_sync_interval_seconds * 2
+                self._store.advance_meter(meter, meter.metered_until, later, meter.metrics_retry_from)
         return report
 
     def sync_meter(self, meter: Meter, now: int, report: SyncReport) -> None:
-        """Record ``meter``'s usage from where it stopped (less ``usage_late_windows`` hours, re-read for late
-        metrics) up to its end or ``now``; close it once it ended and its last window is past the late period."""
+        """Record ``meter``'s usage from where it stopped up to its end or ``now``, re-reading the last
+        ``usage_late_windows`` hours (late metrics), the hours after an end learned late (rewritten, empty), and
+        hours whose metrics could not be read (for :data:`METRICS_RETRY_SECONDS`). Billing always advances: a
+        metrics read that fails never holds usage back. Closes the meter once it ended and its last hour is past
+        the late period."""
         late = self._settings.usage_late_windows
         until = meter.end if meter.end is not None else now
-        first = window_of(max(meter.start, meter.metered_until - late * HOUR))
-        # an end learned late (a job the platform says ended earlier) may fall before what was already recorded:
-        # the windows after it are rewritten too, empty
+        resync_from = meter.metered_until - late * HOUR
+        if meter.end is not None and meter.end < meter.metered_until:
+            resync_from = min(resync_from, meter.end - 1)  # an end learned late: rewrite from its hour on
+        retry = meter.metrics_retry_from
+        if retry is not None and retry >= now - METRICS_RETRY_SECONDS:
+            resync_from = min(resync_from, retry)
+        first = window_of(max(meter.start, resync_from))
         starts = list(windows(first, max(until, meter.metered_until)))
         capped = len(starts) > self._settings.usage_max_windows_per_meter
         starts = starts[: self._settings.usage_max_windows_per_meter]
-        prices = self._store.price_points(meter.node_key) or [self._fallback_price(meter)]
+        prices = with_fallback(self._store.price_points(meter.node_key), self._fallback_price(meter), meter.start)
         stored = self._store.usage_records(meter.allocation_id, starts)
         failed_at: int | None = None
         for start in starts:
@@ -164,10 +192,10 @@ class UsageSync:
             )
             self._write(record, stored.get(start), report)
         reached = min(until, starts[-1] + HOUR) if capped and starts else until
-        metered_until = failed_at if failed_at is not None else reached
-        closing = meter.end is not None and not capped and failed_at is None and now >= meter.end + late * HOUR
+        settled = meter.end is not None and not capped and now >= meter.end + late * HOUR
+        closing = settled and (failed_at is None or now >= meter.end + METRICS_RETRY_SECONDS)
         due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
-        self._store.advance_meter(meter, max(meter.start, metered_until), due)
+        self._store.advance_meter(meter, max(meter.start, reached), due, failed_at)
         report.meters_closed += int(closing)
 
     @staticmethod
@@ -184,13 +212,13 @@ class UsageSync:
 
     def _metrics(self, meter: Meter, start: int, end: int) -> tuple[dict[str, Any] | None, bool]:
         """The DGX metrics of the allocation over ``[start, end)``: ``(metrics, ok)``; ``ok`` False when the read
-        failed (the window keeps what it had and is read again next run). A resource the platform does not know
-        has no metrics (not a failure)."""
+        failed for a transient reason (the window keeps what it had and is read again, for a day). A resource the
+        platform does not know, or will not report on, has no metrics (not a failure)."""
         if not meter.dgx_id or end <= start:
             return None, True
         try:
             usage = self.dgx.get_usage(meter.dgx_id, iso(start), iso(end))
-        except DgxNotFound:
+        except DgxPermanentError:  # it does not know the resource (404), or refuses to say: no metrics to wait for
             return None, True
         except DgxError as exc:
             logger.warning("DGX usage read failed", extra={"allocation": meter.allocation_id, "error": str(exc)})
@@ -231,11 +259,18 @@ class RollupReport:
     records: int = 0
     items: int = 0
     requeued: int = 0
+    errors: int = 0
     stopped_early: bool = False
     rolled: list[str] = field(default_factory=list)
 
     def as_metrics(self) -> dict[str, int]:
-        return {"hours": self.hours, "records": self.records, "items": self.items, "requeued": self.requeued}
+        return {
+            "hours": self.hours,
+            "records": self.records,
+            "items": self.items,
+            "requeued": self.requeued,
+            "errors": self.errors,
+        }
 
 
 class UsageRollups:
@@ -252,7 +287,12 @@ class UsageRollups:
             if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
                 report.stopped_early = True
                 break
-            rollup = self.roll_up(hour)
+            try:
+                rollup = self.roll_up(hour)
+            except Exception:  # noqa: BLE001 - one hour that fails must not keep the others from their roll-ups
+                logger.exception("Roll-up failed", extra={"hour": hour})
+                report.errors += 1
+                continue
             report.hours += 1
             report.records += rollup.records
             report.items += len(rollup.scopes)
@@ -267,14 +307,7 @@ class UsageRollups:
         ttl = 0
         for record in self._store.hour_records(hour):
             ttl = ttl or record.window_start + USAGE_RETENTION_SECONDS
-            rollup.add(
-                record.descriptor,
-                record.gpu_seconds,
-                record.billable_gpu_seconds,
-                record.cost,
-                record.currency,
-                record.metrics,
-            )
+            rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
         self._store.put_rollups(list(rollup.items(ttl)))
         return rollup
 

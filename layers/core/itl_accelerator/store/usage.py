@@ -90,6 +90,7 @@ class Meter:
     resource_created_at: str = ""
     node_created_at: str = ""
     metered_until: int = 0
+    metrics_retry_from: int | None = None
     active: bool = True
 
     @property
@@ -175,6 +176,14 @@ class UsageRecord:
     @property
     def currency(self) -> str:
         return self.segments[-1]["currency"] if self.segments else ""
+
+    @property
+    def costs(self) -> dict[str, Decimal]:
+        """Cost by currency (one, unless the node changed currency within the hour)."""
+        found: dict[str, Decimal] = {}
+        for s in self.segments:
+            found[s["currency"]] = found.get(s["currency"], Decimal(0)) + Decimal(s["cost"])
+        return found
 
     @property
     def key(self) -> dict[str, str]:
@@ -304,18 +313,21 @@ class UsageStore(Table):
         }
 
     def due_meters(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """Keys (PK, SK) of at most ``limit`` meters due for a sync at ``now`` (epoch s), most overdue first within
-        each index partition (GSI2, eventually consistent: the caller reads each meter consistently)."""
+        """Keys (PK, SK) of at most ``limit`` meters due for a sync at ``now`` (epoch s): at most a quarter of
+        ``limit`` from each index partition, most overdue first within it (GSI2, eventually consistent: the caller
+        reads each meter consistently)."""
         found: list[tuple[str, str]] = []
+        quota = -(-limit // METER_SHARDS)  # every partition gets its share, so none is starved by another
         for shard in range(METER_SHARDS):
             start: dict[str, Any] | None = None
-            while len(found) < limit:
+            taken = len(found)
+            while len(found) < min(limit, taken + quota):
                 kwargs: dict[str, Any] = {
                     "TableName": self._table,
                     "IndexName": "GSI2",
                     "KeyConditionExpression": "GSI2PK = :p AND GSI2SK < :now",
                     "ExpressionAttributeValues": typed({":p": f"METER#{shard}", ":now": f"{int(now):012d}#~"}),
-                    "Limit": limit - len(found),
+                    "Limit": min(limit, taken + quota) - len(found),
                 }
                 if start:
                     kwargs["ExclusiveStartKey"] = start
@@ -355,20 +367,31 @@ class UsageStore(Table):
             resource_created_at=str(d.get("resourceCreatedAt", "")),
             node_created_at=str(d.get("nodeCreatedAt", "")),
             metered_until=int(item.get("meteredUntil", item["start"])),
+            metrics_retry_from=int(item["metricsRetryFrom"]) if item.get("metricsRetryFrom") is not None else None,
             active="GSI2PK" in item,
         )
 
-    def advance_meter(self, meter: Meter, metered_until: int, due: int | None) -> None:
-        """Record that usage is recorded up to ``metered_until`` and when the meter is next due (``due`` epoch s);
-        ``due`` None takes it out of the index: an ended meter whose last window is closed."""
+    def advance_meter(
+        self, meter: Meter, metered_until: int, due: int | None, metrics_retry_from: int | None = None
+    ) -> None:
+        """Record that usage is recorded up to ``metered_until``, from which hour metrics are still to be read
+        again (``metrics_retry_from``; None: none), and when the meter is next due (``due`` epoch s); ``due``
+        None takes it out of the index: an ended meter whose last window is closed."""
         pk, sk = keys.subscription_pk(meter.subscription_id), keys.meter_sk(meter.allocation_id)
         values: dict[str, Any] = {":m": int(metered_until)}
+        sets, removes = ["meteredUntil = :m"], []
+        if metrics_retry_from is None:
+            removes.append("metricsRetryFrom")
+        else:
+            sets.append("metricsRetryFrom = :r")
+            values[":r"] = int(metrics_retry_from)
         if due is None:
-            expression = "SET meteredUntil = :m REMOVE GSI2PK, GSI2SK"
+            removes += ["GSI2PK", "GSI2SK"]
         else:
             index = _meter_index(pk, sk, due)
-            expression = "SET meteredUntil = :m, GSI2PK = :p, GSI2SK = :s"
+            sets += ["GSI2PK = :p", "GSI2SK = :s"]
             values.update({":p": index["GSI2PK"], ":s": index["GSI2SK"]})
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         try:
             self._db.update_item(
                 TableName=self._table,
