@@ -72,7 +72,7 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage.UsageRollups)."""
+    """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage_rollups.UsageRollups)."""
     report = _container().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     for name, value in report.as_metrics().items():
         metrics.add_metric(name=f"UsageRollup{_camel(name)}", unit=MetricUnit.Count, value=value)

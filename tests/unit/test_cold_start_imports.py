@@ -71,6 +71,7 @@ NEVER_IN_API = (
     "itl_accelerator.services.placement",
     "itl_accelerator.services.reconciler",
     "itl_accelerator.services.usage",
+    "itl_accelerator.services.usage_rollups",
     "itl_accelerator.services.billing_export",
     "itl_accelerator.billing.focus",
 )

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from itl_accelerator.services.placement import Placement
     from itl_accelerator.services.reconciler import Reconciler
     from itl_accelerator.services.subscriptions import SubscriptionService
-    from itl_accelerator.services.usage import UsageRollups, UsageSync
+    from itl_accelerator.services.usage import UsageSync
+    from itl_accelerator.services.usage_rollups import UsageRollups
     from itl_accelerator.services.usage_stats import UsageStatsService
     from itl_accelerator.store.jobs import JobStore
     from itl_accelerator.workflows import WorkflowStarter
@@ -203,7 +204,7 @@ class Container:
 
     @cached_property
     def usage_rollups(self) -> UsageRollups:
-        from itl_accelerator.services.usage import UsageRollups
+        from itl_accelerator.services.usage_rollups import UsageRollups
 
         return UsageRollups(self.store, self.settings)
 

@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     # Powertools' switch for X-Ray tracing (observability.LambdaTracer): the X-Ray SDK is loaded only when tracing is on.
     powertools_trace_disabled: bool = False
 
-    # Usage metering and billing (services/usage.py, services/billing_export.py). Seconds unless named otherwise.
+    # Usage metering and billing (services/usage.py, usage_rollups.py, billing_export.py). Seconds unless named otherwise.
     # How often the usage sync runs (template.yaml's schedule; a synced meter is next due after half of it).
     usage_sync_interval_seconds: int = Field(default=300, ge=1, le=3600)
     # Hours re-read on every sync so metrics that arrive late update their own window.

@@ -2,7 +2,7 @@
 
 A day is exported in four steps, each safe to repeat, so a run cut off anywhere resumes where it stopped:
 
-1. **Close** the day (store/usage.py: the cursor moves past it in the same transaction that records it as
+1. **Close** the day (store/billing.py: the cursor moves past it in the same transaction that records it as
    ``Closed``); from then on usage for it can only arrive as a correction.
 2. **Claim** every usage record of the day for this export (``billed`` = what it is now), and every queued
    correction: what changed in a record since it was billed becomes a *correction line* of this day.

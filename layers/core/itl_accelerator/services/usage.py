@@ -1,5 +1,5 @@
-"""Usage metering: the sync that turns meters into usage records (every 5 minutes) and the roll-ups that sum them
-per hour (hourly). Both run on EventBridge Scheduler schedules, which deliver at least once and may overlap, so
+"""Usage metering: the sync that turns meters into usage records (every 5 minutes; the hourly roll-ups that sum them
+are services/usage_rollups.py). Both run on EventBridge Scheduler schedules, which deliver at least once and may overlap, so
 both are idempotent: a record's id is its allocation and window, it is written only when its content changed
 (compare-and-set), and a roll-up is recomputed from the hour's records, never incremented.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -26,14 +26,13 @@ from itl_accelerator.billing.metering import (
     windows,
     with_fallback,
 )
-from itl_accelerator.billing.rollup import HourRollup
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.observability import logger
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import StoreBusy
 from itl_accelerator.store.resources import StoredResource
-from itl_accelerator.store.usage import USAGE_RETENTION_SECONDS, Meter, UsageRecord, UsageStore, day_of, hour_key
+from itl_accelerator.store.usage import Meter, UsageRecord, UsageStore, day_of
 from itl_accelerator.store.workloads import WorkloadRecord
 
 #: A run stops starting new work when less than this is left of its Lambda's time (seconds).
@@ -251,65 +250,4 @@ class UsageSync:
         raise StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing")
 
 
-@dataclass
-class RollupReport:
-    """What one roll-up run did: hours rolled up, records read, roll-up items written, hours left for later."""
-
-    hours: int = 0
-    records: int = 0
-    items: int = 0
-    requeued: int = 0
-    errors: int = 0
-    stopped_early: bool = False
-    rolled: list[str] = field(default_factory=list)
-
-    def as_metrics(self) -> dict[str, int]:
-        return {
-            "hours": self.hours,
-            "records": self.records,
-            "items": self.items,
-            "requeued": self.requeued,
-            "errors": self.errors,
-        }
-
-
-class UsageRollups:
-    """The hourly roll-ups (module docstring): every hour marked due is recomputed from its records."""
-
-    def __init__(self, store: UsageStore, settings: Settings):
-        self._store = store
-        self._settings = settings
-
-    def run(self, *, time_left: Callable[[], float] | None = None) -> RollupReport:
-        """Roll up the hours due, oldest first."""
-        report = RollupReport()
-        for hour, version in self._store.due_rollups(self._settings.rollup_batch_hours):
-            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
-                report.stopped_early = True
-                break
-            try:
-                rollup = self.roll_up(hour)
-            except Exception:  # noqa: BLE001 - one hour that fails must not keep the others from their roll-ups
-                logger.exception("Roll-up failed", extra={"hour": hour})
-                report.errors += 1
-                continue
-            report.hours += 1
-            report.records += rollup.records
-            report.items += len(rollup.scopes)
-            report.rolled.append(hour)
-            if not self._store.rollup_done(hour, version):
-                report.requeued += 1  # new usage arrived meanwhile: the hour stays due
-        return report
-
-    def roll_up(self, hour: str) -> HourRollup:
-        """Recompute and store the roll-ups of one hour (``YYYY-MM-DDTHH``)."""
-        rollup = HourRollup(hour)
-        ttl = 0
-        for record in self._store.hour_records(hour):
-            ttl = ttl or record.window_start + USAGE_RETENTION_SECONDS
-            rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
-        self._store.put_rollups(list(rollup.items(ttl)))
-        return rollup
-
-
-__all__ = ["RollupReport", "SyncReport", "UsageRollups", "UsageSync", "hour_key", "segments_of"]
+__all__ = ["SyncReport", "UsageSync", "meter_for", "segments_of"]

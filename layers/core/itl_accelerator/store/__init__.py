@@ -4,6 +4,9 @@
 - ``audit``: the append-only audit trail; ``subscriptions``: registration records;
 - ``resources``: resources and their capacity counters (nodes); ``workloads``: instances and jobs, their
   operations, reservations and leases;
+- metering: ``meters`` (meters and node price history), ``records`` (a usage record and its time keys), ``usage``
+  (usage records and roll-ups; ``UsageStore`` is all of metering), ``billing`` (the export's cursor, claims and
+  correction lines);
 - ``keys``: every key format; ``errors``: the typed failures services map to ARM errors.
 
 :class:`~itl_accelerator.store.workloads.WorkloadStore` is the whole store (each module adds to the one before).

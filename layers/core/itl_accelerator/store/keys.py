@@ -37,6 +37,7 @@ CorrectionLine     ``SYS#BILL#{day}``                     ``{hour}#{allocationId
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 
 from itl_accelerator.resources import RESOURCE_TYPES
@@ -128,6 +129,11 @@ def rollup_pk(subscription_id: str, scope: str) -> str:
 
 #: Partitions of the usage records of one hour (records spread by allocation: no hot partition).
 USAGE_SHARDS = 4
+
+
+def shard_of(value: str, shards: int) -> int:
+    """A stable partition number in ``range(shards)`` for ``value`` (a hash of it)."""
+    return int(hashlib.sha256(value.encode()).hexdigest(), 16) % shards
 
 
 def usage_pk(hour: str, shard: int) -> str:

@@ -7,6 +7,7 @@ Budgets (DESIGN.md): a read is one ``GetItem``; a list page is one ``Query``; a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -42,6 +43,18 @@ class Table:
         response = self._db.get_item(TableName=self._table, Key=typed({"PK": pk, "SK": sk}), ConsistentRead=True)
         item = response.get("Item")
         return plain(item) if item else None
+
+    def query_all(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every item a ``Query`` matches (``kwargs``), page by page (plain values)."""
+        start: dict[str, Any] | None = None
+        while True:
+            response = self._db.query(
+                TableName=self._table, **kwargs, **({"ExclusiveStartKey": start} if start else {})
+            )
+            yield from map(plain, response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return
 
     def transact(self, items: list[dict[str, Any]]) -> None:
         """Run one ``TransactWriteItems``.

@@ -294,7 +294,7 @@ class WorkloadStore(ResourceStore, UsageStore):
         or starting a new one (``new_operation``: the status body and its kind), reserving or releasing capacity,
         and renewing (``lease_until`` epoch seconds, in the ``lease_kind`` index) or ending (:data:`NO_LEASE`) its
         lease; ``extra``: more transaction items that belong to the change (e.g. starting or ending its meter,
-        store/usage.py). No subscription-state check: workflows finish what was accepted,
+        store/meters.py). No subscription-state check: workflows finish what was accepted,
         and deletes are allowed in every state (ARM_CONTRACT.md line 27).
 
         Raises :class:`WorkloadChanged` (an expectation failed or the operation is already final),
