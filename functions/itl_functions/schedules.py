@@ -31,8 +31,7 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every 5 minutes: end the operations whose workflow stalled (services/reconciler.py). ``event`` is the
     schedule's input (``scheduledTime``, ``executionId``); the run stops early when its time runs short."""
     report = _container().reconciler.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
-    for name, value in report.as_metrics().items():
-        metrics.add_metric(name=f"Reconciler{name}", unit=MetricUnit.Count, value=value)
+    _publish("Reconciler", report.as_metrics())
     logger.info("Reconciled", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
     return asdict(report)
 
@@ -44,8 +43,7 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every minute: check the running jobs that are due (services/job_workflow.JobTracker: ended on the DGX Platform, past
     their max duration, or to be checked later, each less often)."""
     counts = _container().job_tracker.run()
-    for name, value in counts.items():
-        metrics.add_metric(name=f"JobTracker{name.capitalize()}", unit=MetricUnit.Count, value=value)
+    _publish("JobTracker", counts)
     logger.info("Tracked jobs", extra={"counts": counts, "scheduled_time": event.get("scheduledTime")})
     return counts
 
@@ -58,8 +56,7 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm)."""
     container = _container()
     report = container.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
-    for name, value in report.as_metrics().items():
-        metrics.add_metric(name=f"UsageSync{_camel(name)}", unit=MetricUnit.Count, value=value)
+    _publish("UsageSync", report.as_metrics())
     metrics.add_metric(name="UsageSyncRuns", unit=MetricUnit.Count, value=1)
     lag = container.billing_export.lag_hours(time.time())
     if lag is not None:
@@ -74,8 +71,7 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage_rollups.UsageRollups)."""
     report = _container().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
-    for name, value in report.as_metrics().items():
-        metrics.add_metric(name=f"UsageRollup{_camel(name)}", unit=MetricUnit.Count, value=value)
+    _publish("UsageRollup", report.as_metrics())
     logger.info("Rolled up usage", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
     return asdict(report)
 
@@ -84,13 +80,12 @@ def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Daily: write the FOCUS export of every day due (services/billing_export.BillingExport). ``event["day"]``
+    """Hourly at :30: write the FOCUS export of every day due (services/billing_export.BillingExport). ``event["day"]``
     (``YYYY-MM-DD``, optional) exports that day only — an operator's re-run or an early export of today."""
     report = _container().billing_export.run(
         day=event.get("day") or None, time_left=lambda: context.get_remaining_time_in_millis() / 1000
     )
-    for name, value in report.as_metrics().items():
-        metrics.add_metric(name=f"BillingExport{name}", unit=MetricUnit.Count, value=value)
+    _publish("BillingExport", report.as_metrics())
     for day in report.days:
         if day.written:
             for currency, total in day.manifest["totals"].items():
@@ -109,5 +104,8 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return result
 
 
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
+def _publish(prefix: str, counts: dict[str, int | float]) -> None:
+    """Each count as the metric ``{prefix}{Name}`` (``windows_written`` → ``UsageSyncWindowsWritten``)."""
+    for name, value in counts.items():
+        camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+        metrics.add_metric(name=f"{prefix}{camel}", unit=MetricUnit.Count, value=value)
