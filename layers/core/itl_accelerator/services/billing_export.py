@@ -227,25 +227,24 @@ class BillingExport:
             return DayExport(day, existing, written=False)
         claimed = self._claim_usage(day, time_left)
         corrections = self._claim_corrections(day, time_left)
-        if existing is None:
-            with tempfile.TemporaryFile() as spool:
-                summary = write_focus_csv_gz(self.lines(day), spool)
-                spool.seek(0)
-                self._s3.upload_fileobj(
-                    spool,
-                    self._settings.billing_export_bucket,
-                    data_key,
-                    ExtraArgs={"ContentType": "application/gzip", "Metadata": {"sha256": summary.sha256}},
-                )
-            existing = manifest(date.fromisoformat(day), summary, data_key)
-            self._s3.put_object(
-                Bucket=self._settings.billing_export_bucket,
-                Key=manifest_key,
-                Body=json.dumps(existing, indent=2).encode(),
-                ContentType="application/json",
+        with tempfile.TemporaryFile() as spool:
+            summary = write_focus_csv_gz(self.lines(day), spool)
+            spool.seek(0)
+            self._s3.upload_fileobj(
+                spool,
+                self._settings.billing_export_bucket,
+                data_key,
+                ExtraArgs={"ContentType": "application/gzip", "Metadata": {"sha256": summary.sha256}},
             )
-        self._store.mark_exported(day, existing)
-        return DayExport(day, existing, written=True, claimed=claimed, corrections=corrections)
+        written = manifest(date.fromisoformat(day), summary, data_key)
+        self._s3.put_object(  # last: a manifest means the object beside it is complete
+            Bucket=self._settings.billing_export_bucket,
+            Key=manifest_key,
+            Body=json.dumps(written, indent=2).encode(),
+            ContentType="application/json",
+        )
+        self._store.mark_exported(day, written)
+        return DayExport(day, written, written=True, claimed=claimed, corrections=corrections)
 
     def object_keys(self, day: str) -> tuple[str, str]:
         """S3 keys of a day's data object and manifest: ``{prefix}{YYYY-MM}/{day}/...``."""

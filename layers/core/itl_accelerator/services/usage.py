@@ -93,9 +93,9 @@ def meter_for(
 @dataclass
 class SyncReport:
     """What one sync run did: meters read, windows written (new or changed), unchanged, *late* (a window already
-        final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed
-        or closed), DGX metric reads that failed (retried next run), meters closed (ended, last window final), meters
-    whose sync failed (logged; retried later)."""
+    final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed or
+    closed), DGX metric reads that failed (read again later), meters closed (ended, last window final), meters whose
+    sync failed (logged; retried later)."""
 
     meters: int = 0
     windows_written: int = 0
