@@ -49,6 +49,9 @@ class SimulatorConfig:
     hang_seconds: float = 15.0
     accept_then_fail_rate: float = 0.0  # instance accepted, then Failed instead of Running
     never_ready_rate: float = 0.0  # instance stays Provisioning forever
+    # while set, every instance stays Provisioning whatever its time: a test holds one in flight (to see it
+    # Accepted/Provisioning, press Ctrl-C, delete it mid-way) however slow the machine, then clears it to let it go
+    hold_provisioning: bool = False
     refuse_deletes: bool = False  # DELETE of an instance answers 409 DeleteRefused (a permanent failure)
     job_seconds: float = 5.0  # how long a job runs (a job's env ITL_SIM_SECONDS overrides it)
     job_queue_seconds: float = 0.0  # how long a submitted job stays Queued before it runs
@@ -162,7 +165,8 @@ class DgxSimulator:
     def _refresh(self, inst: dict[str, Any]) -> dict[str, Any] | None:
         """Advance an instance by the clock; None once deleted (and forget it)."""
         now = time.monotonic()
-        if inst["status"] == "Provisioning" and not inst["neverReady"] and now >= inst["readyAt"]:
+        held = inst["neverReady"] or self.config.hold_provisioning
+        if inst["status"] == "Provisioning" and not held and now >= inst["readyAt"]:
             if inst["failOnReady"]:
                 inst["status"] = "Failed"
                 inst["error"] = {"code": "GpuInitFailed", "message": "GPU initialisation failed on the node."}

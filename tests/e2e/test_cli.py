@@ -31,8 +31,8 @@ STATS_REQUIRED = any(
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One stack for the module; provisioning takes 6 s, long enough to press Ctrl-C while waiting for it."""
-    s = Stack(tmp_path_factory.mktemp("cli-stack"), options=("--quiet", "--dgx-provisioning-seconds", "6"))
+    """One stack for the module (its DGX simulator's provisioning takes the default 3 s)."""
+    s = Stack(tmp_path_factory.mktemp("cli-stack"), options=("--quiet",))
     yield s
     if s.proc.poll() is None:
         s.stop()
@@ -116,7 +116,8 @@ def test_nodes_instances_and_jobs_through_the_cli(stack: Stack):
     # Two consumers' jobs: alice's waited for to the end, bob's left running and then canceled
     finished = admin.json("job", "submit", "job-1", "--gpus", "4", "--memory-gb", "320")
     assert finished["properties"]["status"] == "Succeeded" and finished["properties"]["cost"]["currency"] == "USD"
-    operation = consumer.json("job", "submit", "job-2", "--gpus", "1", "--memory-gb", "80", "--no-wait")
+    operation = consumer.json("job", "submit", "job-2", "--gpus", "1", "--memory-gb", "80", "--no-wait",
+                              "--image", "nvcr.io/nvidia/pytorch:24.10-py3", "--env", "ITL_SIM_FOREVER=1")  # fmt: skip
     assert operation["status"] in ("Accepted", "Running") and "/locations/global/operationStatuses/" in operation["id"]
     assert consumer.json("operation", "show", operation["id"])["name"] == operation["name"]
     assert [j["name"] for j in admin.json("job", "list", "--mine")["value"]] == ["job-1"]
@@ -155,6 +156,9 @@ def test_nodes_instances_and_jobs_through_the_cli(stack: Stack):
 def test_ctrl_c_leaves_the_provisioning_running_and_operation_wait_resumes(stack: Stack):
     admin = Cli(stack, "alice", "itl-accelerator-admin", "sub-ctrl-c")
     admin("node", "create", "dgx-1", "--location", "us-east-1", "--sku", "DGX-H100-8GPU", "--gpus", "8")
+    # The DGX Platform holds the provisioning until told, so the wait is still on when Ctrl-C comes, however slow
+    # the machine
+    stack.simulator_config(hold_provisioning=True)
     waiting = admin.popen("instance", "create", "instance-1", "--node", "dgx-1", "--model", "mistral:7b", "--gpus",
                           "1", "--memory-gb", "80")  # fmt: skip
     # When the first progress line shows (stderr is no terminal: a plain line), Ctrl-C
@@ -167,7 +171,13 @@ def test_ctrl_c_leaves_the_provisioning_running_and_operation_wait_resumes(stack
     assert "Stopped waiting; instance instance-1 goes on" in err
     resume = err.strip().splitlines()[-1].strip()
     assert resume.startswith("itlc-accelerator operation wait 'http://127.0.0.1:")
-    # Then the provisioning went on, and waiting again (the command it printed) sees it to the end
+    assert admin.json("instance", "show", "instance-1", "--node", "dgx-1")["properties"]["provisioningState"] in (
+        "Accepted",
+        "Provisioning",
+    )
+    # Then the provisioning goes on once the platform lets it, and waiting again (the command it printed) sees it
+    # to the end
+    stack.simulator_config(hold_provisioning=False)
     url = resume.split("'")[1]
     assert admin.json("operation", "wait", url)["status"] == "Succeeded"
     assert (

@@ -82,6 +82,12 @@ class Stack:
         )
         return out.stdout.strip()
 
+    def simulator_config(self, **fields: object) -> dict[str, object]:
+        """Sets fields of the stack's DGX simulator (``POST /_simulator/config``); its whole config after."""
+        response = httpx.post(f"http://127.0.0.1:{self.dgx_port}/_simulator/config", json=fields, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
         try:

@@ -30,7 +30,8 @@ def _sim_ids_for(dgx, sub):
 
 
 def test_seed_post_provisions_and_endpoint_answers_like_ollama(admin, sub, node, aws, dgx):
-    # Given the seed's instance request, verbatim
+    # Given the seed's instance request, verbatim (the platform holds it in Provisioning until we look)
+    dgx.config.hold_provisioning = True
     accepted = admin.post(instances_path(sub), json=SEED_INSTANCE)
     # Then it is accepted as a long-running operation
     assert accepted.status_code == 202, accepted.text
@@ -44,9 +45,10 @@ def test_seed_post_provisions_and_endpoint_answers_like_ollama(admin, sub, node,
     # And the operation status answers at once, not final yet
     status = admin.get(relative(body["status_url"]))
     assert status.status_code == 200 and status.json()["status"] in ("Accepted", "Running")
-    assert admin.get(relative(accepted.headers["Location"])).status_code in (202, 200)
+    assert admin.get(relative(accepted.headers["Location"])).status_code == 202
 
-    # When it finishes
+    # When the platform lets it finish
+    dgx.config.hold_provisioning = False
     done = wait_state(admin, instances_path(sub, name="instance-1"), ("Succeeded", "Failed"))
     assert done["properties"]["provisioningState"] == "Succeeded"
     endpoint = done["properties"]["endpoint"]
@@ -63,7 +65,7 @@ def test_seed_post_provisions_and_endpoint_answers_like_ollama(admin, sub, node,
 
 
 def test_arm_put_returns_201_accepted_and_identical_retry_is_the_same_operation(admin, sub, node, dgx):
-    dgx.config.provisioning_seconds = 3
+    dgx.config.hold_provisioning = True  # in flight until the checks below are done, however slow the machine
     body = {"properties": {"model": "llama3.1:8b", "gpus": 1, "memoryGb": 80}}
     first = admin.put(instances_path(sub, name="i-put"), json=body)
     assert first.status_code == 201, first.text
@@ -81,6 +83,7 @@ def test_arm_put_returns_201_accepted_and_identical_retry_is_the_same_operation(
         "Accepted",
         "Provisioning",
     )
+    dgx.config.hold_provisioning = False
     done = wait_state(admin, instances_path(sub, name="i-put"), ("Succeeded", "Failed"))
     assert done["properties"]["provisioningState"] == "Succeeded"
     # An identical PUT of a Succeeded instance → 200, no new work
@@ -135,7 +138,7 @@ def test_failures_are_compensated(admin, sub, node, aws, dgx, fault, body, code)
 
 
 def test_delete_during_provisioning_cancels_it(admin, sub, node, aws, dgx):
-    dgx.config.provisioning_seconds = 4
+    dgx.config.hold_provisioning = True  # it stays Provisioning until deleted
     accepted = admin.post(instances_path(sub), json=SEED_INSTANCE)
     wait_state(admin, instances_path(sub, name="instance-1"), ("Provisioning",))
     deleting = admin.delete(instances_path(sub, name="instance-1"))
