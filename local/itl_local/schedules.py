@@ -155,17 +155,20 @@ class ScheduleRunner:
         self._stop = threading.Event()
         self._busy: set[str] = set()
         self._one_at_a_time = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="schedules", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Starts firing; the schedules count from now (read here, on the caller's thread, not when the runner's
+        thread first runs)."""
+        self._thread = threading.Thread(target=self._run, args=(self._clock(),), name="schedules", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
-    def _run(self) -> None:
-        started = self._clock()
+    def _run(self, started: datetime) -> None:
         due = {s.name: s.next_after(started, started) for s in self._schedules}
         while not self._stop.is_set():
             now = self._clock()
