@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,16 +27,17 @@ BIN = Path(sys.executable).parent
 
 
 def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
-    """The environment of an ``itl-local`` run on ``ports`` (API, embedded AWS, issuer, DGX simulator)."""
-    env = {
-        **os.environ,
-        **dict(
-            zip(("SERVICE_PORT", "LOCAL_AWS_PORT", "LOCAL_IDP_PORT", "LOCAL_DGX_PORT"), map(str, ports), strict=True)
-        ),
-        "LOCAL_HOME": str(home),
-    }
-    for key in ("AWS_ENDPOINT_URL", "TABLE_NAME", "CONTROL_PLANE_AUTH_URL"):
-        env.pop(key, None)
+    """The environment of an ``itl-local`` run on ``ports`` (API, embedded AWS, issuer, DGX simulator): this
+    process's, without any provider setting in it (the integration tests' session sets the table, the DGX URL and
+    the state machines of its own in-process stack: a stack started after them must not use those)."""
+    from itl_accelerator.settings import Settings
+
+    settings = {name.upper() for name in Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in settings and k != "AWS_ENDPOINT_URL"}
+    env.update(
+        zip(("SERVICE_PORT", "LOCAL_AWS_PORT", "LOCAL_IDP_PORT", "LOCAL_DGX_PORT"), map(str, ports), strict=True)
+    )
+    env["LOCAL_HOME"] = str(home)
     return env
 
 
@@ -88,6 +90,15 @@ class Stack:
         response.raise_for_status()
         return response.json()
 
+    @contextmanager
+    def provisioning_held(self) -> Iterator[None]:
+        """Within it, the DGX simulator keeps every instance Provisioning (``hold_provisioning``); let go after."""
+        self.simulator_config(hold_provisioning=True)
+        try:
+            yield
+        finally:
+            self.simulator_config(hold_provisioning=False)
+
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
         try:
@@ -117,7 +128,7 @@ def test_seed_node_requests_over_http(stack: Stack):
     assert token.count(".") == 2 and "\n" not in token
     auth = {"Authorization": f"Bearer {token}"}
     base = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
-    with httpx.Client(headers=auth, timeout=10) as http:
+    with httpx.Client(headers=auth, timeout=30) as http:
         # When the seed's requests are sent as curl would send them
         created = http.post(base, content=httpx.Request("POST", base, json=SEED_NODE).content)
         assert created.status_code == 201, created.text
@@ -128,7 +139,7 @@ def test_seed_node_requests_over_http(stack: Stack):
         assert http.delete(f"{base}/dgx-1").status_code == 200
         assert http.get(f"{base}/dgx-1").status_code == 404
         # And a call without a token is refused by the gateway with an ARM body
-        anonymous = httpx.get(base)
+        anonymous = httpx.get(base, timeout=30)
         assert anonymous.status_code == 401
         assert anonymous.json()["error"]["code"] == "AuthenticationFailed"
         # And a path the template does not declare does not exist locally either
@@ -142,7 +153,7 @@ def _node_status(stack: Stack, method: str, **kw) -> int:
     token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-9")
     base = f"{stack.url}/subscriptions/sub-9/resourceGroups/rg/providers/ITL.Accelerator/sparkNodes"
     url = base if method == "POST" else f"{base}/dgx-1"
-    return httpx.request(method, url, headers={"Authorization": f"Bearer {token}"}, **kw).status_code
+    return httpx.request(method, url, headers={"Authorization": f"Bearer {token}"}, timeout=30, **kw).status_code
 
 
 def test_data_kept_only_when_asked(tmp_path: Path):
@@ -254,7 +265,7 @@ def test_restarts_at_once_on_the_same_ports(tmp_path: Path):
     first = Stack(tmp_path)
     scope = ("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
     base = f"{first.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
-    with httpx.Client(headers={"Authorization": f"Bearer {first.token(*scope)}"}, timeout=10) as http:
+    with httpx.Client(headers={"Authorization": f"Bearer {first.token(*scope)}"}, timeout=30) as http:
         assert http.post(base, json=SEED_NODE).status_code == 201
         assert http.get(f"{base}/dgx-1").status_code == 200
         assert http.put(f"{base}/dgx-2", content=b"x" * 70_000).status_code == 413
@@ -262,7 +273,7 @@ def test_restarts_at_once_on_the_same_ports(tmp_path: Path):
     assert _time_wait_ports(set(first.ports)), "the servers closed no connection first: nothing is tested"
     second = Stack(tmp_path, ports=first.ports)
     try:
-        listed = httpx.get(base, headers={"Authorization": f"Bearer {second.token(*scope)}"})
+        listed = httpx.get(base, headers={"Authorization": f"Bearer {second.token(*scope)}"}, timeout=30)
         assert listed.json() == {"value": [], "nextLink": None}
     finally:
         assert second.stop() == 0
@@ -286,7 +297,7 @@ def _provision(stack: Stack, token: str) -> tuple[str, str]:
     """Create dgx-1 and provision instance-1 on it as the README's worked example does, until Succeeded. Returns
     (the node PUT's request id, the operation id)."""
     nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
-    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
         created = http.put(f"{nodes}/dgx-1", json=node_body())
         assert created.status_code == 201, created.text
         accepted = http.post(
@@ -310,7 +321,9 @@ def test_up_prints_each_request_each_workflow_step_and_the_functions_logs(stack:
     token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
     request_id, operation = _provision(stack, token)
     path = "/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
-    assert httpx.get(f"{stack.url}{path}", headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert (
+        httpx.get(f"{stack.url}{path}", headers={"Authorization": "Bearer not-a-token"}, timeout=30).status_code == 401
+    )
     assert stack.stop() == 0
     text = stack.text
     node_put = rf"^\d\d:\d\d:\d\d PUT {path}/dgx-1 201 SparkNodesCreateOrUpdateFunction \d+ms req={request_id}$"
@@ -331,7 +344,7 @@ def test_up_quiet_prints_only_the_start_and_stop_lines(tmp_path: Path):
     token = stack.token("--sub", "alice", "--role", "itl-accelerator-admin", "--scope", "/subscriptions/sub-123")
     _provision(stack, token)
     nodes = f"{stack.url}/subscriptions/sub-123/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
-    assert httpx.get(nodes, headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+    assert httpx.get(nodes, headers={"Authorization": "Bearer not-a-token"}, timeout=30).status_code == 401
     assert stack.stop() == 0
     assert len(stack.output) == 3, stack.text
     assert stack.output[0].startswith("ITL Accelerator local stack ready") and stack.output[2] == "stopping...\n"
