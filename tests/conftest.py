@@ -104,7 +104,7 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "DGX_READ_TIMEOUT_SECONDS": "1",
         "DGX_ATTEMPTS": "2",
         "INSTANCE_POLL_INTERVAL_SECONDS": "1",
-        "INSTANCE_PROVISION_TIMEOUT_SECONDS": "6",
+        "INSTANCE_PROVISION_TIMEOUT_SECONDS": "15",  # long enough for a held instance's checks on a busy machine
         "JOB_POLL_INTERVAL_SECONDS": "1",
         "JOB_POLL_MAX_INTERVAL_SECONDS": "2",
         "JOB_STOP_TIMEOUT_SECONDS": "20",

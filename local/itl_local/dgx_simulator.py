@@ -52,6 +52,8 @@ class SimulatorConfig:
     # while set, every instance stays Provisioning whatever its time: a test holds one in flight (to see it
     # Accepted/Provisioning, press Ctrl-C, delete it mid-way) however slow the machine, then clears it to let it go
     hold_provisioning: bool = False
+    hold_deletion: bool = False  # the same for instances being deleted: they stay Deleting while set
+    hold_jobs: bool = False  # the same for jobs: none ends while set (each ends as soon as it is cleared)
     refuse_deletes: bool = False  # DELETE of an instance answers 409 DeleteRefused (a permanent failure)
     job_seconds: float = 5.0  # how long a job runs (a job's env ITL_SIM_SECONDS overrides it)
     job_queue_seconds: float = 0.0  # how long a submitted job stays Queued before it runs
@@ -173,7 +175,9 @@ class DgxSimulator:
             else:
                 inst["status"] = "Running"
                 inst["endpoint"] = f"{inst['baseUrl']}/ollama/{inst['id']}"
-        if inst["status"] == "Deleting" and now >= inst["deleteAt"]:
+        if inst["status"] == "Deleting" and self.config.hold_deletion:
+            inst["deleteAt"] = max(inst["deleteAt"], now)
+        elif inst["status"] == "Deleting" and now >= inst["deleteAt"]:
             self.instances.pop(inst["id"], None)
             return None
         return inst
@@ -260,7 +264,9 @@ class DgxSimulator:
         if job["status"] == "Queued" and now >= job["runAt"]:
             # the times a job reports are when it ran and ended, not when someone asked
             job["status"], job["startedAt"] = "Running", _iso_at(job["wallStart"] + job["runAt"] - job["created"])
-        if job["status"] == "Running" and job["endsAt"] is not None and now >= job["endsAt"]:
+        if job["status"] == "Running" and job["endsAt"] is not None and self.config.hold_jobs:
+            job["endsAt"] = max(job["endsAt"], now)  # held: it ends when let go, not back when it was due
+        elif job["status"] == "Running" and job["endsAt"] is not None and now >= job["endsAt"]:
             job["exitCode"] = job["plannedExitCode"]
             job["status"] = "Succeeded" if job["exitCode"] == 0 else "Failed"
             job["endedAt"] = _iso_at(job["wallStart"] + job["endsAt"] - job["created"])

@@ -61,7 +61,16 @@ class Cli:
         return json.loads(self(*args, "-o", "json").stdout)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([CLI, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        """Started as a terminal's foreground command is: Ctrl-C (SIGINT) interrupts it, even when the suite itself
+        runs in the background of a non-interactive shell (which starts its children with SIGINT ignored)."""
+        return subprocess.Popen(
+            [CLI, *args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
 def stats(cli: Cli, *args: str) -> dict[str, Any] | None:
@@ -158,26 +167,23 @@ def test_ctrl_c_leaves_the_provisioning_running_and_operation_wait_resumes(stack
     admin("node", "create", "dgx-1", "--location", "us-east-1", "--sku", "DGX-H100-8GPU", "--gpus", "8")
     # The DGX Platform holds the provisioning until told, so the wait is still on when Ctrl-C comes, however slow
     # the machine
-    stack.simulator_config(hold_provisioning=True)
-    waiting = admin.popen("instance", "create", "instance-1", "--node", "dgx-1", "--model", "mistral:7b", "--gpus",
-                          "1", "--memory-gb", "80")  # fmt: skip
-    # When the first progress line shows (stderr is no terminal: a plain line), Ctrl-C
-    assert waiting.stderr is not None
-    first = waiting.stderr.readline()
-    assert first.startswith("instance instance-1: "), first
-    waiting.send_signal(signal.SIGINT)
-    out, err = waiting.communicate(timeout=30)
-    assert waiting.returncode == 130, out + err
-    assert "Stopped waiting; instance instance-1 goes on" in err
-    resume = err.strip().splitlines()[-1].strip()
-    assert resume.startswith("itlc-accelerator operation wait 'http://127.0.0.1:")
-    assert admin.json("instance", "show", "instance-1", "--node", "dgx-1")["properties"]["provisioningState"] in (
-        "Accepted",
-        "Provisioning",
-    )
+    with stack.provisioning_held():
+        waiting = admin.popen("instance", "create", "instance-1", "--node", "dgx-1", "--model", "mistral:7b",
+                              "--gpus", "1", "--memory-gb", "80")  # fmt: skip
+        # When the first progress line shows (stderr is no terminal: a plain line), Ctrl-C
+        assert waiting.stderr is not None
+        first = waiting.stderr.readline()
+        assert first.startswith("instance instance-1: "), first
+        waiting.send_signal(signal.SIGINT)
+        out, err = waiting.communicate(timeout=30)
+        assert waiting.returncode == 130, out + err
+        assert "Stopped waiting; instance instance-1 goes on" in err
+        resume = err.strip().splitlines()[-1].strip()
+        assert resume.startswith("itlc-accelerator operation wait 'http://127.0.0.1:")
+        state = admin.json("instance", "show", "instance-1", "--node", "dgx-1")["properties"]["provisioningState"]
+        assert state in ("Accepted", "Provisioning")
     # Then the provisioning goes on once the platform lets it, and waiting again (the command it printed) sees it
     # to the end
-    stack.simulator_config(hold_provisioning=False)
     url = resume.split("'")[1]
     assert admin.json("operation", "wait", url)["status"] == "Succeeded"
     assert (

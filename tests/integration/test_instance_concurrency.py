@@ -155,7 +155,7 @@ def test_fault_injection_leaves_no_leaked_gpus_and_no_orphans(gateway_url, make_
     dgx.config.update({"error_rate": 0.0, "timeout_rate": 0.0})
     wait_for(
         lambda: not simulator_instances(dgx, include_deleting=True) or _only_foreign(dgx, sub),
-        timeout=20,
+        timeout=60,
         what="simulator to drain",
     )
     elapsed = time.monotonic() - started

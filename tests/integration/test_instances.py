@@ -141,11 +141,13 @@ def test_delete_during_provisioning_cancels_it(admin, sub, node, aws, dgx):
     dgx.config.hold_provisioning = True  # it stays Provisioning until deleted
     accepted = admin.post(instances_path(sub), json=SEED_INSTANCE)
     wait_state(admin, instances_path(sub, name="instance-1"), ("Provisioning",))
+    dgx.config.hold_deletion = True  # Deleting until the checks below are done
     deleting = admin.delete(instances_path(sub, name="instance-1"))
     assert deleting.status_code == 202 and deleting.headers["Location"]
     assert admin.get(instances_path(sub, name="instance-1")).json()["properties"]["provisioningState"] == "Deleting"
     # A repeated DELETE → the same operation
     assert admin.delete(instances_path(sub, name="instance-1")).headers["Location"] == deleting.headers["Location"]
+    dgx.config.hold_deletion = False
     wait_gone(admin, instances_path(sub, name="instance-1"))
     assert admin.get(relative(deleting.headers["Location"])).status_code == 204
     assert admin.get(relative(deleting.headers["Azure-AsyncOperation"])).json()["status"] == "Succeeded"

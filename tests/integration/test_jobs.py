@@ -148,7 +148,9 @@ def test_a_dgx_refusal_after_the_reservation_fails_the_job_and_releases_once(adm
 
 
 def test_a_job_that_exits_non_zero_fails_with_its_exit_code(admin, sub, node, aws, dgx):
-    assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=1, exit_code=3))).status_code == 201
+    # (3 s: billing starts when the submit's answer comes back, in whole seconds, so a 1 s job on a slow machine
+    # could be billed 0 GPU-seconds and the check below would not say whether it is billed)
+    assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=3, exit_code=3))).status_code == 201
     done = wait_job(admin, jobs_path(sub, "j"))
     assert done["properties"]["status"] == "Failed"
     assert "exit code 3" in done["properties"]["statusReason"]
@@ -167,7 +169,7 @@ def test_a_job_that_exits_non_zero_fails_with_its_exit_code(admin, sub, node, aw
 )
 def test_a_job_no_node_could_ever_hold_fails_at_once_as_inadmissible(admin, sub, node, aws, body, why):
     assert admin.put(jobs_path(sub, "big"), json=body).status_code == 201
-    done = wait_job(admin, jobs_path(sub, "big"), timeout=20)
+    done = wait_job(admin, jobs_path(sub, "big"), timeout=60)
     assert done["properties"]["status"] == "Failed"
     assert done["properties"]["statusReason"].startswith("Inadmissible") and why in done["properties"]["statusReason"]
     assert "assignedNode" not in done["properties"]
@@ -190,7 +192,7 @@ def test_max_duration_is_enforced_and_billing_stops_then(admin, sub, node, aws, 
     # When the tracker looks after the deadline has passed
     wait_for(
         lambda: Container.build(get_settings()).job_tracker.run(now=time.time() + 120)["ended"] >= 1 or None,
-        timeout=20,
+        timeout=60,
         what="the tracker to end the job",
     )
     done = wait_job(admin, jobs_path(sub, "long"))
@@ -219,7 +221,7 @@ def test_cancel_while_pending_ends_it_at_once(admin, sub, node, aws):
     canceled = admin.post(jobs_path(sub, "waiting") + "/cancel")
     # Then 202 with Location; the job ends Canceled, never placed, nothing billed; the cancel operation Succeeded
     assert canceled.status_code == 202 and "/operationResults/" in canceled.headers["Location"]
-    done = wait_job(admin, jobs_path(sub, "waiting"), timeout=20)
+    done = wait_job(admin, jobs_path(sub, "waiting"), timeout=60)
     assert done["properties"]["status"] == "Canceled" and "admin-1" in done["properties"]["statusReason"]
     assert "assignedNode" not in done["properties"] and done["properties"]["gpuSeconds"] == 0
     status = admin.get(relative(canceled.headers["Azure-AsyncOperation"])).json()
@@ -233,7 +235,7 @@ def test_cancel_while_scheduled_stops_it_before_it_runs(admin, sub, node, aws, d
     # Given a DGX Platform slow to answer, so the job sits Scheduled while it is submitted
     dgx.config.update({"latency_seconds": 1.5})
     assert admin.put(jobs_path(sub, "j"), json=job_body(2, 160)).status_code == 201
-    wait_job(admin, jobs_path(sub, "j"), ("Scheduled",), timeout=20)
+    wait_job(admin, jobs_path(sub, "j"), ("Scheduled",), timeout=60)
     # When it is canceled then
     assert admin.post(jobs_path(sub, "j") + "/cancel").status_code == 202
     dgx.config.update({"latency_seconds": 0.0})
@@ -374,9 +376,11 @@ def test_best_fit_prefers_the_node_left_fullest(admin, sub, aws):
 
 
 # ------------------------------------------------------------------------------------------------ delete, resubmit
-def test_a_finished_job_is_deleted_and_its_name_runs_afresh(admin, sub, node, aws):
+def test_a_finished_job_is_deleted_and_its_name_runs_afresh(admin, sub, node, aws, dgx):
+    dgx.config.hold_jobs = True  # it stays active until the DELETE below is refused
     first = admin.post(jobs_path(sub), json=SEED_JOB)
-    assert admin.delete(jobs_path(sub, "job-1")).status_code == 409  # active
+    assert_refused(admin.delete(jobs_path(sub, "job-1")), 409, "Conflict")
+    dgx.config.hold_jobs = False
     wait_job(admin, jobs_path(sub, "job-1"))
     assert admin.delete(jobs_path(sub, "job-1")).status_code == 200
     assert admin.get(jobs_path(sub, "job-1")).status_code == 404
@@ -388,11 +392,12 @@ def test_a_finished_job_is_deleted_and_its_name_runs_afresh(admin, sub, node, aw
 
 
 def test_submitting_the_same_job_again_is_idempotent_and_a_different_one_conflicts(admin, sub, node):
-    body = job_body(1, 80, workload=sim(seconds=1))
+    body = job_body(1, 80, workload=sim(forever=True))  # in flight until canceled below
     assert admin.put(jobs_path(sub, "j"), json=body).status_code == 201
     assert admin.put(jobs_path(sub, "j"), json=body).status_code == 200
     assert_refused(admin.put(jobs_path(sub, "j"), json=job_body(2, 160)), 409, "AnotherOperationInProgress")
     assert_refused(admin.post(jobs_path(sub), json={**SEED_JOB, "name": "j"}), 409, "Conflict")
+    assert admin.post(jobs_path(sub, "j") + "/cancel").status_code == 202
     wait_job(admin, jobs_path(sub, "j"))
     assert_refused(admin.put(jobs_path(sub, "j"), json=job_body(2, 160)), 409, "PropertyChangeNotAllowed")
 
@@ -520,18 +525,23 @@ def test_tracking_a_job_costs_a_constant_number_of_history_events(admin, sub, no
     from itl_accelerator.workflows import execution_arn
 
     sfn = boto3.client("stepfunctions")
-    counts = {}
+    counts: dict[str, int] = {}
+    entered: dict[str, list[str]] = {}
     for name, seconds in (("short", 1.0), ("longer", 6.0)):
         accepted = admin.put(jobs_path(sub, name), json=job_body(workload=sim(seconds=seconds)))
         done = wait_job(admin, jobs_path(sub, name), timeout=60)
         assert done["properties"]["status"] == "Succeeded"
         arn = execution_arn(get_settings().job_state_machine_arn, accepted.json()["properties"]["operationId"])
         wait_for(lambda a=arn: sfn.describe_execution(executionArn=a)["status"] == "SUCCEEDED", what="the execution")
-        counts[name] = len(sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
+        events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        counts[name] = len(events)
+        entered[name] = [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
     per_hour = 0  # tracking adds no event while the job runs (the tracker checks it outside the execution)
-    seven_days = counts["longer"] + per_hour * 24 * 7
+    seven_days = max(counts.values()) + per_hour * 24 * 7
     print(f"\nhistory events: {counts}; per hour of running: {per_hour}; a 7-day job: {seven_days} (limit 25,000)")
-    assert counts["short"] == counts["longer"]
+    # The same states, each entered as often, whether the job ran 1 s or 6 s (a Task's Retry after a slow call on
+    # a busy machine adds events inside its state, not states: the event counts may differ by those alone)
+    assert entered["short"] == entered["longer"] and "Track" in entered["short"], entered
     assert seven_days < 25_000
 
 

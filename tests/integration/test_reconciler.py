@@ -45,10 +45,12 @@ def run(sub: str) -> list[str]:
     return [r["outcome"] for r in report.repaired if f"/subscriptions/{sub}/" in r["resource"]]
 
 
-def reconcile_until(sub: str, done, *, what: str, runs: int = 40) -> list[str]:
-    """Run the reconciler until ``done()``; returns the outcomes of all runs in ``sub``."""
+def reconcile_until(sub: str, done, *, what: str, timeout: float = 60) -> list[str]:
+    """Run the reconciler until ``done()`` (at most ``timeout`` seconds: what it starts runs through the whole
+    stack); returns the outcomes of all runs in ``sub``."""
     outcomes: list[str] = []
-    for _ in range(runs):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         outcomes += run(sub)
         if done():
             return outcomes
