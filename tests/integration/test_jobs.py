@@ -313,6 +313,37 @@ def test_cancel_racing_completion_yields_one_end(admin, sub, node, aws, dgx):
     print(f"\ncancel racing completion: {outcomes}")
 
 
+def test_a_cancel_accepted_while_the_job_is_being_finished_gets_its_answer(admin, sub, node, aws, dgx, monkeypatch):
+    """The exact interleaving the race above only sometimes hits: the job's final transition has read the job, then
+    a cancel is accepted (202, a new operation), then the transition writes. The cancel's operation must still end
+    (Failed: the job had already finished), not stay Accepted for ever."""
+    from itl_accelerator.store.workloads import WorkloadStore
+
+    # Given a running job whose end on the DGX Platform is held back
+    dgx.config.hold_jobs = True
+    assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=1))).status_code == 201
+    wait_job(admin, jobs_path(sub, "j"), ("Running",))
+    cancels: list[Any] = []
+    transition = WorkloadStore.transition
+
+    def cancel_first(self, key, **kw):  # the job's final transition, after its read: a cancel comes first
+        ours = key.subscription_id == sub and key.type_segment == "sparkJobs"
+        if ours and not cancels and kw["set_values"].get("status") in FINAL:
+            cancels.append(admin.post(jobs_path(sub, "j") + "/cancel"))
+        return transition(self, key, **kw)
+
+    monkeypatch.setattr(WorkloadStore, "transition", cancel_first)
+    # When the job ends on the platform
+    dgx.config.hold_jobs = False
+    done = wait_job(admin, jobs_path(sub, "j"))
+    # Then it ended once, as the platform said, and the cancel accepted meanwhile has its final answer
+    assert done["properties"]["status"] == "Succeeded"
+    assert [c.status_code for c in cancels] == [202]
+    status = admin.get(relative(cancels[0].headers["Azure-AsyncOperation"])).json()
+    assert status["status"] == "Failed" and status["error"]["code"] == "JobAlreadyFinished", status
+    assert node_counters(aws, sub)["gpuAllocated"] == 0
+
+
 # ------------------------------------------------------------------------------------------------ waiting, backfill
 def test_a_job_that_does_not_fit_now_runs_once_an_instance_frees_gpus(admin, sub, node, aws, dgx):
     # Given an instance holding 6 of the node's 8 GPUs

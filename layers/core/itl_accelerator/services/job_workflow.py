@@ -380,6 +380,8 @@ class JobWorkflow:
                     "operationId": inp.operationId,
                     "status": record.extra.get("status"),
                     "capacityReserved": record.capacity_reserved,
+                    # a cancel accepted after the read above started an operation this write must end too
+                    "cancelRequested": record.cancel_requested,
                 },
                 set_values={
                     "document": document,
