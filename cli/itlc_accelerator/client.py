@@ -1,7 +1,8 @@
 """The HTTP client of the commands: one bearer token, one API base URL, ARM errors raised as :class:`ApiError`.
 
 - Paths (``/subscriptions/...``) are joined to the API URL; absolute URLs the API returned (``nextLink``,
-  ``Azure-AsyncOperation``, ``Location``) are followed as given.
+  ``Azure-AsyncOperation``, ``Location``) are followed as given — on the API URL's origin only: the bearer token is
+  never sent anywhere else (another origin is a usage error, exit 2).
 - Every request names ``api-version`` (:data:`paths.API_VERSION`) unless its URL does already.
 - A status >= 400 raises :class:`ApiError` with the ARM body's ``error.code`` and ``error.message``; a connection
   failure or timeout raises ``ConnectionFailed``. Both exit 1.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
 import httpx
 
 from itlc_accelerator import __version__
@@ -44,8 +46,17 @@ class Client:
         self._http.close()
 
     def url(self, path_or_url: str) -> httpx.URL:
-        """The absolute URL of a path, or the URL itself; with ``api-version`` unless it has one."""
+        """The absolute URL of a path, or the URL itself; with ``api-version`` unless it has one.
+
+        The bearer token goes to ``--api-url``'s origin only (scheme, host and port): an absolute URL elsewhere —
+        given on the command line or returned by a server — raises ``click.UsageError`` (exit 2) before anything
+        is sent."""
         url = httpx.URL(path_or_url if "://" in path_or_url else self.api_url + path_or_url)
+        if _origin(url) != _origin(httpx.URL(self.api_url)):
+            raise click.UsageError(
+                f"{str(url.copy_with(query=None))[:200]} is not on --api-url's origin ({_origin(httpx.URL(self.api_url))}):"
+                " the token is sent only there."
+            )
         return url if "api-version" in url.params else url.copy_add_param("api-version", API_VERSION)
 
     def send(
@@ -91,6 +102,12 @@ class Client:
             if not next_link or (max_items is not None and len(items) >= max_items):
                 return {"value": items if max_items is None else items[:max_items], "nextLink": next_link}
             url, query = next_link, {}
+
+
+def _origin(url: httpx.URL) -> str:
+    """``scheme://host:port`` of a URL (the port made explicit: ``http://a`` and ``http://a:80`` are one origin)."""
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme, 0)
+    return f"{url.scheme}://{url.host}:{port}"
 
 
 def _json_or_none(response: httpx.Response) -> Any:

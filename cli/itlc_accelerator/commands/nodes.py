@@ -8,6 +8,7 @@ replaces the node's whole tag set); delete ``DELETE`` (200; 204 when there was n
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -37,13 +38,28 @@ def _pricing(price: float | None, currency: str | None, increment: int | None, m
     return pricing
 
 
+class Price(click.ParamType):
+    """A price per GPU-hour: a finite decimal number >= 0 (``nan``, ``inf`` and negatives are usage errors, exit 2)."""
+
+    name = "PRICE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value!r} is not a price: give a finite number >= 0.", param, ctx)
+        return number
+
+
 def pricing_options(command: Any) -> Any:
     for option in reversed(
         [
-            click.option("--price", type=click.FloatRange(min=0), help="Price per GPU-hour."),
+            click.option("--price", type=Price(), help="Price per GPU-hour (new allocations lock it)."),
             click.option("--currency", help="ISO 4217 currency of the price (USD when never set)."),
             click.option("--billing-increment-seconds", type=click.IntRange(1, 3600), help="Billing increment."),
-            click.option("--minimum-billable-seconds", type=click.IntRange(0, 86400), help="Minimum billed."),
+            click.option("--minimum-billable-seconds", type=click.IntRange(0, 3600), help="Minimum billed."),
         ]
     ):
         command = option(command)
