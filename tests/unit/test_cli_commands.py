@@ -209,3 +209,22 @@ def test_relative_times_count_back_from_now():
     assert to_time("2d", now) == "2026-10-31T12:00:00Z"
     assert to_time("2026-01-01T00:00:00+01:00", now) == "2026-01-01T00:00:00+01:00"
     assert to_time(None, now) is None
+
+
+def test_the_token_is_never_sent_to_another_origin_than_the_api_url():
+    # Given an operation URL on another port of the same host, and one on another host
+    for url in (
+        "http://127.0.0.1:9999/subscriptions/sub-1/providers/ITL.Accelerator/locations/global/operationStatuses/x",
+        "https://evil.example/subscriptions/sub-1/providers/ITL.Accelerator/locations/global/operationStatuses/x",
+    ):
+        for command in (["operation", "show", url], ["operation", "wait", url]):
+            done = run(command, routes({}))
+            # Then nothing is sent, and it is a usage error naming the origin the token is for
+            assert done.code == 2 and done.requests == [], done.err
+            assert "the token is sent only there" in done.err
+
+
+def test_a_price_that_is_no_number_is_a_usage_error():
+    for price in ("nan", "inf", "-1", "abc"):
+        done = run(["node", "update", "dgx-1", "--price", price], routes({}))
+        assert done.code == 2 and done.requests == [] and "Traceback" not in done.err, done.err
