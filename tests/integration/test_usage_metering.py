@@ -41,19 +41,12 @@ class Usage:
     now: int = 0
 
     # ----------------------------------------------------------------------------------------------- givens
-    def price(self, sub: str, node: str, effective: str, price: str, currency: str = "USD", **rule: int) -> None:
-        from itl_accelerator.store.codec import typed
-        from itl_accelerator.store.keys import ResourceKey
-        from itl_accelerator.store.usage import UsageStore
-
-        pricing = {"pricePerGpuHour": price, "currency": currency, **rule}
-        item = UsageStore.price_point_item(ResourceKey(sub, "rg1", "sparkNodes", (node,)), pricing, t(effective))
-        self.store.transact([{"Put": {"TableName": self.table, "Item": typed(item)}}])
-
     def meter(
         self, sub: str, name: str, *, gpus: int, start: str, service: str = "instances", node: str = "dgx-1",
-        dgx_id: str = "",
+        dgx_id: str = "", price: str = "1.00", currency: str = "USD", increment: int = 1, minimum: int = 0,
     ) -> Any:  # fmt: skip
+        """A meter of an allocation that locked ``price`` per GPU-hour in ``currency``, ``increment``/``minimum``."""
+        from itl_accelerator.billing.metering import BillingTerms
         from itl_accelerator.store.usage import Meter
 
         rtype = "sparkNodes/sparkOllamaInstances" if service == "instances" else "sparkJobs"
@@ -73,6 +66,7 @@ class Usage:
             region="westeurope",
             sku="DGX-H100-8GPU",
             gpus=gpus,
+            terms=BillingTerms(Decimal(price), currency, increment, minimum),
             start=t(start),
             dgx_id=dgx_id,
             tags={"team": "ml"},
@@ -129,11 +123,10 @@ def money(rows: list[dict[str, str]], column: str = "BilledCost") -> Decimal:
 # ----------------------------------------------------------------------------------------------- records
 
 
-def test_an_instance_across_midnight_is_recorded_per_hour_at_the_price_in_force(usage):
-    # Given a node at 2.40 USD per GPU-hour billed per started minute, and an instance of 2 GPUs on it from
-    # 23:40:10 until its deletion was accepted at 01:05:00 the next day
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
-    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10")
+def test_an_instance_across_midnight_is_recorded_per_hour_at_its_locked_price(usage):
+    # Given an instance of 2 GPUs that locked 2.40 USD per GPU-hour billed per started minute, from 23:40:10 until
+    # its deletion was accepted at 01:05:00 the next day
+    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10", price="2.40", increment=60, minimum=60)
     usage.end(meter, "2026-03-02T01:05:00")
     meter.end = t("2026-03-02T01:05:00")
     # When the usage sync runs once the late period has passed
@@ -149,25 +142,9 @@ def test_an_instance_across_midnight_is_recorded_per_hour_at_the_price_in_force(
     assert usage.sync.run(now=t("2026-03-02T05:00")).meters == 0  # closed meters are no longer read
 
 
-def test_a_price_change_mid_day_prices_each_part_of_the_hour_at_its_own_price(usage):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "3.00", "EUR")
-    usage.price("sub-a", "dgx-1", "2026-03-01T10:20", "4.50", "EUR")
-    meter = usage.meter("sub-a", "train-1", gpus=1, start="2026-03-01T10:10:00", service="jobs")
-    usage.end(meter, "2026-03-01T10:50:00")
-    meter.end = t("2026-03-01T10:50:00")
-    usage.run_sync("2026-03-01T13:00")
-    (record,) = usage.records(meter)
-    assert [(s["gpuSeconds"], s["pricePerGpuHour"], s["cost"]) for s in record.segments] == [
-        (600, "3.00", "0.500000"),
-        (1800, "4.50", "2.250000"),
-    ]
-    assert record.cost == Decimal("2.750000") and record.currency == "EUR"
-
-
 def test_repeated_and_concurrent_syncs_count_each_window_once(usage):
     from itl_accelerator.services.usage import SyncReport
 
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meters = [usage.meter("sub-a", f"m{i}", gpus=1 + i % 3, start="2026-03-01T08:30:00") for i in range(6)]
     for meter in meters:
         usage.end(meter, "2026-03-01T11:15:00")
@@ -202,7 +179,6 @@ def test_metrics_that_arrive_late_update_their_own_window_without_touching_the_b
         json={"name": "late", "nodeId": "n", "model": "llama3", "gpus": 1, "memoryGb": 10},
         headers={"Authorization": f"Bearer {DGX_API_KEY}", "Idempotency-Key": str(uuid.uuid4())},
     ).json()
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meter = usage.meter("sub-a", "late", gpus=1, start="2026-03-01T09:00:00", dgx_id=created["id"])
     usage.run_sync("2026-03-01T10:30:00")
     before = {r.hour: r for r in usage.records(meter)}
@@ -222,8 +198,7 @@ def test_metrics_that_arrive_late_update_their_own_window_without_touching_the_b
 
 
 def test_stats_points_and_totals_match_the_run_times(usage):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
-    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10")
+    meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10", price="2.40", increment=60, minimum=60)
     usage.end(meter, "2026-03-02T01:05:00")
     usage.run_sync("2026-03-02T04:00:00")
     report = usage.rollups.run()
@@ -244,10 +219,8 @@ def test_stats_points_and_totals_match_the_run_times(usage):
 
 
 def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_identically(usage):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "2.40", billingIncrementSeconds=60, minimumBillableSeconds=60)
-    usage.price("sub-a", "dgx-1", "2026-03-01T12:00", "3.10")
-    a = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T10:40:10")
-    b = usage.meter("sub-a", "train", gpus=4, start="2026-03-01T11:59:00", service="jobs")
+    a = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T10:40:10", price="2.40", increment=60, minimum=60)
+    b = usage.meter("sub-a", "train", gpus=4, start="2026-03-01T11:59:00", service="jobs", price="3.10")
     usage.end(b, "2026-03-01T12:00:30")
     usage.run_sync("2026-03-01T23:00:00")
     usage.end(a, "2026-03-02T00:30:00")
@@ -258,15 +231,17 @@ def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_id
     first = usage.export.run(now=t("2026-03-02T01:30:00"))
     (exported,) = first.days
     rows = usage.export_rows("2026-03-01")
-    # Then its rows sum exactly to the day's usage records, one row per price segment
+    # Then its rows sum exactly to the day's usage records, one row per record
     assert exported.day == "2026-03-01" and exported.written
     assert money(rows) == sum((r.cost for r in day), Decimal(0))
     assert exported.manifest["totals"] == {"USD": format(money(rows), "f")}
     assert exported.manifest["rows"] == len(rows) == sum(len(r.segments) for r in day)
     assert {r["ChargeClass"] for r in rows} == {""}
     assert {r["ResourceId"] for r in rows} == {a.resource_id, b.resource_id}
-    # And the job over the price change is billed at each price
-    assert sorted(r["ListUnitPrice"] for r in rows if r["ResourceId"] == b.resource_id) == ["2.40", "3.10"]
+    # And each allocation is billed at the price it locked, and its rows carry its allocation id
+    assert {r["ListUnitPrice"] for r in rows if r["ResourceId"] == b.resource_id} == {"3.10"}
+    assert {r["ListUnitPrice"] for r in rows if r["ResourceId"] == a.resource_id} == {"2.40"}
+    assert {r["x_AllocationId"] for r in rows} == {a.allocation_id, b.allocation_id}
     # When the same day is exported again (a duplicate delivery, an operator's rerun)
     again = usage.export.run(now=t("2026-03-02T02:00:00"), day="2026-03-01")
     # Then nothing is rewritten: the same manifest, the same object
@@ -277,7 +252,6 @@ def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_id
 def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage, tmp_path):
     from itl_accelerator.services.billing_export import ExportRefused
 
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     running = usage.meter("sub-a", "long", gpus=1, start="2026-03-01T22:00:00", service="jobs")
     usage.run_sync("2026-03-02T01:00:00")  # both hours of 1 March recorded in full, the job still running
     usage.export.run(now=t("2026-03-02T01:30:00"))
@@ -323,7 +297,6 @@ def test_an_export_of_a_day_that_is_no_day_or_has_not_begun_is_refused(usage, da
 
 
 def test_usage_that_changes_while_its_own_day_is_being_exported_is_billed_once(usage):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meter = usage.meter("sub-a", "early", gpus=1, start="2026-03-01T22:00:00")
     usage.run_sync("2026-03-01T22:30:00")  # the 22:00 hour recorded while it runs: 1800 GPU-s so far
     usage.store.close_day("2026-03-01", "2026-03-02")  # Given an export of 1 March under way: closed, and
@@ -340,7 +313,6 @@ def test_usage_that_changes_while_its_own_day_is_being_exported_is_billed_once(u
 
 
 def test_an_end_learned_hours_late_empties_every_hour_after_it(usage):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meter = usage.meter("sub-a", "late-end", gpus=1, start="2026-03-01T06:00:00", service="jobs")
     usage.run_sync("2026-03-01T10:00:00")  # recorded as running until 10:00
     usage.end(meter, "2026-03-01T06:30:00")  # the platform says it ended at 06:30 (learned 3.5 hours late)
@@ -356,7 +328,6 @@ def test_metrics_the_platform_cannot_give_never_hold_billing_back(usage, dgx):
         json={"name": "flaky", "nodeId": "n", "model": "llama3", "gpus": 1, "memoryGb": 10},
         headers={"Authorization": f"Bearer {DGX_API_KEY}", "Idempotency-Key": str(uuid.uuid4())},
     ).json()
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meter = usage.meter("sub-a", "flaky", gpus=1, start="2026-03-01T08:00:00", dgx_id=created["id"])
     # Given the platform answering every usage read with 503
     dgx.config.error_rate = 1.0
@@ -374,7 +345,6 @@ def test_metrics_the_platform_cannot_give_never_hold_billing_back(usage, dgx):
 
 
 def test_one_meter_that_fails_does_not_stop_the_others(usage, monkeypatch):
-    usage.price("sub-a", "dgx-1", "2026-03-01T00:00", "1.00")
     meters = [usage.meter("sub-a", f"m{i}", gpus=1, start="2026-03-01T08:00:00") for i in range(3)]
     original = usage.sync.sync_meter
     broken = meters[0].allocation_id

@@ -1,5 +1,5 @@
 """What an allocation costs, window by window (billing/metering.py): exact GPU-seconds and money for known start and
-stop times, across hour and day boundaries, with a price change inside a window, and the node's rounding rule."""
+stop times, across hour and day boundaries, under the terms it locked, and their rounding rule."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from itl_accelerator.billing.metering import (
-    PricePoint,
+    BillingTerms,
     allocation_charges,
     billable_seconds,
     cost_of,
@@ -22,14 +22,14 @@ def t(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
 
 
-USD_240 = PricePoint(0, Decimal("2.40"), "USD", billing_increment_seconds=60, minimum_billable_seconds=60)
+USD_240 = BillingTerms(Decimal("2.40"), "USD", billing_increment_seconds=60, minimum_billable_seconds=60)
 
 
 def test_an_allocation_over_midnight_is_charged_per_hour_and_rounded_once_at_its_end():
     # Given 2 GPUs from 23:40:10 to 01:05:00 the next day, at 2.40 USD per GPU-hour, billed per started minute
     start, end = t("2026-03-01T23:40:10"), t("2026-03-02T01:05:00")
     # When it is charged window by window
-    charges = allocation_charges([USD_240], gpus=2, start=start, end=end, now=end)
+    charges = allocation_charges(USD_240, gpus=2, start=start, end=end, now=end)
     # Then each hour holds the GPU-seconds it covered, and only the last carries the rounding (5090 s → 5100 s)
     assert [c.window_start for c in charges] == [t("2026-03-01T23:00"), t("2026-03-02T00:00"), t("2026-03-02T01:00")]
     assert [c.gpu_seconds for c in charges] == [1190 * 2, 3600 * 2, 300 * 2]
@@ -39,13 +39,10 @@ def test_an_allocation_over_midnight_is_charged_per_hour_and_rounded_once_at_its
     assert sum((c.cost for c in charges), Decimal(0)) == Decimal("6.800000")
 
 
-def test_a_price_change_inside_a_window_splits_it_into_segments_at_each_price():
-    prices = [
-        PricePoint(t("2026-03-01T00:00"), Decimal("3.00"), "EUR"),
-        PricePoint(t("2026-03-01T10:20"), Decimal("4.50"), "EUR"),
-    ]
+def test_an_allocation_is_charged_one_segment_per_window_at_its_locked_price():
+    terms = BillingTerms(Decimal("4.50"), "EUR", billing_increment_seconds=1, minimum_billable_seconds=0)
     charge = window_charge(
-        prices,
+        terms,
         gpus=1,
         start=t("2026-03-01T10:10"),
         end=t("2026-03-01T10:50"),
@@ -53,28 +50,36 @@ def test_a_price_change_inside_a_window_splits_it_into_segments_at_each_price():
         window_start=t("2026-03-01T10:00"),
     )
     assert [(s.gpu_seconds, str(s.price_per_gpu_hour), str(s.cost)) for s in charge.segments] == [
-        (600, "3.00", "0.500000"),
-        (1800, "4.50", "2.250000"),
+        (2400, "4.50", "3.000000")
     ]
-    assert charge.cost == Decimal("2.750000") and charge.currency == "EUR"
+    assert charge.cost == Decimal("3.000000") and charge.currency == "EUR"
+
+
+def test_terms_round_trip_through_their_stored_form_exactly():
+    terms = BillingTerms.from_pricing(
+        {"pricePerGpuHour": 3.6, "currency": "EUR", "billingIncrementSeconds": 60, "minimumBillableSeconds": 300}
+    )
+    assert terms == BillingTerms(Decimal("3.6"), "EUR", 60, 300)
+    assert BillingTerms.from_pricing(terms.as_stored()) == terms
+    assert terms.as_stored()["pricePerGpuHour"] == "3.6"
 
 
 def test_a_running_allocation_is_counted_up_to_now_without_rounding():
     start = t("2026-03-01T10:00:30")
-    charges = allocation_charges([USD_240], gpus=4, start=start, end=None, now=t("2026-03-01T10:00:45"))
+    charges = allocation_charges(USD_240, gpus=4, start=start, end=None, now=t("2026-03-01T10:00:45"))
     assert [(c.gpu_seconds, c.billable_gpu_seconds) for c in charges] == [(60, 60)]
 
 
 def test_the_minimum_applies_to_a_short_allocation():
-    rule = PricePoint(0, Decimal("1.00"), "USD", billing_increment_seconds=1, minimum_billable_seconds=300)
+    rule = BillingTerms(Decimal("1.00"), "USD", billing_increment_seconds=1, minimum_billable_seconds=300)
     start = t("2026-03-01T10:00")
-    (charge,) = allocation_charges([rule], gpus=1, start=start, end=start + 7, now=start + 7)
+    (charge,) = allocation_charges(rule, gpus=1, start=start, end=start + 7, now=start + 7)
     assert (charge.gpu_seconds, charge.billable_gpu_seconds, str(charge.cost)) == (7, 300, "0.083333")
 
 
 def test_nothing_ran_costs_nothing():
     start = t("2026-03-01T10:00")
-    assert allocation_charges([USD_240], gpus=8, start=start, end=start, now=start) == []
+    assert allocation_charges(USD_240, gpus=8, start=start, end=start, now=start) == []
     assert billable_seconds(0, 60, 60) == 0
 
 

@@ -4,42 +4,86 @@ An *allocation* is a workload holding GPUs on a node while it is billable: an Ol
 ready (``Succeeded``) until its deletion is accepted; a job from the moment it runs on the DGX Platform until it
 ends (or its max duration passes). Failed provisioning and jobs that never started bill nothing.
 
-Usage is recorded per allocation per UTC hour (the *window*, start inclusive, end exclusive). A window's charge is
-split into *segments* at every change of the node's price within it, each at the price in force then. Rules:
+**Locked terms.** An allocation is billed by the :class:`BillingTerms` in force on its node when it reserved its
+GPUs — price per GPU-hour, currency, billing increment and minimum — like a rental contract: a later change of the
+node's pricing applies to new allocations only (AWS, Azure, RunPod and Lambda Cloud bill a running instance at the
+rate it was launched at). The terms are written on the instance or job (``properties.billingTerms``) and on its
+meter in the same transaction as the reservation, so nothing can change them mid-run.
+
+Usage is recorded per allocation per UTC hour (the *window*, start inclusive, end exclusive). Rules:
 
 - GPU-seconds used = GPUs * seconds of the window the allocation covered (whole seconds: allocation times are
   truncated to the second).
-- Billable GPU-seconds = used, except in an ended allocation's last window, which also carries the node's rounding
+- Billable GPU-seconds = used, except in an ended allocation's last window, which also carries the terms' rounding
   rule for the allocation as a whole: its total time rounded up to ``billingIncrementSeconds``, at least
-  ``minimumBillableSeconds`` (the difference is billed at the last segment's price).
-- Cost of a segment = billable GPU-seconds * price per GPU-hour / 3600, in ``Decimal``, rounded half up to 6
-  decimal places (:data:`COST_QUANTUM`). Never floats. A window's cost is the sum of its segments, an allocation's
-  the sum of its windows — so every total (job cost, stats, roll-ups, the billing export) sums the same figures.
+  ``minimumBillableSeconds``.
+- Cost = billable GPU-seconds * price per GPU-hour / 3600, in ``Decimal``, rounded half up to 6 decimal places
+  (:data:`COST_QUANTUM`) per window. Never floats. An allocation's cost is the sum of its windows — so every total
+  (job cost, stats, roll-ups, the billing export) sums the same figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
-from itertools import pairwise
+from typing import Any
 
 HOUR = 3600
 #: Money is rounded half up to this many decimals per segment.
 COST_QUANTUM = Decimal("0.000001")
 
 
-@dataclass(frozen=True)
-class PricePoint:
-    """The node's price from ``effective_from`` (epoch seconds) on: ``price_per_gpu_hour`` in ``currency``, and its
-    rounding rule (seconds)."""
+#: Bounds of the rounding rule a node may set (seconds): per-second up to hourly increments, and a minimum of at
+#: most one hour per allocation (the longest minimum the GPU clouds this provider is compared with apply).
+MAX_BILLING_INCREMENT_SECONDS = 3600
+MAX_MINIMUM_BILLABLE_SECONDS = 3600
 
-    effective_from: int
+
+@dataclass(frozen=True)
+class BillingTerms:
+    """The terms an allocation is billed by (locked when it reserved its GPUs, module docstring):
+    ``price_per_gpu_hour`` in ``currency`` (ISO 4217), its time rounded up to ``billing_increment_seconds``, at least
+    ``minimum_billable_seconds``."""
+
     price_per_gpu_hour: Decimal
     currency: str
     billing_increment_seconds: int = 1
     minimum_billable_seconds: int = 0
+
+    @classmethod
+    def from_pricing(cls, pricing: dict[str, Any]) -> BillingTerms:
+        """The terms of a node's ``properties.pricing`` (or of stored terms), wire names: ``pricePerGpuHour``,
+        ``currency``, ``billingIncrementSeconds``, ``minimumBillableSeconds``."""
+        return cls(
+            price_per_gpu_hour=Decimal(str(pricing.get("pricePerGpuHour", 0))),
+            currency=str(pricing.get("currency", "USD")),
+            billing_increment_seconds=int(pricing.get("billingIncrementSeconds", 1)),
+            minimum_billable_seconds=int(pricing.get("minimumBillableSeconds", 0)),
+        )
+
+    def as_stored(self) -> dict[str, Any]:
+        """Wire names, the price as an exact decimal string (what items and meters keep)."""
+        return {
+            "pricePerGpuHour": format(self.price_per_gpu_hour, "f"),
+            "currency": self.currency,
+            "billingIncrementSeconds": self.billing_increment_seconds,
+            "minimumBillableSeconds": self.minimum_billable_seconds,
+        }
+
+
+def terms_properties(terms: BillingTerms, locked_at: str) -> dict[str, Any]:
+    """``properties.billingTerms`` of an instance or job as the API shows it: the node's pricing members as they
+    were when the workload reserved its GPUs (``pricePerGpuHour`` a JSON number, like the node's), and
+    ``lockedAt`` (UTC ISO 8601)."""
+    return {
+        "pricePerGpuHour": float(terms.price_per_gpu_hour),
+        "currency": terms.currency,
+        "billingIncrementSeconds": terms.billing_increment_seconds,
+        "minimumBillableSeconds": terms.minimum_billable_seconds,
+        "lockedAt": locked_at,
+    }
 
 
 @dataclass(frozen=True)
@@ -106,17 +150,8 @@ def billable_seconds(seconds: int, increment: int, minimum: int) -> int:
     return max(minimum, -(-seconds // increment) * increment)
 
 
-def price_at(prices: Sequence[PricePoint], moment: int) -> PricePoint:
-    """The price in force at ``moment`` (the latest point effective at or before it; the first if none is)."""
-    current = prices[0]
-    for point in prices:
-        if point.effective_from <= moment:
-            current = point
-    return current
-
-
 def window_charge(
-    prices: Sequence[PricePoint],
+    terms: BillingTerms,
     *,
     gpus: int,
     start: int,
@@ -125,60 +160,32 @@ def window_charge(
     window_start: int,
 ) -> WindowCharge:
     """The charge of an allocation of ``gpus`` GPUs over ``[start, end)`` (``end`` None: still running, counted up to
-    ``now``) in the window starting at ``window_start``. ``prices`` ascending by ``effective_from``."""
+    ``now``) in the window starting at ``window_start``, under its locked ``terms``: one segment, or none when the
+    allocation did not cover the window."""
     until = end if end is not None else now
     lo, hi = max(start, window_start), min(until, window_start + HOUR)
-    if hi <= lo or not prices:
+    if hi <= lo:
         return WindowCharge(window_start)
-    cuts = [lo, *sorted(p.effective_from for p in prices if lo < p.effective_from < hi), hi]
-    segments = []
-    for a, b in pairwise(cuts):
-        point = price_at(prices, a)
-        used = (b - a) * gpus
-        segments.append(
-            Segment(a, b, used, used, point.price_per_gpu_hour, point.currency, cost_of(used, point.price_per_gpu_hour))
-        )
-    last_window = end is not None and window_of(end - 1) == window_start
-    if last_window and segments:
-        point = price_at(prices, end - 1)
+    used = (hi - lo) * gpus
+    billable = used
+    if end is not None and window_of(end - 1) == window_start:  # the last window carries the rounding rule
         total = end - start
-        extra = (
-            billable_seconds(total, point.billing_increment_seconds, point.minimum_billable_seconds) - total
-        ) * gpus
-        if extra:
-            tail = segments[-1]
-            billable = tail.billable_gpu_seconds + extra
-            segments[-1] = Segment(
-                tail.start,
-                tail.end,
-                tail.gpu_seconds,
-                billable,
-                tail.price_per_gpu_hour,
-                tail.currency,
-                cost_of(billable, tail.price_per_gpu_hour),
-            )
-    return WindowCharge(window_start, tuple(segments))
+        rounded = billable_seconds(total, terms.billing_increment_seconds, terms.minimum_billable_seconds)
+        billable += (rounded - total) * gpus
+    price = terms.price_per_gpu_hour
+    return WindowCharge(
+        window_start, (Segment(lo, hi, used, billable, price, terms.currency, cost_of(billable, price)),)
+    )
 
 
-def allocation_charges(
-    prices: Sequence[PricePoint], *, gpus: int, start: int, end: int | None, now: int
-) -> list[WindowCharge]:
-    """Every window charge of an allocation, oldest first."""
+def allocation_charges(terms: BillingTerms, *, gpus: int, start: int, end: int | None, now: int) -> list[WindowCharge]:
+    """Every window charge of an allocation under its locked ``terms``, oldest first."""
     until = end if end is not None else now
     return [
-        window_charge(prices, gpus=gpus, start=start, end=end, now=now, window_start=w) for w in windows(start, until)
+        window_charge(terms, gpus=gpus, start=start, end=end, now=now, window_start=w) for w in windows(start, until)
     ]
 
 
 def iso(epoch: int) -> str:
     """UTC ISO 8601 with ``Z`` (whole seconds)."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def with_fallback(prices: Sequence[PricePoint], fallback: PricePoint, start: int) -> list[PricePoint]:
-    """The price history to charge an allocation from ``start`` (epoch s) with: ``prices``, led by ``fallback``
-    (the price the allocation saw when it began, effective from 0) when no point is in force at ``start`` — a
-    node whose history began after the allocation (registered before histories were kept)."""
-    if not prices or prices[0].effective_from > start:
-        return [replace(fallback, effective_from=0), *prices]
-    return list(prices)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
 ProvisioningState = Literal["Succeeded", "Failed", "Canceled", "Accepted", "Provisioning", "Updating", "Deleting"]
@@ -18,6 +19,28 @@ Money = Annotated[
     Field(ge=0, le=1_000_000, max_digits=14, decimal_places=6),
     PlainSerializer(float, return_type=float, when_used="json"),
 ]
+
+#: ISO 4217 codes that name no money a price can be in: "no currency" and the code reserved for testing.
+NOT_MONEY_CODES = frozenset({"XXX", "XTS"})
+
+
+@cache
+def currency_codes() -> frozenset[str]:
+    """The ISO 4217 alphabetic codes a price may be in (from pycountry's ISO 4217 table, less
+    :data:`NOT_MONEY_CODES`). Loaded on first use: a function that never validates a price never reads the table."""
+    import pycountry
+
+    return frozenset(c.alpha_3 for c in pycountry.currencies) - NOT_MONEY_CODES
+
+
+def _iso_4217(value: str) -> str:
+    if value not in currency_codes():
+        raise ValueError(f"'{value[:16]}' is not an ISO 4217 currency code (e.g. USD, EUR, GBP).")
+    return value
+
+
+#: A currency: an upper-case ISO 4217 code that names money (refused otherwise, e.g. ``ABC``, ``usd``, ``XXX``).
+CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), AfterValidator(_iso_4217)]
 
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]
@@ -37,6 +60,50 @@ class ApiModel(BaseModel):
         extra="forbid",
         str_strip_whitespace=False,
     )
+
+
+def lift_flat_fields(data: Any, fields: dict[str, str]) -> Any:
+    """The seed's flat request form (``{"requested_gpus": 4, ...}`` at the top level) moved into ``properties``.
+
+    ``fields`` maps each accepted flat spelling (snake_case and camelCase) to its property name. A property given
+    twice with different values — two flat spellings (``requestedGpus`` and ``requested_gpus``), or flat and in
+    ``properties`` — is refused (``ValueError``, a 400 naming it): no spelling silently wins. Anything that is not
+    an object is returned unchanged for the model to refuse."""
+    if not isinstance(data, dict):
+        return data
+    flat: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key in data:
+        if key not in fields:
+            continue
+        prop = fields[key]
+        if prop in flat and flat[prop] != data[key]:
+            raise ValueError(f"'{spelled[prop]}' and '{key}' name the same property with different values.")
+        flat[prop], spelled[prop] = data[key], key
+    if not flat:
+        return data
+    rest = {k: v for k, v in data.items() if k not in fields}
+    props = data.get("properties")
+    if props is None:
+        return {**rest, "properties": flat}
+    if isinstance(props, dict):
+        for prop, value in flat.items():
+            if prop in props and props[prop] != value:
+                raise ValueError(f"'{prop}' is given twice with different values (flat and in properties).")
+        return {**rest, "properties": {**flat, **props}}
+    return data
+
+
+class BillingTermsLocked(ApiModel):
+    """Read-only ``properties.billingTerms`` of an instance or job: the node's pricing as it was when the workload
+    reserved its GPUs (``locked_at``, UTC ISO 8601) — what the workload is billed by until it ends, whatever the
+    node's pricing says later (docs/BILLING.md, "Locked terms"). Units as the node's ``pricing``."""
+
+    price_per_gpu_hour: Money
+    currency: str
+    billing_increment_seconds: int
+    minimum_billable_seconds: int
+    locked_at: str
 
 
 class SystemData(ApiModel):

@@ -18,7 +18,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
-from itl_accelerator.models.common import ApiModel, ProvisioningState, SystemData
+from itl_accelerator.models.common import (
+    ApiModel,
+    BillingTermsLocked,
+    ProvisioningState,
+    SystemData,
+    lift_flat_fields,
+)
 from itl_accelerator.models.ollama_names import MAX_LENGTH, parse_ollama_model
 
 
@@ -55,6 +61,10 @@ OllamaModel = Annotated[
 ]
 
 
+#: The seed's flat spellings of an instance's properties → their property names (models/common.lift_flat_fields).
+_FLAT_FIELDS = {"model": "model", "gpus": "gpus", "memory_gb": "memoryGb", "memoryGb": "memoryGb"}
+
+
 class InstanceSpec(ApiModel):
     """What to run: model, GPUs (1-64), GPU memory in GiB (1-65536)."""
 
@@ -79,6 +89,7 @@ class InstancePropertiesWrite(ApiModel):
     node_id: str | None = None
     operation_id: str | None = None
     error: dict[str, Any] | None = None
+    billing_terms: dict[str, Any] | None = None
 
 
 class SparkOllamaInstanceWrite(ApiModel):
@@ -98,20 +109,7 @@ class SparkOllamaInstanceWrite(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_to_properties(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        flat = {k: data[k] for k in ("model", "gpus", "memory_gb", "memoryGb") if k in data}
-        if not flat:
-            return data
-        props = data.get("properties")
-        if props is None:
-            return {**data, "properties": {**flat}}
-        if isinstance(props, dict):
-            for key, value in flat.items():
-                if key in props and props[key] != value:
-                    raise ValueError(f"'{key}' is given twice with different values (flat and in properties).")
-            return {**data, "properties": {**flat, **props}}
-        return data
+        return lift_flat_fields(data, _FLAT_FIELDS)
 
     @model_validator(mode="after")
     def _require_spec(self) -> SparkOllamaInstanceWrite:
@@ -143,11 +141,13 @@ class OperationError(ApiModel):
 
 
 class SparkOllamaInstanceProperties(ApiModel):
-    """Instance properties as returned; ``endpoint`` is the Ollama base URL once ``Succeeded``."""
+    """Instance properties as returned; ``endpoint`` is the Ollama base URL once ``Succeeded``; ``billingTerms``
+    the node's pricing locked when the provisioning reserved the GPUs (what the instance is billed by)."""
 
     model: str
     gpus: int
     memory_gb: int
+    billing_terms: BillingTermsLocked | None = None
     provisioning_state: ProvisioningState
     endpoint: str | None = None
     operation_id: str | None = None

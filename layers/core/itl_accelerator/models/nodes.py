@@ -11,8 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
+from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS
 from itl_accelerator.models.common import (
     ApiModel,
+    CurrencyCode,
     Location,
     Money,
     ProvisioningState,
@@ -59,12 +61,16 @@ class HardwareSpecs(ApiModel):
 
 class Pricing(ApiModel):
     """The supplier's price: ``price_per_gpu_hour`` in ``currency`` (ISO 4217), billed in increments of
-    ``billing_increment_seconds`` with at least ``minimum_billable_seconds`` per allocation."""
+    ``billing_increment_seconds`` (1 s to 1 h) with at least ``minimum_billable_seconds`` (0 to 1 h) per allocation.
 
-    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] = "USD"
+    These are the terms *new* allocations lock when they reserve GPUs on the node (billing/metering.py): changing
+    them never reprices an instance or job already placed. Members may be left out (the defaults apply) but never
+    sent as ``null``."""
+
+    currency: CurrencyCode = "USD"
     price_per_gpu_hour: Money = Field(default=0)
-    billing_increment_seconds: int = Field(strict=True, default=60, ge=1, le=3600)
-    minimum_billable_seconds: int = Field(strict=True, default=60, ge=0, le=86400)
+    billing_increment_seconds: int = Field(strict=True, default=60, ge=1, le=MAX_BILLING_INCREMENT_SECONDS)
+    minimum_billable_seconds: int = Field(strict=True, default=60, ge=0, le=MAX_MINIMUM_BILLABLE_SECONDS)
 
 
 class Capacity(ApiModel):

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any
 
+from itl_accelerator.billing.metering import BillingTerms, terms_properties
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
 from itl_accelerator.models.instances import SparkOllamaInstanceWrite
 from itl_accelerator.observability import logger
@@ -25,8 +26,10 @@ from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.kernel import ResourceKernel, with_etag
 from itl_accelerator.services.operations import FINAL_STATUSES, Accepted, new_operation
 from itl_accelerator.settings import Settings
+from itl_accelerator.store.codec import to_json
 from itl_accelerator.store.errors import (
     CapacityShortfall,
+    NodeChanged,
     NodeMissing,
     NodeUnavailable,
     SubscriptionNotWritable,
@@ -122,9 +125,12 @@ class SparkOllamaInstanceService:
         if_match: str | None = None,
         if_none_match: str | None = None,
         create_only: bool = False,
+        _attempt: int = 0,
     ) -> tuple[Accepted | None, dict[str, Any]]:
         """Create (or re-provision a Failed) instance. Returns ``(accepted, resource)``: ``accepted`` is None when
-        nothing was started (an identical PUT of a Succeeded instance → 200).
+        nothing was started (an identical PUT of a Succeeded instance → 200). The instance locks the node's pricing
+        as its ``billingTerms`` in the transaction that reserves its GPUs (billing/metering.py); a node written
+        meanwhile is read again (at most 3 times).
 
         Errors: 400 (names, body, provisioningState), 403, 404 (node), 409 ``AnotherOperationInProgress`` /
         ``InsufficientCapacity`` / ``NodeNotAvailable`` / ``PropertyChangeNotAllowed`` / ``Conflict`` (POST of an
@@ -185,6 +191,8 @@ class SparkOllamaInstanceService:
             raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
         operation_id = str(uuid.uuid4())
         location = node_item.document["location"]
+        terms = BillingTerms.from_pricing(node_item.document["properties"].get("pricing") or {})
+        owner = str(node_item.document["properties"].get("owner", ""))
         document = {
             "id": INSTANCES.id(key.subscription_id, key.resource_group, key.names),
             "name": name,
@@ -194,6 +202,7 @@ class SparkOllamaInstanceService:
                 "model": spec.model,
                 "gpus": spec.gpus,
                 "memoryGb": spec.memory_gb,
+                "billingTerms": terms_properties(terms, ctx.now_iso()),
                 "provisioningState": "Accepted",
                 "operationId": operation_id,
             },
@@ -210,6 +219,7 @@ class SparkOllamaInstanceService:
             capacity_reserved=True,
             location=location,
             lease_until=self._start_lease(),
+            extra={"billingTerms": to_json(terms.as_stored()), "nodeOwner": owner},
         )
         operation = new_operation(
             ctx,
@@ -235,7 +245,12 @@ class SparkOllamaInstanceService:
                 operation_kind="provision",
                 audit=audit,
                 reservation=Reservation(
-                    node_item.key, spec.gpus, spec.memory_gb, capacity.totals, child=1 if existing is None else 0
+                    node_item.key,
+                    spec.gpus,
+                    spec.memory_gb,
+                    capacity.totals,
+                    etag=node_item.etag,
+                    child=1 if existing is None else 0,
                 ),
             )
         except WorkloadChanged as exc:
@@ -245,6 +260,21 @@ class SparkOllamaInstanceService:
                 if winner and winner.state in IN_FLIGHT and winner.spec_hash == fingerprint and winner.operation_id:
                     return self._accepted(winner, winner.operation_id), render(winner)
             raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
+        except NodeChanged as exc:
+            if _attempt >= 2:
+                raise AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request.") from exc
+            return self.put(
+                ctx,
+                subscription_id,
+                resource_group,
+                node,
+                name,
+                body,
+                if_match=if_match,
+                if_none_match=if_none_match,
+                create_only=create_only,
+                _attempt=_attempt + 1,
+            )
         except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing) as exc:
             raise self._kernel.write_error(exc, node=node, gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
         self._start_provision(ctx, key, operation_id)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.billing.metering import BillingTerms, terms_properties
 from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
 from itl_accelerator.observability import logger
 from itl_accelerator.resources import JOBS
@@ -33,8 +35,17 @@ from itl_accelerator.services import arm_rules
 from itl_accelerator.services.capacity import Capacity
 from itl_accelerator.services.context import CallContext
 from itl_accelerator.services.kernel import ResourceKernel
+from itl_accelerator.services.nodes import gpu_model_key
 from itl_accelerator.settings import Settings
-from itl_accelerator.store.errors import CapacityShortfall, NodeMissing, NodeUnavailable, StoreBusy, WorkloadChanged
+from itl_accelerator.store.codec import to_json
+from itl_accelerator.store.errors import (
+    CapacityShortfall,
+    NodeChanged,
+    NodeMissing,
+    NodeUnavailable,
+    StoreBusy,
+    WorkloadChanged,
+)
 from itl_accelerator.store.jobs import JobStore, placed_index_values
 from itl_accelerator.store.keys import ResourceKey
 from itl_accelerator.store.resources import StoredResource
@@ -49,15 +60,13 @@ DISPATCH_BATCH = 25
 
 @dataclass(frozen=True)
 class Placed:
-    """Where a job went: the node's key and ARM id, its owner, and its price (per GPU-hour, in ``currency``)."""
+    """Where a job went: the node's key and ARM id, its owner (the supplier the job's earnings go to), and the
+    billing terms the job locked there."""
 
     node: ResourceKey
     node_id: str
     owner: str
-    price_per_gpu_hour: str
-    currency: str
-    billing_increment_seconds: int = 1
-    minimum_billable_seconds: int = 0
+    terms: BillingTerms
 
 
 def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
@@ -143,16 +152,34 @@ class Placement:
         ]
         return sorted(fitting, key=lambda n: best_fit_key(Capacity.of(n.counters), job.gpus, job.memory_gb))
 
+    @staticmethod
+    def _matches(job: WorkloadRecord, node: StoredResource) -> bool:
+        """Whether ``node`` (as read now) still meets the job's constraints: GPU model, location, GPU memory per
+        GPU (its free capacity is judged by the reservation itself)."""
+        model = job.extra.get("gpuModelKey") or ""
+        specs = node.document["properties"].get("hardwareSpecs") or {}
+        gpu_total = int(node.counters.get("gpuTotal", 0))
+        return (
+            (not model or gpu_model_key(specs.get("gpuModel")) == model)
+            and (not job.location or normalize_location(node.document["location"]) == job.location)
+            and per_gpu_memory_fits(gpu_total, int(node.counters.get("memoryGbTotal", 0)), job.gpus, job.memory_gb)
+        )
+
     def place(self, ctx: CallContext, job: WorkloadRecord) -> Placed | None:
         """Reserve ``job``'s GPUs on the best-fitting node and move it Pending → Scheduled, one transaction (the
         node's conditional update judges). None when no candidate could take it now, or the job changed (e.g. a
         cancel came)."""
         for node in self.candidates(job)[:MAX_ATTEMPTS]:
-            for _ in range(2):  # once more on a busy store
+            for _ in range(3):  # again on a busy store, or on the node as it is now
                 try:
                     return self._reserve(ctx, job, node)
                 except StoreBusy:
                     continue
+                except NodeChanged:
+                    refreshed = self._store.get_resource(node.key)
+                    if refreshed is None or not self._matches(job, refreshed):
+                        break
+                    node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
                 except (CapacityShortfall, NodeUnavailable, NodeMissing):
                     break  # the index was behind: the next candidate
                 except WorkloadChanged:
@@ -160,16 +187,15 @@ class Placement:
         return None
 
     def _reserve(self, ctx: CallContext, job: WorkloadRecord, node: StoredResource) -> Placed:
+        """Reserve on ``node`` as read: the reservation is conditioned on the node's etag, so the billing terms the
+        job locks are the ones in force at the moment of the reservation (billing/metering.py). Raises the store's
+        typed errors (:class:`NodeChanged` when the node was written since it was read)."""
         props = node.document["properties"]
-        pricing = props.get("pricing") or {}
         placed = Placed(
             node=node.key,
             node_id=node.document["id"],
             owner=str(props.get("owner", "")),
-            price_per_gpu_hour=str(pricing.get("pricePerGpuHour", 0)),
-            currency=str(pricing.get("currency", "USD")),
-            billing_increment_seconds=int(pricing.get("billingIncrementSeconds", 1)),
-            minimum_billable_seconds=int(pricing.get("minimumBillableSeconds", 0)),
+            terms=BillingTerms.from_pricing(props.get("pricing") or {}),
         )
         reason = f"Placed on {node.document['name']}; submitting to the DGX Platform."
         document = {
@@ -180,6 +206,7 @@ class Placement:
                 "status": "Scheduled",
                 "statusReason": reason,
                 "assignedNode": placed.node_id,
+                "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
             },
         }
         self._store.transition(
@@ -193,10 +220,7 @@ class Placement:
                 "nodeResourceGroup": node.key.resource_group,
                 "nodeName": node.key.names[-1],
                 "nodeOwner": placed.owner,
-                "pricePerGpuHour": placed.price_per_gpu_hour,
-                "currency": placed.currency,
-                "billingIncrementSeconds": placed.billing_increment_seconds,
-                "minimumBillableSeconds": placed.minimum_billable_seconds,
+                "billingTerms": to_json(placed.terms.as_stored()),
                 **placed_index_values(job.key, node_owner=placed.owner),
             },
             remove=("taskToken", "drainNode"),
@@ -206,6 +230,7 @@ class Placement:
                 job.memory_gb,
                 Capacity.of(node.counters).totals,
                 job=job.key.sk,
+                etag=node.etag,
             ),
             audit=self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
             lease_until=self._clock() + self._settings.workflow_lease_grace_seconds,

@@ -10,22 +10,13 @@ next run resumes from what is stored (each meter's ``meteredUntil``, the roll-up
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.billing.metering import (
-    HOUR,
-    PricePoint,
-    WindowCharge,
-    iso,
-    window_charge,
-    window_of,
-    windows,
-    with_fallback,
-)
+from itl_accelerator.billing.metering import HOUR, BillingTerms, WindowCharge, iso, window_charge, window_of, windows
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.observability import logger
@@ -58,12 +49,19 @@ def segments_of(charge: WindowCharge) -> list[dict[str, Any]]:
     ]
 
 
+def locked_terms(record: WorkloadRecord) -> BillingTerms:
+    """The billing terms a workload locked when it reserved its GPUs (``billingTerms``, written by the reservation's
+    transaction: services/instances.py, services/placement.py). Raises ``KeyError`` for a workload that never
+    reserved any (nothing of it is billable)."""
+    return BillingTerms.from_pricing(json.loads(record.extra["billingTerms"]))
+
+
 def meter_for(
     record: WorkloadRecord, node: StoredResource | None, *, service: str, resource_type: str, start: int, dgx_id: str
 ) -> Meter:
     """The meter of a workload that starts holding GPUs at ``start`` (epoch s) on ``node`` (None when the node item
-    is gone: the meter then names the node by its key). Its allocation id is the workload's operation id, so a
-    retried step writes the same meter."""
+    is gone: the meter then names the node by its key), billed by the terms the workload locked when it reserved
+    them. Its allocation id is the workload's operation id, so a retried step writes the same meter."""
     node_key = record.node_key
     props = node.document["properties"] if node else {}
     return Meter(
@@ -77,14 +75,14 @@ def meter_for(
         node_resource_group=node_key.resource_group,
         node_name=node.document["name"] if node else node_key.names[-1],
         node_id=node.document["id"] if node else node_key.sk,
-        supplier=str(props.get("owner") or "unknown"),
+        supplier=str(record.extra.get("nodeOwner") or props.get("owner") or "unknown"),
         region=str(node.document.get("location") if node else record.location) or "unknown",
         sku=str((node.document.get("sku") or {}).get("name", "")) if node else "unknown",
         gpus=record.gpus,
+        terms=locked_terms(record),
         start=int(start),
         dgx_id=dgx_id,
         tags=dict(record.document.get("tags") or {}),
-        pricing=dict(props.get("pricing") or {}),
         resource_created_at=str((record.document.get("systemData") or {}).get("createdAt", "")),
         node_created_at=str((node.document.get("systemData") or {}).get("createdAt", "")) if node else "",
     )
@@ -170,12 +168,11 @@ class UsageSync:
         starts = list(windows(first, max(until, meter.metered_until)))
         capped = len(starts) > self._settings.usage_max_windows_per_meter
         starts = starts[: self._settings.usage_max_windows_per_meter]
-        prices = with_fallback(self._store.price_points(meter.node_key), self._fallback_price(meter), meter.start)
         stored = self._store.usage_records(meter.allocation_id, starts)
         failed_at: int | None = None
         for start in starts:
             charge = window_charge(
-                prices, gpus=meter.gpus, start=meter.start, end=meter.end, now=now, window_start=start
+                meter.terms, gpus=meter.gpus, start=meter.start, end=meter.end, now=now, window_start=start
             )
             metrics, ok = self._metrics(meter, max(meter.start, start), min(until, start + HOUR))
             if not ok:
@@ -196,18 +193,6 @@ class UsageSync:
         due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
         self._store.advance_meter(meter, max(meter.start, reached), due, failed_at)
         report.meters_closed += int(closing)
-
-    @staticmethod
-    def _fallback_price(meter: Meter) -> PricePoint:
-        """A node with no price history (registered before metering existed) is priced at what the meter saw."""
-        pricing = meter.pricing or {}
-        return PricePoint(
-            effective_from=0,
-            price_per_gpu_hour=Decimal(str(pricing.get("pricePerGpuHour", 0))),
-            currency=str(pricing.get("currency", "USD")),
-            billing_increment_seconds=int(pricing.get("billingIncrementSeconds", 1)),
-            minimum_billable_seconds=int(pricing.get("minimumBillableSeconds", 0)),
-        )
 
     def _metrics(self, meter: Meter, start: int, end: int) -> tuple[dict[str, Any] | None, bool]:
         """The DGX metrics of the allocation over ``[start, end)``: ``(metrics, ok)``; ``ok`` False when the read
@@ -250,4 +235,4 @@ class UsageSync:
         raise StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing")
 
 
-__all__ = ["SyncReport", "UsageSync", "meter_for", "segments_of"]
+__all__ = ["SyncReport", "UsageSync", "locked_terms", "meter_for", "segments_of"]

@@ -59,6 +59,11 @@ class NodeUnavailable(StoreError):
         self.availability = availability
 
 
+class NodeChanged(StoreError):
+    """The node was written (its pricing, availability, shape or owner) since the reservation read it: read it again
+    and reserve on what is in force now, so the billing terms a reservation locks are never stale."""
+
+
 class CapacityShortfall(StoreError):
     """The node cannot hold the reservation: ``free_gpus`` GPUs and ``free_memory_gb`` GiB are free (as stored at
     the moment of the refusal)."""

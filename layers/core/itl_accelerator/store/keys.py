@@ -13,7 +13,6 @@ SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instan
 OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
 AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
 Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``                    —  (GSI2: ``METER#{shard}``)
-PricePoint         ``SUB#{sub}#PRICE#{rg}#{node}`` ``{effectiveFrom:012d}``                   —
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 =================  =============================  ==========================================  ==========================
 
@@ -114,11 +113,6 @@ def audit_by_resource_pk(subscription_id: str, resource_id: str) -> str:
 def meter_sk(allocation_id: str) -> str:
     """Sort key of a meter (one allocation of GPUs, in its subscription's partition)."""
     return f"METER{SEP}{allocation_id}"
-
-
-def price_pk(subscription_id: str, resource_group: str, node: str) -> str:
-    """Partition of a node's price history (kept after the node goes: usage is priced after the fact)."""
-    return f"SUB{SEP}{subscription_id.lower()}{SEP}PRICE{SEP}{resource_group.lower()}{SEP}{node.lower()}"
 
 
 def rollup_pk(subscription_id: str, scope: str) -> str:

@@ -1,25 +1,23 @@
-"""Meters and node price history in the table (key formats: store/keys.py).
+"""Meters in the table (key formats: store/keys.py).
 
-- A **meter** (``SUB#{sub}`` / ``METER#{allocationId}``) is one allocation of GPUs: written in the same transaction
-  as the state change that starts it (an instance becomes ``Succeeded``, a job starts ``Running``) and ended in the
-  one that stops it (an instance's deletion is accepted, a job finishes). While it may still produce usage it sits
-  in the sparse index GSI2 (``METER#{shard}``, sorted by when it is next due for a sync).
-- A **price point** (``SUB#{sub}#PRICE#{rg}#{node}`` / ``{effectiveFrom}``) is written with every node write that
-  sets or changes the node's pricing, in the same transaction: usage is priced by the price in force at the time.
+A **meter** (``SUB#{sub}`` / ``METER#{allocationId}``) is one allocation of GPUs: written in the same transaction as
+the state change that starts it (an instance becomes ``Succeeded``, a job starts ``Running``) and ended in the one
+that stops it (an instance's deletion is accepted, a job finishes). It carries the billing terms the allocation
+locked when it reserved its GPUs (billing/metering.py), so its usage is priced by them whatever the node's pricing
+says later. While it may still produce usage it sits in the sparse index GSI2 (``METER#{shard}``, sorted by when
+it is next due for a sync).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.billing.metering import PricePoint
+from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.store import keys
 from itl_accelerator.store.codec import plain, to_json, typed
 from itl_accelerator.store.keys import ResourceKey
-from itl_accelerator.store.records import USAGE_RETENTION_SECONDS
 from itl_accelerator.store.table import Table
 
 #: Partitions of the meter index (GSI2 ``METER#{shard}``).
@@ -29,10 +27,10 @@ METER_SHARDS = 4
 @dataclass
 class Meter:
     """One allocation of GPUs: who holds them (the ARM resource, its subscription and group, tags), where (the
-        node, its supplier, region and SKU), how many (``gpus``), and when (``start``/``end``, epoch seconds; ``end``
-        None while it runs). ``pricing``: the node's pricing when it started (used only for a node without price
-    history). ``metered_until``: usage is recorded up to there (epoch seconds). ``service``: the
-        provider's service the allocation is billed under (``instances`` or ``jobs``)."""
+    node, its supplier, region and SKU), how many (``gpus``), under which locked ``terms``, and when
+    (``start``/``end``, epoch seconds; ``end`` None while it runs). ``metered_until``: usage is recorded up to there
+    (epoch seconds). ``service``: the provider's service the allocation is billed under (``instances`` or
+    ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's."""
 
     allocation_id: str
     subscription_id: str
@@ -48,11 +46,11 @@ class Meter:
     region: str
     sku: str
     gpus: int
+    terms: BillingTerms
     start: int
     end: int | None = None
     dgx_id: str = ""
     tags: dict[str, str] = field(default_factory=dict)
-    pricing: dict[str, Any] = field(default_factory=dict)
     resource_created_at: str = ""
     node_created_at: str = ""
     metered_until: int = 0
@@ -90,43 +88,7 @@ def _meter_index(pk: str, sk: str, due: int) -> dict[str, Any]:
 
 
 class MeterStore(Table):
-    """Meters and price points (module docstring)."""
-
-    # ------------------------------------------------------------------------------------------- price history
-    @staticmethod
-    def price_point_item(key: ResourceKey, pricing: dict[str, Any], effective_from: int) -> dict[str, Any]:
-        """A node's price from ``effective_from`` (epoch s) on, as an item to write with the node (plain values;
-        ``pricing`` as the API shows it: ``pricePerGpuHour``, ``currency``, ``billingIncrementSeconds``,
-        ``minimumBillableSeconds``)."""
-        return {
-            "PK": keys.price_pk(key.subscription_id, key.resource_group, key.names[-1]),
-            "SK": f"{int(effective_from):012d}",
-            "pricePerGpuHour": str(pricing.get("pricePerGpuHour", 0)),
-            "currency": str(pricing.get("currency", "USD")),
-            "billingIncrementSeconds": int(pricing.get("billingIncrementSeconds", 1)),
-            "minimumBillableSeconds": int(pricing.get("minimumBillableSeconds", 0)),
-            "ttl": int(effective_from) + USAGE_RETENTION_SECONDS,
-        }
-
-    def price_points(self, node: ResourceKey) -> list[PricePoint]:
-        """The node's price history, oldest first (one ``Query``, consistent; a node changes price rarely)."""
-        items = self.query_all(
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues=typed(
-                {":pk": keys.price_pk(node.subscription_id, node.resource_group, node.names[-1])}
-            ),
-            ConsistentRead=True,
-        )
-        return [
-            PricePoint(
-                effective_from=int(item["SK"]),
-                price_per_gpu_hour=Decimal(str(item["pricePerGpuHour"])),
-                currency=str(item["currency"]),
-                billing_increment_seconds=int(item.get("billingIncrementSeconds", 1)),
-                minimum_billable_seconds=int(item.get("minimumBillableSeconds", 0)),
-            )
-            for item in items
-        ]
+    """Meters (module docstring)."""
 
     # ------------------------------------------------------------------------------------------- meters
     def meter_start_item(self, meter: Meter, due: int) -> dict[str, Any]:
@@ -138,7 +100,7 @@ class MeterStore(Table):
             "descriptor": to_json(meter.descriptor()),
             "gpus": meter.gpus,
             "dgxId": meter.dgx_id,
-            "pricing": to_json(meter.pricing),
+            "pricing": to_json(meter.terms.as_stored()),
             "meteredUntil": meter.start,
             **_meter_index(pk, sk, due),
         }
@@ -218,11 +180,11 @@ class MeterStore(Table):
             region=d["region"],
             sku=d["sku"],
             gpus=int(item["gpus"]),
+            terms=BillingTerms.from_pricing(json.loads(item.get("pricing") or "{}")),
             start=int(item["start"]),
             end=int(item["end"]) if item.get("end") is not None else None,
             dgx_id=str(item.get("dgxId", "")),
             tags=d.get("tags") or {},
-            pricing=json.loads(item.get("pricing") or "{}"),
             resource_created_at=str(d.get("resourceCreatedAt", "")),
             node_created_at=str(d.get("nodeCreatedAt", "")),
             metered_until=int(item.get("meteredUntil", item["start"])),

@@ -41,21 +41,22 @@ FREE_ATTRIBUTES = {"gpuTotal": "gpuFree", "memoryGbTotal": "memoryGbFree"}
 
 @dataclass
 class StoredResource:
-    """A resource as stored: its envelope ``document`` (without ``etag`` and computed fields), its ``etag``, and
-    numeric ``counters`` (capacity totals and allocations, GPUs / GiB)."""
+    """A resource as stored: its envelope ``document`` (without ``etag`` and computed fields), its ``etag``,
+    numeric ``counters`` (capacity totals and allocations, GPUs / GiB) and, for a node, the suppliers that owned it
+    before its current ``properties.owner`` (``former_owners``, oldest first: they keep reading what they earned)."""
 
     key: ResourceKey
     document: dict[str, Any]
     etag: str
     counters: dict[str, int] = field(default_factory=dict)
+    former_owners: tuple[str, ...] = ()
 
 
 @dataclass
 class ResourceWrite:
     """What a create or replace writes: the envelope, the new etag, capacity ``totals`` (for nodes: GPUs, GiB),
     plain ``attributes`` beside the envelope, attributes to remove (``unset``, e.g. an index key that no longer
-    applies), the node's fleet ``shape`` (:func:`shape_sk`; counted so admission needs no scan), and
-    ``companions``: whole items (plain values) written in the same transaction (e.g. a node's new price point)."""
+    applies) and the node's fleet ``shape`` (:func:`shape_sk`; counted so admission needs no scan)."""
 
     key: ResourceKey
     document: dict[str, Any]
@@ -64,7 +65,6 @@ class ResourceWrite:
     attributes: dict[str, str] = field(default_factory=dict)
     unset: tuple[str, ...] = ()
     shape: str | None = None
-    companions: tuple[dict[str, Any], ...] = ()
 
 
 def shape_sk(gpu_model: str, location: str, gpu_total: int, memory_gb_total: int) -> str:
@@ -113,7 +113,13 @@ class ResourceStore(SubscriptionRegistry):
     @staticmethod
     def _resource_from_item(key: ResourceKey, item: dict[str, Any]) -> StoredResource:
         counters = {attr: int(item[attr]) for pair in CAPACITY_DIMENSIONS for attr in pair if attr in item}
-        return StoredResource(key=key, document=json.loads(item["doc"]), etag=item["etag"], counters=counters)
+        return StoredResource(
+            key=key,
+            document=json.loads(item["doc"]),
+            etag=item["etag"],
+            counters=counters,
+            former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
+        )
 
     def list_resources(
         self,
@@ -279,7 +285,6 @@ class ResourceStore(SubscriptionRegistry):
         ]
         if write.shape:
             items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
-        items.extend({"Put": {"TableName": self._table, "Item": typed(c)}} for c in write.companions)
         self._transact(items, resource_failure=ItemExists)
 
     def replace_resource(
@@ -325,7 +330,6 @@ class ResourceStore(SubscriptionRegistry):
             items.append(self._shape_count(write.key.subscription_id, write.shape, +1))
             if previous_shape:
                 items.append(self._shape_count(write.key.subscription_id, previous_shape, -1))
-        items.extend({"Put": {"TableName": self._table, "Item": typed(c)}} for c in write.companions)
         self._transact(items, expected_etag=expected_etag)
 
     def delete_resource(

@@ -22,13 +22,14 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.store import keys
 from itl_accelerator.store.codec import plain, to_json, typed
 from itl_accelerator.store.errors import (
     CapacityShortfall,
+    NodeChanged,
     NodeMissing,
     NodeUnavailable,
     SubscriptionNotWritable,
@@ -84,13 +85,15 @@ class WorkloadRecord:
 @dataclass(frozen=True)
 class Reservation:
     """``gpus``/``memory_gb`` to take on ``node`` whose totals were read as ``totals`` (``gpuTotal``,
-    ``memoryGbTotal``); ``child`` is added to its child count (1 for a new instance); ``job`` (a job's sort key)
-    may take a node that is being drained for it, which nothing else may."""
+    ``memoryGbTotal``) and whose etag was ``etag`` (the reservation fails with :class:`NodeChanged` if the node was
+    written since: the workload locks the billing terms it read); ``child`` is added to its child count (1 for a new
+    instance); ``job`` (a job's sort key) may take a node that is being drained for it, which nothing else may."""
 
     node: ResourceKey
     gpus: int
     memory_gb: int
     totals: dict[str, int]
+    etag: str
     child: int = 0
     job: str | None = None
 
@@ -143,6 +146,17 @@ def lease_values(pk: str, sk: str, until: float, kind: str = LEASE) -> dict[str,
         "GSI2PK": lease_partition(pk, sk, kind),
         "GSI2SK": f"{int(until):012d}#{pk}#{sk}",
     }
+
+
+class StoredOperation(NamedTuple):
+    """An operation status item: its ``body`` (the Azure-AsyncOperation document), the resource group key of its
+    resource, its ``kind`` (``provision``, ``deprovision``, ``job``, ``cancel``) and, for a job's operations, the
+    job's submitter (``owner``): who may read it after the job itself is gone."""
+
+    body: dict[str, Any]
+    rg_key: str
+    kind: str
+    owner: str | None = None
 
 
 class WorkloadStore(ResourceStore, UsageStore):
@@ -202,12 +216,12 @@ class WorkloadStore(ResourceStore, UsageStore):
             },
         )
 
-    def get_operation(self, subscription_id: str, operation_id: str) -> tuple[dict[str, Any], str, str] | None:
-        """``(operation status body, resource group key, kind)`` or None. One ``GetItem``."""
+    def get_operation(self, subscription_id: str, operation_id: str) -> StoredOperation | None:
+        """The operation status item, or None. One ``GetItem``."""
         item = self.get_item(keys.subscription_pk(subscription_id), keys.operation_sk(operation_id))
         if not item:
             return None
-        return json.loads(item["doc"]), item["rgKey"], item.get("kind", "")
+        return StoredOperation(json.loads(item["doc"]), item["rgKey"], item.get("kind", ""), item.get("owner"))
 
     def expired_leases(self, now: float, limit: int, kind: str = LEASE) -> list[ResourceKey]:
         """Keys of at most ``limit`` workloads whose lease (``kind``: LEASE, or TRACK for running jobs) ended before
@@ -240,6 +254,7 @@ class WorkloadStore(ResourceStore, UsageStore):
         operation_kind: str,
         audit: AuditEvent,
         reservation: Reservation | None = None,
+        operation_owner: str | None = None,
     ) -> None:
         """Write a new workload (``replacing_etag`` None: the name must be free) or replace one still at
         ``replacing_etag``, with its new operation, its audit item, the subscription's state check and, when
@@ -260,7 +275,7 @@ class WorkloadStore(ResourceStore, UsageStore):
             put["ExpressionAttributeValues"] = typed({":expected": replacing_etag})
         items = [
             {"Put": put},
-            self._operation_put(record.key, operation, operation_kind),
+            self._operation_put(record.key, operation, operation_kind, operation_owner),
             self.audit_put(audit),
             self.subscription_check(record.key.subscription_id),
         ]
@@ -269,7 +284,13 @@ class WorkloadStore(ResourceStore, UsageStore):
         try:
             self.transact(items)
         except TransactionFailed as exc:
-            self._raise_typed(exc, workload=0, subscription=3, node=4 if reservation else None)
+            self._raise_typed(
+                exc,
+                workload=0,
+                subscription=3,
+                node=4 if reservation else None,
+                node_etag=reservation.etag if reservation else None,
+            )
 
     def transition(
         self,
@@ -281,7 +302,7 @@ class WorkloadStore(ResourceStore, UsageStore):
         remove: tuple[str, ...] = (),
         operation: dict[str, Any] | None = None,
         more_operations: tuple[dict[str, Any], ...] = (),
-        new_operation: tuple[dict[str, Any], str] | None = None,
+        new_operation: tuple[dict[str, Any], str] | tuple[dict[str, Any], str, str] | None = None,
         reservation: Reservation | None = None,
         release: Release | None = None,
         lease_until: float | None = None,
@@ -324,7 +345,13 @@ class WorkloadStore(ResourceStore, UsageStore):
         try:
             self.transact(items)
         except TransactionFailed as exc:
-            self._raise_typed(exc, workload=0, operation=positions.get("operation"), node=positions.get("node"))
+            self._raise_typed(
+                exc,
+                workload=0,
+                operation=positions.get("operation"),
+                node=positions.get("node"),
+                node_etag=reservation.etag if reservation else None,
+            )
 
     def remove(
         self,
@@ -477,7 +504,7 @@ class WorkloadStore(ResourceStore, UsageStore):
                 "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m",
                 "ConditionExpression": (
                     "attribute_exists(PK) AND availability = :available AND gpuTotal = :gt AND memoryGbTotal = :mt "
-                    "AND gpuAllocated <= :gmax AND memoryGbAllocated <= :mmax"
+                    "AND gpuAllocated <= :gmax AND memoryGbAllocated <= :mmax AND etag = :etag"
                     + (" AND (attribute_not_exists(drainingFor) OR drainingFor = :job)" if r.job else "")
                 ),
                 "ExpressionAttributeValues": typed(
@@ -489,6 +516,7 @@ class WorkloadStore(ResourceStore, UsageStore):
                         ":mt": r.totals["memoryGbTotal"],
                         ":gmax": r.totals["gpuTotal"] - r.gpus,
                         ":mmax": r.totals["memoryGbTotal"] - r.memory_gb,
+                        ":etag": r.etag,
                         **({":child": r.child} if r.child else {}),
                         **({":job": r.job} if r.job else {}),
                     }
@@ -512,9 +540,12 @@ class WorkloadStore(ResourceStore, UsageStore):
             }
         }
 
-    def _operation_put(self, key: ResourceKey, operation: dict[str, Any], kind: str) -> dict[str, Any]:
+    def _operation_put(
+        self, key: ResourceKey, operation: dict[str, Any], kind: str, owner: str | None = None
+    ) -> dict[str, Any]:
         item = {
             "kind": kind,
+            **({"owner": owner} if owner else {}),
             "PK": keys.subscription_pk(key.subscription_id),
             "SK": keys.operation_sk(operation["name"]),
             "entityType": "OperationStatus",
@@ -555,8 +586,10 @@ class WorkloadStore(ResourceStore, UsageStore):
         operation: int | None = None,
         subscription: int | None = None,
         node: int | None = None,
+        node_etag: str | None = None,
     ) -> None:
-        """The typed error of a cancelled workload transaction, from the positions this store gave its items."""
+        """The typed error of a cancelled workload transaction, from the positions this store gave its items
+        (``node_etag``: the etag the reservation expected)."""
         failed = exc.failed
         if subscription is not None and subscription in failed:
             raise SubscriptionNotWritable(str(failed[subscription].get("state", "Unregistered"))) from exc
@@ -568,6 +601,8 @@ class WorkloadStore(ResourceStore, UsageStore):
                 raise NodeMissing() from exc
             if current.get("availability") != "Available":
                 raise NodeUnavailable(str(current.get("availability"))) from exc
+            if node_etag is not None and current.get("etag") != node_etag:
+                raise NodeChanged() from exc
             counters = {
                 k: int(current.get(k, 0)) for k in ("gpuTotal", "gpuAllocated", "memoryGbTotal", "memoryGbAllocated")
             }
