@@ -327,6 +327,7 @@ class DgxSimulator:
                 "gpus": gpus,
                 "memoryGb": memory,
                 "image": image,
+                "env": env,  # kept for tests to see what the platform was given; never in a response
                 "status": "Queued",
                 "idempotencyKey": key,
                 "created": now,

@@ -26,9 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from itl_accelerator.billing.metering import PricePoint, allocation_charges, with_fallback
+from itl_accelerator.billing.metering import allocation_charges
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
+from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.models.jobs import FINAL_JOB_STATUSES
 from itl_accelerator.observability import logger
 from itl_accelerator.resources import JOBS
@@ -37,7 +38,7 @@ from itl_accelerator.services.instance_workflow import workflow_context
 from itl_accelerator.services.kernel import ResourceKernel
 from itl_accelerator.services.operations import finished
 from itl_accelerator.services.placement import Placement, end
-from itl_accelerator.services.usage import meter_for
+from itl_accelerator.services.usage import locked_terms, meter_for
 from itl_accelerator.settings import Settings
 from itl_accelerator.store.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.store.jobs import JobStore, pending_index_values
@@ -74,6 +75,48 @@ def iso(epoch: float) -> str:
 def epoch(value: str) -> float:
     """Inverse of :func:`iso`."""
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def platform_workload(record: WorkloadRecord) -> dict[str, Any]:
+    """The workload as the DGX Platform runs it: ``env`` with the ``secretEnv`` values (kept apart from the job's
+    document, never shown) merged in. Only this is sent; nothing of it is logged."""
+    workload = record.document["properties"]["workload"]
+    secrets = json.loads(str(record.extra.get("secretEnv") or "{}"))
+    return {
+        "image": workload["image"],
+        "command": workload.get("command", []),
+        "env": {**(workload.get("env") or {}), **secrets},
+    }
+
+
+def platform_end(job: DgxJob) -> dict[str, Any]:
+    """The end the DGX Platform recorded for a job that ended there: its status (Succeeded, Failed or Canceled), why,
+    its exit code and when it ended (``endedAt`` epoch seconds, None when the platform did not say)."""
+    status = job.status if job.status in ("Succeeded", "Canceled") else "Failed"
+    return end(
+        status,
+        job.error_message or f"The job ended {job.status} on the DGX Platform.",
+        exitCode=job.exit_code,
+        endedAt=epoch(job.ended_at) if job.ended_at else None,
+        onPlatform=True,
+    )
+
+
+def settle(requested: dict[str, Any], platform: dict[str, Any] | None) -> dict[str, Any]:
+    """The job's end when a step asked for ``requested`` (a cancel, a max duration passed, a lost tracking) and the
+    platform recorded ``platform`` on stopping it. The platform's outcome and end time are the truth: a job that
+    had already ended on its own (Succeeded or Failed) keeps that end, whatever was asked — a cancel that came too
+    late changes nothing of it (its operation ends Failed, ``JobAlreadyFinished``). A job the stop ended
+    (Canceled there) ends as asked, billed until the time asked for (a max duration's deadline) or else until the
+    platform stopped it."""
+    if platform is None or requested.get("onPlatform"):
+        return requested
+    if platform["status"] != "Canceled":
+        reason = platform["reason"]
+        if requested["status"] == "Canceled":
+            reason = f"{reason} It had ended before the cancel reached the DGX Platform."
+        return {**platform, "reason": reason}
+    return {**requested, "endedAt": requested.get("endedAt") or platform.get("endedAt")}
 
 
 def error_end(caught: dict[str, Any]) -> dict[str, Any]:
@@ -133,9 +176,10 @@ class JobWorkflow:
         lease_until: float | None = None,
         lease_kind: str = "LEASE",
         extra: tuple[dict[str, Any], ...] = (),
+        operation: dict[str, Any] | None = None,
     ) -> None:
         """One audited transition of the job (status and reason in its document), with ``extra`` transaction items
-        (its meter). Raises :class:`WorkloadChanged`."""
+        (its meter) and its operation moved on (``operation``). Raises :class:`WorkloadChanged`."""
         ctx = workflow_context(inp.operationId, inp.correlationId)
         props = {**record.document["properties"], "statusReason": reason, **(properties or {})}
         if status:
@@ -159,6 +203,7 @@ class JobWorkflow:
             lease_until=lease_until,
             lease_kind=lease_kind,
             extra=extra,
+            operation=operation,
         )
 
     def _canceled(self, record: WorkloadRecord) -> dict[str, Any] | None:
@@ -263,12 +308,14 @@ class JobWorkflow:
             node_id=node.document["id"] if node else record.node_key.sk,
             gpus=record.gpus,
             memory_gb=record.memory_gb,
-            workload=record.document["properties"]["workload"],
+            workload=platform_workload(record),
             max_duration_seconds=int(record.extra.get("maxDurationSeconds", 0)),
         )
         started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
         # billing starts now: the job's meter is written with its Running state (services/usage.py)
         meter = meter_for(record, node, service="jobs", resource_type=JOBS.type_name, start=int(started), dgx_id=job.id)
+        found = self._store.get_operation(inp.subscriptionId, inp.operationId)
+        running = finished(found.body, "Running", iso(started)) if found is not None else None
         try:
             self._note(
                 inp,
@@ -285,6 +332,7 @@ class JobWorkflow:
                 properties={"startedAt": iso(started), "provisioningState": "Running", "logsUrl": job.logs_url},
                 lease_until=self._lease(0),
                 extra=(self._store.meter_start_item(meter, due=int(started)),),
+                operation=running,  # ARM: the operation is Running while the job runs, then ends with it
             )
         except WorkloadChanged:
             current = self._current(inp)
@@ -321,8 +369,10 @@ class JobWorkflow:
 
     # ----------------------------------------------------------------------------------------------- stop
     def stop(self, inp: JobInput, deadline: float | None) -> dict[str, Any]:
-        """Stop the job on the DGX Platform (idempotent) and say whether it has stopped: ``{"stopped",
-        "timedOut", "deadline"}`` (``deadline`` epoch seconds, set by the first call)."""
+        """Stop the job on the DGX Platform (idempotent) and say whether it has stopped: ``{"stopped", "timedOut",
+        "deadline", "platform"}`` (``deadline`` epoch seconds, set by the first call). ``platform`` is the end the
+        platform recorded once the job stopped (:func:`platform_end`; None before, or when the platform never ran
+        it): a job that had already ended on its own keeps that end, whatever asked for the stop."""
         deadline = deadline or self._clock() + inp.stopTimeoutSeconds
         record = self._store.get_workload(inp.key)
         dgx_id = record.dgx_id if record is not None and record.operation_id == inp.operationId else None
@@ -330,15 +380,24 @@ class JobWorkflow:
             found = self.dgx.find_job(inp.operationId)  # a submit whose answer was lost
             dgx_id = found.id if found else None
         if dgx_id is None:
-            return {"stopped": True, "timedOut": False, "deadline": deadline}
+            return {"stopped": True, "timedOut": False, "deadline": deadline, "platform": None}
         job = self.dgx.cancel_job(dgx_id)
         stopped = job is None or job.ended
-        return {"stopped": stopped, "timedOut": not stopped and self._clock() > deadline, "deadline": deadline}
+        return {
+            "stopped": stopped,
+            "timedOut": not stopped and self._clock() > deadline,
+            "deadline": deadline,
+            "platform": platform_end(job) if job is not None and job.ended else None,
+        }
 
     # ----------------------------------------------------------------------------------------------- finish
-    def finish(self, inp: JobInput, outcome: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
-        """The one final transition (module docstring). ``outcome``: an end (``status``, ``reason``, and
-        ``endedAt`` epoch seconds when billing stops earlier than now, ``exitCode``). Returns ``{"status"}``."""
+    def finish(
+        self, inp: JobInput, outcome: dict[str, Any], platform: dict[str, Any] | None = None, attempt: int = 0
+    ) -> dict[str, Any]:
+        """The one final transition (module docstring). ``outcome``: the end a step asked for (``status``,
+        ``reason``, and ``endedAt`` epoch seconds when billing stops earlier than now, ``exitCode``); ``platform``:
+        the end the DGX Platform recorded when the job was stopped there (:meth:`stop`), which decides where it
+        differs (:func:`settle`). Returns ``{"status"}``."""
         record = self._current(inp)
         if record is None:
             self._end_operations(inp, None, "Canceled")
@@ -346,9 +405,15 @@ class JobWorkflow:
         status = str(record.extra.get("status"))
         if status in FINAL_JOB_STATUSES:
             return {"status": status}
+        outcome = settle(outcome, platform)
         final = outcome["status"]
-        ended = float(int(outcome.get("endedAt") or self._clock()))
         started = record.extra.get("startedAt")
+        now = self._clock()
+        ended = float(int(outcome.get("endedAt") or now))
+        if started:  # billing runs from the start to the end; an end the platform reported is never past now
+            ended = max(ended, float(int(epoch(str(started)))))
+            if outcome.get("onPlatform"):
+                ended = min(ended, float(int(now)))
         gpu_seconds, billable, cost, currency = self._charges(record, ended)
         reason = outcome.get("reason") or final
         if outcome.get("exitCode") is not None:
@@ -427,7 +492,7 @@ class JobWorkflow:
         except WorkloadChanged:
             if attempt >= 4:
                 raise StoreBusy("the job kept changing while it was being finished") from None
-            return self.finish(inp, outcome, attempt + 1)  # re-read: a cancel or the tracker changed it meanwhile
+            return self.finish(inp, outcome, platform, attempt + 1)  # re-read: a cancel or the tracker changed it
         if record.extra.get("drainNode"):
             group, _, name = str(record.extra["drainNode"]).partition("/")
             self._store.set_draining(ResourceKey(inp.subscriptionId, group, "sparkNodes", (name,)), None)
@@ -436,29 +501,22 @@ class JobWorkflow:
         return {"status": final}
 
     def _charges(self, record: WorkloadRecord, ended: float) -> tuple[int, int, Decimal, str]:
-        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` — computed window
-        by window at the node's price in force, exactly as its usage records are (billing/metering.py), so the
-        job's cost is the sum of what the billing export bills for it. Nothing when it never started."""
+        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` under the terms it
+        locked when it was placed — computed window by window exactly as its usage records are
+        (billing/metering.py), so the job's cost is the sum of what the billing export bills for it. Nothing when it
+        never started."""
         started = record.extra.get("startedAt")
-        currency = str(record.extra.get("currency", "USD"))
-        if not started:
-            return 0, 0, Decimal(0), currency
+        if not started or "billingTerms" not in record.extra:
+            return 0, 0, Decimal(0), ""
+        terms = locked_terms(record)
         start = int(epoch(str(started)))
-        placed_at = PricePoint(  # the price the job saw when it was placed: for a node without history then
-            0,
-            Decimal(str(record.extra.get("pricePerGpuHour", "0"))),
-            currency,
-            int(record.extra.get("billingIncrementSeconds", 1)),
-            int(record.extra.get("minimumBillableSeconds", 0)),
-        )
-        prices = with_fallback(self._store.price_points(record.node_key), placed_at, start)
         end = max(start, int(ended))
-        charges = allocation_charges(prices, gpus=record.gpus, start=start, end=end, now=end)
+        charges = allocation_charges(terms, gpus=record.gpus, start=start, end=end, now=end)
         return (
             sum(c.gpu_seconds for c in charges),
             sum(c.billable_gpu_seconds for c in charges),
             sum((c.cost for c in charges), Decimal(0)),
-            charges[-1].currency if charges else currency,
+            terms.currency,
         )
 
     def _operations(
@@ -543,12 +601,13 @@ class JobTracker:
                 resourceGroup=key.resource_group,
                 jobName=key.names[-1],
             )
-            if outcome.get("stop") and not self._workflow.stop(inp, None)["stopped"]:
+            stopped = self._workflow.stop(inp, None) if outcome.get("stop") else None
+            if stopped is not None and not stopped["stopped"]:
                 self._store.renew_lease(
                     key, now + self._settings.job_poll_interval_seconds, expect={"etag": record.etag}, kind=TRACK
                 )
                 continue  # not confirmed stopped: the GPUs stay reserved until it is
-            self._workflow.finish(inp, outcome)
+            self._workflow.finish(inp, outcome, stopped["platform"] if stopped else None)
             counts["finished"] += 1
         return counts
 
@@ -564,15 +623,8 @@ class JobTracker:
         except DgxNotFound:
             return end("Failed", "The DGX Platform no longer knows the job.")
         if job.ended:
-            status = "Succeeded" if job.status == "Succeeded" else "Canceled" if job.status == "Canceled" else "Failed"
-            # billing stops when the job ended on the platform, not when the tracker noticed (within the run)
-            ended = epoch(job.ended_at) if job.ended_at else now
-            return end(
-                status,
-                job.error_message or f"The job ended {job.status} on the DGX Platform.",
-                exitCode=job.exit_code,
-                endedAt=min(max(ended, started), now),
-            )
+            # billing stops when the job ended on the platform, not when the tracker noticed (finish bounds it)
+            return platform_end(job)
         if deadline is not None and now >= deadline:
             return end(
                 "Failed",
