@@ -10,6 +10,7 @@ the mean over any set of hours is Σ weighted / Σ measured.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -18,7 +19,7 @@ from typing import Any
 from itl_accelerator.store import keys
 
 #: The scopes every record counts in: ``RES#{resource id}#{created}``, ``SUBSCRIPTION``,
-#: ``NODE#{rg}#{node}#{created}``.
+#: ``NODE#{rg}#{node}#{created}`` and ``SUPPLIER#{supplier}#NODE#{rg}#{node}#{created}``.
 SUBSCRIPTION_SCOPE = "SUBSCRIPTION"
 
 
@@ -33,6 +34,15 @@ def node_scope(resource_group: str, node: str, created_at: str) -> str:
     """Scope of one node lifetime (a supplier's earnings and utilisation): a node registered again under the same
     name, perhaps for another supplier, starts afresh."""
     return f"NODE{keys.SEP}{resource_group.lower()}{keys.SEP}{node.lower()}{keys.SEP}{created_at}"
+
+
+def supplier_node_scope(supplier: str, resource_group: str, node: str, created_at: str) -> str:
+    """Scope of one supplier's earnings on one node lifetime: the allocations that began while ``supplier`` owned
+    the node (a meter's ``supplier``). A node handed to a new owner shows each supplier what it earned, never the
+    other's figures."""
+    # roll-up keys are lower-cased: the supplier goes in as a hex digest of its id, exact whatever its casing
+    token = hashlib.sha256(supplier.encode()).hexdigest()[:32]
+    return f"SUPPLIER{keys.SEP}{token}{keys.SEP}{node_scope(resource_group, node, created_at)}"
 
 
 def _decimal(value: Any) -> Decimal:
@@ -132,16 +142,16 @@ class HourRollup:
         metrics: dict[str, Any] | None,
     ) -> None:
         """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``resourceCreatedAt``,
-        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``) in its three scopes; ``costs`` by currency (an hour
-        may hold two, when its node changed currency in it)."""
+        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``, ``supplier``) in its four scopes; ``costs`` by
+        currency (a subscription's or node's hour may hold several: each allocation has the currency it locked)."""
         self.records += 1
         subscription = str(descriptor["subscriptionId"]).lower()
+        node_args = (descriptor["nodeResourceGroup"], descriptor["nodeName"], str(descriptor.get("nodeCreatedAt", "")))
         for scope in (
             resource_scope(descriptor["resourceId"], str(descriptor.get("resourceCreatedAt", ""))),
             SUBSCRIPTION_SCOPE,
-            node_scope(
-                descriptor["nodeResourceGroup"], descriptor["nodeName"], str(descriptor.get("nodeCreatedAt", ""))
-            ),
+            node_scope(*node_args),
+            supplier_node_scope(str(descriptor.get("supplier", "")), *node_args),
         ):
             totals = self.scopes.get((subscription, scope))
             if totals is None:

@@ -23,12 +23,14 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from itl_accelerator.models.common import (
     ApiModel,
+    BillingTermsLocked,
     Location,
     ProvisioningState,
     SystemData,
     TagKey,
     TagValue,
     has_control_characters,
+    lift_flat_fields,
     validate_tags,
 )
 
@@ -71,13 +73,34 @@ DEFAULT_WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
+#: What a secret value reads as wherever a job is shown (and in every audit item): secrets are write-only.
+SECRET_MASK = "******"
+
+
+def _check_env(value: dict[str, str], what: str) -> dict[str, str]:
+    for name, text in value.items():
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"The {what} name '{name[:64]}' is not valid: [A-Za-z_][A-Za-z0-9_]*.")
+        if "\x00" in text:
+            raise ValueError(f"The {what} '{name}' contains a NUL character.")
+    return value
+
+
 class ContainerWorkload(ApiModel):
     """A container the DGX Platform runs: ``image`` (OCI reference, e.g. ``nvcr.io/nvidia/pytorch:24.10-py3``),
-    ``command`` (argv, at most 64 arguments) and ``env`` (at most 64 variables, POSIX names)."""
+    ``command`` (argv, at most 64 arguments), ``env`` (variables, POSIX names) and ``secretEnv`` (variables whose
+    values are secrets: tokens, keys) — at most 64 variables in all, no name in both.
+
+    Who sees what (docs/RBAC.md, "Workload environment"): ``env`` values are shown to the job's submitter and to
+    admins only (a supplier sees the names with masked values); ``secretEnv`` values are write-only — shown as
+    :data:`SECRET_MASK` to everyone, the submitter included, and sent only to the DGX Platform. No audit item or log
+    line carries either in clear. Sending a job back with a secret's value as :data:`SECRET_MASK` keeps the value
+    stored for it."""
 
     image: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     command: list[Annotated[str, StringConstraints(max_length=1024)]] = Field(default_factory=list)
     env: dict[str, Annotated[str, StringConstraints(max_length=4096)]] = Field(default_factory=dict)
+    secret_env: dict[str, Annotated[str, StringConstraints(max_length=4096)]] = Field(default_factory=dict)
 
     @field_validator("image")
     @classmethod
@@ -101,21 +124,46 @@ class ContainerWorkload(ApiModel):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > MAX_ENV_VARS:
-            raise ValueError(f"{len(value)} environment variables; at most {MAX_ENV_VARS} are allowed.")
-        for name, text in value.items():
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"The environment variable name '{name[:64]}' is not valid: [A-Za-z_][A-Za-z0-9_]*.")
-            if "\x00" in text:
-                raise ValueError(f"The environment variable '{name}' contains a NUL character.")
-        return value
+        return _check_env(value, "environment variable")
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value, "secret environment variable")
 
     @model_validator(mode="after")
     def _bounded(self) -> ContainerWorkload:
+        count = len(self.env) + len(self.secret_env)
+        if count > MAX_ENV_VARS:
+            raise ValueError(f"{count} environment variables; at most {MAX_ENV_VARS} are allowed.")
+        both = sorted(set(self.env) & set(self.secret_env))
+        if both:
+            raise ValueError(f"'{both[0][:64]}' is in both env and secretEnv: give it once.")
         size = len(json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode())
         if size > MAX_WORKLOAD_BYTES:
             raise ValueError(f"The workload is {size} bytes as JSON; at most {MAX_WORKLOAD_BYTES} are allowed.")
         return self
+
+
+def masked_workload(workload: dict[str, Any], *, reveal_env: bool) -> dict[str, Any]:
+    """A stored workload (wire names) as one viewer may see it: ``secretEnv`` values always
+    :data:`SECRET_MASK`; ``env`` values too unless ``reveal_env`` (the submitter and admins)."""
+    shown = dict(workload)
+    if workload.get("secretEnv"):
+        shown["secretEnv"] = dict.fromkeys(workload["secretEnv"], SECRET_MASK)
+    if workload.get("env") and not reveal_env:
+        shown["env"] = dict.fromkeys(workload["env"], SECRET_MASK)
+    return shown
+
+
+def masked_job_document(document: dict[str, Any] | None, *, reveal_env: bool) -> dict[str, Any] | None:
+    """A job envelope with its workload masked (:func:`masked_workload`); any other document unchanged."""
+    if not document:
+        return document
+    props = document.get("properties")
+    if not isinstance(props, dict) or not isinstance(props.get("workload"), dict):
+        return document
+    return {**document, "properties": {**props, "workload": masked_workload(props["workload"], reveal_env=reveal_env)}}
 
 
 GpuModel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$")]
@@ -169,8 +217,10 @@ class SparkJobPropertiesWrite(ApiModel):
     gpu_seconds: int | None = None
     billable_gpu_seconds: int | None = None
     cost: dict[str, Any] | None = None
+    billing_terms: dict[str, Any] | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
+    cancel_requested_at: str | None = None
     operation_id: str | None = None
 
     @field_validator("status")
@@ -206,21 +256,7 @@ class SparkJobWrite(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_to_properties(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        flat = {_FLAT_FIELDS[k]: data[k] for k in data if k in _FLAT_FIELDS}
-        if not flat:
-            return data
-        rest = {k: v for k, v in data.items() if k not in _FLAT_FIELDS}
-        props = data.get("properties")
-        if props is None:
-            return {**rest, "properties": flat}
-        if isinstance(props, dict):
-            for key, value in flat.items():
-                if key in props and props[key] != value:
-                    raise ValueError(f"'{key}' is given twice with different values (flat and in properties).")
-            return {**rest, "properties": {**flat, **props}}
-        return data
+        return lift_flat_fields(data, _FLAT_FIELDS)
 
     @field_validator("tags")
     @classmethod
@@ -238,7 +274,12 @@ class SparkJobWrite(ApiModel):
 
     def fingerprint(self) -> str:
         """Stable hash of :meth:`spec`: an identical repeated submission has the same fingerprint."""
-        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:32]
+        return spec_fingerprint(self.spec())
+
+
+def spec_fingerprint(spec: dict[str, Any]) -> str:
+    """Stable hash of a job's spec (:meth:`SparkJobWrite.spec`)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
 class SparkJobCreate(SparkJobWrite):
@@ -258,7 +299,8 @@ class SparkJobProperties(ApiModel):
     """Job properties as returned. ``status`` (the job's own lifecycle) and ``provisioningState`` (ARM's: Accepted
     while Pending or Scheduled, Running, then Succeeded/Failed/Canceled with the status) are read-only, as are
     ``statusReason``, ``assignedNode`` (the node's ARM id), ``submittedBy`` (the token's subject), the times,
-    ``gpuSeconds`` and ``cost``."""
+    ``gpuSeconds``, ``cost``, ``billingTerms`` (the node's pricing locked when the job was placed: what its cost is
+    computed by) and ``cancelRequestedBy``/``cancelRequestedAt`` (a cancel under way, until the job ends)."""
 
     job_type: JobType
     workload: ContainerWorkload
@@ -277,8 +319,10 @@ class SparkJobProperties(ApiModel):
     gpu_seconds: int = 0
     billable_gpu_seconds: int | None = None
     cost: JobCost | None = None
+    billing_terms: BillingTermsLocked | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
+    cancel_requested_at: str | None = None
     provisioning_state: ProvisioningState | Literal["Running"]
     operation_id: str | None = None
 

@@ -7,6 +7,8 @@ item) in the target subscription's trail, so a cross-tenant probe leaves a trace
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Operation
 from itl_accelerator.errors import ArmError, AuthorizationFailed, ResourceNotFound
@@ -78,6 +80,56 @@ class Access:
             raise missing or not_found(resource_type, resource_name, resource_group)
         if not any(rbac.has_permission(ctx.principal, a) for a in actions):
             self.deny(ctx, actions[0], **target)
+
+    def require_hidden(
+        self,
+        ctx: CallContext,
+        action: Operation,
+        *,
+        subscription_id: str,
+        resource_group: str | None,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+        missing: ArmError,
+    ) -> None:
+        """For what a caller may not even learn exists (an operation of a resource it may not read): ``missing``
+        (404) both outside its scopes and when its roles lack ``action`` — the refusal audited either way."""
+        if not ctx.principal.can_see(subscription_id, resource_group) or not rbac.has_permission(ctx.principal, action):
+            self.refuse_hidden(
+                ctx,
+                action,
+                subscription_id=subscription_id,
+                resource_group=resource_group,
+                resource_id=resource_id,
+                resource_type=resource_type,
+                resource_name=resource_name,
+                missing=missing,
+            )
+
+    def refuse_hidden(
+        self,
+        ctx: CallContext,
+        action: Operation,
+        *,
+        subscription_id: str,
+        resource_group: str | None,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+        missing: ArmError,
+    ) -> NoReturn:
+        """Audit a refusal answered as if the target did not exist, and raise ``missing`` (404)."""
+        self._record(
+            ctx,
+            action,
+            subscription_id=subscription_id,
+            resource_id=resource_id,
+            resource_type=resource_type,
+            resource_name=resource_name,
+            why="not the caller's to see; answered 404",
+        )
+        raise missing
 
     def require_subscription(self, ctx: CallContext, subscription_id: str, action: Operation) -> None:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the

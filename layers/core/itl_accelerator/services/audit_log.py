@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from itl_accelerator.models.audit import AuditEvent, Outcome
+from itl_accelerator.models.jobs import masked_job_document
 from itl_accelerator.observability import logger
 from itl_accelerator.services.context import CallContext
 
@@ -23,7 +24,9 @@ def build_event(
     new_state: dict[str, Any] | None = None,
     outcome: Outcome = "Succeeded",
 ) -> AuditEvent:
-    """An audit event stamped with the caller, the ids of the request and the current time."""
+    """An audit event stamped with the caller, the ids of the request and the current time. A job's workload
+    environment (``env`` and ``secretEnv`` values) is masked in ``previous_state``/``new_state``: values are secrets in
+    practice, and the audit trail is append-only and read by every admin (models/jobs.py ``masked_workload``)."""
     return AuditEvent(
         event_id=str(uuid.uuid4()),
         timestamp=ctx.now_iso(),
@@ -36,8 +39,8 @@ def build_event(
         resource_id=resource_id,
         resource_type=resource_type,
         resource_name=resource_name,
-        previous_state=previous_state,
-        new_state=new_state,
+        previous_state=masked_job_document(previous_state, reveal_env=False),
+        new_state=masked_job_document(new_state, reveal_env=False),
         change_summary=change_summary,
         request_id=ctx.request_id,
         correlation_id=ctx.correlation_id,

@@ -11,6 +11,7 @@ deleted (otherwise 409); its name can then be submitted again and runs afresh.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -18,15 +19,25 @@ from typing import Any
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
-from itl_accelerator.models.jobs import ACTIVE_JOB_STATUSES, FINAL_JOB_STATUSES, SparkJobWrite
+from itl_accelerator.models.jobs import (
+    ACTIVE_JOB_STATUSES,
+    FINAL_JOB_STATUSES,
+    SECRET_MASK,
+    SparkJobWrite,
+    masked_job_document,
+    masked_workload,
+    spec_fingerprint,
+)
 from itl_accelerator.observability import logger
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services import arm_rules
 from itl_accelerator.services.context import CallContext
+from itl_accelerator.services.job_access import may_change, render_job, reveals_env, submitted_by, visible_to
 from itl_accelerator.services.kernel import ResourceKernel, with_etag
 from itl_accelerator.services.nodes import gpu_model_key
 from itl_accelerator.services.operations import Accepted, new_operation
 from itl_accelerator.settings import Settings
+from itl_accelerator.store.codec import to_json
 from itl_accelerator.store.errors import SubscriptionNotWritable, WorkloadChanged
 from itl_accelerator.store.jobs import JobStore, job_index_values, node_owner_view, submitter_view
 from itl_accelerator.store.keys import ResourceKey
@@ -37,9 +48,15 @@ from itl_accelerator.workflows import WorkflowStarter
 GLOBAL_LOCATION = "global"
 
 
-def render(record: WorkloadRecord) -> dict[str, Any]:
-    """The job as returned: stored envelope plus ``etag``."""
-    return with_etag(record.document, record.etag)
+def _with_stored_secrets(spec: dict[str, Any], existing: WorkloadRecord) -> dict[str, Any]:
+    """``spec`` with every ``secretEnv`` value sent as the mask (a job echoed back from a GET) replaced by the value
+    stored for that name, so an echoed job is recognised as the same job."""
+    sent = spec["workload"].get("secretEnv") or {}
+    if SECRET_MASK not in sent.values():
+        return spec
+    stored = json.loads(existing.extra.get("secretEnv") or "{}")
+    kept = {name: stored.get(name, value) if value == SECRET_MASK else value for name, value in sent.items()}
+    return {**spec, "workload": {**spec["workload"], "secretEnv": kept}}
 
 
 def job_execution_input(
@@ -73,31 +90,21 @@ class SparkJobService:
         return self._kernel.key(JOBS, subscription_id, resource_group, name)
 
     # ----------------------------------------------------------------------------------------------- who sees what
-    @staticmethod
-    def visible_to(ctx: CallContext, record: WorkloadRecord) -> bool:
-        """Admins see every job; a consumer the jobs it submitted; a supplier the jobs placed on its nodes."""
-        principal = ctx.principal
-        if rbac.ROLE_ADMIN in principal.roles:
-            return True
-        if rbac.ROLE_CONSUMER in principal.roles and record.extra.get("submittedBy") == principal.subject:
-            return True
-        return rbac.ROLE_SUPPLIER in principal.roles and record.extra.get("nodeOwner") == principal.subject
-
     def _read(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Operation) -> WorkloadRecord:
-        """The job if the caller may act on it; 404 (as if missing) when it is another user's."""
+        """The job if the caller may act on it (services/job_access.py); 404 (as if missing) when it is another
+        user's — a supplier reads the jobs on its nodes, never changes them."""
         self._kernel.require(ctx, JOBS, key, *(actions or (JOBS.read,)))
         record = self._store.get_workload(key)
-        if record is None or not self.visible_to(ctx, record):
+        if record is None or not visible_to(ctx.principal, record):
             raise JOBS.not_found(key.names, key.resource_group)
-        if actions and actions[0] != JOBS.read and rbac.ROLE_ADMIN not in ctx.principal.roles:
-            if record.extra.get("submittedBy") != ctx.principal.subject:  # a supplier reads, never changes
-                raise JOBS.not_found(key.names, key.resource_group)
+        if actions and actions[0] != JOBS.read and not may_change(ctx.principal, record):
+            raise JOBS.not_found(key.names, key.resource_group)
         return record
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
         """The job; 404 when missing, outside the caller's scopes, or not the caller's to see."""
-        return render(self._read(ctx, self.key(subscription_id, resource_group, name)))
+        return render_job(self._read(ctx, self.key(subscription_id, resource_group, name)), ctx.principal)
 
     def list(
         self,
@@ -128,7 +135,12 @@ class SparkJobService:
         )
         if view is not None and submitted_by is not None and rbac.ROLE_ADMIN not in principal.roles:
             items = [i for i in items if i.document["properties"].get("submittedBy") == submitted_by]
-        return [with_etag(i.document, i.etag) for i in items], token
+        shown = []
+        for item in items:
+            owner = item.document["properties"].get("submittedBy")
+            document = masked_job_document(item.document, reveal_env=reveals_env(principal, owner))
+            shown.append(with_etag(document or item.document, item.etag))
+        return shown, token
 
     # ----------------------------------------------------------------------------------------------- submit
     def submit(
@@ -150,17 +162,24 @@ class SparkJobService:
         key = self.key(subscription_id, resource_group, name)
         self._kernel.require(ctx, JOBS, key, JOBS.write)
         arm_rules.check_body_name(body.name, name)
-        fingerprint = body.fingerprint()
         existing = self._store.get_workload(key)
+        if existing is not None and not may_change(ctx.principal, existing):
+            # job names are unique in a resource group (ARM): the caller learns the name is taken, nothing more
+            raise Conflict(
+                f"The job name '{name}' is taken in this resource group; job names are unique in a resource group."
+            )
+        spec = body.spec()
+        if existing is not None:
+            spec = _with_stored_secrets(spec, existing)
+        fingerprint = spec_fingerprint(spec)
         arm_rules.check_preconditions(
             existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
         )
         if existing is not None:
-            mine = existing.extra.get("submittedBy") == ctx.principal.subject
-            if create_only or not (mine or rbac.ROLE_ADMIN in ctx.principal.roles):
-                raise Conflict(f"A sparkJob named '{existing.document['name']}' already exists in this resource group.")
+            if create_only:
+                raise Conflict(f"A sparkJob named '{name}' already exists in this resource group.")
             if existing.spec_hash == fingerprint:
-                return None, render(existing)
+                return None, render_job(existing, ctx.principal)
             if existing.extra.get("status") in ACTIVE_JOB_STATUSES:
                 raise AnotherOperationInProgress(
                     f"The job '{name}' is {existing.extra.get('status')}; a different job of that name cannot be "
@@ -169,11 +188,13 @@ class SparkJobService:
             raise PropertyChangeNotAllowed(
                 f"The job '{name}' has finished ({existing.extra.get('status')}): delete it, then submit it again."
             )
-        return self._accept(ctx, key, body, fingerprint), {}
+        return self._accept(ctx, key, body, spec, fingerprint), {}
 
-    def _accept(self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, fingerprint: str) -> Accepted:
-        spec = body.spec()
+    def _accept(
+        self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, spec: dict[str, Any], fingerprint: str
+    ) -> Accepted:
         props = body.properties
+        secrets = spec["workload"].get("secretEnv") or {}
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
@@ -186,7 +207,7 @@ class SparkJobService:
             "systemData": arm_rules.stamp_system_data(ctx, None),
             "properties": {
                 "jobType": spec["jobType"],
-                "workload": spec["workload"],
+                "workload": masked_workload(spec["workload"], reveal_env=True),  # secret values live apart
                 "requestedGpus": props.requested_gpus,
                 "requestedMemoryGb": props.requested_memory_gb,
                 **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
@@ -219,6 +240,7 @@ class SparkJobService:
                 "submittedAt": now,
                 "maxDurationSeconds": props.max_duration_minutes * 60,
                 "gpuModelKey": gpu_model_key(props.gpu_model),
+                **({"secretEnv": to_json(secrets)} if secrets else {}),
                 **job_index_values(key, submitted_by=ctx.principal.subject),
             },
         )
@@ -239,14 +261,25 @@ class SparkJobService:
             document,
         )
         try:
-            self._store.accept(record, replacing_etag=None, operation=operation, operation_kind="job", audit=audit)
+            self._store.accept(
+                record,
+                replacing_etag=None,
+                operation=operation,
+                operation_kind="job",
+                operation_owner=ctx.principal.subject,
+                audit=audit,
+            )
         except WorkloadChanged as exc:
             raise Conflict("Another request submitted a job of this name at the same time; retry.") from exc
         except SubscriptionNotWritable as exc:
             raise self._kernel.write_error(exc) from exc
         self._start(ctx, key, operation_id, props.max_duration_minutes)
         return Accepted(
-            render(record), operation_id, location or GLOBAL_LOCATION, self._settings.job_poll_interval_seconds, True
+            render_job(record, ctx.principal),
+            operation_id,
+            location or GLOBAL_LOCATION,
+            self._settings.job_poll_interval_seconds,
+            True,
         )
 
     def _start(self, ctx: CallContext, key: ResourceKey, operation_id: str, max_minutes: int) -> None:
@@ -272,7 +305,7 @@ class SparkJobService:
             if status in FINAL_JOB_STATUSES:
                 raise Conflict(f"The job '{name}' has already ended: {status}. Nothing was changed.")
             if record.cancel_requested and record.extra.get("cancelOperationId"):
-                return Accepted(render(record), record.extra["cancelOperationId"], location, 2)
+                return Accepted(render_job(record, ctx.principal), record.extra["cancelOperationId"], location, 2)
             operation_id = str(uuid.uuid4())
             operation = new_operation(
                 ctx,
@@ -281,23 +314,33 @@ class SparkJobService:
                 operation_id=operation_id,
                 resource_id=record.document["id"],
             )
+            now = ctx.now_iso()
             document = {
                 **record.document,
                 "systemData": arm_rules.stamp_system_data(ctx, record.document["systemData"]),
-                "properties": {**record.document["properties"], "cancelRequestedBy": ctx.principal.subject},
+                "properties": {
+                    **record.document["properties"],
+                    "cancelRequestedBy": ctx.principal.subject,
+                    "cancelRequestedAt": now,
+                    "statusReason": (
+                        f"Cancel requested by {ctx.principal.subject} at {now}; "
+                        + ("stopping it on the DGX Platform." if status == "Running" else "it will not run.")
+                    ),
+                },
             }
+            etag = arm_rules.new_etag()
             try:
                 self._store.transition(
                     key,
                     expect={"etag": record.etag, "status": ACTIVE_JOB_STATUSES},
                     set_values={
                         "document": document,
-                        "etag": arm_rules.new_etag(),
+                        "etag": etag,
                         "cancelRequested": True,
                         "canceledBy": ctx.principal.subject,
                         "cancelOperationId": operation_id,
                     },
-                    new_operation=(operation, "cancel"),
+                    new_operation=(operation, "cancel", submitted_by(record) or ctx.principal.subject),
                     audit=self._kernel.audit(
                         ctx,
                         JOBS,
@@ -316,7 +359,8 @@ class SparkJobService:
                     token,
                     {"end": {"status": "Canceled", "reason": f"Canceled by {ctx.principal.subject}.", "stop": True}},
                 )
-            return Accepted(render(record), operation_id, location, 2)
+            record.document, record.etag = document, etag
+            return Accepted(render_job(record, ctx.principal), operation_id, location, 2)
         raise AnotherOperationInProgress("The job kept changing while being canceled; retry the request.")
 
     # ----------------------------------------------------------------------------------------------- delete
@@ -325,10 +369,7 @@ class SparkJobService:
         key = self.key(subscription_id, resource_group, name)
         self._kernel.require(ctx, JOBS, key, JOBS.delete)
         record = self._store.get_workload(key)
-        mine = record is not None and (
-            rbac.ROLE_ADMIN in ctx.principal.roles or record.extra.get("submittedBy") == ctx.principal.subject
-        )
-        if record is None or not mine:
+        if record is None or not may_change(ctx.principal, record):
             return False  # another user's job answers as a missing one: nothing to delete (ARM RPC: 204)
         status = record.extra.get("status")
         if status not in FINAL_JOB_STATUSES:

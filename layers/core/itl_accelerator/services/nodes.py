@@ -7,6 +7,7 @@ a node holding allocated GPUs cannot be deleted, nor shrunk below its allocation
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,7 +31,6 @@ from itl_accelerator.store.errors import (
 )
 from itl_accelerator.store.keys import ResourceKey, placement_partition
 from itl_accelerator.store.resources import ResourceWrite, StoredResource, shape_sk
-from itl_accelerator.store.usage import UsageStore
 
 
 def gpu_model_key(gpu_model: str | None) -> str:
@@ -98,10 +98,18 @@ class SparkNodeService:
         }
 
     @staticmethod
-    def _write(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite) -> ResourceWrite:
+    def _write(
+        key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite, previous: StoredResource | None
+    ) -> ResourceWrite:
         """The stored form of a node: its envelope, capacity totals, the attributes placement filters on
         (``location``, ``gpuModelKey``, ``owner``) and — while it is ``Available`` — its entry in the placement
-        index (GSI5, by free GPUs); its fleet shape for admission."""
+        index (GSI5, by free GPUs); its fleet shape for admission; and the suppliers that owned it before
+        (``formerOwners``: a change of owner adds the previous one, who keeps reading its own earnings)."""
+        former = list(previous.former_owners) if previous else []
+        previous_owner = previous.document["properties"].get("owner") if previous else None
+        owner = document["properties"]["owner"]
+        if previous_owner and previous_owner != owner and previous_owner not in former:
+            former.append(previous_owner)
         specs = body.properties.hardware_specs
         gpus, gpu_memory = int(specs.gpu_count or 0), int(specs.gpu_memory_gb or 0)
         location = normalize_location(body.location)
@@ -117,6 +125,7 @@ class SparkNodeService:
                 "location": location,
                 "availability": document["properties"]["availability"],
                 "gpuModelKey": model,
+                "formerOwners": json.dumps([o for o in former if o != owner]),
                 **({"GSI5PK": placement_partition(key.subscription_id)} if available else {}),
             },
             unset=() if available else ("GSI5PK",),
@@ -254,11 +263,7 @@ class SparkNodeService:
             and (previous.document["name"] == document["name"] and previous.document["id"] == document["id"])
         ):
             return render(previous), False
-        write = self._write(key, document, body)
-        if previous is None or previous.document["properties"].get("pricing") != document["properties"]["pricing"]:
-            # usage is priced by the price in force at the time: every price a node ever had is kept
-            effective = int(ctx.clock().timestamp())
-            write.companions = (UsageStore.price_point_item(key, document["properties"]["pricing"], effective),)
+        write = self._write(key, document, body, previous)
         try:
             if previous is None:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
@@ -314,6 +319,7 @@ class SparkNodeService:
             raise BadRequest(
                 f"Unknown top-level field(s) in PATCH: {', '.join(sorted(unknown))}.", target=sorted(unknown)[0]
             )
+        _refuse_nulls(patch)
         previous = self._store.get_resource(key)
         if previous is None:
             arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
@@ -405,6 +411,33 @@ class SparkNodeService:
                 resource_type=NODES.type_name,
                 resource_name=key.names[0],
             )
+
+
+#: Members a merge patch may not remove with ``null`` (their removal would silently reset them to a default: a price
+#: of 0, USD, an Available node, the caller as owner): a node always has them; to change one, send its new value.
+NOT_NULLABLE = (
+    ("properties", "pricing"),
+    ("properties", "pricing", "currency"),
+    ("properties", "pricing", "pricePerGpuHour"),
+    ("properties", "pricing", "billingIncrementSeconds"),
+    ("properties", "pricing", "minimumBillableSeconds"),
+    ("properties", "availability"),
+    ("properties", "owner"),
+    ("properties", "hardwareSpecs"),
+    ("sku", "name"),
+)
+
+
+def _refuse_nulls(patch: dict[str, Any]) -> None:
+    """400 ``InvalidRequestContent`` naming the member when a PATCH sends ``null`` for one of :data:`NOT_NULLABLE`
+    (RFC 7396 would remove it; here it has no default to fall back to that the caller could mean)."""
+    for path in NOT_NULLABLE:
+        parent: Any = patch
+        for part in path[:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] is None:
+            target = ".".join(path)
+            raise BadRequest(f"'{target}' cannot be null: send its new value to change it.", target=target)
 
 
 def _validate_write(data: dict[str, Any]) -> SparkNodeWrite:

@@ -1,6 +1,7 @@
 """``GET .../stats?hours=N``: per-hour usage of an Ollama instance, a job, or a node, read from the hourly roll-ups
-(billing/rollup.py), with the same access rules as reading the resource itself — plus, for a node, that only its
-supplier (``properties.owner``) or an admin sees it: a node's figures are the supplier's earnings.
+(billing/rollup.py), with the same access rules as reading the resource itself — plus, for a node, that a supplier
+sees only its own earnings on it (what the allocations that began while it owned the node earned) and admins the
+node's whole figures.
 
 Figures are per *lifetime* of the resource (and of the node): a name deleted and created again starts with none of
 the figures of the one before, whoever holds it now. The answer covers the last ``hours`` UTC hours up to and including the current one (Azure Monitor's shape:
@@ -22,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import HOUR, window_of
-from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, Totals, node_scope, resource_scope
+from itl_accelerator.billing.rollup import (
+    SUBSCRIPTION_SCOPE,
+    Totals,
+    node_scope,
+    resource_scope,
+    supplier_node_scope,
+)
 from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.resources import NODES
 from itl_accelerator.services.context import CallContext
@@ -112,15 +119,20 @@ class UsageStatsService:
     def node(
         self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, hours: int
     ) -> dict[str, Any]:
-        """A node's stats — its utilisation (allocated GPU-hours against its capacity) and its earnings: admins,
-        and the supplier that owns it; 403 (audited) for anyone else, 404 outside the caller's scopes."""
+        """A node's stats — its utilisation (allocated GPU-hours against its capacity) and its earnings. Admins see
+        the node's whole figures; a supplier that owns it or owned it before sees its own earnings on it (the
+        allocations that began while it owned the node: earnings belong to the supplier who earned them, through a
+        change of owner both ways); 403 (audited) for anyone else, 404 outside the caller's scopes."""
         key = self._kernel.key(NODES, subscription_id, resource_group, name)
         self._kernel.require(ctx, NODES, key, rbac.NODES_USAGE_READ)
         stored = self._store_node(key)
-        if (
-            not rbac.has_permission(ctx.principal, rbac.NODES_WRITE)
-            and stored.document["properties"].get("owner") != ctx.principal.subject
-        ):
+        created = stored.document["systemData"]["createdAt"]
+        subject = ctx.principal.subject
+        if rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            scope = node_scope(resource_group, name, created)
+        elif stored.document["properties"].get("owner") == subject or subject in stored.former_owners:
+            scope = supplier_node_scope(subject, resource_group, name, created)
+        else:
             self._kernel.access.deny(
                 ctx,
                 rbac.NODES_USAGE_READ,
@@ -130,13 +142,7 @@ class UsageStatsService:
                 resource_name=stored.document["name"],
             )
         capacity = int(stored.counters.get("gpuTotal", 0)) or None
-        return self._series(
-            subscription_id,
-            node_scope(resource_group, name, stored.document["systemData"]["createdAt"]),
-            stored.document["id"],
-            hours,
-            capacity_gpus=capacity,
-        )
+        return self._series(subscription_id, scope, stored.document["id"], hours, capacity_gpus=capacity)
 
     def _store_node(self, key: Any) -> Any:
         stored = self._kernel.store.get_resource(key)

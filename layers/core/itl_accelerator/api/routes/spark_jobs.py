@@ -139,9 +139,13 @@ def get(
     operation_id="SparkJobs_Cancel",
     openapi_extra=requires(rbac.JOBS_CANCEL),
     status_code=202,
-    response_class=Response,
+    response_model=SparkJob,
     responses={
-        202: {"headers": ASYNC_HEADERS, "description": "Accepted: the job is being canceled (Location: the outcome)."},
+        202: {
+            "headers": ASYNC_HEADERS,
+            "description": "Accepted: the job is being canceled (Location: the outcome). The body is the job, with "
+            "cancelRequestedBy, cancelRequestedAt and the reason saying so until it ends.",
+        },
         **errors(e.AuthorizationFailed, e.ResourceNotFound, e.Conflict, e.AnotherOperationInProgress),
     },
     summary="Cancel a job in any state before it ends → 202; a finished job → 409 naming its status.",
@@ -156,9 +160,7 @@ def cancel(
     api_version: ApiVersion = None,
 ) -> Any:
     accepted = c.jobs.cancel(ctx, subscriptionId, resourceGroupName, jobName)
-    response = empty(202)
-    response.headers.update(async_headers(request, c, subscriptionId, accepted))
-    return response
+    return resource_response(accepted.resource, 202, async_headers(request, c, subscriptionId, accepted))
 
 
 @router.delete(

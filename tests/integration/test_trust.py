@@ -1,0 +1,239 @@
+"""Trust (issue 14): what a hostile supplier, a nosy consumer and a racing client can no longer do — change the
+terms a running allocation is billed by, read another user's job through its operation, read workload secrets,
+read the earnings of a node's previous owner — and state a user sees that is now right (an operation Running while
+its job runs, a cancel under way). Each case has the value a user should see."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tests.conftest import CONSUMER, SUPPLIER, node_body, nodes_path
+from tests.integration.instance_helpers import relative, wait_for
+from tests.integration.test_bad_input import assert_refused
+from tests.integration.test_jobs import job_body, jobs_path, sim, wait_job
+
+pytestmark = pytest.mark.usefixtures("schedules")
+
+GREEDY = "greedy"
+RD1_PRICING = {"currency": "USD", "pricePerGpuHour": 3.6, "billingIncrementSeconds": 1, "minimumBillableSeconds": 0}
+
+
+@pytest.fixture
+def rd1(admin: Any, sub: str) -> str:
+    """Node ``rd1``: 8 GPUs at 3.60 USD per GPU-hour, billed per second, owned by the supplier ``greedy``."""
+    body = node_body()
+    body["properties"] = {**body["properties"], "owner": GREEDY, "pricing": RD1_PRICING}
+    assert admin.put(nodes_path(sub, name="rd1"), json=body).status_code == 201
+    return nodes_path(sub, name="rd1")
+
+
+@pytest.fixture
+def held_jobs(dgx: Any) -> Any:
+    """The DGX simulator holding every job Running until the test releases it (``dgx.config.hold_jobs = False``)."""
+    dgx.config.hold_jobs = True
+    yield dgx
+    dgx.config.hold_jobs = False
+
+
+# ------------------------------------------------------------------------------------------------ locked terms
+@pytest.mark.parametrize(
+    "new_terms",
+    [
+        {"billingIncrementSeconds": 3600, "minimumBillableSeconds": 3600},
+        {"currency": "EUR"},
+        {"pricePerGpuHour": 360},
+    ],
+    ids=["rounding", "currency", "price"],
+)
+def test_a_supplier_changing_its_terms_mid_run_does_not_reprice_the_running_job(caller, sub, rd1, held_jobs, new_terms):
+    consumer = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="carol")
+    greedy = caller([SUPPLIER], [f"/subscriptions/{sub}"], subject=GREEDY)
+    # Given a consumer's job of 8 GPUs running on rd1 (3.60 USD per GPU-hour, per second)
+    assert consumer.put(jobs_path(sub, "train"), json=job_body(8, 640, workload=sim(seconds=1))).status_code == 201
+    running = wait_job(consumer, jobs_path(sub, "train"), ("Running",))
+    locked = running["properties"]["billingTerms"]
+    assert {k: locked[k] for k in RD1_PRICING} == RD1_PRICING and locked["lockedAt"]
+    # When the node's owner changes its terms while the job runs (accepted: new allocations get them)
+    changed = greedy.patch(rd1, json={"properties": {"pricing": new_terms}})
+    assert changed.status_code == 200, changed.text
+    held_jobs.config.hold_jobs = False
+    done = wait_job(consumer, jobs_path(sub, "train"))
+    # Then the job is billed by the terms it started under: every GPU-second at 3.60 USD per GPU-hour, in USD
+    props = done["properties"]
+    assert props["status"] == "Succeeded" and props["billingTerms"] == locked
+    assert props["billableGpuSeconds"] == props["gpuSeconds"] > 0
+    expected = (Decimal(props["gpuSeconds"]) * Decimal("3.6") / 3600).quantize(Decimal("0.000001"))
+    assert props["cost"] == {"amount": format(expected, "f"), "currency": "USD"}
+    # And a job placed after the change locks the new terms
+    assert consumer.put(jobs_path(sub, "next"), json=job_body(1, 80, workload=sim(seconds=0.2))).status_code == 201
+    after = wait_job(consumer, jobs_path(sub, "next"))["properties"]["billingTerms"]
+    assert {k: after[k] for k in new_terms} == new_terms
+
+
+def test_an_instance_locks_the_terms_of_its_node_when_it_is_accepted(admin, sub, rd1):
+    created = admin.put(rd1 + "/sparkOllamaInstances/llm", json={"properties": {"model": "mistral:7b", "gpus": 1,
+                                                                                  "memoryGb": 80}})  # fmt: skip
+    assert created.status_code == 201, created.text
+    terms = created.json()["properties"]["billingTerms"]
+    assert {k: terms[k] for k in RD1_PRICING} == RD1_PRICING
+    assert admin.patch(rd1, json={"properties": {"pricing": {"pricePerGpuHour": 9.5}}}).status_code == 200
+    shown = admin.get(rd1 + "/sparkOllamaInstances/llm").json()["properties"]["billingTerms"]
+    assert shown == terms
+
+
+@pytest.mark.parametrize(
+    ("pricing", "target"),
+    [
+        ({"pricePerGpuHour": None}, "properties.pricing.pricePerGpuHour"),
+        ({"currency": None}, "properties.pricing.currency"),
+        ({"billingIncrementSeconds": None}, "properties.pricing.billingIncrementSeconds"),
+        ({"currency": "ABC"}, "properties.pricing.currency"),
+        ({"currency": "usd"}, "properties.pricing.currency"),
+        ({"currency": "XXX"}, "properties.pricing.currency"),
+        ({"minimumBillableSeconds": 86400}, "properties.pricing.minimumBillableSeconds"),
+        ({"minimumBillableSeconds": 3601}, "properties.pricing.minimumBillableSeconds"),
+        ({"billingIncrementSeconds": 3601}, "properties.pricing.billingIncrementSeconds"),
+        ({"billingIncrementSeconds": 0}, "properties.pricing.billingIncrementSeconds"),
+    ],
+)
+def test_pricing_that_is_null_unknown_or_out_of_bounds_is_refused_naming_the_field(admin, sub, rd1, pricing, target):
+    before = admin.get(rd1).json()
+    refused = admin.patch(rd1, json={"properties": {"pricing": pricing}})
+    error = assert_refused(refused, 400, "InvalidRequestContent")
+    assert target in json.dumps(error), error
+    assert admin.get(rd1).json() == before  # nothing was written
+    # and the same terms in a PUT body are refused the same way (a null included)
+    body = node_body()
+    body["properties"] = {**body["properties"], "pricing": {**RD1_PRICING, **pricing}}
+    assert_refused(admin.put(nodes_path(sub, name="other"), json=body), 400, "InvalidRequestContent")
+    assert admin.get(nodes_path(sub, name="other")).status_code == 404
+
+
+def test_a_null_pricing_object_is_refused_and_real_currencies_are_accepted(admin, sub, rd1):
+    assert_refused(admin.patch(rd1, json={"properties": {"pricing": None}}), 400, "InvalidRequestContent")
+    for currency in ("EUR", "JPY", "CHF"):
+        response = admin.patch(rd1, json={"properties": {"pricing": {"currency": currency}}})
+        assert response.status_code == 200 and response.json()["properties"]["pricing"]["currency"] == currency
+
+
+# ------------------------------------------------------------------------------------------------ operations
+def test_another_consumers_job_operations_are_as_missing_as_an_unknown_id(caller, sub, rd1, held_jobs):
+    bob = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="bob")
+    carol = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="carol")
+    workload = {**sim(seconds=1), "env": {"HF_TOKEN": "hf_secret_bob"}}
+    accepted = bob.post(jobs_path(sub), json={"name": "bobs", "requested_gpus": 1, "requested_memory_gb": 80,
+                                              "workload": workload})  # fmt: skip
+    assert accepted.status_code == 202
+    status_url = relative(accepted.headers["Azure-AsyncOperation"])
+    result_url = relative(accepted.headers["Location"])
+    unknown = status_url.rsplit("/", 1)[0] + "/00000000-0000-0000-0000-000000000000"
+    for path in (status_url, result_url, unknown, unknown.replace("operationStatuses", "operationResults")):
+        refused = carol.get(path)
+        error = assert_refused(refused, 404, "ResourceNotFound")
+        assert "hf_secret_bob" not in refused.text and "bob" not in error["message"]
+    # the job's owner reads both
+    assert bob.get(status_url).status_code == 200
+    held_jobs.config.hold_jobs = False
+    wait_job(bob, jobs_path(sub, "bobs"))
+    result = bob.get(result_url)
+    assert result.status_code == 200 and result.json()["properties"]["workload"]["env"] == {"HF_TOKEN": "hf_secret_bob"}
+
+
+def test_a_jobs_operation_is_running_while_the_job_runs(admin, sub, rd1, held_jobs):
+    accepted = admin.put(jobs_path(sub, "op"), json=job_body(workload=sim(seconds=1)))
+    status_url = relative(accepted.headers["Azure-AsyncOperation"])
+    wait_job(admin, jobs_path(sub, "op"), ("Running",))
+    assert admin.get(status_url).json()["status"] == "Running"
+    held_jobs.config.hold_jobs = False
+    wait_job(admin, jobs_path(sub, "op"))
+    assert admin.get(status_url).json()["status"] == "Succeeded"
+
+
+def test_a_cancel_under_way_shows_on_the_job_until_it_ends(admin, sub, rd1):
+    assert admin.put(jobs_path(sub, "c"), json=job_body(workload=sim(forever=True))).status_code == 201
+    wait_job(admin, jobs_path(sub, "c"), ("Running",))
+    canceled = admin.post(jobs_path(sub, "c") + "/cancel")
+    assert canceled.status_code == 202
+    body = canceled.json()
+    assert body["properties"]["cancelRequestedBy"] == "admin-1" and body["properties"]["cancelRequestedAt"]
+    assert "Cancel requested by admin-1" in body["properties"]["statusReason"]
+    done = wait_job(admin, jobs_path(sub, "c"))
+    assert done["properties"]["status"] == "Canceled"
+
+
+# ------------------------------------------------------------------------------------------------ secrets
+def test_workload_secrets_are_write_only_and_env_values_are_the_submitters(caller, admin, sub, rd1, dgx, aws):
+    carol = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="carol")
+    greedy = caller([SUPPLIER], [f"/subscriptions/{sub}"], subject=GREEDY)
+    workload = {**sim(seconds=0.5), "env": {"MODE": "fast"}, "secretEnv": {"HF_TOKEN": "hf_secret_carol"}}
+    accepted = carol.put(jobs_path(sub, "s"), json=job_body(workload=workload))
+    assert accepted.status_code == 201
+    # The submitter sees her env values and her secret's name, never its value — not even in the 201
+    for shown in (accepted.json(), wait_job(carol, jobs_path(sub, "s"))):
+        assert shown["properties"]["workload"]["env"]["MODE"] == "fast"
+        assert shown["properties"]["workload"]["secretEnv"] == {"HF_TOKEN": "******"}
+    # The node's supplier sees the job with every value masked
+    seen = greedy.get(jobs_path(sub, "s")).json()["properties"]["workload"]
+    assert seen["env"]["MODE"] == "******" and seen["secretEnv"] == {"HF_TOKEN": "******"}
+    assert "fast" not in greedy.get(jobs_path(sub)).text
+    # The DGX Platform got the secret as an environment variable
+    (platform_job,) = [j for j in dgx.jobs.values() if f"/subscriptions/{sub}/" in j["name"]]
+    assert platform_job["env"]["HF_TOKEN"] == "hf_secret_carol" and platform_job["env"]["MODE"] == "fast"
+    # No audit item holds either value
+    events = admin.get(f"/subscriptions/{sub}/providers/ITL.Accelerator/auditEvents").json()["value"]
+    assert events and "hf_secret_carol" not in json.dumps(events) and '"fast"' not in json.dumps(events)
+    # And the job sent back as it was shown (the secret as its mask) is the same job (200), not a new one
+    shown = wait_job(carol, jobs_path(sub, "s"))
+    shown["properties"].pop("status")  # set by the provider (a submission may only say Pending)
+    again = carol.put(jobs_path(sub, "s"), json=shown)
+    assert again.status_code == 200, again.text
+
+
+# ------------------------------------------------------------------------------------------------ earnings
+def test_a_nodes_earnings_stay_with_the_supplier_that_earned_them(caller, admin, sub, rd1):
+    from itl_accelerator.container import Container
+    from itl_accelerator.settings import get_settings
+
+    scope = [f"/subscriptions/{sub}"]
+    greedy = caller([SUPPLIER], scope, subject=GREEDY)
+    heir = caller([SUPPLIER], scope, subject="heir")
+    # Given a job run on rd1 while greedy owned it
+    assert admin.put(jobs_path(sub, "earn"), json=job_body(2, 160, workload=sim(seconds=1))).status_code == 201
+    cost = wait_job(admin, jobs_path(sub, "earn"))["properties"]["cost"]
+    # When the node is handed to another supplier and the usage is metered and rolled up
+    assert admin.patch(rd1, json={"properties": {"owner": "heir"}}).status_code == 200
+    container = Container.build(get_settings())
+    wait_for(lambda: not container.usage_sync.run().meters, what="the usage sync to settle")
+    container.usage_rollups.run()
+    # Then the previous owner still reads what it earned, and the new owner none of it
+    assert greedy.get(rd1 + "/stats").json()["totals"]["cost"] == [cost]
+    assert heir.get(rd1 + "/stats").json()["totals"]["cost"] == []
+    # and the admin sees the node's whole figures; a supplier that never owned it is refused
+    assert admin.get(rd1 + "/stats").json()["totals"]["cost"] == [cost]
+    assert_refused(caller([SUPPLIER], scope, subject="stranger").get(rd1 + "/stats"), 403, "AuthorizationFailed")
+
+
+# ------------------------------------------------------------------------------------------------ names
+def test_a_job_name_another_user_holds_is_taken_and_nothing_else_is_learned(caller, sub, rd1):
+    bob = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="bob")
+    carol = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="carol")
+    assert bob.put(jobs_path(sub, "Shared"), json=job_body(workload=sim(forever=True))).status_code == 201
+    # Job names are unique in a resource group (ARM): Carol learns the name is taken, by any form of the request,
+    # and nothing about the job — not its casing, its state or its etag
+    for response in (
+        carol.put(jobs_path(sub, "shared"), json=job_body()),
+        carol.put(jobs_path(sub, "shared"), json=job_body(), headers={"If-None-Match": "*"}),
+        carol.put(jobs_path(sub, "shared"), json=job_body(), headers={"If-Match": '"nope"'}),
+        carol.post(jobs_path(sub), json={"name": "shared", "requested_gpus": 1, "requested_memory_gb": 80}),
+    ):
+        error = assert_refused(response, 409, "Conflict")
+        assert "Shared" not in error["message"] and "bob" not in response.text
+    assert_refused(carol.get(jobs_path(sub, "shared")), 404, "ResourceNotFound")
+    assert carol.delete(jobs_path(sub, "shared")).status_code == 204
+    assert [j["name"] for j in bob.get(jobs_path(sub)).json()["value"]] == ["Shared"]
+    bob.post(jobs_path(sub, "Shared") + "/cancel")
+    wait_job(bob, jobs_path(sub, "Shared"))
