@@ -78,6 +78,7 @@ def charge_lines(count: int) -> Iterator[ChargeLine]:
         )
         start = DAY + timedelta(hours=hour)
         yield ChargeLine(
+            allocation_id=f"alloc-{allocation}",
             subscription_id=sub,
             resource_group=rg,
             resource_id=resource_id,

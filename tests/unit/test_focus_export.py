@@ -200,6 +200,7 @@ def charge(
     else:
         resource_id, resource_type = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{JOB_TYPE}/{name}", JOB_TYPE
     return ChargeLine(
+        allocation_id=f"alloc-{name}",
         subscription_id=sub,
         resource_group=rg,
         resource_id=resource_id,

@@ -56,7 +56,9 @@ holding ``window_start`` (end = the first instant of the next month), also for a
 - ``CommitmentDiscountStatus`` present and always null (no commitment discount applies to any row): FOCUS does not
   require it here, but the validator's ``ConsumedQuantity`` nullability rules query it and fail when it is absent.
 - Custom columns (``x_`` prefix, after the FOCUS ones): ``x_NodeId`` and ``x_NodeName`` (the node the work ran on),
-  ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds`` (exact integers).
+  ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds`` (exact integers), and ``x_AllocationId``: the allocation a
+  row bills (one instance provisioning, one job run — the operation that started it), so the rows of a job deleted
+  and submitted again under the same name, which share a ``ResourceId``, stay told apart.
 
 **Applicability criteria** (:data:`FOCUS_APPLICABILITY_CRITERIA`, passed to focus-validator): the provider bills
 provisioned resources, has regions, resource types, sub accounts (resource groups) and tags, and measures usage.
@@ -127,7 +129,13 @@ SPEC_COLUMNS: tuple[str, ...] = (
     "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SubAccountId", "SubAccountName", "Tags",
 )  # fmt: skip
 #: Provider-defined columns, after the FOCUS ones.
-CUSTOM_COLUMNS: tuple[str, ...] = ("x_NodeId", "x_NodeName", "x_ConsumedGpuSeconds", "x_BillableGpuSeconds")
+CUSTOM_COLUMNS: tuple[str, ...] = (
+    "x_NodeId",
+    "x_NodeName",
+    "x_ConsumedGpuSeconds",
+    "x_BillableGpuSeconds",
+    "x_AllocationId",
+)
 FOCUS_COLUMNS: tuple[str, ...] = SPEC_COLUMNS + CUSTOM_COLUMNS
 
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
@@ -142,6 +150,7 @@ class ChargeLine:
     """One row: one allocation's usage in one UTC window (``window_start`` inclusive, ``window_end`` exclusive, at
     most an hour apart), or with ``correction`` the delta of an earlier-exported line (may be negative)."""
 
+    allocation_id: str  # the allocation billed: the operation that started the instance or job run (x_AllocationId)
     subscription_id: str  # the ITL subscription (BillingAccountId /subscriptions/{id})
     resource_group: str  # SubAccountId /subscriptions/{sub}/resourceGroups/{rg}, SubAccountName rg
     resource_id: str  # ARM id of the instance or job
@@ -165,7 +174,7 @@ class ChargeLine:
 
     def __post_init__(self) -> None:
         # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
-        for name in ("subscription_id", "resource_group", "resource_id", "resource_name", "resource_type", "node_id",
+        for name in ("allocation_id", "subscription_id", "resource_group", "resource_id", "resource_name", "resource_type", "node_id",
                      "node_name", "sku", "region", "supplier"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -296,6 +305,7 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
         "x_NodeName": line.node_name,
         "x_ConsumedGpuSeconds": _int_text(line.gpu_seconds),
         "x_BillableGpuSeconds": _int_text(line.billable_gpu_seconds),
+        "x_AllocationId": line.allocation_id,
     }
 
 

@@ -92,11 +92,19 @@ def correction_line(record: UsageRecord) -> dict[str, Any] | None:
             )
     if not deltas:
         return None
-    return {"windowStart": record.window_start, "descriptor": record.descriptor, "deltas": deltas}
+    return {
+        "windowStart": record.window_start,
+        "descriptor": record.descriptor,
+        "allocationId": record.allocation_id,
+        "deltas": deltas,
+    }
 
 
-def _line(descriptor: dict[str, Any], start: int, end: int, part: dict[str, Any], correction: bool) -> ChargeLine:
+def _line(
+    allocation_id: str, descriptor: dict[str, Any], start: int, end: int, part: dict[str, Any], correction: bool
+) -> ChargeLine:
     return ChargeLine(
+        allocation_id=allocation_id,
         subscription_id=descriptor["subscriptionId"],
         resource_group=descriptor["resourceGroup"],
         resource_id=descriptor["resourceId"],
@@ -316,11 +324,13 @@ class BillingExport:
                 if record.billed is None or record.billed["day"] != day:
                     continue
                 for segment in record.billed["segments"]:
-                    yield _line(record.descriptor, int(segment["start"]), int(segment["end"]), segment, False)
+                    start, end = int(segment["start"]), int(segment["end"])
+                    yield _line(record.allocation_id, record.descriptor, start, end, segment, False)
         for line in self._store.correction_lines(day):
             start = int(line["windowStart"])
+            allocation = str(line.get("allocationId") or "unknown")  # lines queued before the column existed
             for delta in line["deltas"]:
-                yield _line(line["descriptor"], start, start + HOUR, delta, True)
+                yield _line(allocation, line["descriptor"], start, start + HOUR, delta, True)
 
     def lag_hours(self, now: float) -> float | None:
         """Hours since the end of the last exported day (the missing-export alarm watches it); None before any
