@@ -1,5 +1,6 @@
-"""Shared fixtures: an embedded AWS (moto) with the table built from template.yaml, a dev OIDC issuer on
-loopback, and the API Gateway emulator of template.yaml in front of the real handlers.
+"""Shared fixtures: an embedded AWS (moto) with the table built from template.yaml (its stream delivered to the
+functions that consume it), a dev OIDC issuer on loopback, and the API Gateway emulator of template.yaml in front
+of the real handlers.
 
 Every test gets its own subscription id (``sub``), so tests share one table without seeing each other's data —
 the same tenant isolation the store enforces in production.
@@ -205,7 +206,14 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
         os.environ[DGX_SECRET_VARIABLE] = secret["ARN"]
         aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"], BillingExportBucket=BUCKET)
         get_settings.cache_clear()
+        from itl_local.aws import trim_stream
+        from itl_local.streams import StreamPoller
+
+        # the table's stream delivered to its functions, as Lambda's event source mappings do (fleet changes)
+        poller = StreamPoller(template, TABLE, trim=lambda sequence: trim_stream(TABLE, sequence))
+        poller.start()
         yield dynamodb
+        poller.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from itl_accelerator.container import Container
-from itl_accelerator.observability import logger, metrics, tracer
+from itl_accelerator.observability import logger, metrics, publish_counts, tracer
 
 _containers: list[Container] = []
 
@@ -105,7 +105,4 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _publish(prefix: str, counts: dict[str, int | float]) -> None:
-    """Each count as the metric ``{prefix}{Name}`` (``windows_written`` → ``UsageSyncWindowsWritten``)."""
-    for name, value in counts.items():
-        camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
-        metrics.add_metric(name=f"{prefix}{camel}", unit=MetricUnit.Count, value=value)
+    publish_counts(metrics, prefix, counts)

@@ -90,10 +90,13 @@ class _TableCopyShim:
 
 def _rolled_back_by_item(transact: Any) -> Any:
     """Wrap moto's ``transact_write_items``: back up each item the transaction names and put them back when it
-    raises (moto's own whole-table rollback is a no-op under :class:`_TableCopyShim`)."""
+    raises (moto's own whole-table rollback is a no-op under :class:`_TableCopyShim`), and drop the stream records
+    moto wrote for the items it had applied before it cancelled (DynamoDB streams only committed changes)."""
 
     def run(self: Any, transact_items: list[dict[str, Any]]) -> None:
         backups = []
+        # moto appends a stream record per item as it applies it: a cancelled transaction must leave none
+        streams = {id(t): (t.stream_shard, len(t.stream_shard.items)) for t in self.tables.values() if t.stream_shard}
         for entry in transact_items:
             _, op = next(iter(entry.items()))
             table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
@@ -109,6 +112,8 @@ def _rolled_back_by_item(transact: Any) -> Any:
         try:
             transact(self, transact_items)
         except Exception:
+            for shard, length in streams.values():
+                del shard.items[length:]
             for table, hash_key, range_key, item in reversed(backups):
                 if range_key is None:
                     if item is None:
@@ -122,6 +127,25 @@ def _rolled_back_by_item(transact: Any) -> Any:
             raise
 
     return run
+
+
+def trim_stream(table_name: str, through_sequence_number: str) -> None:
+    """Forget the stream records of ``table_name`` up to and including ``through_sequence_number``, which every
+    local stream consumer has taken (itl_local.streams). moto keeps every record for ever otherwise; its sequence
+    numbers are positions in one list from ``starting_sequence_number``, kept valid here by moving that start.
+    Relies on moto's ``StreamShard`` internals (pinned; tests/integration/test_local_runtime_fidelity.py)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    with _WRITE_LOCK:
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables.get(table_name)
+        shard = table.stream_shard if table is not None else None
+        if shard is None:
+            return
+        count = int(through_sequence_number) - shard.starting_sequence_number + 1
+        if count > 0:
+            del shard.items[:count]
+            shard.starting_sequence_number += count
 
 
 class EmbeddedAws:

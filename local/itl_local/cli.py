@@ -182,6 +182,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
     servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port)[0])
+    from itl_local.aws import trim_stream
+    from itl_local.streams import StreamPoller
+
+    poller = StreamPoller(
+        template,
+        settings.table_name,
+        console=console,
+        trim=lambda sequence: trim_stream(settings.table_name, sequence),
+    )
+    poller.start()
     runner = None
     if not args.no_schedules:
         from itl_local.schedules import ScheduleRunner, schedules
@@ -212,6 +222,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print("stopping...", flush=True)
     if runner is not None:
         runner.stop()
+    poller.stop()
     for server in servers:
         server.should_exit = True
     if data:

@@ -54,6 +54,10 @@ class Console:
         """One firing of a template schedule: ``outcome`` is ``ok`` or the exception's type name."""
         self.write(f"{_now()} schedule {name} {outcome} {duration_ms:.0f}ms")
 
+    def stream(self, function: str, records: int, outcome: str, duration_ms: float) -> None:
+        """One batch of the table's stream delivered to a function: ``outcome`` is ``ok`` or the exception's type."""
+        self.write(f"{_now()} stream {function} records={records} {outcome} {duration_ms:.0f}ms")
+
     def show_function_logs(self, logger: Any) -> logging.Handler:
         """Keep the functions' log lines (``logger``: the Powertools logger, at POWERTOOLS_LOG_LEVEL) and print the
         stack trace of each record that carries one (an unhandled error → 500, a crashed function → 502). Returns

@@ -1,5 +1,6 @@
 """Reads template.yaml (CloudFormation tags included, via cfn-lint's decoder) into what the local runtime needs:
-the API routes and their handlers, the authorizer, gateway responses, and the DynamoDB table definition.
+the API routes and their handlers, the authorizer, gateway responses, the DynamoDB table definition (its stream
+included) and the functions that consume the table's stream.
 
 Only what the template declares is served locally: a route missing from the template is missing here too.
 """
@@ -7,6 +8,7 @@ Only what the template declares is served locally: a route missing from the temp
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -39,6 +41,22 @@ class Route:
         """Path parameters when ``path`` matches this route's template (case-sensitive, as API Gateway)."""
         found = self.pattern.match(path)
         return found.groupdict() if found else None
+
+
+@dataclass(frozen=True)
+class StreamMapping:
+    """A function's event source mapping on the table's stream: batches of at most ``batch_size`` records,
+    gathered for up to ``batching_window_seconds``, only records matching one of ``filters`` (EventBridge-style
+    patterns; none: every record), a failing batch retried up to ``maximum_retry_attempts`` times (-1: until the
+    records expire)."""
+
+    function_id: str
+    handler: str
+    batch_size: int
+    batching_window_seconds: float
+    maximum_retry_attempts: int
+    filters: tuple[dict[str, Any], ...]
+    timeout_seconds: int
 
 
 def load_handler(handler: str) -> Any:
@@ -87,6 +105,28 @@ class Template:
                 routes.append(Route(p["Method"].upper(), p["Path"], function_id, props["Handler"], auth != "NONE"))
         return sorted(routes, key=lambda r: (r.path.count("{"), -len(r.path)))
 
+    def stream_mappings(self) -> list[StreamMapping]:
+        """Every ``DynamoDB`` (table stream) event of every function, as Lambda's event source mappings."""
+        mappings = []
+        for function_id, props in self.functions().items():
+            for event in (props.get("Events") or {}).values():
+                if event.get("Type") != "DynamoDB":
+                    continue
+                p = event["Properties"]
+                patterns = [json.loads(f["Pattern"]) for f in (p.get("FilterCriteria") or {}).get("Filters", [])]
+                mappings.append(
+                    StreamMapping(
+                        function_id=function_id,
+                        handler=props["Handler"],
+                        batch_size=int(p.get("BatchSize", 100)),
+                        batching_window_seconds=float(p.get("MaximumBatchingWindowInSeconds", 0)),
+                        maximum_retry_attempts=int(p.get("MaximumRetryAttempts", -1)),
+                        filters=tuple(patterns),
+                        timeout_seconds=self.function_timeout(function_id),
+                    )
+                )
+        return mappings
+
     def api(self) -> dict[str, Any]:
         """Properties of the AWS::Serverless::Api."""
         return next(v["Properties"] for v in self.resources.values() if v["Type"] == "AWS::Serverless::Api")
@@ -116,6 +156,8 @@ class Template:
             "AttributeDefinitions": [dict(a) for a in props["AttributeDefinitions"]],
             "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
         }
+        if props.get("StreamSpecification"):
+            definition["StreamSpecification"] = {"StreamEnabled": True, **dict(props["StreamSpecification"])}
         if props.get("GlobalSecondaryIndexes"):
             definition["GlobalSecondaryIndexes"] = [
                 {

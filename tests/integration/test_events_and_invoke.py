@@ -70,6 +70,8 @@ WORKFLOW_STEPS = _workflow_steps()
 STEP_FUNCTIONS = sorted(WORKFLOW_STEPS)
 SCHEDULES = {s.function_id: s for s in _schedules(_TEMPLATE)}
 SCHEDULED_FUNCTIONS = sorted(SCHEDULES)
+STREAM_MAPPINGS = {m.function_id: m for m in _TEMPLATE.stream_mappings()}
+STREAM_FUNCTIONS = sorted(STREAM_MAPPINGS)
 
 
 def event_text(function_id: str) -> str:
@@ -190,10 +192,11 @@ def test_the_authorizer_is_no_api_operation():
     assert _TEMPLATE.authorizer_handler() == FUNCTIONS[AUTHORIZER]["Handler"]
 
 
-def test_every_function_is_an_api_operation_the_authorizer_a_workflow_step_or_scheduled():
+def test_every_function_is_an_api_operation_the_authorizer_a_workflow_step_scheduled_or_a_stream_consumer():
     # Given the functions template.yaml declares
-    # Then each is exactly one of: routed by the API, the authorizer, a Task of a state machine, a schedule's target
-    kinds = [set(API_FUNCTIONS), {AUTHORIZER}, set(STEP_FUNCTIONS), set(SCHEDULED_FUNCTIONS)]
+    # Then each is exactly one of: routed by the API, the authorizer, a Task of a state machine, a schedule's
+    # target, a consumer of the table's stream
+    kinds = [set(API_FUNCTIONS), {AUTHORIZER}, set(STEP_FUNCTIONS), set(SCHEDULED_FUNCTIONS), set(STREAM_FUNCTIONS)]
     assert set().union(*kinds) == set(FUNCTIONS)
     assert sum(len(k) for k in kinds) == len(FUNCTIONS), "a function of two kinds"
     # And every Task of every state machine runs one of them
@@ -549,4 +552,23 @@ def test_scheduled_event_is_what_its_schedule_sends_and_the_handler_answers(aws,
     handler = load_handler(FUNCTIONS[function_id]["Handler"])
     for _ in range(2):
         result = invoke(handler, load_event(function_id), function_id)
+        assert isinstance(result, dict) and json.loads(json.dumps(result)) == result
+
+
+@pytest.mark.parametrize("function_id", STREAM_FUNCTIONS)
+def test_stream_event_passes_the_mappings_own_filter_and_the_handler_answers(aws, function_id):
+    from itl_local.streams import matches
+
+    # Given the sample event: records as Lambda delivers them from the table's stream
+    event = load_event(function_id)
+    mapping = STREAM_MAPPINGS[function_id]
+    # Then each record is one the mapping's FilterCriteria lets through (the sample is what the function gets)
+    assert event["Records"] and all(any(matches(p, r) for p in mapping.filters) for r in event["Records"])
+    # And a record of another item is filtered out
+    other = {"dynamodb": {"Keys": {"PK": {"S": "SUB#sub-123#AUDIT"}, "SK": {"S": "2026-12-01T00:00:00Z#e"}}}}
+    assert not any(matches(p, other) for p in mapping.filters)
+    # And the real handler answers it (a JSON object), twice in a row: stream batches are delivered at least once
+    handler = load_handler(FUNCTIONS[function_id]["Handler"])
+    for _ in range(2):
+        result = invoke(handler, event, function_id)
         assert isinstance(result, dict) and json.loads(json.dumps(result)) == result

@@ -600,13 +600,51 @@ def test_a_job_whose_execution_never_started_is_started_by_the_reconciler(admin,
     assert node_counters(aws, sub)["gpuAllocated"] == 0
 
 
-def test_a_waiting_job_is_placed_by_the_periodic_retry_when_a_node_comes_back(admin, sub, node, aws):
+def test_a_node_uncordoned_places_the_waiting_job_at_once(admin, sub, node, aws):
     # Given the only node cordoned, and a job waiting for capacity
     assert admin.patch(node, json={"properties": {"availability": "Cordoned"}}).status_code == 200
     assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=1))).status_code == 201
     wait_for(lambda: "Waiting" in admin.get(jobs_path(sub, "j")).json()["properties"]["statusReason"], what="the wait")
-    # When the node is made available again (no GPUs were released: nothing wakes the job) and the reconciler runs
+    # When the node is made available again (no GPUs were released, no reconciler runs: the fleet change alone)
     assert admin.patch(node, json={"properties": {"availability": "Available"}}).status_code == 200
-    assert "still_running" in _reconcile(sub)
-    # Then the job is placed and runs
+    # Then the job is placed and runs, well before the periodic retry (JOB_PLACEMENT_RETRY_SECONDS, 60 s)
+    started = time.monotonic()
+    wait_job(admin, jobs_path(sub, "j"), ("Running", "Succeeded"), timeout=30)
+    print(f"\nplaced {time.monotonic() - started:.2f} s after the uncordon")
     assert wait_job(admin, jobs_path(sub, "j"))["properties"]["status"] == "Succeeded"
+
+
+def test_a_node_added_places_the_waiting_job_at_once(admin, sub, node, aws):
+    # Given the only node busy with a job that runs until canceled, and a second job waiting for it
+    assert admin.put(jobs_path(sub, "big"), json=job_body(8, 640, workload=sim(forever=True))).status_code == 201
+    wait_job(admin, jobs_path(sub, "big"), ("Running",))
+    assert admin.put(jobs_path(sub, "next"), json=job_body(4, 320, workload=sim(seconds=0.5))).status_code == 201
+    wait_for(lambda: "Waiting" in admin.get(jobs_path(sub, "next")).json()["properties"]["statusReason"], what="wait")
+    # When a supplier's second node is registered
+    assert admin.put(nodes_path(sub, name="dgx-2"), json=node_body()).status_code == 201
+    # Then the waiting job runs there, while the first still runs
+    done = wait_job(admin, jobs_path(sub, "next"), timeout=30)
+    assert done["properties"]["status"] == "Succeeded" and done["properties"]["assignedNode"].endswith("/dgx-2")
+    admin.post(jobs_path(sub, "big") + "/cancel")
+    wait_job(admin, jobs_path(sub, "big"))
+
+
+def test_a_node_deleted_fails_at_once_the_waiting_job_no_node_can_hold_any_more(admin, sub, node, aws):
+    # Given a waiting job that only an H200 node could hold, and that node cordoned (no other node has H200s)
+    h200 = node_body(sku={"name": "DGX-H200-8GPU", "capacity": 8})
+    h200["properties"] = {
+        **h200["properties"],
+        "hardwareSpecs": {"gpuModel": "H200", "gpuCount": 8, "gpuMemoryGb": 141},
+    }
+    assert admin.put(nodes_path(sub, name="h200"), json=h200).status_code == 201
+    assert (
+        admin.patch(nodes_path(sub, name="h200"), json={"properties": {"availability": "Cordoned"}}).status_code == 200
+    )
+    assert admin.put(jobs_path(sub, "j"), json=job_body(gpuModel="H200")).status_code == 201
+    wait_for(lambda: "Waiting" in admin.get(jobs_path(sub, "j")).json()["properties"]["statusReason"], what="the wait")
+    # When that node is deleted
+    assert admin.delete(nodes_path(sub, name="h200")).status_code == 200
+    # Then the job fails at once, saying why, instead of waiting for its pending timeout (7 days)
+    done = wait_job(admin, jobs_path(sub, "j"), timeout=30)
+    assert done["properties"]["status"] == "Failed"
+    assert done["properties"]["statusReason"].startswith("Inadmissible: No node of the subscription has GPU model")

@@ -102,3 +102,45 @@ def test_a_transaction_never_copies_the_table_and_still_rolls_back_whole(aws, su
     assert get("A")["n"] == {"N": "1"}
     assert get("B") is None
     assert get("D") is not None
+
+
+def _stream_records(table: str, after: str | None = None) -> list[dict]:
+    from botocore.config import Config
+
+    db, streams = (
+        boto3.client("dynamodb"),
+        boto3.client("dynamodbstreams", config=Config(account_id_endpoint_mode="disabled")),
+    )
+    arn = db.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    kind = (
+        {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+        if after
+        else {"ShardIteratorType": "TRIM_HORIZON"}
+    )
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, **kind)["ShardIterator"]
+    return streams.get_records(ShardIterator=iterator)["Records"]
+
+
+def test_the_table_stream_has_committed_changes_only_and_can_be_trimmed(aws, template):
+    from itl_local.aws import create_table, trim_stream
+
+    # Given a table of its own, with the template's stream
+    table = "fidelity-stream"
+    create_table(aws, template, table)
+    put = {"Put": {"TableName": table, "Item": {"PK": {"S": "a"}, "SK": {"S": "1"}}}}
+    refused = {"ConditionCheck": {"TableName": table, "Key": {"PK": {"S": "nope"}, "SK": {"S": "1"}},
+                                  "ConditionExpression": "attribute_exists(PK)"}}  # fmt: skip
+    # When a transaction is cancelled after moto applied its first item, and another commits
+    with pytest.raises(aws.exceptions.TransactionCanceledException):
+        aws.transact_write_items(TransactItems=[put, refused])
+    aws.transact_write_items(TransactItems=[{"Put": {**put["Put"], "Item": {**put["Put"]["Item"], "v": {"N": "2"}}}}])
+    # Then the stream holds the committed change only (DynamoDB streams committed changes, once)
+    (record,) = _stream_records(table)
+    assert record["eventName"] == "INSERT" and record["dynamodb"]["NewImage"]["v"] == {"N": "2"}
+    # And once trimmed through it, the records after it are read as before (moto's positions stay valid)
+    trim_stream(table, record["dynamodb"]["SequenceNumber"])
+    aws.delete_item(TableName=table, Key={"PK": {"S": "a"}, "SK": {"S": "1"}})
+    (later,) = _stream_records(table, after=record["dynamodb"]["SequenceNumber"])
+    assert later["eventName"] == "REMOVE"
+    aws.delete_table(TableName=table)

@@ -51,6 +51,7 @@ SERVICE_OF_HANDLER = {
     "itl_functions.schedules.sync_usage": "usage_sync",
     "itl_functions.schedules.roll_up_usage": "usage_rollups",
     "itl_functions.schedules.export_billing": "billing_export",
+    "itl_functions.streams.fleet_changes": "fleet_changes",
 }
 ROUTE_MODULES = {
     "itl_accelerator.api.routes.spark_nodes",

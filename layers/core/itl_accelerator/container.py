@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.access import Access
     from itl_accelerator.services.audit import AuditQueryService
     from itl_accelerator.services.billing_export import BillingExport
+    from itl_accelerator.services.fleet import FleetChanges
     from itl_accelerator.services.instance_workflow import InstanceWorkflow
     from itl_accelerator.services.instances import SparkOllamaInstanceService
     from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
@@ -182,6 +183,12 @@ class Container:
         from itl_accelerator.services.job_workflow import JobTracker
 
         return JobTracker(self.store, self.job_workflow, self.workflows, self.settings)
+
+    @cached_property
+    def fleet_changes(self) -> FleetChanges:
+        from itl_accelerator.services.fleet import FleetChanges
+
+        return FleetChanges(self.placement, self.store, self.workflows)
 
     @cached_property
     def reconciler(self) -> Reconciler:

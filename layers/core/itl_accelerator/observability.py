@@ -102,3 +102,12 @@ class LambdaTracer:
 logger = Logger(service=SERVICE, logger_formatter=InvocationLocalFormatter())
 tracer = LambdaTracer(SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+
+
+def publish_counts(target: Metrics, prefix: str, counts: dict[str, int | float]) -> None:
+    """Each count of a run as the metric ``{prefix}{Name}`` (``windows_written`` → ``UsageSyncWindowsWritten``)."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    for name, value in counts.items():
+        camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+        target.add_metric(name=f"{prefix}{camel}", unit=MetricUnit.Count, value=value)

@@ -9,7 +9,9 @@ its body (400) instead of its permission (403) — ARM answers 403 before the pr
    ``x-itl-permissions``);
 2. :class:`ArmRoute` checks them — scope (404, existence not leaked), then role (403, audited) — before the body is
    read, with the resource id taken from the request path;
-3. the body is parsed strictly (:mod:`itl_accelerator.api.json_input`), then validated by the route's pydantic
+3. a query parameter the route does not declare is refused (400 ``InvalidParameter`` naming it): a misspelt
+   filter (``?submitedBy=``) must not silently answer as if it were absent;
+4. the body is parsed strictly (:mod:`itl_accelerator.api.json_input`), then validated by the route's pydantic
    model, then the service applies the change (with its own finer checks, e.g. a supplier's node ownership).
 """
 
@@ -30,6 +32,7 @@ from itl_accelerator.api.json_input import parse_json_body
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Operation
+from itl_accelerator.errors import InvalidParameter
 
 PERMISSIONS_KEY = "x-itl-permissions"
 SCOPE_KEY = "x-itl-scope"
@@ -68,16 +71,35 @@ class ArmRoute(APIRoute):
         scope = extra.get(SCOPE_KEY, "resource")
         resource_type, name_param = resource_of_path(self.path)
         path = self.path
+        known = _query_names(self.dependant)
 
         async def guarded(request: Request) -> Response:
             if actions:
                 await run_in_threadpool(_authorize, request, actions, scope, path, resource_type, name_param)
+            unknown = sorted(set(request.query_params) - known)
+            if unknown:
+                allowed = ", ".join(sorted(known)) or "none"
+                raise InvalidParameter(
+                    f"The query parameter '{unknown[0][:64]}' is not known here (known: {allowed}).",
+                    target=unknown[0][:64],
+                )
             body = await request.body()
             if body:
                 parse_json_body(body)
             return await handler(request)
 
         return guarded
+
+
+def _query_names(dependant: Any) -> frozenset[str]:
+    """The query parameters a route declares, its dependencies' included (their wire names, aliases)."""
+    names: set[str] = set()
+    stack = [dependant]
+    while stack:
+        current = stack.pop()
+        names.update(param.alias for param in current.query_params)
+        stack.extend(current.dependencies)
+    return frozenset(names)
 
 
 def _authorize(

@@ -98,10 +98,12 @@ class Placement:
         self._clock = clock
 
     # ----------------------------------------------------------------------------------------------- admission
-    def inadmissible(self, job: WorkloadRecord) -> str | None:
-        """Why no node of the subscription could ever hold ``job`` (None when one could). One ``Query``."""
+    def inadmissible(self, job: WorkloadRecord, shapes: list[dict[str, Any]] | None = None) -> str | None:
+        """Why no node of the subscription could ever hold ``job`` (None when one could), judged on the
+        subscription's fleet ``shapes`` (read when not given: one ``Query``)."""
         model, location = job.extra.get("gpuModelKey") or "", job.location
-        shapes = self._store.fleet_shapes(job.key.subscription_id)
+        if shapes is None:
+            shapes = self._store.fleet_shapes(job.key.subscription_id)
         if not shapes:
             return "The subscription has no nodes."
         matching = [

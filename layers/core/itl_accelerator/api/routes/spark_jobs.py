@@ -48,9 +48,27 @@ SubmittedBy = Annotated[
         alias="submitted_by",
         min_length=1,
         max_length=255,
-        description="Only the jobs this user (a token subject) submitted.",
+        description="Only the jobs this user (a token subject) submitted (the seed's spelling).",
     ),
 ]
+SubmittedByCamel = Annotated[
+    str | None,
+    Query(
+        alias="submittedBy",
+        min_length=1,
+        max_length=255,
+        description="The same as submitted_by, in the API's camelCase; both with different values → 400.",
+    ),
+]
+
+
+def _submitter(seed: str | None, camel: str | None) -> str | None:
+    """The submitter filter, whichever spelling was used; two different values are refused (400)."""
+    if seed is not None and camel is not None and seed != camel:
+        raise e.InvalidParameter(
+            "submitted_by and submittedBy name the same filter with different values.", target="submittedBy"
+        )
+    return seed if seed is not None else camel
 
 
 @router.post(
@@ -200,6 +218,7 @@ def list_by_resource_group(
     ctx: ContextDep,
     c: ContainerDep,
     submitted_by: SubmittedBy = None,
+    submitted_by_camel: SubmittedByCamel = None,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,
@@ -208,7 +227,7 @@ def list_by_resource_group(
         ctx,
         subscriptionId,
         resourceGroupName,
-        submitted_by=submitted_by,
+        submitted_by=_submitter(submitted_by, submitted_by_camel),
         top=top or c.settings.default_page_size,
         skip_token=skip_token,
     )
@@ -228,6 +247,7 @@ def list_by_subscription(
     ctx: ContextDep,
     c: ContainerDep,
     submitted_by: SubmittedBy = None,
+    submitted_by_camel: SubmittedByCamel = None,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,
@@ -236,7 +256,7 @@ def list_by_subscription(
         ctx,
         subscriptionId,
         None,
-        submitted_by=submitted_by,
+        submitted_by=_submitter(submitted_by, submitted_by_camel),
         top=top or c.settings.default_page_size,
         skip_token=skip_token,
     )

@@ -1,0 +1,31 @@
+"""Handlers of the table's stream (DynamoDB Streams event source mappings of template.yaml).
+
+A batch is delivered at least once, in order per item, after its transaction committed; a handler that raises gets
+the batch again (``MaximumRetryAttempts``, split in halves on error), so every handler here is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itl_accelerator.container import Container
+from itl_accelerator.observability import logger, metrics, publish_counts, tracer
+
+_containers: list[Container] = []
+
+
+def _container() -> Container:
+    if not _containers:
+        _containers.append(Container.build())
+    return _containers[0]
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def fleet_changes(event: dict[str, Any], context: Any) -> dict[str, int]:
+    """Node items registered, changed or removed (``event["Records"]``, NEW_AND_OLD_IMAGES): serve the waiting jobs
+    that may run now and fail those no node can ever hold (services/fleet.py). Returns the batch's counts."""
+    report = _container().fleet_changes.on_records(event.get("Records") or [])
+    publish_counts(metrics, "FleetChanges", report.as_metrics())
+    return report.as_metrics()
