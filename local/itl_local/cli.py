@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -300,6 +301,21 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def utc_day(text: str) -> date:
+    """A UTC day given as ``YYYY-MM-DD`` exactly (argparse turns the ValueError into a usage error, exit 2)."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        raise ValueError(text)
+    return date.fromisoformat(text)
+
+
+def utc_day_text(text: str) -> str:
+    """:func:`utc_day` as its ``YYYY-MM-DD`` text."""
+    return utc_day(text).isoformat()
+
+
+utc_day.__name__ = utc_day_text.__name__ = "day (YYYY-MM-DD)"  # argparse names the type in its usage error
+
+
 def cmd_export_download(args: argparse.Namespace) -> int:
     """Download a day's billing export (the gzipped FOCUS CSV and its manifest) from the running stack's embedded
     S3 into ``--out``; check the object against the manifest's SHA-256; print the paths."""
@@ -451,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     sched.add_argument(
         "--day",
         default=None,
-        type=date.fromisoformat,
+        type=utc_day,
         help="billing-export only: export this UTC day (YYYY-MM-DD) now (days go out in order, none after today)",
     )
     sched.set_defaults(func=cmd_schedule)
@@ -459,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     download = sub.add_parser(
         "export-download", help="download a day's FOCUS billing export and its manifest from the embedded S3"
     )
-    download.add_argument("day", help="UTC day, YYYY-MM-DD")
+    download.add_argument("day", type=utc_day_text, help="UTC day, YYYY-MM-DD")
     download.add_argument("--out", default="exports", help="directory to write to (default ./exports)")
     download.set_defaults(func=cmd_export_download)
 

@@ -237,3 +237,61 @@ def test_a_job_name_another_user_holds_is_taken_and_nothing_else_is_learned(call
     assert [j["name"] for j in bob.get(jobs_path(sub)).json()["value"]] == ["Shared"]
     bob.post(jobs_path(sub, "Shared") + "/cancel")
     wait_job(bob, jobs_path(sub, "Shared"))
+
+
+# ------------------------------------------------------------------------------------------------ understood requests
+def test_an_unknown_query_parameter_is_refused_naming_it(admin, sub, rd1):
+    for path in (jobs_path(sub) + "?submitedBy=bob", rd1 + "?$expand=all", rd1 + "/stats?hour=2"):
+        error = assert_refused(admin.get(path), 400, "InvalidParameter")
+        assert error["target"] == path.split("?")[1].split("=")[0] and "not known here" in error["message"]
+
+
+def test_submitted_by_in_camel_case_filters_as_the_seeds_spelling_does(caller, admin, sub, rd1):
+    bob = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="bob")
+    assert bob.put(jobs_path(sub, "b"), json=job_body(workload=sim(seconds=0.2))).status_code == 201
+    assert admin.put(jobs_path(sub, "a"), json=job_body(workload=sim(seconds=0.2))).status_code == 201
+    for query in ("?submittedBy=bob", "?submitted_by=bob"):
+        assert [j["name"] for j in admin.get(jobs_path(sub) + query).json()["value"]] == ["b"]
+    assert_refused(admin.get(jobs_path(sub) + "?submittedBy=bob&submitted_by=admin-1"), 400, "InvalidParameter")
+    wait_job(admin, jobs_path(sub, "a"))
+    wait_job(admin, jobs_path(sub, "b"))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "requestedGpus": 1, "requested_gpus": 4, "requested_memory_gb": 80},
+        {"name": "x", "requested_gpus": 1, "requested_memory_gb": 80, "requestedMemoryGb": 160},
+    ],
+)
+def test_one_property_given_twice_with_different_values_is_refused(admin, sub, rd1, body):
+    error = assert_refused(admin.post(jobs_path(sub), json=body), 400, "InvalidRequestContent")
+    assert "same property with different values" in error["message"]
+    assert admin.get(jobs_path(sub, "x")).status_code == 404
+
+
+def test_an_instance_property_given_twice_with_different_values_is_refused(admin, sub, rd1):
+    body = {"name": "i", "model": "mistral:7b", "gpus": 1, "memory_gb": 80, "memoryGb": 160}
+    error = assert_refused(admin.post(rd1 + "/sparkOllamaInstances", json=body), 400, "InvalidRequestContent")
+    assert "same property with different values" in error["message"]
+
+
+@pytest.mark.parametrize("key", ["team\u202egnp.exe", "a\u200bb", "x\u2066y"])
+def test_a_tag_with_an_invisible_direction_character_is_refused_showing_it_escaped(admin, sub, rd1, key):
+    error = assert_refused(admin.patch(rd1, json={"tags": {key: "v"}}), 400, "InvalidRequestContent")
+    assert key not in error["message"] and key.encode("unicode_escape").decode() in error["message"]
+    assert "''" not in error["message"]
+
+
+def test_a_cancel_outside_the_callers_scope_names_the_job_not_the_route(caller, sub, rd1):
+    stranger = caller([CONSUMER], ["/subscriptions/sub-elsewhere"], subject="eve")
+    error = assert_refused(stranger.post(jobs_path(sub, "j") + "/cancel"), 404, "ResourceNotFound")
+    assert "ITL.Accelerator/sparkJobs/j" in error["message"] and "cancel" not in error["message"]
+
+
+def test_a_resource_group_scoped_admin_is_told_its_scope_is_why_it_cannot_read_the_audit_trail(caller, sub, rd1):
+    scoped = caller(["itl-accelerator-admin"], [f"/subscriptions/{sub}/resourceGroups/rg1"], subject="rg-admin")
+    error = assert_refused(
+        scoped.get(f"/subscriptions/{sub}/providers/ITL.Accelerator/auditEvents"), 403, "AuthorizationFailed"
+    )
+    assert "holds only resource groups" in error["message"] and "whole subscription" in error["message"]

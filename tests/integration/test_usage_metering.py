@@ -358,3 +358,12 @@ def test_one_meter_that_fails_does_not_stop_the_others(usage, monkeypatch):
     report = usage.run_sync("2026-03-01T09:00:00")
     assert report.errors == 1 and report.meters == 3
     assert [len(usage.records(m)) for m in meters] == [0, 1, 1]
+
+
+def test_the_export_lag_is_never_negative_after_an_early_export_of_today(usage):
+    usage.meter("sub-a", "today", gpus=1, start="2026-03-01T08:00:00")
+    usage.run_sync("2026-03-01T10:00:00")
+    assert usage.export.lag_hours(t("2026-03-01T10:00:00")) == 10.0  # 1 March not exported yet: 10 h into it
+    usage.export.run(now=t("2026-03-01T10:00:00"), day="2026-03-01")  # an operator exports today early
+    assert usage.export.lag_hours(t("2026-03-01T10:30:00")) == 0.0
+    assert usage.export.lag_hours(t("2026-03-02T03:00:00")) == 3.0

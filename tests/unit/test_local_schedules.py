@@ -79,3 +79,18 @@ def test_the_runner_fires_each_schedule_when_due_and_not_before():
 
 def _ok(event, context):
     return {"ok": True}
+
+
+def test_export_download_and_schedule_refuse_a_day_that_is_not_yyyy_mm_dd():
+    import pytest
+
+    from itl_local.cli import main
+
+    for argv in (
+        ["export-download", "bogus"],
+        ["export-download", "20261201"],
+        ["schedule", "x", "--day", "2026-13-01"],
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2

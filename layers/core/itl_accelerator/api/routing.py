@@ -50,12 +50,15 @@ def requires(*actions: Operation, scope: str = "resource") -> dict[str, Any]:
 
 def resource_of_path(path: str) -> tuple[str, str | None]:
     """``(resource type, name parameter)`` of a route path: the ``ITL.Accelerator`` type segments after
-    ``providers/``, and the parameter naming the leaf (None for a collection). ``/subscriptions/{subscriptionId}``
-    → ``("subscriptions", "subscriptionId")``."""
+    ``providers/``, and the parameter naming the leaf (None for a collection); an action's path names the resource
+    it acts on (``.../sparkJobs/{jobName}/cancel`` → ``ITL.Accelerator/sparkJobs``, ``jobName``).
+    ``/subscriptions/{subscriptionId}`` → ``("subscriptions", "subscriptionId")``."""
     _, sep, tail = path.partition(f"/providers/{PROVIDER_NAMESPACE}/")
     if not sep:
         return "subscriptions", "subscriptionId"
     parts = tail.split("/")
+    if len(parts) >= 2 and not _PARAM.fullmatch(parts[-1]) and _PARAM.fullmatch(parts[-2]):
+        parts = parts[:-1]  # an action (``.../sparkJobs/{jobName}/cancel``) is on the resource it names
     types = [p for p in parts if not _PARAM.fullmatch(p)]
     leaf = _PARAM.fullmatch(parts[-1])
     return f"{PROVIDER_NAMESPACE}/{'/'.join(types)}", leaf.group(1) if leaf else None

@@ -125,9 +125,18 @@ class Sku(ApiModel):
     capacity: int | None = Field(strict=True, default=None, ge=1, le=64)
 
 
+#: Invisible characters that make a text read differently from what it is (Trojan Source, CVE-2021-42574): the
+#: bidirectional embeddings, overrides, isolates and marks, the zero-width space and word joiner, and the BOM.
+#: (Zero-width joiners stay allowed: emoji sequences and several scripts need them.)
+MISLEADING_CHARACTERS = frozenset(
+    "\u061c\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069\ufeff"
+)
+
+
 def has_control_characters(value: str) -> bool:
-    """Whether ``value`` holds a C0/C1 control character or DEL (never valid in names, tags or ids here)."""
-    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value)
+    """Whether ``value`` holds a C0/C1 control character, DEL, or one of :data:`MISLEADING_CHARACTERS` (such as
+    the right-to-left override U+202E) — never valid in names, tags or ids here."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch in MISLEADING_CHARACTERS for ch in value)
 
 
 def validate_tags(value: dict[str, str] | None) -> dict[str, str]:
@@ -140,7 +149,10 @@ def validate_tags(value: dict[str, str] | None) -> dict[str, str]:
         if any(ch in key for ch in "<>%&\\?/"):
             raise ValueError(f"The tag name '{key[:64]}' contains a character that is not allowed (<>%&\\?/).")
         if has_control_characters(key) or has_control_characters(tag_value):
-            raise ValueError(f"The tag '{key[:64]!r}' contains a control character in its name or value.")
+            shown = key[:64].encode("unicode_escape").decode("ascii")
+            raise ValueError(
+                f"The tag '{shown}' contains a control or invisible direction character in its name or value."
+            )
     return value
 
 

@@ -146,7 +146,7 @@ class Access:
                 why="outside the caller's scopes; answered 404",
             )
             raise ResourceNotFound(f"The subscription '{subscription_id}' was not found.")
-        if not ctx.principal.holds_subscription(subscription_id) or not rbac.has_permission(ctx.principal, action):
+        if not rbac.has_permission(ctx.principal, action):
             self.deny(
                 ctx,
                 action,
@@ -154,6 +154,21 @@ class Access:
                 resource_id=resource_id,
                 resource_type="subscriptions",
                 resource_name=subscription_id,
+            )
+        if not ctx.principal.holds_subscription(subscription_id):
+            self.deny(
+                ctx,
+                action,
+                subscription_id=subscription_id,
+                resource_id=resource_id,
+                resource_type="subscriptions",
+                resource_name=subscription_id,
+                why="its scope is only some resource groups of the subscription",
+                message=(
+                    f"The client '{ctx.principal.subject}' holds only resource groups of the subscription "
+                    f"'{subscription_id}': action '{action.name}' needs a scope of the whole subscription "
+                    f"('{resource_id}')."
+                ),
             )
 
     def deny(
@@ -165,8 +180,10 @@ class Access:
         resource_id: str,
         resource_type: str,
         resource_name: str,
-    ) -> None:
-        """Audit the refusal and raise 403 ``AuthorizationFailed``."""
+        why: str = "its roles lack the action",
+        message: str | None = None,
+    ) -> NoReturn:
+        """Audit the refusal (``why``) and raise 403 ``AuthorizationFailed`` (``message``: ARM's text by default)."""
         self._record(
             ctx,
             action,
@@ -174,10 +191,11 @@ class Access:
             resource_id=resource_id,
             resource_type=resource_type,
             resource_name=resource_name,
-            why="its roles lack the action",
+            why=why,
         )
         raise AuthorizationFailed(
-            f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
+            message
+            or f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
             f"over scope '{resource_id}'."
         )
 

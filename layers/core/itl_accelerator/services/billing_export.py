@@ -333,10 +333,10 @@ class BillingExport:
                 yield _line(allocation, line["descriptor"], start, start + HOUR, delta, True)
 
     def lag_hours(self, now: float) -> float | None:
-        """Hours since the end of the last exported day (the missing-export alarm watches it); None before any
-        usage."""
+        """Hours since the end of the last exported day (the missing-export alarm watches it); 0 once today was
+        exported early (never negative); None before any usage."""
         cursor = self._store.export_cursor()
         if cursor is None:
             return None
         start = datetime.fromisoformat(str(cursor["nextDay"])).replace(tzinfo=UTC).timestamp()
-        return round((now - start) / HOUR, 2)
+        return max(0.0, round((now - start) / HOUR, 2))
