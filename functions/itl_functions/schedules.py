@@ -10,10 +10,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from itl_accelerator.container import Container
-from itl_accelerator.observability import logger, metrics, publish_counts, tracer
+from itl_accelerator.observability import did_something, logger, metrics, publish_counts, tracer
 
 _containers: list[Container] = []
 
@@ -32,7 +32,7 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
     schedule's input (``scheduledTime``, ``executionId``); the run stops early when its time runs short."""
     report = _container().reconciler.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("Reconciler", report.as_metrics())
-    logger.info("Reconciled", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
+    _log("Reconciled", asdict(report), event)
     return asdict(report)
 
 
@@ -44,7 +44,7 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     their max duration, or to be checked later, each less often)."""
     counts = _container().job_tracker.run()
     _publish("JobTracker", counts)
-    logger.info("Tracked jobs", extra={"counts": counts, "scheduled_time": event.get("scheduledTime")})
+    _log("Tracked jobs", counts, event)
     return counts
 
 
@@ -61,7 +61,7 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     lag = container.billing_export.lag_hours(time.time())
     if lag is not None:
         metrics.add_metric(name="BillingExportLagHours", unit=MetricUnit.Count, value=lag)
-    logger.info("Synced usage", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
+    _log("Synced usage", asdict(report), event)
     return {**asdict(report), "exportLagHours": lag}
 
 
@@ -72,7 +72,7 @@ def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage_rollups.UsageRollups)."""
     report = _container().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("UsageRollup", report.as_metrics())
-    logger.info("Rolled up usage", extra={"report": asdict(report), "scheduled_time": event.get("scheduledTime")})
+    _log("Rolled up usage", asdict(report), event)
     return asdict(report)
 
 
@@ -89,10 +89,12 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for day in report.days:
         if day.written:
             for currency, total in day.manifest["totals"].items():
-                with single_metric(
-                    name="BillingExportCost", unit=MetricUnit.Count, value=float(total), namespace=metrics.namespace
-                ) as metric:
-                    metric.add_dimension(name="Currency", value=currency)
+                # a metric of its own dimension, flushed now (honours POWERTOOLS_METRICS_DISABLED, as single_metric
+                # does not: locally it printed an EMF line on the quiet console)
+                cost = EphemeralMetrics(namespace=metrics.namespace, service=metrics.service)
+                cost.add_dimension(name="Currency", value=currency)
+                cost.add_metric(name="BillingExportCost", unit=MetricUnit.Count, value=float(total))
+                cost.flush_metrics()
     result = {
         "days": [
             {"day": d.day, "written": d.written, "claimed": d.claimed, "corrections": d.corrections, **d.manifest}
@@ -100,8 +102,15 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
         ],
         "stoppedEarly": report.stopped_early,
     }
-    logger.info("Exported billing", extra={"result": result, "scheduled_time": event.get("scheduledTime")})
+    _log("Exported billing", result, event)
     return result
+
+
+def _log(message: str, report: dict[str, Any], event: dict[str, Any]) -> None:
+    """A run's report, at INFO when it did something (:func:`did_something`), else at DEBUG: a schedule that fires
+    every few minutes with nothing to do fills no log."""
+    log = logger.info if did_something(report) else logger.debug
+    log(message, extra={"report": report, "scheduled_time": event.get("scheduledTime")})
 
 
 def _publish(prefix: str, counts: dict[str, int | float]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -65,10 +67,10 @@ def _require_free_ports(ports: dict[str, int]) -> None:
                 ) from None
 
 
-def _serve_in_thread(app: Any, port: int) -> tuple[Any, threading.Thread]:
+def _serve_in_thread(app: Any, port: int, log_level: str = "warning") -> tuple[Any, threading.Thread]:
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="off"))
     thread = threading.Thread(target=server.run, name=f"http-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -156,6 +158,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         console.show_function_logs(logger)
     else:
         Console.silence_function_logs(logger)
+        # --quiet: only the start and stop lines — no Python warnings, no server tracebacks (a client that hangs
+        # up mid-request, a stopped stack's last connections)
+        warnings.simplefilter("ignore")
+        for name in ("werkzeug", "itl_local.streams"):  # (the servers' own: log_level below)
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     template = Template()
     make_dynamodb_faithful()
     aws = EmbeddedAws(settings.local_aws_port)
@@ -175,14 +182,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     if data and data.exists():
         print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)
     key = load_or_create_key(_home(settings))
-    servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port)[0]]
+    level = "critical" if args.quiet else "warning"
+    servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port, level)[0]]
     simulator = DgxSimulator(
         SimulatorConfig(
             api_key=settings.dgx_platform_api_key.get_secret_value(), provisioning_seconds=args.dgx_provisioning_seconds
         )
     )
-    servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
-    servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port)[0])
+    servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port, level)[0])
+    servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port, level)[0])
     from itl_local.aws import trim_stream
     from itl_local.streams import StreamPoller
 
@@ -290,8 +298,14 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
+    from itl_accelerator.observability import logger
+
+    # the handler's own log lines go to stderr: stdout is its result alone (JSON a script can read). Powertools'
+    # handler holds the stdout it found at import, which redirect_stdout alone does not move
+    for handler in logger.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
     try:
-        # the handler's own log lines go to stderr: stdout is its result alone (JSON a script can read)
         with contextlib.redirect_stdout(sys.stderr):
             result = fire(schedule, extra={"day": args.day.isoformat()} if args.day else None)
     except ExportRefused as exc:

@@ -23,6 +23,7 @@ from typing import Any
 
 from croniter import croniter
 
+from itl_accelerator.observability import did_something
 from itl_local.lambda_runtime import invoke
 from itl_local.template import Template, load_handler
 
@@ -131,8 +132,10 @@ def fire(schedule: Schedule, scheduled: datetime | None = None, extra: dict[str,
 
 class ScheduleRunner:
     """Fires ``schedules`` on a daemon thread until :meth:`stop`. ``report(schedule, outcome, ms)`` is told of
-    each firing (``outcome``: ``ok`` or the exception's type name); an invocation that fails does not stop the
-    others, and a firing that comes due while the previous one of the same schedule still runs is skipped."""
+    each firing that did something or failed (``outcome``: ``ok`` or the exception's type name) — an idle run
+    (``itl_accelerator.observability.did_something``) is not reported, so an idle stack prints nothing; an invocation that fails does not
+    stop the others, and a firing that comes due while the previous one of the same schedule still runs is
+    skipped."""
 
     def __init__(
         self,
@@ -186,12 +189,14 @@ class ScheduleRunner:
 
     def _fire(self, schedule: Schedule, when: datetime) -> None:
         started = time.perf_counter()
+        worked = True
         try:
             with self._one_at_a_time:  # Powertools' Metrics is per process: concurrent handlers would mix theirs
-                fire(schedule, when)
+                worked = did_something(fire(schedule, when))
             outcome = "ok"
         except Exception as exc:  # noqa: BLE001 - one failed run must not stop the schedules
             outcome = type(exc).__name__
         finally:
             self._busy.discard(schedule.name)
-        self._report(schedule, outcome, (time.perf_counter() - started) * 1000)
+        if worked:
+            self._report(schedule, outcome, (time.perf_counter() - started) * 1000)

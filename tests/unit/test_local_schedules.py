@@ -78,7 +78,49 @@ def test_the_runner_fires_each_schedule_when_due_and_not_before():
 
 
 def _ok(event, context):
-    return {"ok": True}
+    return {"ok": True, "jobsChecked": 1}
+
+
+IDLE_FIRED: list[str] = []
+
+
+def _idle(event, context):
+    IDLE_FIRED.append(event.get("scheduledTime", ""))
+    return {"examined": 0, "repaired": [], "exportLagHours": 2.5, "stoppedEarly": False}
+
+
+def _boom(event, context):
+    raise RuntimeError("a failing run")
+
+
+def test_an_idle_run_is_not_reported_but_work_and_failures_are():
+    # Given three schedules firing every 0.05 s: one with nothing to do, one that works, one that fails
+    reported: list[str] = []
+    both = threading.Event()
+
+    def report(schedule, outcome, ms):
+        reported.append(f"{schedule.name}:{outcome}")
+        if {"busy:ok", "broken:RuntimeError"} <= set(reported) and len(IDLE_FIRED) >= 2:
+            both.set()
+
+    runner = ScheduleRunner(
+        [
+            Schedule("idle", "I", "tests.unit.test_local_schedules._idle", "rate(1 minute)"),
+            Schedule("busy", "B", "tests.unit.test_local_schedules._ok", "rate(1 minute)"),
+            Schedule("broken", "X", "tests.unit.test_local_schedules._boom", "rate(1 minute)"),
+        ],
+        report=report,
+        every=0.05,
+    )
+    runner.start()
+    try:
+        # When they have fired (the idle one at least twice)
+        assert both.wait(30)
+    finally:
+        runner.stop()
+    # Then the idle runs were never reported (an idle stack prints nothing); the others were
+    assert not [r for r in reported if r.startswith("idle")]
+    assert len(IDLE_FIRED) >= 2
 
 
 def test_export_download_and_schedule_refuse_a_day_that_is_not_yyyy_mm_dd():

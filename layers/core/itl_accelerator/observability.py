@@ -111,3 +111,13 @@ def publish_counts(target: Metrics, prefix: str, counts: dict[str, int | float])
     for name, value in counts.items():
         camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
         target.add_metric(name=f"{prefix}{camel}", unit=MetricUnit.Count, value=value)
+
+
+def did_something(report: Any) -> bool:
+    """Whether a scheduled run's report shows work done: a non-zero count (an int, not a bool) or a non-empty list
+    anywhere in it. Floats (a lag in hours, a time) are readings, not work: an idle run reads them too."""
+    if isinstance(report, dict):
+        return any(did_something(v) for v in report.values())
+    if isinstance(report, list):
+        return bool(report)
+    return isinstance(report, int) and not isinstance(report, bool) and report != 0
