@@ -8,6 +8,8 @@ the same tenant isolation the store enforces in production.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import threading
@@ -253,9 +255,37 @@ def gateway_url(gateway: TestClient, template: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-def sub() -> str:
-    """A fresh subscription id for this test."""
-    return f"sub-{uuid.uuid4().hex[:12]}"
+def sub(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh subscription id for this test. When the test ends — passed or failed — nothing of it goes on in the
+    background (:func:`stop_work_of`): a test that failed half-way cannot leave jobs running, tracked and placed,
+    or workflows polling, to slow down or confuse the tests after it."""
+    subscription = f"sub-{uuid.uuid4().hex[:12]}"
+    yield subscription
+    if "aws" in request.fixturenames:
+        stop_work_of(subscription)
+
+
+def stop_work_of(subscription: str) -> None:
+    """Stop every running workflow execution of ``subscription`` and delete its resource partition (its nodes,
+    instances, jobs, operations and meters): the job tracker, the reconciler, the usage sync and placement find
+    nothing of it any more. Its audit trail and billing records stay (nothing works on them in the background)."""
+    sfn, dynamodb = boto3.client("stepfunctions"), boto3.client("dynamodb")
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        executions = sfn.list_executions(stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING")
+        for execution in executions["executions"]:
+            described = sfn.describe_execution(executionArn=execution["executionArn"])
+            if json.loads(described.get("input") or "{}").get("subscriptionId") == subscription:
+                with contextlib.suppress(sfn.exceptions.ExecutionDoesNotExist):
+                    sfn.stop_execution(executionArn=execution["executionArn"], cause="the test ended")
+    pages = dynamodb.get_paginator("query").paginate(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"SUB#{subscription.lower()}"}},
+        ProjectionExpression="PK, SK",
+    )
+    for page in pages:
+        for key in page["Items"]:
+            dynamodb.delete_item(TableName=TABLE, Key=key)
 
 
 @pytest.fixture(scope="session")

@@ -62,13 +62,14 @@ class ApiModel(BaseModel):
     )
 
 
-def lift_flat_fields(data: Any, fields: dict[str, str]) -> Any:
+def lift_flat_fields(data: Any, fields: dict[str, str], *, keep_flat: bool = False) -> Any:
     """The seed's flat request form (``{"requested_gpus": 4, ...}`` at the top level) moved into ``properties``.
 
     ``fields`` maps each accepted flat spelling (snake_case and camelCase) to its property name. A property given
     twice with different values — two flat spellings (``requestedGpus`` and ``requested_gpus``), or flat and in
     ``properties`` — is refused (``ValueError``, a 400 naming it): no spelling silently wins. Anything that is not
-    an object is returned unchanged for the model to refuse."""
+    an object is returned unchanged for the model to refuse. ``keep_flat``: the flat members stay at the top level
+    too (a model that declares them there validates them where the client sent them, and names them so)."""
     if not isinstance(data, dict):
         return data
     flat: dict[str, Any] = {}
@@ -82,7 +83,7 @@ def lift_flat_fields(data: Any, fields: dict[str, str]) -> Any:
         flat[prop], spelled[prop] = data[key], key
     if not flat:
         return data
-    rest = {k: v for k, v in data.items() if k not in fields}
+    rest = dict(data) if keep_flat else {k: v for k, v in data.items() if k not in fields}
     props = data.get("properties")
     if props is None:
         return {**rest, "properties": flat}

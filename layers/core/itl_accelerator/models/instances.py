@@ -109,7 +109,7 @@ class SparkOllamaInstanceWrite(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_to_properties(cls, data: Any) -> Any:
-        return lift_flat_fields(data, _FLAT_FIELDS)
+        return lift_flat_fields(data, _FLAT_FIELDS, keep_flat=True)
 
     @model_validator(mode="after")
     def _require_spec(self) -> SparkOllamaInstanceWrite:
