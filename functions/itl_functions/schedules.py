@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from itl_accelerator.container import Container
-from itl_accelerator.observability import did_something, logger, metrics, publish_counts, tracer
+from itl_accelerator.observability import did_something, log_metrics, logger, metrics, publish_counts, tracer
 
 _containers: list[Container] = []
 
@@ -25,7 +25,7 @@ def _container() -> Container:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every 5 minutes: end the operations whose workflow stalled (services/reconciler.py). ``event`` is the
@@ -37,7 +37,7 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every minute: check the running jobs that are due (services/job_workflow.JobTracker: ended on the DGX Platform, past
@@ -49,7 +49,7 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every 5 minutes: record the usage of every meter that is due (services/usage.UsageSync) and publish how far
@@ -66,7 +66,7 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage_rollups.UsageRollups)."""
@@ -77,7 +77,7 @@ def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Hourly at :30: write the FOCUS export of every day due (services/billing_export.BillingExport). ``event["day"]``

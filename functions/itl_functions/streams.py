@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from itl_accelerator.container import Container
-from itl_accelerator.observability import logger, metrics, publish_counts, tracer
+from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
 
 _containers: list[Container] = []
 
@@ -21,7 +21,7 @@ def _container() -> Container:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def fleet_changes(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Node items registered, changed or removed (``event["Records"]``, NEW_AND_OLD_IMAGES): serve the waiting jobs

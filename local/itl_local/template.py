@@ -34,8 +34,15 @@ class Route:
     pattern: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        regex = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
-        object.__setattr__(self, "pattern", re.compile(regex))
+        regex = re.escape(self.path)
+        regex = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", regex)  # {proxy+}: greedy, one or more segments
+        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", regex)
+        object.__setattr__(self, "pattern", re.compile("^" + regex + "$"))
+
+    @property
+    def greedy(self) -> bool:
+        """Whether it is a catch-all (``{name+}``): API Gateway tries it after every other route."""
+        return "+}" in self.path
 
     def match(self, path: str) -> dict[str, str] | None:
         """Path parameters when ``path`` matches this route's template (case-sensitive, as API Gateway)."""
@@ -94,7 +101,8 @@ class Template:
 
     @cached_property
     def routes(self) -> list[Route]:
-        """Every Api event of every function. Literal paths sort before templated ones, as API Gateway prefers."""
+        """Every Api event of every function. Literal paths sort before templated ones and a catch-all
+        (``{proxy+}``) after all, as API Gateway prefers."""
         routes = []
         for function_id, props in self.functions().items():
             for event in (props.get("Events") or {}).values():
@@ -103,7 +111,7 @@ class Template:
                 p = event["Properties"]
                 auth = (p.get("Auth") or {}).get("Authorizer")
                 routes.append(Route(p["Method"].upper(), p["Path"], function_id, props["Handler"], auth != "NONE"))
-        return sorted(routes, key=lambda r: (r.path.count("{"), -len(r.path)))
+        return sorted(routes, key=lambda r: (r.greedy, r.path.count("{"), -len(r.path)))
 
     def stream_mappings(self) -> list[StreamMapping]:
         """Every ``DynamoDB`` (table stream) event of every function, as Lambda's event source mappings."""

@@ -211,6 +211,7 @@ JOB = "SparkJobsCreateFunction"
 #: Per API function: the sample events to run first in the test's own subscription (the node and instance the
 #: event's path names), and the status its event then answers (each test stands alone).
 GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
+    "CanonicalPathFunction": ((), (404,)),  # its sample: a path no route matches in any casing
     "SubscriptionsCreateOrUpdateFunction": ((), (200, 201)),
     "SubscriptionsGetFunction": (("SubscriptionsCreateOrUpdateFunction",), (200,)),
     "SparkNodesCreateFunction": ((), (201,)),

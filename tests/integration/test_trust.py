@@ -295,3 +295,35 @@ def test_a_resource_group_scoped_admin_is_told_its_scope_is_why_it_cannot_read_t
         scoped.get(f"/subscriptions/{sub}/providers/ITL.Accelerator/auditEvents"), 403, "AuthorizationFailed"
     )
     assert "holds only resource groups" in error["message"] and "whole subscription" in error["message"]
+
+
+def test_fixed_path_segments_match_whatever_their_casing(make_token, gateway_url, sub):
+    import httpx
+
+    token = make_token("admin-1", ["itl-accelerator-admin"], [f"/subscriptions/{sub}"])
+    canonical = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes"
+    with httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        # Given a node created through a path in another casing (ARM: these segments are case-insensitive)
+        created = http.put(
+            f"/SUBSCRIPTIONS/{sub}/resourcegroups/rg1/providers/itl.accelerator/SPARKNODES/dgx-1", json=node_body()
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["id"] == f"{canonical}/dgx-1"  # the id is canonical
+        # Then every casing reads and lists it, with the query as sent; its ETag works across spellings
+        for path in (canonical, canonical.lower(), canonical.upper().replace(sub.upper(), sub)):
+            listed = http.get(path, params={"$top": "5"})
+            assert listed.status_code == 200, (path, listed.text)
+            assert [n["name"] for n in listed.json()["value"]] == ["dgx-1"]
+        etag = created.headers["ETag"]
+        stale = http.patch(canonical.lower() + "/dgx-1", json={"tags": {}}, headers={"If-Match": '"stale"'})
+        assert stale.status_code == 412
+        assert (
+            http.patch(canonical.lower() + "/dgx-1", json={"tags": {}}, headers={"If-Match": etag}).status_code == 200
+        )
+        # And a path no route matches in any casing is 404, with or without a token, as before
+        for headers in ({}, {"Authorization": ""}):
+            missing = http.get(f"/subscriptions/{sub}/providers/itl.accelerator/unknownThings", headers=headers)
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "NotFound"
+        # And a token is still required for a route reached in another casing
+        anonymous = httpx.get(f"{gateway_url}{canonical.lower()}", timeout=30)
+        assert anonymous.status_code == 401

@@ -30,6 +30,8 @@ TEMPLATE = Template()
 FUNCTIONS = TEMPLATE.functions()
 API = {r.function_id for r in TEMPLATE.routes}
 AUTHORIZER = TEMPLATE.authorizer_handler()
+#: The catch-all route's function: no operation of the app, a client of the API (itl_functions/canonical_path.py).
+CANONICAL_PATH = "CanonicalPathFunction"
 
 #: The container attribute an API operation's route calls, by operation id prefix (None: it calls none).
 SERVICE_OF_OPERATION = {
@@ -111,7 +113,7 @@ def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
 def _api_groups() -> dict[tuple[str, str | None], list[str]]:
     """(handler module, service) → the API functions that share them."""
     groups: dict[tuple[str, str | None], list[str]] = {}
-    for function_id in sorted(API):
+    for function_id in sorted(API - {CANONICAL_PATH}):
         handler = FUNCTIONS[function_id]["Handler"]
         module = handler.rpartition(".")[0]
         operation_id = str(load_handler(handler).operation_id)
@@ -154,6 +156,12 @@ def test_the_authorizer_loads_no_web_framework_no_aws_sdk_and_no_x_ray():
     names = loaded(AUTHORIZER, build)
     never = ("fastapi", "starlette", "mangum", "boto3", "aws_xray_sdk")
     assert not within(names, never), f"the authorizer loads {sorted(within(names, never))}"
+
+
+def test_the_canonical_path_function_loads_no_web_framework_and_no_aws_sdk():
+    names = loaded(FUNCTIONS[CANONICAL_PATH]["Handler"], "")
+    never = ("fastapi", "starlette", "mangum", "boto3", "httpx", "aws_xray_sdk", "itl_accelerator.services")
+    assert not within(names, never), f"the canonical path function loads {sorted(within(names, never))}"
 
 
 def _service_of(handler: str) -> str:

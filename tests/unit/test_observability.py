@@ -38,3 +38,24 @@ def test_two_functions_running_side_by_side_each_log_their_own_name():
     lines = [json.loads(line) for line in stream.getvalue().splitlines() if '"step ran"' in line]
     seen = {(line["function_name"], line["operation_id"]) for line in lines}
     assert seen == {("InstanceRequestFunction", "op-a"), ("AuthorizerFunction", "op-b")}
+
+
+def test_with_metrics_disabled_runs_print_nothing_and_keep_nothing(monkeypatch, capsys):
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from itl_accelerator.observability import log_metrics, metrics
+
+    # Given metrics disabled (the local runtime, the tests) and a handler publishing a metric each run
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+
+    @log_metrics
+    def handler(event, context):
+        metrics.add_metric(name="Runs", unit=MetricUnit.Count, value=1)
+        return {}
+
+    # When it runs more often than Powertools keeps values of one metric (100)
+    for _ in range(150):
+        handler({}, None)
+    # Then no EMF line was printed, and nothing is left over in the process
+    assert "_aws" not in capsys.readouterr().out
+    assert not metrics.metric_set

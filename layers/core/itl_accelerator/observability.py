@@ -121,3 +121,20 @@ def did_something(report: Any) -> bool:
     if isinstance(report, list):
         return bool(report)
     return isinstance(report, int) and not isinstance(report, bool) and report != 0
+
+
+def log_metrics(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Powertools' ``metrics.log_metrics`` (the run's metrics flushed as one EMF line when it ends), and then the
+    metric set cleared whatever happened: with ``POWERTOOLS_METRICS_DISABLED`` (the local runtime, the tests)
+    Powertools neither prints nor clears, so every run's metrics piled up in the process and came out at once as
+    EMF lines when a metric reached 100 values — on a console that was to print nothing."""
+    flushed = metrics.log_metrics(handler)
+
+    @functools.wraps(handler)
+    def run(event: Any, context: Any) -> Any:
+        try:
+            return flushed(event, context)
+        finally:
+            metrics.clear_metrics()
+
+    return run
