@@ -1,7 +1,8 @@
 """``itl-local``: the local runtime's commands.
 
-- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003 (Ctrl-C stops);
-                         prints each request, each workflow step and the functions' logs (``--quiet``: none).
+- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003, the web portal
+                         at /portal/ (Ctrl-C stops); prints each request, each workflow step and the functions' logs
+                         (``--quiet``: none).
 - ``itl-local token``    prints a dev bearer token (stdout: the token alone).
 - ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
 - ``itl-local openapi``  writes the API's OpenAPI document.
@@ -82,6 +83,11 @@ def _serve_in_thread(app: Any, port: int) -> tuple[Any, threading.Thread]:
 LOCAL_DGX_API_KEY = "local-dgx-key"
 
 
+def portal_origins(port: int) -> list[str]:
+    """The origins the local portal is served from (the API's port, by IP and by name)."""
+    return [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+
+
 def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
     from itl_local.aws import aws_environment, local_bucket_name
 
@@ -139,9 +145,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from itl_accelerator.observability import logger
     from itl_local.aws import EmbeddedAws, create_buckets, create_table, load_items, make_dynamodb_faithful, save_items
     from itl_local.console import Console
-    from itl_local.devauth import idp_app, load_or_create_key
+    from itl_local.devauth import PORTAL_CLIENT_ID, idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
+    from itl_local.portal import PortalSite, portal_config, with_portal
     from itl_local.template import Template
     from itl_local.workflows import (
         MOTO_CONFIG,
@@ -150,12 +157,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         workflow_environment,
     )
 
+    template = Template(parameters={"PortalOrigin": portal_origins(port)[0]})
+    # the functions answer the portal's origin with CORS as the template configures them (Globals)
+    os.environ["CORS_ALLOWED_ORIGIN"] = str(template.global_environment().get("CORS_ALLOWED_ORIGIN", ""))
+    get_settings.cache_clear()
+    settings = get_settings()
     console = None if args.quiet else Console()
     if console is not None:
         console.show_function_logs(logger)
     else:
         Console.silence_function_logs(logger)
-    template = Template()
     make_dynamodb_faithful()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
@@ -174,14 +185,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     if data and data.exists():
         print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)
     key = load_or_create_key(_home(settings))
-    servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port)[0]]
+    idp = idp_app(
+        key, f"/realms/{settings.oidc_realm}", audience=settings.oidc_audience, portal_origins=portal_origins(port)
+    )
+    servers = [_serve_in_thread(idp, settings.local_idp_port)[0]]
     simulator = DgxSimulator(
         SimulatorConfig(
             api_key=settings.dgx_platform_api_key.get_secret_value(), provisioning_seconds=args.dgx_provisioning_seconds
         )
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port)[0])
-    servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port)[0])
+    site = PortalSite(portal_config(api_base_url="", authority=local_issuer(settings), client_id=PORTAL_CLIENT_ID))
+    servers.append(_serve_in_thread(with_portal(ApiGatewayEmulator(template, console=console), site), port)[0])
     runner = None
     if not args.no_schedules:
         from itl_local.schedules import ScheduleRunner, schedules
@@ -197,7 +212,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print(
-        f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | "
+        f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | portal http://127.0.0.1:{port}/portal/ | "
         f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
         f"DGX simulator {settings.dgx_platform_api_url}\n"
         f"  token: ./dev token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123"
