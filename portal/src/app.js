@@ -1,6 +1,5 @@
 // The shell: header (who, subscription and resource group), navigation, and the view of the URL's hash.
 import { html, nothing } from 'lit';
-import { keyed } from 'lit/directives/keyed.js';
 import { Api } from './api.js';
 import { View, error } from './ui.js';
 import { timeZone } from './format.js';
@@ -33,6 +32,11 @@ class App extends View {
     this.onHash = () => {
       this.route = parseHash();
       this.navOpen = false;
+      // a new view: keyboard and screen reader users continue at its content, as after a page load
+      this.updateComplete.then(() => {
+        const main = this.querySelector('#main');
+        if (main && !main.contains(document.activeElement)) main.focus({ preventScroll: true });
+      });
     };
   }
 
@@ -114,7 +118,7 @@ class App extends View {
         </div>
       </header>
       <div class="layout">
-        <nav id="nav" class=${this.navOpen ? 'open' : ''} aria-label="Views">
+        <nav id="nav" class=${this.navOpen ? 'open' : ''} aria-label="Views" @click=${(e) => e.target.closest('a') && (this.navOpen = false)}>
           <ul>
             ${VIEWS.map(([key, label]) => html`<li><a href="#/${key}" aria-current=${this.route.view === key ? 'page' : 'false'}>${label}</a></li>`)}
           </ul>
@@ -125,28 +129,40 @@ class App extends View {
             ? html`<div class="error" role="alert">Your session has ended (${this.sessionEnded.code}: ${this.sessionEnded.message})
                 <button @click=${() => this.auth.signIn()}>Sign in again</button></div>`
             : nothing}
-          ${subs.length
-            ? keyed(`${this.route.view}|${this.route.args.join('/')}|${this.context.sub}|${this.context.rg}`, this.renderView())
-            : html`<div class="error" role="alert">Your token holds no subscription scope: the API will show you nothing.</div>`}
+          ${subs.length ? nothing : html`<div class="error" role="alert">Your token holds no subscription scope: the API will show you nothing.</div>`}
+          <div id="view"></div>
         </main>
       </div>`;
   }
 
-  renderView() {
+  /** The view of the route, made anew whenever the route or the context changes (each view loads what it shows
+   *  when it connects). The shell manages this one element itself, outside its own template. */
+  updated() {
+    const outlet = this.querySelector('#view');
+    if (!outlet) return;
+    const key = `${location.hash}|${this.context.sub}|${this.context.rg}`;
+    if (outlet.dataset.key === key && outlet.firstElementChild) return;
+    outlet.dataset.key = key;
+    outlet.replaceChildren(this.subscriptions(this.auth.identity.scopes).length ? this.makeView() : '');
+  }
+
+  makeView() {
     const a = this.route.args;
+    const q = this.route.query;
+    const make = (tag, props = {}) => Object.assign(document.createElement(tag), props);
     switch (this.route.view) {
       case 'nodes':
-        return a.length >= 2 ? html`<itl-node-detail .rg=${a[0]} .name=${a[1]}></itl-node-detail>` : html`<itl-nodes></itl-nodes>`;
+        return a.length >= 2 ? make('itl-node-detail', { rg: a[0], name: a[1] }) : make('itl-nodes');
       case 'instances':
-        return a.length >= 3 ? html`<itl-instance-detail .rg=${a[0]} .node=${a[1]} .name=${a[2]}></itl-instance-detail>` : html`<itl-instances></itl-instances>`;
+        return a.length >= 3 ? make('itl-instance-detail', { rg: a[0], node: a[1], name: a[2] }) : make('itl-instances');
       case 'jobs':
-        return a.length >= 2 ? html`<itl-job-detail .rg=${a[0]} .name=${a[1]}></itl-job-detail>` : html`<itl-jobs .mine=${this.route.query.mine === '1'}></itl-jobs>`;
+        return a.length >= 2 ? make('itl-job-detail', { rg: a[0], name: a[1] }) : make('itl-jobs', { mine: q.mine === '1' });
       case 'usage':
-        return html`<itl-usage .resourceId=${this.route.query.resource || ''} .hours=${this.route.query.hours || '24'}></itl-usage>`;
+        return make('itl-usage', { resourceId: q.resource || '', hours: q.hours || '24' });
       case 'activity':
-        return html`<itl-activity .resourceId=${this.route.query.resource || ''}></itl-activity>`;
+        return make('itl-activity', { resourceId: q.resource || '' });
       default:
-        return html`<itl-overview></itl-overview>`;
+        return make('itl-overview');
     }
   }
 
