@@ -6,6 +6,7 @@
 - ``itl-local token``    prints a dev bearer token (stdout: the token alone).
 - ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
 - ``itl-local openapi``  writes the API's OpenAPI document.
+- ``itl-local portal-publish``  uploads the built portal to a deployed stack's portal bucket.
 """
 
 from __future__ import annotations
@@ -405,6 +406,41 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_portal_publish(args: argparse.Namespace) -> int:
+    """Upload the built portal and its config.json to a deployed stack's portal bucket (AWS credentials of the
+    environment); the bucket, API URL and distribution come from the stack's outputs unless given."""
+    import boto3
+
+    from itl_local.devauth import PORTAL_CLIENT_ID
+    from itl_local.portal import portal_config, publish
+
+    outputs: dict[str, str] = {}
+    if args.stack:
+        stacks = boto3.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    bucket = args.bucket or outputs.get("PortalBucketName")
+    api_url = args.api_url or outputs.get("ApiUrl")
+    if not bucket or not api_url:
+        print("name the stack (--stack) or give --bucket and --api-url", file=sys.stderr)
+        return 2
+    settings = _settings()
+    config = portal_config(
+        api_base_url=api_url, authority=args.issuer or settings.issuer, client_id=args.client_id or PORTAL_CLIENT_ID
+    )
+    distribution = args.distribution_id or outputs.get("PortalDistributionId")
+    keys = publish(
+        boto3.client("s3"),
+        bucket,
+        config,
+        cloudfront=boto3.client("cloudfront") if distribution else None,
+        distribution_id=distribution,
+    )
+    print(f"published {len(keys)} files to s3://{bucket}" + (f"; invalidated {distribution}" if distribution else ""))
+    if outputs.get("PortalUrl"):
+        print(outputs["PortalUrl"])
+    return 0
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     """Write (or print) the OpenAPI document of the whole API."""
     from itl_accelerator.api.app import build_app
@@ -484,6 +520,23 @@ def main(argv: list[str] | None = None) -> int:
     inv.add_argument("-e", "--event", required=True, help="event JSON file (see events/)")
     inv.add_argument("--endpoint-url", default=None, help="use this AWS endpoint (e.g. a running stack's)")
     inv.set_defaults(func=cmd_invoke)
+
+    pub = sub.add_parser(
+        "portal-publish", help="upload the built portal and its config.json to a deployed stack's portal bucket"
+    )
+    pub.add_argument(
+        "--stack", default=None, help="the stack's name: bucket, API URL and distribution from its outputs"
+    )
+    pub.add_argument("--bucket", default=None, help="the portal bucket (output PortalBucketName)")
+    pub.add_argument(
+        "--api-url", default=None, help="the API's base URL (output ApiUrl, or the Control Plane's domain)"
+    )
+    pub.add_argument(
+        "--issuer", default=None, help="OIDC issuer the portal logs in with (default: the settings' issuer)"
+    )
+    pub.add_argument("--client-id", default=None, help="Keycloak public client id (default itl-accelerator-portal)")
+    pub.add_argument("--distribution-id", default=None, help="CloudFront distribution to invalidate")
+    pub.set_defaults(func=cmd_portal_publish)
 
     api = sub.add_parser("openapi", help="write the OpenAPI document")
     api.add_argument("--out", default=None)

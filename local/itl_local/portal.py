@@ -3,11 +3,14 @@
 distribution that serves the portal in AWS (template.yaml's ``PortalDistribution``).
 
 Only ``/portal`` and what lies below it is the portal's; every other path goes to the emulator unchanged, so the
-API still serves exactly the routes template.yaml declares.
+API still serves exactly the routes template.yaml declares. :func:`publish` puts the same files in the deployed
+stack's portal bucket (``itl-local portal-publish``).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +69,47 @@ def with_portal(api: ASGIApp, site: PortalSite) -> ASGIApp:
             await api(scope, receive, send)
 
     return app
+
+
+#: Content types of what the portal's build writes.
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
+
+
+def publish(
+    s3: Any,
+    bucket: str,
+    config: dict[str, Any],
+    *,
+    dist: Path = PORTAL_DIST,
+    cloudfront: Any = None,
+    distribution_id: str | None = None,
+) -> list[str]:
+    """Upload the built portal (``dist``) and its ``config.json`` to ``bucket`` (the template's ``PortalBucket``),
+    then, given ``cloudfront`` and ``distribution_id``, invalidate the distribution's cache of ``/*``. index.html
+    and config.json are sent with ``Cache-Control: no-cache`` (the bundle's name is fixed, so it is revalidated
+    too). Returns the object keys written. Raises ``FileNotFoundError`` when the portal is not built."""
+    if not (dist / "index.html").is_file():
+        raise FileNotFoundError(f"{dist}/index.html: build the portal first (./dev portal)")
+    written = []
+    for path in sorted(p for p in dist.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        key = path.relative_to(dist).as_posix()
+        content_type = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+        s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType=content_type, CacheControl="no-cache")
+        written.append(key)
+    body = json.dumps(config, indent=2).encode()
+    s3.put_object(Bucket=bucket, Key="config.json", Body=body, ContentType="application/json", CacheControl="no-cache")
+    written.append("config.json")
+    if cloudfront is not None and distribution_id:
+        cloudfront.create_invalidation(
+            DistributionId=distribution_id,
+            InvalidationBatch={"Paths": {"Quantity": 1, "Items": ["/*"]}, "CallerReference": str(time.time_ns())},
+        )
+    return written
