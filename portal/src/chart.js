@@ -28,8 +28,9 @@ export class Chart extends View {
 
   updated() {
     const host = this.querySelector('.chart-canvas');
-    if (!host) return;
     if (this.plot) this.plot.destroy();
+    this.plot = null;
+    if (!host || !this.series.length) return;
     const width = Math.max(260, host.clientWidth || 600);
     const data = [this.points.map((p) => p.t), ...this.series.map((s) => this.points.map((p) => p[s.key] ?? null))];
     const opts = {
@@ -60,6 +61,9 @@ export class Chart extends View {
 
   render() {
     const rows = this.points.filter((p) => this.series.some((s) => p[s.key]));
+    if (!this.series.length) {
+      return html`<figure class="chart"><figcaption>${this.title}</figcaption><p class="empty">Nothing in this period.</p></figure>`;
+    }
     return html`<figure class="chart">
       <figcaption>${this.title}</figcaption>
       <div class="chart-canvas" aria-hidden="true"></div>
