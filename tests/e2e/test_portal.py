@@ -425,3 +425,30 @@ def test_an_unreachable_api_shows_an_error_not_a_blank_page(stack: Stack, portal
     expect(alert.locator(".error-code")).to_have_text("NetworkError")
     expect(alert).to_contain_text("could not be reached")
     shot(page, "error-unreachable")
+
+
+def test_the_stack_answers_the_portals_origin_with_cors_and_no_other(stack: Stack, sub: str):
+    # The portal is served from the API's own origin locally; a portal on another origin is what CORS is for, and
+    # the stack configures it from template.yaml's PortalOrigin (its own origin here), never '*'.
+    origin = stack.url
+    api = Api(stack, "ada", ADMIN, sub)
+    nodes = f"{api.rg}/sparkNodes"
+
+    preflight = api.http.options(nodes, headers={"Origin": origin, "Access-Control-Request-Method": "PUT"})
+    allowed = api.http.get(nodes, headers={"Origin": origin})
+    other = api.http.get(nodes, headers={"Origin": "https://elsewhere.example.com"})
+
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == origin
+    assert "PUT" in preflight.headers["access-control-allow-methods"]
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == origin
+    assert "azure-asyncoperation" in allowed.headers["access-control-expose-headers"].lower()
+    assert "access-control-allow-origin" not in other.headers
+
+
+def test_sign_out_ends_the_session_and_comes_back_to_sign_in(stack: Stack, portal, sub: str):
+    page = portal("ada", (ADMIN,), sub)
+
+    page.get_by_role("button", name="Sign out").click()
+
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    assert page.evaluate("Object.keys(sessionStorage).filter(k => k.startsWith('oidc.user'))") == []
