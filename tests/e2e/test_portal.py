@@ -271,6 +271,16 @@ def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):
     expect(page.locator(".job-status .badge")).to_have_text("Running", timeout=LONG)
     expect(page.get_by_role("list", name="Timeline").locator(".step-current")).to_contain_text("Running")
 
+    # A job that does not fit beside it waits, and the list says why
+    waiting = {"name": "big-1", "requested_gpus": 8, "requested_memory_gb": 640}
+    assert api.http.post(f"{api.rg}/sparkJobs", json=waiting).status_code == 202
+    go(page, "Jobs")
+    row = page.get_by_role("row").filter(has_text="big-1")
+    expect(row.locator(".badge")).to_have_text("Pending", timeout=LONG)
+    expect(row.locator(".reason")).to_contain_text("Waiting for capacity", timeout=LONG)
+    shot(page, "jobs-waiting")
+    page.get_by_role("link", name="long-1").click()
+
     page.get_by_role("button", name="Cancel job").click()
     expect(page.get_by_role("status").filter(has_text="Cancellation requested.")).to_be_visible()
     expect(page.locator(".job-status .badge")).to_have_text("Canceled", timeout=LONG)
