@@ -26,6 +26,8 @@ from tests.e2e.test_local_stack import Stack
 
 playwright_api = pytest.importorskip("playwright.sync_api")  # a dev extra: ./dev installs it
 expect = playwright_api.expect
+# a busy 2-core machine answers slower than Playwright's 5 s default: every expectation may wait this long
+expect.set_options(timeout=20_000)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -252,6 +254,9 @@ def test_consumer_submits_a_job_watches_it_end_and_sees_its_cost_equal_the_apis(
     expect(alert.locator(".error-code")).to_have_text("Conflict")
     expect(alert.locator(".error-message")).not_to_be_empty()
     shot(page, "jobs")
+    page.get_by_role("link", name="My jobs only").click()
+    expect(page.get_by_text("Jobs submitted by cora")).to_be_visible()
+    expect(page.get_by_role("table", name="Jobs").get_by_role("row").filter(has_text="train-1")).to_have_count(1)
 
 
 def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):

@@ -98,7 +98,7 @@ class Jobs extends View {
     return html`<h1>Jobs</h1>
       <div class="toolbar">
         <button @click=${() => (this.showSubmit = !this.showSubmit)} aria-expanded=${this.showSubmit}>Submit a job</button>
-        <a class="button secondary" href=${this.mine ? '#/jobs' : '#/jobs?mine=1'} aria-pressed=${this.mine}>${this.mine ? 'Show all jobs I may see' : 'My jobs only'}</a>
+        <a class="button secondary" href=${this.mine ? '#/jobs' : '#/jobs?mine=1'}>${this.mine ? 'Show all jobs I may see' : 'My jobs only'}</a>
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
       </div>
       ${this.showSubmit ? this.renderSubmit() : nothing}
