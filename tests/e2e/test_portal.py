@@ -11,12 +11,14 @@ on fixed sleeps. Screenshots of each view go to test-artifacts/portal/ (git-igno
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 import pytest
@@ -100,6 +102,31 @@ class Api:
         return self.http.get(path if path.startswith("/") else f"{self.rg}/{path}", params=params)
 
 
+def _contract() -> list[tuple[str, re.Pattern[str], set[str]]]:
+    """(method, path pattern, query parameters) of every operation in docs/openapi.json."""
+    document = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
+    operations = []
+    for template, methods in document["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)) + "$")
+        for method, operation in methods.items():
+            query = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+            operations.append((method.upper(), pattern, query))
+    return operations
+
+
+CONTRACT = _contract()
+
+
+def off_contract(method: str, url: str) -> str | None:
+    """Why a request the portal sent is not an operation of docs/openapi.json (None when it is one)."""
+    parts = urlsplit(url)
+    query = {k for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    for operation_method, pattern, declared in CONTRACT:
+        if operation_method == method and pattern.match(unquote(parts.path)):
+            return None if query <= declared else f"{method} {parts.path}: undeclared query {sorted(query - declared)}"
+    return f"{method} {parts.path}: no such operation"
+
+
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = LONG / 1000) -> Any:
     """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -114,13 +141,24 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = LONG / 
 
 @pytest.fixture
 def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
-    """``portal(subject, roles, sub, viewport=...)`` → a page signed in through the dev login page."""
+    """``portal(subject, roles, sub, viewport=...)`` → a page signed in through the dev login page. Every API
+    request the pages send is checked against docs/openapi.json when the test ends (the portal's contract)."""
     contexts = []
+    sent: list[tuple[str, str]] = []
+    api_origin = f"{stack.url}/"
 
     def open_portal(subject: str, roles: tuple[str, ...], sub: str, viewport: tuple[int, int] = (1280, 800)) -> Any:
         context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, timezone_id=TIME_ZONE)
         contexts.append(context)
         page = context.new_page()
+        page.on(
+            "request",
+            lambda r: (
+                sent.append((r.method, r.url))
+                if r.url.startswith(api_origin) and not r.url.startswith(f"{api_origin}portal")
+                else None
+            ),
+        )
         page.set_default_timeout(20_000)
         page.goto(f"{stack.url}/portal/#/overview")
         page.get_by_role("button", name="Sign in").click()
@@ -138,6 +176,8 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
     yield open_portal
     for context in contexts:
         context.close()
+    problems = sorted({why for method, url in sent if (why := off_contract(method, url))})
+    assert problems == [], f"the portal called what docs/openapi.json does not declare: {problems}"
 
 
 def shot(page: Any, name: str) -> None:
