@@ -1,10 +1,12 @@
 """``itl-local``: the local runtime's commands.
 
-- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003 (Ctrl-C stops);
-                         prints each request, each workflow step and the functions' logs (``--quiet``: none).
+- ``itl-local up``       embedded AWS + dev OIDC issuer + API Gateway emulator on 127.0.0.1:8003, the web portal
+                         at /portal/ (Ctrl-C stops); prints each request, each workflow step and the functions' logs
+                         (``--quiet``: none).
 - ``itl-local token``    prints a dev bearer token (stdout: the token alone).
 - ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
 - ``itl-local openapi``  writes the API's OpenAPI document.
+- ``itl-local portal-publish``  uploads the built portal to a deployed stack's portal bucket.
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ def _serve_in_thread(app: Any, port: int, log_level: str = "warning") -> tuple[A
 LOCAL_DGX_API_KEY = "local-dgx-key"
 
 
+def portal_origins(port: int) -> list[str]:
+    """The origins the local portal is served from (the API's port, by IP and by name)."""
+    return [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+
+
 def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
     from itl_local.aws import aws_environment, local_bucket_name
 
@@ -142,9 +149,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from itl_accelerator.observability import logger
     from itl_local.aws import EmbeddedAws, create_buckets, create_table, load_items, make_dynamodb_faithful, save_items
     from itl_local.console import Console
-    from itl_local.devauth import idp_app, load_or_create_key
+    from itl_local.devauth import PORTAL_CLIENT_ID, idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
     from itl_local.gateway import ApiGatewayEmulator
+    from itl_local.portal import PortalSite, portal_config, with_portal
     from itl_local.template import Template
     from itl_local.workflows import (
         MOTO_CONFIG,
@@ -153,6 +161,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         workflow_environment,
     )
 
+    template = Template(parameters={"PortalOrigin": portal_origins(port)[0]})
+    # the functions answer the portal's origin with CORS as the template configures them (Globals)
+    os.environ["CORS_ALLOWED_ORIGIN"] = str(template.global_environment().get("CORS_ALLOWED_ORIGIN", ""))
+    get_settings.cache_clear()
+    settings = get_settings()
     console = None if args.quiet else Console()
     if console is not None:
         console.show_function_logs(logger)
@@ -163,7 +176,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         for name in ("werkzeug", "itl_local.streams"):  # (the servers' own: log_level below)
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    template = Template()
     make_dynamodb_faithful()
     aws = EmbeddedAws(settings.local_aws_port)
     aws.start()
@@ -183,14 +195,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)
     key = load_or_create_key(_home(settings))
     level = "critical" if args.quiet else "warning"
-    servers = [_serve_in_thread(idp_app(key, f"/realms/{settings.oidc_realm}"), settings.local_idp_port, level)[0]]
+    idp = idp_app(
+        key, f"/realms/{settings.oidc_realm}", audience=settings.oidc_audience, portal_origins=portal_origins(port)
+    )
+    servers = [_serve_in_thread(idp, settings.local_idp_port, level)[0]]
     simulator = DgxSimulator(
         SimulatorConfig(
             api_key=settings.dgx_platform_api_key.get_secret_value(), provisioning_seconds=args.dgx_provisioning_seconds
         )
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port, level)[0])
-    servers.append(_serve_in_thread(ApiGatewayEmulator(template, console=console), port, level)[0])
+    site = PortalSite(portal_config(api_base_url="", authority=local_issuer(settings), client_id=PORTAL_CLIENT_ID))
+    gateway = with_portal(ApiGatewayEmulator(template, console=console), site)
+    servers.append(_serve_in_thread(gateway, port, level)[0])
     from itl_local.aws import trim_stream
     from itl_local.streams import StreamPoller
 
@@ -216,7 +233,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print(
-        f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | "
+        f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | portal http://127.0.0.1:{port}/portal/ | "
         f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
         f"DGX simulator {settings.dgx_platform_api_url}\n"
         f"  token: ./dev token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123"
@@ -431,6 +448,41 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_portal_publish(args: argparse.Namespace) -> int:
+    """Upload the built portal and its config.json to a deployed stack's portal bucket (AWS credentials of the
+    environment); the bucket, API URL and distribution come from the stack's outputs unless given."""
+    import boto3
+
+    from itl_local.devauth import PORTAL_CLIENT_ID
+    from itl_local.portal import portal_config, publish
+
+    outputs: dict[str, str] = {}
+    if args.stack:
+        stacks = boto3.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    bucket = args.bucket or outputs.get("PortalBucketName")
+    api_url = args.api_url or outputs.get("ApiUrl")
+    if not bucket or not api_url:
+        print("name the stack (--stack) or give --bucket and --api-url", file=sys.stderr)
+        return 2
+    settings = _settings()
+    config = portal_config(
+        api_base_url=api_url, authority=args.issuer or settings.issuer, client_id=args.client_id or PORTAL_CLIENT_ID
+    )
+    distribution = args.distribution_id or outputs.get("PortalDistributionId")
+    keys = publish(
+        boto3.client("s3"),
+        bucket,
+        config,
+        cloudfront=boto3.client("cloudfront") if distribution else None,
+        distribution_id=distribution,
+    )
+    print(f"published {len(keys)} files to s3://{bucket}" + (f"; invalidated {distribution}" if distribution else ""))
+    if outputs.get("PortalUrl"):
+        print(outputs["PortalUrl"])
+    return 0
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     """Write (or print) the OpenAPI document of the whole API."""
     from itl_accelerator.api.app import build_app
@@ -510,6 +562,23 @@ def main(argv: list[str] | None = None) -> int:
     inv.add_argument("-e", "--event", required=True, help="event JSON file (see events/)")
     inv.add_argument("--endpoint-url", default=None, help="use this AWS endpoint (e.g. a running stack's)")
     inv.set_defaults(func=cmd_invoke)
+
+    pub = sub.add_parser(
+        "portal-publish", help="upload the built portal and its config.json to a deployed stack's portal bucket"
+    )
+    pub.add_argument(
+        "--stack", default=None, help="the stack's name: bucket, API URL and distribution from its outputs"
+    )
+    pub.add_argument("--bucket", default=None, help="the portal bucket (output PortalBucketName)")
+    pub.add_argument(
+        "--api-url", default=None, help="the API's base URL (output ApiUrl, or the Control Plane's domain)"
+    )
+    pub.add_argument(
+        "--issuer", default=None, help="OIDC issuer the portal logs in with (default: the settings' issuer)"
+    )
+    pub.add_argument("--client-id", default=None, help="Keycloak public client id (default itl-accelerator-portal)")
+    pub.add_argument("--distribution-id", default=None, help="CloudFront distribution to invalidate")
+    pub.set_defaults(func=cmd_portal_publish)
 
     api = sub.add_parser("openapi", help="write the OpenAPI document")
     api.add_argument("--out", default=None)

@@ -4,8 +4,11 @@ For each request: match a route declared in the template (else the MISSING_AUTHE
 response), run the REQUEST authorizer on the identity headers (UNAUTHORIZED / ACCESS_DENIED /
 AUTHORIZER_FAILURE gateway responses), build the REST proxy event with ``requestContext.authorizer`` filled,
 call the function's real handler, and turn its proxy result into the HTTP response. Gateway responses are
-rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template). Given a
-:class:`~itl_local.console.Console`, each request is reported on it in one line once answered.
+rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template). The API's
+``Cors`` settings are honoured as API Gateway's generated ``OPTIONS`` methods answer them: a preflight to any declared
+path is answered by the gateway itself (200, no authorizer, no function) with the configured
+``Access-Control-Allow-*`` headers. Given a :class:`~itl_local.console.Console`, each request is reported on it in
+one line once answered.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from itl_accelerator.observability import logger
 from itl_local.console import Console
 from itl_local.lambda_runtime import invocation_pool, invoke
-from itl_local.template import Route, Template, load_handler
+from itl_local.template import Route, Template, Unresolvable, load_handler
 
 #: API Gateway's own limit on payloads (bytes).
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
@@ -63,6 +66,13 @@ class ApiGatewayEmulator:
         self.routes = template.routes
         self.responses = template.gateway_responses()
         self.identity_headers = [h.lower() for h in template.authorizer_identity_headers()]
+        try:
+            self.cors = template.api_cors()
+        except Unresolvable as exc:
+            logger.warning(
+                "The API's CORS origin is known only once deployed: no CORS locally", extra={"why": str(exc)}
+            )
+            self.cors = None
         self.authorizer = load_handler(template.authorizer_handler())
         self.handlers = {r.function_id: load_handler(r.handler) for r in self.routes}
         self.pool = pool or invocation_pool()
@@ -102,6 +112,8 @@ class ApiGatewayEmulator:
         if len(body) > MAX_PAYLOAD_BYTES:
             return self.gateway_response("REQUEST_TOO_LARGE", request_id, request)
         route, params = self._match(request.method, request.url.path)
+        if route is None and request.method == "OPTIONS" and self.cors is not None and self._declared(request.url.path):
+            return self.preflight(request_id)
         if route is None:
             return self.gateway_response("MISSING_AUTHENTICATION_TOKEN", request_id, request)
         event = self._proxy_event(request, route, params, body, request_id)
@@ -134,6 +146,27 @@ class ApiGatewayEmulator:
             if params is not None and route.method in (method, "ANY"):
                 return route, params
         return None, {}
+
+    def _declared(self, path: str) -> bool:
+        return any(route.match(path) is not None for route in self.routes)
+
+    def preflight(self, request_id: str) -> Response:
+        """The CORS preflight answer of the OPTIONS method SAM adds to every path for the API's ``Cors``: the
+        configured values, whatever the request's origin (the browser compares them)."""
+        assert self.cors is not None
+        response = Response(status_code=200, media_type="application/json")
+        names = {
+            "AllowOrigin": "Access-Control-Allow-Origin",
+            "AllowMethods": "Access-Control-Allow-Methods",
+            "AllowHeaders": "Access-Control-Allow-Headers",
+            "MaxAge": "Access-Control-Max-Age",
+            "AllowCredentials": "Access-Control-Allow-Credentials",
+        }
+        for key, header in names.items():
+            if self.cors.get(key) not in (None, "", "false"):
+                response.headers[header] = self.cors[key]
+        response.headers["x-amzn-RequestId"] = request_id
+        return response
 
     def _proxy_event(
         self, request: Request, route: Route, params: dict[str, str], body: bytes, request_id: str
@@ -233,7 +266,11 @@ class ApiGatewayEmulator:
         body = template.replace("$context.requestId", request_id)
         response = Response(content=body.encode(), status_code=status, media_type="application/json")
         for name, expr in ((spec.get("ResponseParameters") or {}).get("Headers") or {}).items():
-            response.headers[name] = self._header_value(str(expr), request_id, request)
+            try:
+                value = self.template.resolve(expr)
+            except Unresolvable:
+                continue  # e.g. the portal distribution's domain: known once deployed
+            response.headers[name] = self._header_value(str(value), request_id, request)
         response.headers["x-amzn-RequestId"] = request_id
         response.headers["x-amzn-ErrorType"] = kind
         return response

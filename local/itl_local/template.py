@@ -72,15 +72,98 @@ def load_handler(handler: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-class Template:
-    """A parsed SAM template."""
+class Unresolvable(ValueError):
+    """A template value that depends on something only a deployment knows (a resource's id or attribute)."""
 
-    def __init__(self, path: Path = DEFAULT_TEMPLATE):
+
+#: Pseudo parameters as the local runtime answers them.
+PSEUDO_PARAMETERS = {"AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com"}
+
+
+class Template:
+    """A parsed SAM template. ``parameters`` override the template's parameter defaults where values are resolved
+    (:meth:`resolve`), as ``sam deploy --parameter-overrides`` would."""
+
+    def __init__(self, path: Path = DEFAULT_TEMPLATE, parameters: dict[str, str] | None = None):
         self.path = path
         doc, matches = decode_str(path.read_text())
         if matches:
             raise ValueError(f"{path}: {matches[0]}")
         self.doc: dict[str, Any] = doc
+        self.parameters = {
+            **{k: str(v.get("Default", "")) for k, v in (doc.get("Parameters") or {}).items()},
+            **(parameters or {}),
+        }
+
+    def resolve(self, value: Any) -> Any:
+        """``value`` with the intrinsic functions a local run can answer evaluated: ``Ref`` of a parameter or pseudo
+        parameter, ``Fn::Sub`` (string form), ``Fn::If`` with ``Fn::Equals``/``Fn::Not``/``Fn::And``/``Fn::Or``
+        conditions. Raises :class:`Unresolvable` for what only a deployment knows (resources, their attributes)."""
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) != 1:
+            return {k: self.resolve(v) for k, v in value.items()}
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            if arg in self.parameters:
+                return self.parameters[arg]
+            if arg in PSEUDO_PARAMETERS:
+                return PSEUDO_PARAMETERS[arg]
+            raise Unresolvable(f"Ref {arg}")
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            return re.sub(r"\$\{([^}!]+)\}", lambda m: str(self.resolve({"Ref": m.group(1)})), arg)
+        if fn == "Fn::If":
+            name, when_true, when_false = arg
+            return self.resolve(when_true if self.condition(name) else when_false)
+        if fn.startswith("Fn::") or fn == "Condition":
+            raise Unresolvable(fn)
+        return {fn: self.resolve(arg)}
+
+    def condition(self, name: str) -> bool:
+        """The value of the template's condition ``name`` (parameters as given)."""
+        return self._truth(self.doc["Conditions"][name])
+
+    def _truth(self, expr: Any) -> bool:
+        ((fn, arg),) = expr.items()
+        if fn == "Fn::Equals":
+            return str(self.resolve(arg[0])) == str(self.resolve(arg[1]))
+        if fn == "Fn::Not":
+            return not self._truth(arg[0])
+        if fn == "Fn::And":
+            return all(self._truth(a) for a in arg)
+        if fn == "Fn::Or":
+            return any(self._truth(a) for a in arg)
+        if fn == "Condition":
+            return self.condition(arg)
+        raise Unresolvable(fn)
+
+    def global_environment(self) -> dict[str, str]:
+        """The ``Globals.Function`` environment variables a local run can resolve (others are left out)."""
+        variables = ((self.doc.get("Globals") or {}).get("Function") or {}).get("Environment", {}).get("Variables", {})
+        resolved = {}
+        for name, value in variables.items():
+            try:
+                resolved[name] = str(self.resolve(value))
+            except Unresolvable:
+                continue
+        return resolved
+
+    def api_cors(self) -> dict[str, str] | None:
+        """The API's ``Cors`` settings as API Gateway answers a preflight with them: ``AllowOrigin``,
+        ``AllowMethods``, ``AllowHeaders``, ``MaxAge``, ``AllowCredentials`` (values without SAM's single quotes);
+        None when the API declares no CORS."""
+        cors = self.api().get("Cors")
+        if cors is None:
+            return None
+        if isinstance(cors, str):
+            cors = {"AllowOrigin": cors}
+        out = {}
+        for key, value in cors.items():
+            text = self.resolve(value)
+            out[key] = str(text).strip("'") if not isinstance(text, bool) else str(text).lower()
+        return out
 
     @property
     def resources(self) -> dict[str, Any]:

@@ -104,6 +104,9 @@ class Settings(BaseSettings):
 
     # Public base URL (scheme://host[/stage]) for nextLink / Location; derived from the request when empty.
     public_base_url: str = ""
+    # The web portal's origin (scheme://host[:port], template.yaml's PortalOrigin): API responses to requests from it
+    # carry Access-Control-Allow-Origin (CORS; API Gateway answers the preflight). Empty: no CORS headers.
+    cors_allowed_origin: str = ""
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     default_page_size: int = Field(default=100, ge=1, le=1000)
 
@@ -113,7 +116,9 @@ class Settings(BaseSettings):
     local_idp_port: int = 8180
     local_dgx_port: int = 9504
 
-    @field_validator("control_plane_auth_url", "public_base_url", "oidc_issuer", "dgx_platform_api_url")
+    @field_validator(
+        "control_plane_auth_url", "public_base_url", "oidc_issuer", "dgx_platform_api_url", "cors_allowed_origin"
+    )
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")

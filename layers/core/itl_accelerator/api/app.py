@@ -146,7 +146,9 @@ def build_app(
     app.add_exception_handler(StoreBusy, _store_busy)
     app.add_exception_handler(ItemTooLarge, _item_too_large)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_middleware(ArmProtocolMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        ArmProtocolMiddleware, max_body_bytes=settings.max_body_bytes, cors_allowed_origin=settings.cors_allowed_origin
+    )
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
 

@@ -5,6 +5,10 @@
 - ``api-version`` optional, unknown values refused (25).
 - Bodies above ``MAX_BODY_BYTES`` refused with 413 before any parsing.
 - Any unexpected exception → 500 ``InternalServerError`` with a fixed message (the stack trace goes to the log).
+- CORS for the web portal: a request whose ``Origin`` is ``CORS_ALLOWED_ORIGIN`` gets ``Access-Control-Allow-Origin``
+  and the headers a browser must let the portal read (``Location``, ``Azure-AsyncOperation``, ``ETag``, ...).
+  API Gateway answers the preflight itself (template.yaml's ``Cors``): with Lambda proxy integrations the function
+  must add the header to every real response.
 """
 
 from __future__ import annotations
@@ -23,6 +27,24 @@ from itl_accelerator.observability import logger
 REQUEST_ID = "x-ms-request-id"
 CORRELATION_ID = "x-ms-correlation-request-id"
 ITL_CORRELATION_ID = "x-correlation-id"
+
+
+#: Response headers the portal reads across origins (a browser hides all but the CORS-safelisted ones otherwise).
+CORS_EXPOSED_HEADERS = (
+    "Location, Azure-AsyncOperation, Retry-After, ETag, x-ms-request-id, x-ms-correlation-request-id, X-Correlation-Id"
+)
+
+
+def cors_headers(origin: str | None, allowed_origin: str) -> list[tuple[bytes, bytes]]:
+    """CORS response headers for a request from ``origin`` (its ``Origin`` header) when it is ``allowed_origin``
+    (compared without case and a trailing slash); none otherwise, and none when ``allowed_origin`` is empty."""
+    if not origin or not allowed_origin or origin.rstrip("/").lower() != allowed_origin.rstrip("/").lower():
+        return []
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", CORS_EXPOSED_HEADERS.encode()),
+        (b"vary", b"Origin"),
+    ]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -52,9 +74,10 @@ def _bounded(value: str | None) -> str | None:
 class ArmProtocolMiddleware:
     """See module docstring. ``max_body_bytes`` bounds request bodies (bytes)."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int):
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, cors_allowed_origin: str = ""):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.cors_allowed_origin = cors_allowed_origin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,6 +93,7 @@ class ArmProtocolMiddleware:
         extra = [(REQUEST_ID.encode(), request_id.encode()), (CORRELATION_ID.encode(), correlation.encode("ascii"))]
         if itl_correlation is not None:
             extra.append((b"X-Correlation-Id", itl_correlation.encode("ascii")))
+        extra += cors_headers(_header(scope, b"origin"), self.cors_allowed_origin)
         started = False
 
         async def send_with_headers(message: Message) -> None:

@@ -1,0 +1,102 @@
+// Shared pieces: the light-DOM base element, loading and error states, paging, GPU bars.
+import { LitElement, html, nothing } from 'lit';
+
+/** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
+export class View extends LitElement {
+  createRenderRoot() {
+    return this;
+  }
+
+  /** The app shell (api, auth, context); set by the shell before the view connects. */
+  get app() {
+    return document.querySelector('itl-app');
+  }
+
+  get api() {
+    return this.app.api;
+  }
+
+  get ctx() {
+    return this.app.context;
+  }
+
+  /** Run fn with a loading flag in this[key + 'Loading'] and its error in this[key + 'Error']. */
+  async track(key, fn) {
+    this[`${key}Loading`] = true;
+    this[`${key}Error`] = null;
+    this.requestUpdate();
+    try {
+      return await fn();
+    } catch (err) {
+      this[`${key}Error`] = err;
+      return undefined;
+    } finally {
+      this[`${key}Loading`] = false;
+      this.requestUpdate();
+    }
+  }
+}
+
+export function loading(on, what = 'Loading') {
+  return on ? html`<p class="loading" role="status"><span class="spinner" aria-hidden="true"></span>${what}…</p>` : nothing;
+}
+
+/** An API error as the API said it: code, message, target, details. */
+export function error(err) {
+  if (!err) return nothing;
+  const code = err.code || 'Error';
+  return html`<div class="error" role="alert">
+    <strong class="error-code">${code}</strong>${err.status ? html` <span class="muted">(HTTP ${err.status})</span>` : nothing}:
+    <span class="error-message">${err.message}</span>
+    ${err.target ? html`<div class="muted">target: <code>${err.target}</code></div>` : nothing}
+    ${(err.details || []).length
+      ? html`<ul>${err.details.map((d) => html`<li><strong>${d.code}</strong>: ${d.message}${d.target ? html` (<code>${d.target}</code>)` : nothing}</li>`)}</ul>`
+      : nothing}
+    ${err.requestId ? html`<div class="muted small">request id ${err.requestId}</div>` : nothing}
+  </div>`;
+}
+
+/** Allocated/free GPUs of a node as a bar, with the numbers as text. */
+export function gpuBar(capacity) {
+  if (!capacity) return html`<span class="muted">—</span>`;
+  const total = capacity.totalGpus || 0;
+  const used = capacity.allocatedGpus || 0;
+  const pct = total ? Math.round((used / total) * 100) : 0;
+  const label = `${used} of ${total} GPUs allocated, ${capacity.freeGpus} free`;
+  return html`<div class="gpubar" role="meter" aria-valuemin="0" aria-valuemax=${total} aria-valuenow=${used} aria-label=${label} title=${label}>
+      <span class="gpubar-used" style="width:${pct}%"></span>
+    </div>
+    <span class="small">${used}/${total} allocated · ${capacity.freeGpus} free</span>`;
+}
+
+export function statusBadge(status) {
+  if (!status) return html`<span class="muted">—</span>`;
+  const kind = { Succeeded: 'ok', Running: 'run', Failed: 'bad', Canceled: 'muted', Deleting: 'warn', Cordoned: 'warn', Available: 'ok' }[status] || 'wait';
+  return html`<span class="badge badge-${kind}">${status}</span>`;
+}
+
+/** A "Load more" button for a list with a nextLink. */
+export function more(nextLink, onClick, busy) {
+  if (!nextLink) return nothing;
+  return html`<button class="secondary" @click=${onClick} ?disabled=${busy}>${busy ? 'Loading…' : 'Load more'}</button>`;
+}
+
+export function field(label, id, input, help) {
+  return html`<div class="field"><label for=${id}>${label}</label>${input}${help ? html`<small id="${id}-help" class="muted">${help}</small>` : nothing}</div>`;
+}
+
+/** Reads a form's named fields into an object (strings; empty ones left out). */
+export function formValues(form) {
+  const out = {};
+  for (const [k, v] of new FormData(form).entries()) if (v !== '') out[k] = v;
+  return out;
+}
+
+export const NAME_PATTERN = '[A-Za-z0-9]([A-Za-z0-9_.\\-]{0,61}[A-Za-z0-9_\\-])?';
+export const NAME_HELP = '1–63 letters, digits, - _ . ; starts with a letter or digit, does not end with a dot';
+export const RG_PATTERN = '[\\-\\w\\(\\)\\.]{0,89}[\\-\\w\\(\\)]';
+
+/** A hash link to a view; args are encoded. */
+export function link(view, ...args) {
+  return `#/${[view, ...args.map(encodeURIComponent)].join('/')}`;
+}

@@ -1,0 +1,97 @@
+// Activity log: the subscription's audit events (admins, as the API decides), by time range and resource, paged
+// with nextLink; the actor filter applies to the events loaded (the API has no actor parameter).
+import { html, nothing } from 'lit';
+import { paths } from '../api.js';
+import { View, loading, error, more, field, formValues } from '../ui.js';
+import { time } from '../format.js';
+
+function localInput(date) {
+  const d = new Date(date.getTime() - date.getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
+
+/** "Running → Succeeded" from an event's states (objects: status, provisioningState or availability). */
+function transition(e) {
+  const word = (st) => (st ? st.status || st.provisioningState || st.availability || 'present' : '∅');
+  return e.previous_state || e.new_state ? `${word(e.previous_state)} → ${word(e.new_state)}` : '';
+}
+
+class Activity extends View {
+  static properties = { resourceId: {}, events: { state: true }, nextLink: { state: true }, actor: { state: true }, filters: { state: true } };
+
+  constructor() {
+    super();
+    this.events = [];
+    this.nextLink = null;
+    this.actor = '';
+    const now = new Date();
+    this.filters = { start: localInput(new Date(now.getTime() - 24 * 3600 * 1000)), end: '', top: '50' };
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this.filters = { ...this.filters, resource: this.resourceId || '' };
+    this.load();
+  }
+
+  load() {
+    const f = this.filters;
+    return this.track('list', async () => {
+      this.events = [];
+      const page = await this.api.page(paths.audit(this.ctx.sub), {
+        startTime: f.start ? new Date(f.start).toISOString() : undefined,
+        endTime: f.end ? new Date(f.end).toISOString() : undefined,
+        resourceId: f.resource || undefined,
+        $top: f.top,
+      });
+      this.events = page.value;
+      this.nextLink = page.nextLink;
+    });
+  }
+
+  loadMore() {
+    return this.track('more', async () => {
+      const page = await this.api.page(this.nextLink);
+      this.events = [...this.events, ...page.value];
+      this.nextLink = page.nextLink;
+    });
+  }
+
+  apply(e) {
+    e.preventDefault();
+    const v = formValues(e.target);
+    this.filters = { start: v.start || '', end: v.end || '', resource: v.resource || '', top: v.top || '50' };
+    this.actor = v.actor || '';
+    this.load();
+  }
+
+  render() {
+    const f = this.filters;
+    const actor = this.actor.toLowerCase();
+    const shown = actor ? this.events.filter((e) => `${e.actor_id} ${e.actor_display_name || ''}`.toLowerCase().includes(actor)) : this.events;
+    return html`<h1>Activity log</h1>
+      <form class="card form" @submit=${(e) => this.apply(e)} aria-label="Filter the activity log">
+        <div class="grid">
+          ${field('From (your time)', 'act-start', html`<input id="act-start" name="start" type="datetime-local" .value=${f.start} />`)}
+          ${field('To (your time)', 'act-end', html`<input id="act-end" name="end" type="datetime-local" .value=${f.end} />`)}
+          ${field('Resource id', 'act-resource', html`<input id="act-resource" name="resource" maxlength="1024" .value=${f.resource || ''} placeholder="/subscriptions/…" />`)}
+          ${field('Actor (among loaded events)', 'act-actor', html`<input id="act-actor" name="actor" .value=${this.actor} />`, 'The API filters by time and resource; the actor filter narrows the events loaded so far.')}
+          ${field('Page size', 'act-top', html`<input id="act-top" name="top" type="number" min="1" max="1000" step="1" .value=${f.top} />`)}
+        </div>
+        <button type="submit">Apply</button>
+      </form>
+      ${loading(this.listLoading, 'Loading events')} ${error(this.listError)}
+      ${!this.listLoading && !this.listError && !shown.length ? html`<p class="empty">No events.</p>` : nothing}
+      ${shown.length ? html`<p class="muted small">${shown.length} events shown, oldest first${this.nextLink ? '; more to load' : ''}.</p>
+        <div class="table-wrap"><table class="list" aria-label="Audit events">
+        <thead><tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Outcome</th><th scope="col">Resource</th><th scope="col">Change</th></tr></thead>
+        <tbody>${shown.map((e) => html`<tr>
+          <td>${time(e.timestamp)}</td><td>${e.actor_display_name || e.actor_id} <span class="muted small">${e.actor_type}</span></td>
+          <td><code>${e.action}</code></td><td>${e.outcome}</td>
+          <td class="resource-cell"><a href=${`#/activity?resource=${encodeURIComponent(e.resource_id)}`} title=${e.resource_id}>${e.resource_name || e.resource_id}</a></td>
+          <td>${e.change_summary || transition(e)}</td></tr>`)}</tbody>
+        </table></div>` : nothing}
+      ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
+  }
+}
+customElements.define('itl-activity', Activity);

@@ -1,0 +1,272 @@
+// Jobs: submission (the form checks what the API checks; the API still decides), the list with status and the
+// reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
+import { html, nothing } from 'lit';
+import { paths, parseId } from '../api.js';
+import { View, loading, error, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { time, costs } from '../format.js';
+import { statsPoints, statsCurrencies } from '../chart.js';
+import '../chart.js';
+
+const FINAL = ['Succeeded', 'Failed', 'Canceled'];
+// The API's own bounds (docs/API_REFERENCE.md, sparkJobs properties)
+const IMAGE_PATTERN = '[a-z0-9][a-z0-9._\\-]*(:[0-9]{1,5})?(/[a-z0-9._\\-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127})?(@sha256:[a-f0-9]{64})?';
+const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
+const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
+
+class Jobs extends View {
+  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true } };
+
+  constructor() {
+    super();
+    this.jobs = [];
+    this.nextLink = null;
+    this.showSubmit = false;
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this.load();
+  }
+
+  disconnectedCallback() {
+    super.disconnectedCallback();
+    clearTimeout(this.timer);
+    this.gone = true;
+  }
+
+  load() {
+    clearTimeout(this.timer);
+    return this.track('list', async () => {
+      const query = { $top: 50, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
+      const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
+      this.jobs = page.value;
+      this.nextLink = page.nextLink;
+      page.value.forEach((j) => this.app.noteGroup(parseId(j.id).rg));
+      // while a listed job is still active, look again every 3 s
+      if (!this.gone && page.value.some((j) => !FINAL.includes(j.properties.status))) this.timer = setTimeout(() => this.refresh(), 3000);
+    });
+  }
+
+  async refresh() {
+    if (this.gone || this.nextLink) return; // a longer list is refreshed by hand, so "Load more" keeps its place
+    await this.load();
+  }
+
+  loadMore() {
+    return this.track('more', async () => {
+      const page = await this.api.page(this.nextLink);
+      this.jobs = [...this.jobs, ...page.value];
+      this.nextLink = page.nextLink;
+    });
+  }
+
+  checkEnv(e) {
+    const bad = e.target.value.split('\n').map((l) => l.trim()).filter((l) => l && !ENV_LINE.test(l));
+    e.target.setCustomValidity(bad.length ? `Not NAME=value: ${bad[0]}` : '');
+  }
+
+  async submit(e) {
+    e.preventDefault();
+    const v = formValues(e.target);
+    const properties = {
+      jobType: v.jobType,
+      requestedGpus: Number(v.gpus),
+      requestedMemoryGb: Number(v.memoryGb),
+      priority: Number(v.priority),
+      maxDurationMinutes: Number(v.maxDuration),
+    };
+    if (v.gpuModel) properties.gpuModel = v.gpuModel;
+    if (v.image) {
+      properties.workload = {
+        image: v.image,
+        command: (v.command || '').split('\n').map((l) => l.trim()).filter(Boolean),
+        env: Object.fromEntries((v.env || '').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])),
+      };
+    }
+    const body = { name: v.name, properties, ...(v.location ? { location: v.location } : {}) };
+    const r = await this.track('submit', () => this.api.request('POST', paths.jobs(this.ctx.sub, v.rg), { body }));
+    if (r) {
+      this.submitted = { rg: v.rg, name: v.name };
+      this.showSubmit = false;
+      this.app.noteGroup(v.rg);
+      this.load();
+    }
+  }
+
+  render() {
+    const me = this.app.auth.identity.subject;
+    return html`<h1>Jobs</h1>
+      <div class="toolbar">
+        <button @click=${() => (this.showSubmit = !this.showSubmit)} aria-expanded=${this.showSubmit}>Submit a job</button>
+        <a class="button secondary" href=${this.mine ? '#/jobs' : '#/jobs?mine=1'}>${this.mine ? 'Show all jobs I may see' : 'My jobs only'}</a>
+        <button class="secondary" @click=${() => this.load()}>Refresh</button>
+      </div>
+      ${this.showSubmit ? this.renderSubmit() : nothing}
+      ${this.submitted ? html`<p class="ok" role="status">Job <a href=${link('jobs', this.submitted.rg, this.submitted.name)}>${this.submitted.name}</a> submitted.</p>` : nothing}
+      <p class="muted">${this.mine ? html`Jobs submitted by <strong>${me}</strong>` : 'Jobs the API lets you see'} in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}.</p>
+      ${loading(this.listLoading && !this.jobs.length, 'Loading jobs')} ${error(this.listError)}
+      ${!this.listLoading && !this.listError && !this.jobs.length ? html`<p class="empty">No jobs.</p>` : nothing}
+      ${this.jobs.length ? html`<div class="table-wrap"><table class="list" aria-label="Jobs">
+        <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">GPUs</th><th scope="col">Submitted by</th><th scope="col">Submitted</th><th scope="col">Cost</th></tr></thead>
+        <tbody>${this.jobs.map((j) => {
+          const id = parseId(j.id);
+          const p = j.properties;
+          return html`<tr><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
+            <td class="reason">${p.statusReason || ''}</td><td>${p.requestedGpus}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td><td>${p.cost ? costs([p.cost]) : '—'}</td></tr>`;
+        })}</tbody></table></div>` : nothing}
+      ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
+  }
+
+  renderSubmit() {
+    return html`<form class="card form" @submit=${(e) => this.submit(e)} aria-label="Submit a job">
+      <h2>Submit a job</h2>
+      <div class="grid">
+        ${field('Name', 'job-name', html`<input id="job-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" aria-describedby="job-name-help" />`, NAME_HELP)}
+        ${field('Resource group', 'job-rg', html`<input id="job-rg" name="rg" required pattern=${RG_PATTERN} maxlength="90" .value=${this.app.defaultGroup} />`)}
+        ${field('Job type', 'job-type', html`<select id="job-type" name="jobType"><option value="training">training</option><option value="fineTuning">fineTuning</option><option value="batchInference">batchInference</option></select>`)}
+        ${field('GPUs', 'job-gpus', html`<input id="job-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="1" />`, '1–64')}
+        ${field('GPU memory (GiB)', 'job-mem', html`<input id="job-mem" name="memoryGb" type="number" required min="1" max="65536" step="1" value="80" />`, '1–65536')}
+        ${field('Priority', 'job-priority', html`<input id="job-priority" name="priority" type="number" required min="0" max="9" step="1" value="5" />`, '0–9, higher first')}
+        ${field('Max duration (minutes)', 'job-duration', html`<input id="job-duration" name="maxDuration" type="number" required min="1" max="43200" step="1" value="10080" />`, '1–43200')}
+        ${field('GPU model (optional)', 'job-gpu-model', html`<input id="job-gpu-model" name="gpuModel" pattern=${GPU_MODEL_PATTERN} maxlength="64" />`)}
+        ${field('Location (optional)', 'job-location', html`<input id="job-location" name="location" pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" />`)}
+        ${field('Container image (optional)', 'job-image', html`<input id="job-image" name="image" pattern=${IMAGE_PATTERN} maxlength="256" aria-describedby="job-image-help" />`, 'OCI reference; empty: the job type\u2019s default workload')}
+        ${field('Command, one argument per line', 'job-command', html`<textarea id="job-command" name="command" rows="3"></textarea>`)}
+        ${field('Environment, NAME=value per line', 'job-env', html`<textarea id="job-env" name="env" rows="3" @input=${(e) => this.checkEnv(e)}></textarea>`)}
+      </div>
+      <button type="submit" ?disabled=${this.submitLoading}>${this.submitLoading ? 'Submitting…' : 'Submit'}</button>
+      ${error(this.submitError)}
+    </form>`;
+  }
+}
+customElements.define('itl-jobs', Jobs);
+
+class JobDetail extends View {
+  static properties = { rg: {}, name: {}, job: { state: true }, stats: { state: true }, message: { state: true }, deleted: { state: true } };
+
+  constructor() {
+    super();
+    this.job = null;
+    this.stats = null;
+  }
+
+  get path() {
+    return paths.job(this.ctx.sub, this.rg, this.name);
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this.load();
+  }
+
+  disconnectedCallback() {
+    super.disconnectedCallback();
+    clearTimeout(this.timer);
+    this.gone = true;
+  }
+
+  async load() {
+    await this.track('job', async () => (this.job = await this.api.get(this.path)));
+    if (!this.job) return;
+    this.loadStats();
+    this.follow();
+  }
+
+  follow() {
+    clearTimeout(this.timer);
+    if (this.gone || !this.job || FINAL.includes(this.job.properties.status)) return;
+    this.timer = setTimeout(async () => {
+      try {
+        this.job = await this.api.get(this.path);
+        if (FINAL.includes(this.job.properties.status)) this.loadStats();
+      } catch (err) {
+        this.jobError = err;
+      }
+      this.follow();
+    }, 2000);
+  }
+
+  loadStats() {
+    return this.track('stats', async () => (this.stats = await this.api.get(`${this.path}/stats`, { hours: 24 })));
+  }
+
+  async cancel() {
+    const r = await this.track('action', () => this.api.request('POST', `${this.path}/cancel`));
+    if (r) {
+      this.message = 'Cancellation requested.';
+      this.job = await this.api.get(this.path).catch(() => this.job);
+      this.follow();
+    }
+  }
+
+  async remove() {
+    const r = await this.track('action', () => this.api.request('DELETE', this.path));
+    if (r) this.deleted = true;
+  }
+
+  render() {
+    return html`<p><a href="#/jobs">← Jobs</a></p><h1>Job ${this.name}</h1>
+      ${loading(this.jobLoading, 'Loading the job')} ${error(this.jobError)}
+      ${this.deleted ? html`<p class="ok" role="status">Job ${this.name} deleted.</p>` : this.job ? this.renderJob(this.job) : nothing}`;
+  }
+
+  renderJob(j) {
+    const p = j.properties;
+    const final = FINAL.includes(p.status);
+    return html`<div class="cards">
+      <section class="card" aria-label="Status">
+        <p class="job-status">Status: ${statusBadge(p.status)} ${final ? nothing : html`<span class="spinner" aria-label="in progress"></span>`}</p>
+        ${p.statusReason ? html`<p class="reason">${p.statusReason}</p>` : nothing}
+        ${timeline(p)}
+        <div class="toolbar">
+          ${final ? html`<button class="secondary" @click=${() => this.remove()}>Delete</button>` : html`<button class="danger" @click=${() => this.cancel()}>Cancel job</button>`}
+          <a href=${`#/usage?resource=${encodeURIComponent(j.id)}`}>Usage and cost</a>
+          <a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>
+        </div>
+        ${loading(this.actionLoading, 'Working')} ${error(this.actionError)}
+        ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
+      </section>
+      <section class="card" aria-label="Details">
+        <dl class="props">
+          <dt>Type</dt><dd>${p.jobType}</dd>
+          <dt>Requested</dt><dd>${p.requestedGpus} GPUs, ${p.requestedMemoryGb} GiB GPU memory${p.gpuModel ? `, ${p.gpuModel}` : ''}</dd>
+          <dt>Priority</dt><dd>${p.priority}</dd>
+          <dt>Node</dt><dd>${p.assignedNode ? (() => { const n = parseId(p.assignedNode); return html`<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })() : '—'}</dd>
+          <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
+          <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
+          <dt>GPU-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
+          <dt>Cost</dt><dd class="job-cost">${p.cost ? costs([p.cost]) : '—'}</dd>
+        </dl>
+      </section></div>
+      <section class="card" aria-label="Usage over time">
+        <h2>Usage, last 24 hours</h2>
+        ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
+        ${this.stats ? html`<p class="totals">Metered so far: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} GPU-seconds <span class="muted small">(as fresh as the last hourly roll-up)</span></p>
+          <itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>` : nothing}
+      </section>`;
+  }
+}
+customElements.define('itl-job-detail', JobDetail);
+
+/** Pending → Scheduled → Running → end, from the job's own times (the API records no time of its placement). */
+function timeline(p) {
+  const order = ['Pending', 'Scheduled', 'Running'];
+  const final = FINAL.includes(p.status);
+  const idx = order.indexOf(p.status);
+  const entered = final ? [true, Boolean(p.assignedNode || p.startedAt), Boolean(p.startedAt), true] : [0, 1, 2, 3].map((i) => i <= idx);
+  const steps = [
+    { label: 'Pending', at: p.submittedAt },
+    { label: 'Scheduled', at: null, note: p.assignedNode ? `on ${parseId(p.assignedNode).name}` : '' },
+    { label: 'Running', at: p.startedAt },
+    { label: final ? p.status : 'End', at: p.endedAt },
+  ];
+  return html`<ol class="timeline" aria-label="Timeline">
+    ${steps.map((s, i) => {
+      const state = final ? (entered[i] ? 'done' : 'skipped') : i < idx ? 'done' : i === idx ? 'current' : 'todo';
+      const when = s.at ? time(s.at) : state === 'skipped' ? 'skipped' : s.note && entered[i] ? s.note : state === 'todo' ? '' : '…';
+      return html`<li class="step step-${state}" aria-current=${state === 'current' ? 'step' : 'false'}>
+        <span class="step-label">${s.label}</span> <span class="small">${when}</span>
+      </li>`;
+    })}
+  </ol>`;
+}

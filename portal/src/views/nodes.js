@@ -1,0 +1,234 @@
+// Nodes: the list (with GPU bars), registration, and a node's detail: capacity, price, availability, delete,
+// its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
+import { html, nothing } from 'lit';
+import { paths, parseId } from '../api.js';
+import { View, loading, error, gpuBar, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { time, costs } from '../format.js';
+import { statsPoints, statsCurrencies } from '../chart.js';
+import '../chart.js';
+
+class Nodes extends View {
+  static properties = { nodes: { state: true }, nextLink: { state: true }, created: { state: true }, showCreate: { state: true } };
+
+  constructor() {
+    super();
+    this.nodes = [];
+    this.nextLink = null;
+    this.showCreate = false;
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this.load();
+  }
+
+  load() {
+    return this.track('list', async () => {
+      const page = await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: 50 });
+      this.nodes = page.value;
+      this.nextLink = page.nextLink;
+      page.value.forEach((n) => this.app.noteGroup(parseId(n.id).rg));
+    });
+  }
+
+  loadMore() {
+    return this.track('more', async () => {
+      const page = await this.api.page(this.nextLink);
+      this.nodes = [...this.nodes, ...page.value];
+      this.nextLink = page.nextLink;
+    });
+  }
+
+  async create(e) {
+    e.preventDefault();
+    const v = formValues(e.target);
+    const body = {
+      name: v.name,
+      location: v.location,
+      sku: { name: v.sku, capacity: Number(v.gpus) },
+      properties: {
+        owner: v.owner,
+        hardwareSpecs: { gpuModel: v.gpuModel, gpuCount: Number(v.gpus), gpuMemoryGb: Number(v.gpuMemoryGb) },
+        pricing: { currency: v.currency, pricePerGpuHour: Number(v.price) },
+      },
+    };
+    const made = await this.track('create', () => this.api.request('POST', paths.nodes(this.ctx.sub, v.rg), { body }));
+    if (made) {
+      this.created = made.body;
+      this.showCreate = false;
+      this.app.noteGroup(v.rg);
+      await this.load();
+    }
+  }
+
+  render() {
+    return html`<h1>Nodes</h1>
+      <p class="muted">GPU nodes of ${this.ctx.rg ? html`resource group <strong>${this.ctx.rg}</strong>` : html`subscription <strong>${this.ctx.sub}</strong>`}.</p>
+      <div class="toolbar">
+        <button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Register a node</button>
+        <button class="secondary" @click=${() => this.load()}>Refresh</button>
+      </div>
+      ${this.showCreate ? this.renderCreate() : nothing}
+      ${this.created ? html`<p class="ok" role="status">Node ${this.created.name} registered.</p>` : nothing}
+      ${loading(this.listLoading, 'Loading nodes')} ${error(this.listError)}
+      ${!this.listLoading && !this.listError && !this.nodes.length ? html`<p class="empty">No nodes here yet.</p>` : nothing}
+      ${this.nodes.length ? html`<div class="table-wrap"><table class="list" aria-label="Nodes">
+        <thead><tr><th scope="col">Name</th><th scope="col">Resource group</th><th scope="col">GPUs</th><th scope="col">Model</th>
+          <th scope="col">Price per GPU-hour</th><th scope="col">Availability</th><th scope="col">Owner</th><th scope="col">Created</th></tr></thead>
+        <tbody>${this.nodes.map((n) => {
+          const id = parseId(n.id);
+          const p = n.properties;
+          return html`<tr>
+            <td><a href=${link('nodes', id.rg, n.name)}>${n.name}</a></td><td>${id.rg}</td><td class="bar-cell">${gpuBar(p.capacity)}</td>
+            <td>${(p.hardwareSpecs && p.hardwareSpecs.gpuModel) || '—'}</td>
+            <td>${p.pricing ? `${p.pricing.pricePerGpuHour} ${p.pricing.currency}` : '—'}</td>
+            <td>${statusBadge(p.availability)}</td><td>${p.owner}</td><td>${time(n.systemData && n.systemData.createdAt, true)}</td></tr>`;
+        })}</tbody></table></div>` : nothing}
+      ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
+  }
+
+  renderCreate() {
+    const me = this.app.auth.identity.subject;
+    return html`<form class="card form" @submit=${(e) => this.create(e)} aria-label="Register a node">
+      <h2>Register a node</h2>
+      <div class="grid">
+        ${field('Name', 'node-name', html`<input id="node-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" aria-describedby="node-name-help" />`, NAME_HELP)}
+        ${field('Resource group', 'node-rg', html`<input id="node-rg" name="rg" required pattern=${RG_PATTERN} maxlength="90" .value=${this.app.defaultGroup} />`)}
+        ${field('Location', 'node-location', html`<input id="node-location" name="location" required pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" value="us-east-1" />`)}
+        ${field('SKU', 'node-sku', html`<input id="node-sku" name="sku" required maxlength="64" value="DGX-H100-8GPU" />`)}
+        ${field('GPUs', 'node-gpus', html`<input id="node-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="8" />`)}
+        ${field('GPU model', 'node-gpu-model', html`<input id="node-gpu-model" name="gpuModel" required maxlength="64" value="H100" />`)}
+        ${field('GPU memory per GPU (GiB)', 'node-gpu-mem', html`<input id="node-gpu-mem" name="gpuMemoryGb" type="number" required min="1" max="4096" step="1" value="80" />`)}
+        ${field('Owner (supplier subject)', 'node-owner', html`<input id="node-owner" name="owner" required maxlength="256" .value=${me} />`)}
+        ${field('Currency', 'node-currency', html`<input id="node-currency" name="currency" required pattern="[A-Z]{3}" maxlength="3" value="USD" />`, 'ISO 4217, e.g. USD')}
+        ${field('Price per GPU-hour', 'node-price', html`<input id="node-price" name="price" type="number" required min="0" step="any" value="2.5" />`)}
+      </div>
+      <button type="submit" ?disabled=${this.createLoading}>${this.createLoading ? 'Registering…' : 'Register'}</button>
+      ${error(this.createError)}
+    </form>`;
+  }
+}
+customElements.define('itl-nodes', Nodes);
+
+class NodeDetail extends View {
+  static properties = { rg: {}, name: {}, node: { state: true }, instances: { state: true }, stats: { state: true }, hours: { state: true }, confirmDelete: { state: true }, deleted: { state: true }, message: { state: true } };
+
+  constructor() {
+    super();
+    this.node = null;
+    this.instances = [];
+    this.stats = null;
+    this.hours = 24;
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this.load();
+  }
+
+  get path() {
+    return paths.node(this.ctx.sub, this.rg, this.name);
+  }
+
+  async load() {
+    await this.track('node', async () => (this.node = await this.api.get(this.path)));
+    if (!this.node) return;
+    this.track('instances', async () => (this.instances = await this.api.all(paths.instances(this.ctx.sub, this.rg, this.name))));
+    this.loadStats();
+  }
+
+  loadStats() {
+    return this.track('stats', async () => {
+      this.stats = null;
+      this.stats = await this.api.get(`${this.path}/stats`, { hours: this.hours });
+    });
+  }
+
+  async patch(properties, what) {
+    this.message = null;
+    const r = await this.track('action', () => this.api.request('PATCH', this.path, { body: { properties }, headers: { 'If-Match': this.node.etag } }));
+    if (r) {
+      this.node = r.body;
+      this.message = what;
+    }
+  }
+
+  async remove() {
+    const r = await this.track('action', () => this.api.request('DELETE', this.path));
+    if (r) this.deleted = true;
+    this.confirmDelete = false;
+  }
+
+  render() {
+    if (this.deleted) return html`<h1>Node ${this.name}</h1><p class="ok" role="status">Node ${this.name} deleted.</p><a href="#/nodes">Back to nodes</a>`;
+    const n = this.node;
+    return html`<p><a href="#/nodes">← Nodes</a></p><h1>Node ${this.name}</h1>
+      ${loading(this.nodeLoading, 'Loading the node')} ${error(this.nodeError)}
+      ${n ? this.renderNode(n) : nothing}`;
+  }
+
+  renderNode(n) {
+    const p = n.properties;
+    const cordoned = p.availability === 'Cordoned';
+    return html`<div class="cards">
+        <section class="card" aria-label="Capacity">
+          <h2>Capacity</h2>${gpuBar(p.capacity)}
+          <dl class="props">
+            <dt>GPU memory</dt><dd>${p.capacity.allocatedMemoryGb} of ${p.capacity.totalMemoryGb} GiB allocated</dd>
+            <dt>Hardware</dt><dd>${n.sku && n.sku.name} · ${p.hardwareSpecs.gpuCount} × ${p.hardwareSpecs.gpuModel} (${p.hardwareSpecs.gpuMemoryGb} GiB)</dd>
+            <dt>Location</dt><dd>${n.location}</dd>
+            <dt>Owner</dt><dd>${p.owner}</dd>
+            <dt>Availability</dt><dd>${statusBadge(p.availability)}</dd>
+            <dt>Price</dt><dd><span id="node-price-now">${p.pricing ? `${p.pricing.pricePerGpuHour} ${p.pricing.currency}` : '—'}</span> per GPU-hour</dd>
+            <dt>Created</dt><dd>${time(n.systemData.createdAt)} by ${n.systemData.createdBy}</dd>
+            <dt>Changed</dt><dd>${time(n.systemData.lastModifiedAt)} by ${n.systemData.lastModifiedBy}</dd>
+          </dl>
+        </section>
+        <section class="card" aria-label="Actions">
+          <h2>Price and availability</h2>
+          <form class="inline" @submit=${(e) => { e.preventDefault(); const v = formValues(e.target); this.patch({ pricing: { pricePerGpuHour: Number(v.price), currency: v.currency } }, 'Price changed.'); }}>
+            ${field('New price per GPU-hour', 'price-new', html`<input id="price-new" name="price" type="number" min="0" step="any" required .value=${String(p.pricing ? p.pricing.pricePerGpuHour : '')} />`)}
+            ${field('Currency', 'price-currency', html`<input id="price-currency" name="currency" pattern="[A-Z]{3}" required maxlength="3" .value=${p.pricing ? p.pricing.currency : 'USD'} />`)}
+            <button type="submit">Set price</button>
+          </form>
+          <div class="toolbar">
+            <button @click=${() => this.patch({ availability: cordoned ? 'Available' : 'Cordoned' }, cordoned ? 'Node uncordoned.' : 'Node cordoned: no new work is placed on it.')}>${cordoned ? 'Uncordon' : 'Cordon'}</button>
+            ${this.confirmDelete
+              ? html`<span role="group" aria-label="Confirm deletion">Delete ${this.name}? <button class="danger" @click=${() => this.remove()}>Delete node</button>
+                  <button class="secondary" @click=${() => (this.confirmDelete = false)}>Keep it</button></span>`
+              : html`<button class="danger" @click=${() => (this.confirmDelete = true)}>Delete…</button>`}
+          </div>
+          ${loading(this.actionLoading, 'Saving')} ${error(this.actionError)}
+          ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
+        </section>
+      </div>
+      <section class="card" aria-label="Instances on this node">
+        <h2>Instances on this node</h2>
+        ${loading(this.instancesLoading, 'Loading instances')} ${error(this.instancesError)}
+        ${this.instances.length
+          ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${statusBadge(i.properties.provisioningState)}</li>`)}</ul>`
+          : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
+        <a href="#/instances">Provision an instance</a>
+      </section>
+      <section class="card" aria-label="Utilisation and earnings">
+        <h2>Utilisation and earnings</h2>
+        <form class="inline" @submit=${(e) => { e.preventDefault(); this.hours = Number(formValues(e.target).hours); this.loadStats(); }}>
+          ${field('Hours', 'node-hours', html`<input id="node-hours" name="hours" type="number" min="1" max="720" step="1" required .value=${String(this.hours)} />`)}
+          <button type="submit">Show</button>
+        </form>
+        ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
+        ${this.stats ? this.renderStats(this.stats) : nothing}
+      </section>`;
+  }
+
+  renderStats(stats) {
+    const points = statsPoints(stats);
+    const currencies = statsCurrencies(stats);
+    return html`<p class="totals" aria-label="Totals">Earnings over ${stats.hours} h: <strong class="earnings">${costs(stats.totals.cost)}</strong>
+        · ${stats.totals.gpuHours ?? 0} GPU-hours</p>
+      <itl-chart .title=${'GPU utilisation and allocation'} .points=${points}
+        .series=${[{ key: 'gpuUtilizationPercent', label: 'Utilisation', unit: '%' }, { key: 'allocatedPercent', label: 'Allocated', unit: '%' }]}></itl-chart>
+      <itl-chart bars .title=${'Earnings per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Earnings', unit: c }))}></itl-chart>`;
+  }
+}
+customElements.define('itl-node-detail', NodeDetail);

@@ -1,0 +1,509 @@
+"""The web portal in a real browser (Debian's chromium driven by Playwright) against a local stack started the way
+the README says: a person signs in through the dev issuer's login page (authorization code + PKCE) as admin,
+supplier or consumer and does what the portal is for — register a node, provision an instance and watch it serve,
+submit a job and watch it end, see its cost in the usage totals equal the API's, cancel, read the activity log —
+and never sees what the API keeps from them (another user's job, a node's earnings).
+
+Every test signs in in a fresh browser context and works in a subscription of its own, so a failed test leaves
+nothing behind for the next. Waits are on conditions (Playwright's expect, or the API polled to a deadline), never
+on fixed sleeps. Screenshots of each view go to test-artifacts/portal/ (git-ignored) for a reviewer to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import httpx
+import pytest
+
+from itl_local.portal import PORTAL_DIST
+from tests.e2e.test_local_stack import Stack
+
+playwright_api = pytest.importorskip("playwright.sync_api")  # a dev extra: ./dev installs it
+expect = playwright_api.expect
+# a busy 2-core machine answers slower than Playwright's 5 s default: every expectation may wait this long
+expect.set_options(timeout=20_000)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHOTS = REPO_ROOT / "test-artifacts" / "portal"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+ADMIN, CONSUMER, SUPPLIER = "itl-accelerator-admin", "itl-accelerator-consumer", "itl-accelerator-supplier"
+ROLES = (CONSUMER, ADMIN, SUPPLIER)
+#: The user's time zone in the browser: times show in it, UTC on hover.
+TIME_ZONE = "Europe/Amsterdam"
+#: Waits for work that passes through workflows and schedules on a busy machine.
+LONG = 60_000
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    assert (PORTAL_DIST / "index.html").is_file(), "the portal is not built: ./dev test builds it (or ./dev portal)"
+    s = Stack(tmp_path_factory.mktemp("portal-stack"), options=("--quiet", "--schedule-every", "2"))
+    yield s
+    if s.proc.poll() is None:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert CHROMIUM.exists(), "Debian's chromium is missing: ./dev test installs it (apt-get install -y chromium)"
+    with playwright_api.sync_playwright() as p:
+        # launch() gives the browser a fresh temporary profile (user data dir) of its own
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def sub() -> str:
+    return f"sub-{uuid.uuid4().hex[:10]}"
+
+
+class Api:
+    """The API as one principal, over HTTP (what the test checks the portal against)."""
+
+    def __init__(self, stack: Stack, subject: str, role: str, sub: str):
+        token = stack.token("--sub", subject, "--role", role, "--scope", f"/subscriptions/{sub}")
+        self.http = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.rg = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator"
+
+    def put_node(self, name: str, owner: str, price: float = 2.5) -> dict[str, Any]:
+        body = {
+            "location": "us-east-1",
+            "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
+            "properties": {
+                "owner": owner,
+                "hardwareSpecs": {"gpuModel": "H100"},
+                "pricing": {"currency": "USD", "pricePerGpuHour": price, "billingIncrementSeconds": 1},
+            },
+        }
+        response = self.http.put(f"{self.rg}/sparkNodes/{name}", json=body)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        return self.http.get(path if path.startswith("/") else f"{self.rg}/{path}", params=params)
+
+
+def _contract() -> list[tuple[str, re.Pattern[str], set[str]]]:
+    """(method, path pattern, query parameters) of every operation in docs/openapi.json."""
+    document = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
+    operations = []
+    for template, methods in document["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)) + "$")
+        for method, operation in methods.items():
+            query = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+            operations.append((method.upper(), pattern, query))
+    return operations
+
+
+CONTRACT = _contract()
+
+
+def off_contract(method: str, url: str) -> str | None:
+    """Why a request the portal sent is not an operation of docs/openapi.json (None when it is one)."""
+    parts = urlsplit(url)
+    query = {k for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    for operation_method, pattern, declared in CONTRACT:
+        if operation_method == method and pattern.match(unquote(parts.path)):
+            return None if query <= declared else f"{method} {parts.path}: undeclared query {sorted(query - declared)}"
+    return f"{method} {parts.path}: no such operation"
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = LONG / 1000) -> Any:
+    """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)  # a polling interval, not a wait for something to happen
+
+
+@pytest.fixture
+def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
+    """``portal(subject, roles, sub, viewport=...)`` → a page signed in through the dev login page. Every API
+    request the pages send is checked against docs/openapi.json when the test ends (the portal's contract)."""
+    contexts = []
+    sent: list[tuple[str, str]] = []
+    api_origin = f"{stack.url}/"
+
+    def open_portal(subject: str, roles: tuple[str, ...], sub: str, viewport: tuple[int, int] = (1280, 800)) -> Any:
+        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, timezone_id=TIME_ZONE)
+        contexts.append(context)
+        page = context.new_page()
+        page.on(
+            "request",
+            lambda r: (
+                sent.append((r.method, r.url))
+                if r.url.startswith(api_origin) and not r.url.startswith(f"{api_origin}portal")
+                else None
+            ),
+        )
+        page.set_default_timeout(20_000)
+        page.goto(f"{stack.url}/portal/#/overview")
+        page.get_by_role("button", name="Sign in").click()
+        # the dev issuer's login page (another origin: the issuer's port)
+        expect(page).to_have_url(re.compile(rf"^http://127\.0\.0\.1:{stack.idp_port}/realms/itl/"))
+        page.get_by_label("User (subject)").fill(subject)
+        for role in ROLES:
+            page.get_by_label(role).set_checked(role in roles)
+        page.get_by_label("Subscription scopes, one per line").fill(f"/subscriptions/{sub}")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator(".who-name")).to_have_text(subject)
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        return page
+
+    yield open_portal
+    for context in contexts:
+        context.close()
+    problems = sorted({why for method, url in sent if (why := off_contract(method, url))})
+    assert problems == [], f"the portal called what docs/openapi.json does not declare: {problems}"
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def go(page: Any, view: str) -> None:
+    page.get_by_role("navigation", name="Views").get_by_role("link", name=view, exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(view)
+
+
+def test_admin_registers_a_node_provisions_an_instance_and_watches_it_serve(stack: Stack, portal, sub: str):
+    api = Api(stack, "ada", ADMIN, sub)
+    page = portal("ada", (ADMIN,), sub)
+
+    # Register a node through the form
+    go(page, "Nodes")
+    page.get_by_role("button", name="Register a node").click()
+    form = page.get_by_role("form", name="Register a node")
+    form.get_by_label("Name", exact=True).fill("dgx-a")
+    form.get_by_label("Owner (supplier subject)").fill("sam")
+    form.get_by_role("button", name="Register").click()
+    expect(page.get_by_role("status").filter(has_text="Node dgx-a registered.")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="dgx-a")
+    expect(row).to_contain_text("0/8 allocated")
+    assert api.get("sparkNodes/dgx-a").json()["properties"]["owner"] == "sam"
+    shot(page, "nodes")
+
+    # Provision an instance and watch the operation until it serves
+    go(page, "Instances")
+    page.get_by_role("button", name="Provision an instance").click()
+    form = page.get_by_role("form", name="Provision an instance")
+    form.get_by_label("Name", exact=True).fill("llama")
+    form.get_by_label("GPUs").fill("2")
+    form.get_by_label("GPU memory (GiB)").fill("80")
+    form.get_by_role("button", name="Provision").click()
+    progress = page.get_by_role("region", name="Provisioning llama")
+    expect(progress).to_be_visible()
+    shot(page, "instance-provisioning")
+    expect(progress.get_by_role("status")).to_contain_text("llama serves at", timeout=LONG)
+    endpoint = api.get("sparkNodes/dgx-a/sparkOllamaInstances/llama").json()["properties"]["endpoint"]
+    expect(progress.locator(".endpoint")).to_have_text(endpoint)
+    expect(page.get_by_role("row").filter(has_text="llama")).to_contain_text("Succeeded")
+
+    # The overview shows the GPUs it holds as a bar, and it as serving
+    go(page, "Overview")
+    expect(page.get_by_role("meter", name="2 of 8 GPUs allocated, 6 free")).to_be_visible()
+    expect(page.get_by_test_id("instances-serving")).to_have_text("1")
+    shot(page, "overview")
+
+    # Its detail: endpoint and its usage chart; then delete it and see it gone
+    page.goto(f"{stack.url}/portal/#/instances/rg1/dgx-a/llama")
+    expect(page.locator("dd .endpoint")).to_have_text(endpoint)
+    expect(page.get_by_role("region", name="Requests and tokens").locator("figure")).to_be_visible()
+    shot(page, "instance-detail")
+    page.get_by_role("button", name="Delete…").click()
+    page.get_by_role("group", name="Confirm deletion").get_by_role("button", name="Delete instance").click()
+    expect(page.get_by_role("status").filter(has_text="Instance llama deleted")).to_be_visible(timeout=LONG)
+    assert api.get("sparkNodes/dgx-a/sparkOllamaInstances/llama").status_code == 404
+
+
+def test_consumer_submits_a_job_watches_it_end_and_sees_its_cost_equal_the_apis(stack: Stack, portal, sub: str):
+    Api(stack, "ada", ADMIN, sub).put_node("dgx-b", owner="sam", price=3.6)
+    api = Api(stack, "cora", CONSUMER, sub)
+    page = portal("cora", (CONSUMER,), sub)
+
+    go(page, "Jobs")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    # The form refuses what the API refuses (here: more than 64 GPUs) before sending anything
+    form.get_by_label("GPUs").fill("65")
+    form.get_by_label("Name", exact=True).fill("train-1")
+    form.get_by_role("button", name="Submit").click()
+    assert form.get_by_label("GPUs").evaluate("e => !e.validity.valid && e.validity.rangeOverflow")
+    assert api.get("sparkJobs/train-1").status_code == 404
+    form.get_by_label("GPUs").fill("2")
+    form.get_by_label("GPU memory (GiB)").fill("80")
+    form.get_by_role("button", name="Submit").click()
+    page.get_by_role("status").get_by_role("link", name="train-1").click()
+
+    # The job's page follows it to its end, on a timeline
+    expect(page.get_by_role("heading", level=1)).to_have_text("Job train-1")
+    shot(page, "job-running")
+    expect(page.locator(".job-status .badge")).to_have_text("Succeeded", timeout=LONG)
+    timeline = page.get_by_role("list", name="Timeline")
+    expect(timeline.locator(".step-done")).to_have_count(4)
+    expect(timeline.locator("time").first).to_have_attribute("title", re.compile(r" UTC$"))
+    job = api.get("sparkJobs/train-1").json()
+    cost = job["properties"]["cost"]
+    expect(page.locator(".job-cost")).to_have_text(f"{cost['amount']} {cost['currency']}")
+    shot(page, "job-detail")
+
+    # Once the hourly roll-up has the job, the usage view's totals are the job's cost, to the last digit
+    def rolled_up() -> bool:
+        totals = api.get("sparkJobs/train-1/stats", hours=24).json()["totals"]
+        return totals.get("cost") == [cost]
+
+    wait_until(rolled_up, "the job's usage to be rolled up")
+    page.get_by_role("link", name="Usage and cost").last.click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Usage and cost")
+    expect(page.locator(f'.total-cost[data-currency="{cost["currency"]}"]')).to_have_text(cost["amount"])
+    expect(page.locator("figure").first).to_be_visible()
+    shot(page, "usage")
+
+    # A second job of the same name: the API's error is shown with its ARM code
+    go(page, "Jobs")
+    expect(page.get_by_role("row").filter(has_text="train-1")).to_contain_text("Succeeded")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    form.get_by_label("Name", exact=True).fill("train-1")
+    form.get_by_role("button", name="Submit").click()
+    alert = form.get_by_role("alert")
+    expect(alert.locator(".error-code")).to_have_text("Conflict")
+    expect(alert.locator(".error-message")).not_to_be_empty()
+    shot(page, "jobs")
+    page.get_by_role("link", name="My jobs only").click()
+    expect(page.get_by_text("Jobs submitted by cora")).to_be_visible()
+    expect(page.get_by_role("table", name="Jobs").get_by_role("row").filter(has_text="train-1")).to_have_count(1)
+
+
+def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):
+    Api(stack, "ada", ADMIN, sub).put_node("dgx-c", owner="sam")
+    api = Api(stack, "cora", CONSUMER, sub)
+    page = portal("cora", (CONSUMER,), sub)
+
+    go(page, "Jobs")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    form.get_by_label("Name", exact=True).fill("long-1")
+    form.get_by_label("Container image (optional)").fill("nvcr.io/nvidia/pytorch:24.10-py3")
+    form.get_by_label("Command, one argument per line").fill("python\ntrain.py")
+    form.get_by_label("Environment, NAME=value per line").fill("ITL_SIM_FOREVER=1")  # the simulator never ends it
+    form.get_by_role("button", name="Submit").click()
+    page.get_by_role("status").get_by_role("link", name="long-1").click()
+    expect(page.locator(".job-status .badge")).to_have_text("Running", timeout=LONG)
+    expect(page.get_by_role("list", name="Timeline").locator(".step-current")).to_contain_text("Running")
+
+    # A job that does not fit beside it waits, and the list says why
+    waiting = {"name": "big-1", "requested_gpus": 8, "requested_memory_gb": 640}
+    assert api.http.post(f"{api.rg}/sparkJobs", json=waiting).status_code == 202
+    go(page, "Jobs")
+    row = page.get_by_role("row").filter(has_text="big-1")
+    expect(row.locator(".badge")).to_have_text("Pending", timeout=LONG)
+    expect(row.locator(".reason")).to_contain_text("Waiting for capacity", timeout=LONG)
+    shot(page, "jobs-waiting")
+    page.get_by_role("link", name="long-1").click()
+
+    page.get_by_role("button", name="Cancel job").click()
+    expect(page.get_by_role("status").filter(has_text="Cancellation requested.")).to_be_visible()
+    expect(page.locator(".job-status .badge")).to_have_text("Canceled", timeout=LONG)
+    assert api.get("sparkJobs/long-1").json()["properties"]["status"] == "Canceled"
+    expect(page.locator(".reason")).to_contain_text("cora")
+    shot(page, "job-canceled")
+
+
+def test_a_consumer_never_sees_another_users_job_or_a_nodes_earnings(stack: Stack, portal, sub: str):
+    Api(stack, "ada", ADMIN, sub).put_node("dgx-d", owner="sam")
+    alice = Api(stack, "alice", CONSUMER, sub)
+    submitted = alice.http.post(
+        f"{alice.rg}/sparkJobs", json={"name": "alices-job", "requested_gpus": 1, "requested_memory_gb": 8}
+    )
+    assert submitted.status_code == 202, submitted.text
+    page = portal("bob", (CONSUMER,), sub)
+
+    go(page, "Jobs")
+    expect(page.get_by_text("No jobs.")).to_be_visible()
+    expect(page.get_by_role("table", name="Jobs")).to_have_count(0)
+    page.goto(f"{stack.url}/portal/#/jobs/rg1/alices-job")
+    expect(page.get_by_role("alert").locator(".error-code")).to_have_text("ResourceNotFound")
+
+    page.goto(f"{stack.url}/portal/#/nodes/rg1/dgx-d")
+    earnings = page.get_by_role("region", name="Utilisation and earnings")
+    expect(earnings.get_by_role("alert").locator(".error-code")).to_have_text("AuthorizationFailed")
+    expect(earnings.locator(".earnings")).to_have_count(0)
+    shot(page, "consumer-node-no-earnings")
+
+    go(page, "Overview")
+    expect(page.get_by_role("region", name="Node earnings")).to_contain_text("0 of 1 nodes' earnings readable")
+    expect(page.get_by_role("region", name="Node earnings")).to_contain_text("AuthorizationFailed")
+
+
+def test_supplier_sees_earnings_sets_price_and_cordons_but_may_not_delete(stack: Stack, portal, sub: str):
+    api = Api(stack, "ada", ADMIN, sub)
+    api.put_node("dgx-e", owner="sam", price=2.0)
+    page = portal("sam", (SUPPLIER,), sub)
+
+    go(page, "Nodes")
+    page.get_by_role("link", name="dgx-e").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Node dgx-e")
+    earnings = page.get_by_role("region", name="Utilisation and earnings")
+    expect(earnings.get_by_text("Earnings over 24 h")).to_be_visible()
+    expect(earnings.get_by_role("alert")).to_have_count(0)
+
+    page.get_by_label("New price per GPU-hour").fill("3.1")
+    page.get_by_role("button", name="Set price").click()
+    expect(page.get_by_role("status").filter(has_text="Price changed.")).to_be_visible()
+    expect(page.locator("#node-price-now")).to_have_text("3.1 USD")
+    assert api.get("sparkNodes/dgx-e").json()["properties"]["pricing"]["pricePerGpuHour"] == 3.1
+
+    page.get_by_role("button", name="Cordon").click()
+    expect(page.get_by_role("region", name="Capacity").locator(".badge")).to_have_text("Cordoned")
+    page.get_by_role("button", name="Uncordon").click()
+    expect(page.get_by_role("region", name="Capacity").locator(".badge")).to_have_text("Available")
+    shot(page, "supplier-node")
+
+    page.get_by_role("button", name="Delete…").click()
+    page.get_by_role("button", name="Delete node").click()
+    expect(page.get_by_role("region", name="Actions").get_by_role("alert").locator(".error-code")).to_have_text(
+        "AuthorizationFailed"
+    )
+    assert api.get("sparkNodes/dgx-e").status_code == 200
+
+
+def test_admin_reads_the_activity_log_filtered_and_paged_and_a_consumer_is_refused(stack: Stack, portal, sub: str):
+    api = Api(stack, "ada", ADMIN, sub)
+    for name in ("n1", "n2", "n3"):
+        api.put_node(name, owner="sam")
+    page = portal("ada", (ADMIN,), sub)
+
+    go(page, "Activity log")
+    page.get_by_label("Page size").fill("2")
+    page.get_by_role("button", name="Apply").click()
+    rows = page.get_by_role("table", name="Audit events").locator("tbody tr")
+    expect(rows).to_have_count(2)
+    page.get_by_role("button", name="Load more").click()
+    expect(rows).to_have_count(3)
+    expect(rows.first.locator("time")).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+    shot(page, "activity")
+
+    n2 = api.get("sparkNodes/n2").json()["id"]
+    page.get_by_label("Resource id").fill(n2)
+    page.get_by_role("button", name="Apply").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("n2")
+    page.get_by_label("Actor (among loaded events)").fill("nobody-else")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_text("No events.")).to_be_visible()
+
+    consumer = portal("cora", (CONSUMER,), sub)
+    go(consumer, "Activity log")
+    expect(consumer.get_by_role("alert").locator(".error-code")).to_have_text("AuthorizationFailed")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_every_view_fits_the_screen_is_labelled_and_works_from_the_keyboard(
+    stack: Stack, portal, sub: str, width: int, height: int
+):
+    Api(stack, "ada", ADMIN, sub).put_node("dgx-f", owner="ada")
+    page = portal("ada", (ADMIN,), sub, viewport=(width, height))
+    phone = width < 700
+
+    views = ["Overview", "Nodes", "Instances", "Jobs", "Usage and cost", "Activity log"]
+    for view in views:
+        if phone:
+            page.get_by_role("button", name="Menu").click()
+        go(page, view)
+        expect(page.locator(".loading")).to_have_count(0)
+        for button in page.get_by_role(
+            "button", name=re.compile(r"^(Register a node|Provision an instance|Submit a job)$")
+        ).all():
+            button.click()
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 1, f"{view} is {overflow}px wider than a {width}px screen"
+        unlabelled = page.evaluate(
+            """[...document.querySelectorAll('main input, main select, main textarea, header input, header select')]
+                 .filter(e => e.type !== 'hidden' && !e.labels.length && !e.getAttribute('aria-label'))
+                 .map(e => e.outerHTML)"""
+        )
+        assert unlabelled == [], f"{view}: fields without a label: {unlabelled}"
+        shot(page, f"{view.lower().replace(' ', '-')}-{'phone' if phone else 'desktop'}")
+
+    if not phone:
+        # Keyboard: skip link to the content, then Tab to a view link and Enter follows it
+        page.goto(f"{stack.url}/portal/#/overview")
+        page.reload()  # as a person arriving: nothing focused yet
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.locator("main")).to_be_focused()
+        nav_nodes = page.get_by_role("navigation", name="Views").get_by_role("link", name="Nodes")
+        for _ in range(12):
+            if nav_nodes.evaluate("e => e === document.activeElement"):
+                break
+            page.keyboard.press("Tab")
+        expect(nav_nodes).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("heading", level=1)).to_have_text("Nodes")
+        expect(page.locator("main")).to_be_focused()  # the new view's content is where the keyboard goes on
+
+
+def test_an_unreachable_api_shows_an_error_not_a_blank_page(stack: Stack, portal, sub: str):
+    page = portal("ada", (ADMIN,), sub)
+    page.route(re.compile(r".*/subscriptions/.*"), lambda route: route.abort())
+
+    go(page, "Nodes")
+
+    alert = page.get_by_role("alert")
+    expect(alert.locator(".error-code")).to_have_text("NetworkError")
+    expect(alert).to_contain_text("could not be reached")
+    shot(page, "error-unreachable")
+
+
+def test_the_stack_answers_the_portals_origin_with_cors_and_no_other(stack: Stack, sub: str):
+    # The portal is served from the API's own origin locally; a portal on another origin is what CORS is for, and
+    # the stack configures it from template.yaml's PortalOrigin (its own origin here), never '*'.
+    origin = stack.url
+    api = Api(stack, "ada", ADMIN, sub)
+    nodes = f"{api.rg}/sparkNodes"
+
+    preflight = api.http.options(nodes, headers={"Origin": origin, "Access-Control-Request-Method": "PUT"})
+    allowed = api.http.get(nodes, headers={"Origin": origin})
+    other = api.http.get(nodes, headers={"Origin": "https://elsewhere.example.com"})
+
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == origin
+    assert "PUT" in preflight.headers["access-control-allow-methods"]
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == origin
+    assert "azure-asyncoperation" in allowed.headers["access-control-expose-headers"].lower()
+    assert "access-control-allow-origin" not in other.headers
+
+
+def test_sign_out_ends_the_session_and_comes_back_to_sign_in(stack: Stack, portal, sub: str):
+    page = portal("ada", (ADMIN,), sub)
+
+    page.get_by_role("button", name="Sign out").click()
+
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    assert page.evaluate("Object.keys(sessionStorage).filter(k => k.startsWith('oidc.user'))") == []

@@ -1,0 +1,81 @@
+"""How the portal's files are served locally (at /portal/ on the API's port, beside the API it calls) and published
+to a deployed stack's bucket: its config.json names the API, the issuer and the client; nothing else of the API's
+paths changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from starlette.responses import JSONResponse
+from starlette.testclient import TestClient
+
+from itl_local.portal import PortalSite, portal_config, publish, with_portal
+
+CONFIG = portal_config(
+    api_base_url="", authority="http://127.0.0.1:8180/realms/itl", client_id="itl-accelerator-portal"
+)
+
+
+@pytest.fixture
+def dist(tmp_path: Path) -> Path:
+    (tmp_path / "index.html").write_text("<!doctype html><title>portal</title>")
+    (tmp_path / "app.js").write_text("console.log('portal')")
+    (tmp_path / "styles.css").write_text("body{}")
+    (tmp_path / ".source").write_text("build stamp, not published")
+    return tmp_path
+
+
+def serve(dist: Path) -> TestClient:
+    async def api(scope, receive, send):
+        await JSONResponse({"api": scope["path"]})(scope, receive, send)
+
+    return TestClient(with_portal(api, PortalSite(CONFIG, dist)), follow_redirects=False)
+
+
+def test_the_portal_and_its_config_are_served_under_portal_and_everything_else_is_the_apis(dist: Path):
+    client = serve(dist)
+
+    assert client.get("/portal").headers["location"] == "/portal/"
+    page = client.get("/portal/")
+    assert page.status_code == 200 and "<title>portal</title>" in page.text
+    assert client.get("/portal/app.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/portal/config.json").json() == CONFIG
+    assert client.get("/portalx").json() == {"api": "/portalx"}
+    assert (
+        client.get("/subscriptions/s/providers/ITL.Accelerator/sparkNodes").json()["api"].startswith("/subscriptions")
+    )
+
+
+def test_an_unbuilt_portal_says_how_to_build_it(tmp_path: Path):
+    page = serve(tmp_path / "missing").get("/portal/")
+
+    assert page.status_code == 503 and "./dev up" in page.text
+
+
+def test_publish_uploads_the_build_and_its_config_with_content_types(dist: Path):
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="portal-bucket")
+        config = portal_config(
+            api_base_url="https://api.example.com/v1",
+            authority="https://auth.example.com/realms/itl",
+            client_id="itl-accelerator-portal",
+        )
+
+        keys = publish(s3, "portal-bucket", config, dist=dist)
+
+        assert sorted(keys) == ["app.js", "config.json", "index.html", "styles.css"]
+        index = s3.get_object(Bucket="portal-bucket", Key="index.html")
+        assert index["ContentType"].startswith("text/html") and index["CacheControl"] == "no-cache"
+        body = s3.get_object(Bucket="portal-bucket", Key="config.json")["Body"].read()
+
+        assert json.loads(body) == config
+
+
+def test_publish_refuses_an_unbuilt_portal(tmp_path: Path):
+    with pytest.raises(FileNotFoundError, match="build the portal"):
+        publish(None, "bucket", CONFIG, dist=tmp_path)
