@@ -29,10 +29,12 @@ _HOP_BY_HOP = frozenset(
 TIMEOUT_SECONDS = 25.0
 
 
-def _error(status: int, code: str, message: str) -> dict[str, Any]:
+def _error(event: dict[str, Any], status: int, code: str, message: str) -> dict[str, Any]:
+    """An ARM error answered here, with API Gateway's request id as ``x-ms-request-id`` (ARM_CONTRACT.md 23)."""
+    request_id = str((event.get("requestContext") or {}).get("requestId") or "")
     return {
         "statusCode": status,
-        "headers": {"Content-Type": "application/json"},
+        "headers": {"Content-Type": "application/json", "x-ms-request-id": request_id},
         "body": json.dumps({"error": {"code": code, "message": message}}),
     }
 
@@ -52,7 +54,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     path = str(event.get("path") or "/")
     canonical = canonical_path(path)
     if canonical is None or canonical == path:
-        return _error(404, "NotFound", "No route matches the request path and method.")
+        return _error(event, 404, "NotFound", "No route matches the request path and method.")
     query = event.get("multiValueQueryStringParameters") or {}
     url = _api_base(event) + urllib.parse.quote(canonical, safe="/")
     if query:
@@ -71,7 +73,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return _result(answer.code, answer.headers, answer.read())
     except (urllib.error.URLError, TimeoutError) as exc:
         logger.warning("Canonical path request failed", extra={"path": canonical, "error": str(exc)})
-        return _error(503, "ServiceUnavailable", "The request could not be completed now; retry it.")
+        return _error(event, 503, "ServiceUnavailable", "The request could not be completed now; retry it.")
 
 
 def _result(status: int, headers: Any, body: bytes) -> dict[str, Any]:

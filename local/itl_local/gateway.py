@@ -112,8 +112,11 @@ class ApiGatewayEmulator:
         if len(body) > MAX_PAYLOAD_BYTES:
             return self.gateway_response("REQUEST_TOO_LARGE", request_id, request)
         route, params = self._match(request.method, request.url.path)
-        if route is None and request.method == "OPTIONS" and self.cors is not None and self._declared(request.url.path):
-            return self.preflight(request_id)
+        if request.method == "OPTIONS" and self.cors is not None and (route is None or route.greedy):
+            # SAM adds a mock OPTIONS method to every path for the API's Cors, the catch-all's included: a preflight
+            # never reaches a function (an explicit OPTIONS route of a function would)
+            if self._declared(request.url.path):
+                return self.preflight(request_id)
         if route is None:
             return self.gateway_response("MISSING_AUTHENTICATION_TOKEN", request_id, request)
         event = self._proxy_event(request, route, params, body, request_id)

@@ -143,7 +143,14 @@ def test_api_event_matches_a_route_of_its_function(function_id):
     assert event["requestContext"]["requestId"]
 
 
-@pytest.mark.parametrize("function_id", API_FUNCTIONS)
+AUTHORIZED_API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes if r.authorized})
+
+
+def test_only_the_catch_all_route_has_no_authorizer():
+    assert set(API_FUNCTIONS) - set(AUTHORIZED_API_FUNCTIONS) == {"CanonicalPathFunction"}
+
+
+@pytest.mark.parametrize("function_id", AUTHORIZED_API_FUNCTIONS)
 def test_api_event_carries_an_authorizer_principal(function_id):
     from itl_accelerator.auth.principal import Principal
 
@@ -165,7 +172,11 @@ def test_every_handler_of_the_template_imports_and_is_callable(function_id):
     assert callable(handler)
 
 
-@pytest.mark.parametrize("function_id", API_FUNCTIONS)
+#: API functions that serve an operation of the app (all but the catch-all route's, itl_functions/canonical_path.py).
+OPERATION_FUNCTIONS = sorted(set(API_FUNCTIONS) - {"CanonicalPathFunction"})
+
+
+@pytest.mark.parametrize("function_id", OPERATION_FUNCTIONS)
 def test_every_api_function_builds_an_app_serving_exactly_its_route(function_id):
     from itl_accelerator.api.app import build_app
 

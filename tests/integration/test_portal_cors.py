@@ -37,10 +37,11 @@ def test_a_preflight_is_answered_by_the_gateway_with_the_configured_origin(gatew
     assert "x-amzn-ErrorType" not in response.headers  # no gateway error: the preflight needs no token
 
 
-def test_a_preflight_to_an_undeclared_path_is_not_found(gateway: TestClient):
-    response = gateway.options("/no/such/path", headers={"Origin": PORTAL, "Access-Control-Request-Method": "GET"})
+def test_a_preflight_to_a_path_in_another_casing_is_answered_by_the_gateway_too(gateway: TestClient):
+    # the catch-all route (/{proxy+}, ARM paths in any casing) has SAM's OPTIONS method like every other path
+    response = gateway.options(JOBS.lower(), headers={"Origin": PORTAL, "Access-Control-Request-Method": "GET"})
 
-    assert response.status_code == 404 and response.json()["error"]["code"] == "NotFound"
+    assert response.status_code == 200 and response.headers["access-control-allow-origin"] == PORTAL
 
 
 def test_the_gateways_own_401_can_be_read_by_the_portal(gateway: TestClient):
