@@ -138,7 +138,8 @@ class Measured:
 @contextmanager
 def dynamodb_calls() -> Iterator[Counter[str]]:
     """Count DynamoDB API calls by name (``GetItem``, ``Query``...) made by any botocore client meanwhile, except
-    those of scheduled functions (the reconciler, the job tracker...) that run on their own beside the request.
+    those of functions that run on their own beside the request: scheduled ones (the reconciler, the job
+    tracker...) and consumers of the table's stream (a node written wakes FleetChangesFunction after the fact).
 
     Wraps ``BaseClient._make_api_call``, the one path every client operation takes (paginators and waiters too),
     so the handlers' own clients, created inside the functions on first use, are counted without being reached.
@@ -150,7 +151,8 @@ def dynamodb_calls() -> Iterator[Counter[str]]:
     from itl_local.schedules import schedules
     from itl_local.template import Template
 
-    scheduled = {s.function_id for s in schedules(Template())}
+    template = Template()
+    scheduled = {s.function_id for s in schedules(template)} | {m.function_id for m in template.stream_mappings()}
     counts: Counter[str] = Counter()
     lock = threading.Lock()
     original = BaseClient._make_api_call
