@@ -233,6 +233,9 @@ class ApiGatewayEmulator:
         body = template.replace("$context.requestId", request_id)
         response = Response(content=body.encode(), status_code=status, media_type="application/json")
         for name, expr in ((spec.get("ResponseParameters") or {}).get("Headers") or {}).items():
+            if isinstance(expr, dict):  # e.g. !If on a parameter: locally the API's URL is this emulator's own
+                public = f"{request.url.scheme}://{request.url.netloc}"
+                expr = self.template.resolve(expr, {"PublicApiUrl": public})
             response.headers[name] = self._header_value(str(expr), request_id, request)
         response.headers["x-amzn-RequestId"] = request_id
         response.headers["x-amzn-ErrorType"] = kind

@@ -107,6 +107,34 @@ class Template:
         """GatewayResponses by type (UNAUTHORIZED, MISSING_AUTHENTICATION_TOKEN, ...)."""
         return dict(self.api().get("GatewayResponses") or {})
 
+    def resolve(self, value: Any, parameters: dict[str, str] | None = None) -> Any:
+        """``value`` with the intrinsic functions a local runtime can evaluate resolved: ``Ref`` of a parameter,
+        ``Fn::Sub`` (string form, ``${Parameter}``), ``Fn::If`` with the template's conditions, ``Fn::Equals`` and
+        ``Fn::Not``. Parameters are ``parameters``, else the template's defaults. ``ValueError`` for anything else."""
+        values = {k: str(v.get("Default", "")) for k, v in (self.doc.get("Parameters") or {}).items()}
+        values.update(parameters or {})
+
+        def walk(node: Any) -> Any:
+            if not isinstance(node, dict) or len(node) != 1:
+                return node
+            ((fn, arg),) = node.items()
+            if fn == "Ref" and arg in values:
+                return values[arg]
+            if fn == "Fn::Sub" and isinstance(arg, str):
+                return re.sub(r"\$\{([\w:]+)\}", lambda m: values[m[1]], arg)
+            if fn == "Fn::If":
+                condition = walk((self.doc.get("Conditions") or {})[arg[0]])
+                return walk(arg[1] if condition else arg[2])
+            if fn == "Fn::Equals":
+                return walk(arg[0]) == walk(arg[1])
+            if fn == "Fn::Not":
+                return not walk(arg[0])
+            if fn == "Condition":
+                return walk((self.doc.get("Conditions") or {})[arg])
+            raise ValueError(f"cannot resolve {fn} locally")
+
+        return walk(value)
+
     def table_definition(self, table_name: str) -> dict[str, Any]:
         """``CreateTable`` arguments from the AWS::DynamoDB::Table (key schema, attributes, GSIs, billing)."""
         props = next(v["Properties"] for v in self.resources.values() if v["Type"] == "AWS::DynamoDB::Table")
