@@ -37,7 +37,7 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
 
 _state = threading.local()
-_lock = threading.Lock()
+_lock = threading.RLock()
 _shared: dict[str, Any] = {}
 
 

@@ -60,10 +60,18 @@ def _tools() -> tuple[ToolSpec, ...]:
     return tuple(build_tools())
 
 
+def input_schema(spec: ToolSpec, default_resource_group: bool = False) -> dict[str, Any]:
+    """A tool's input schema as a server lists it: with a default resource group, ``resourceGroup`` is optional."""
+    schema = spec.input_schema
+    if default_resource_group and "resourceGroup" in schema.get("required", ()):
+        schema = {**schema, "required": [r for r in schema["required"] if r != "resourceGroup"]}
+    return schema
+
+
 @cache
-def _validator(name: str) -> jsonschema.Draft202012Validator:
+def _validator(name: str, default_resource_group: bool) -> jsonschema.Draft202012Validator:
     spec = next(t for t in _tools() if t.name == name)
-    return jsonschema.Draft202012Validator(spec.input_schema)
+    return jsonschema.Draft202012Validator(input_schema(spec, default_resource_group))
 
 
 def tool_specs(read_only: bool = False) -> list[ToolSpec]:
@@ -71,14 +79,14 @@ def tool_specs(read_only: bool = False) -> list[ToolSpec]:
     return [t for t in _tools() if not (read_only and t.writes)]
 
 
-def to_mcp_tool(spec: ToolSpec) -> types.Tool:
+def to_mcp_tool(spec: ToolSpec, default_resource_group: bool = False) -> types.Tool:
     """The MCP ``Tool`` of a spec: name, title, description, schemas and annotations."""
     a = spec.annotations
     return types.Tool(
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        input_schema=spec.input_schema,
+        input_schema=input_schema(spec, default_resource_group),
         output_schema=spec.output_schema,
         annotations=types.ToolAnnotations(
             title=spec.title,
@@ -119,7 +127,8 @@ async def call_tool(
                 "was done.",
             }
         )
-    problems = sorted(_validator(name).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    validator = _validator(name, bool(options.default_resource_group))
+    problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if problems:
         first = problems[0]
         target = ".".join(str(p) for p in first.absolute_path) or None
@@ -151,14 +160,15 @@ def build_server(api: ApiClient, caller: Caller, options: ServerOptions | None =
     opts = options or ServerOptions()
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[to_mcp_tool(t) for t in tool_specs(opts.read_only)])
+        default_rg = bool(opts.default_resource_group)
+        return types.ListToolsResult(tools=[to_mcp_tool(t, default_rg) for t in tool_specs(opts.read_only)])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await call_tool(api, caller, opts, params.name, dict(params.arguments or {}))
 
-    def input_schema(name: str) -> dict[str, Any] | None:
+    def schema_of(name: str) -> dict[str, Any] | None:
         spec = next((t for t in _tools() if t.name == name), None)
-        return spec.input_schema if spec else None
+        return input_schema(spec, bool(opts.default_resource_group)) if spec else None
 
     return Server(
         SERVER_NAME,
@@ -166,7 +176,7 @@ def build_server(api: ApiClient, caller: Caller, options: ServerOptions | None =
         title="ITL Accelerator",
         instructions=INSTRUCTIONS
         + (" The server is read-only: it lists and runs read tools only." if opts.read_only else ""),
-        get_tool_input_schema=input_schema,
+        get_tool_input_schema=schema_of,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
