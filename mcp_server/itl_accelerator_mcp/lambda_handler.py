@@ -128,7 +128,17 @@ def _caller(event: dict[str, Any]) -> Caller | None:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """An API Gateway REST proxy event → its proxy result (see the module docstring)."""
+    """An API Gateway REST proxy event → its proxy result (see the module docstring). Every answer carries
+    ``x-ms-request-id`` (API Gateway's request id), as every answer of the API does."""
+    result = _handle(event, context)
+    request_id = (event.get("requestContext") or {}).get("requestId")
+    if request_id:
+        result.setdefault("headers", {})
+        result["headers"] = {**(result["headers"] or {}), "x-ms-request-id": request_id}
+    return result
+
+
+def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     path = event.get("resource") or event.get("path") or ""
     if path.startswith(METADATA_PATH):
         return _json_response(200, resource_metadata(event), {"Cache-Control": "max-age=3600"})
