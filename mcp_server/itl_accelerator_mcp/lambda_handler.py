@@ -13,6 +13,9 @@ imports and the tools' schemas are made once per execution environment.
 The API's base URL (``scheme://host[/stage]``) comes from the event (the host the caller addressed and API Gateway's
 stage prefix), never from configuration: the function calls the API exactly as its caller reached it.
 
+Only ``POST`` is served: ``GET`` (a standalone SSE stream, which would hold the function open until its timeout) and
+``DELETE`` (ending a session, of which there are none) answer 405, as the transport's specification allows.
+
 Query parameters of the ``/mcp`` URL: ``readOnly=true`` (this connection lists and runs read tools only; the
 server-wide ``ITL_MCP_READ_ONLY`` cannot be lifted by it), ``subscription`` and ``resourceGroup`` (defaults for the
 tools' ``subscriptionId`` and ``resourceGroup``).
@@ -151,6 +154,14 @@ def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             401,
             {"error": {"code": "AuthenticationFailed", "message": "A valid bearer token is required."}},
             {"WWW-Authenticate": f'Bearer resource_metadata="{metadata_url}"'},
+        )
+    if (event.get("httpMethod") or "POST").upper() != "POST":
+        # No standalone SSE stream (a GET held open would hold the function until its timeout) and no session to
+        # end (DELETE): the spec's answer for both is 405
+        return _json_response(
+            405,
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Method not allowed: POST only."}},
+            {"Allow": "POST"},
         )
     return _serve_mcp(event, context, caller, token)
 

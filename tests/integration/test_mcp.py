@@ -440,3 +440,13 @@ def test_the_stdio_server_serves_the_same_tools_as_the_user(gateway_url, make_to
 
     version, listed, nodes, write = run(lambda: main("--read-only"))
     assert listed == READ_TOOLS and payload(write)["error"]["code"] == "ReadOnlyMode"
+
+
+def test_a_get_or_delete_on_the_endpoint_answers_405_at_once(mcp_url, make_token, sub):
+    # (a standalone SSE stream held open would hold the function until its timeout)
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    for method in ("GET", "DELETE"):
+        answer = httpx.request(
+            method, mcp_url, headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}, timeout=20
+        )
+        assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
