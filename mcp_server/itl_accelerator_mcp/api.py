@@ -1,8 +1,9 @@
 """The provider's HTTP API as the MCP server calls it: the caller's own bearer token, ARM errors kept as they are.
 
 Every request carries the caller's ``Authorization`` header unchanged, ``api-version`` (:data:`API_VERSION`), a
-``User-Agent`` naming this server and its transport (``itl-accelerator-mcp/0.1.0 (mcp; transport=http)``: the API's
-audit trail records it as ``user_agent``, which is how an audit item says it came through MCP), and one
+``User-Agent`` naming this server, its transport and the MCP client (``itl-accelerator-mcp/0.1.0 (mcp;
+transport=http; client=Visual Studio Code/1.107.0)``: the API's audit trail records it as ``user_agent``, which is
+how an audit item says it came through MCP), and one
 ``x-ms-correlation-request-id`` per tool call, so the API calls a tool makes share one correlation id.
 """
 
@@ -41,9 +42,15 @@ class ApiError(Exception):
         return body
 
 
-def user_agent(transport: str) -> str:
-    """The ``User-Agent`` of the MCP server's API calls; ``transport`` is ``http`` or ``stdio``."""
-    return f"itl-accelerator-mcp/{__version__} (mcp; transport={transport})"
+def user_agent(transport: str, client: str | None = None) -> str:
+    """The ``User-Agent`` of the MCP server's API calls: ``transport`` is ``http`` or ``stdio``; ``client`` the MCP
+    client's name and version as it introduced itself (printable ASCII kept, at most 100 characters)."""
+    text = f"itl-accelerator-mcp/{__version__} (mcp; transport={transport}"
+    if client:
+        cleaned = "".join(c for c in client if " " <= c <= "~" and c not in "();")[:100].strip()
+        if cleaned:
+            text += f"; client={cleaned}"
+    return text + ")"
 
 
 def seg(value: str) -> str:
@@ -81,6 +88,7 @@ class ApiClient:
     ):
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.transport_name = transport_name
         headers = {"Accept": "application/json", "User-Agent": user_agent(transport_name)}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -95,6 +103,10 @@ class ApiClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def name_client(self, client: str | None) -> None:
+        """Name the MCP client (``"Visual Studio Code/1.107"``) in the ``User-Agent`` of the calls that follow."""
+        self._http.headers["User-Agent"] = user_agent(self.transport_name, client)
 
     def new_correlation(self) -> str:
         """Start a new correlation id (one per tool call); returns it."""

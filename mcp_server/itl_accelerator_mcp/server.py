@@ -155,6 +155,18 @@ async def call_tool(
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result.data)
 
 
+def _client_name(ctx: Any) -> str | None:
+    """``name/version`` of the MCP client as it introduced itself (the 2026-07-28 request envelope, or a legacy
+    session's ``initialize``); None when it did not (a stateless legacy request after its ``initialize``)."""
+    try:
+        info = ctx.session.client_params.client_info
+    except AttributeError:
+        return None
+    if info is None or not getattr(info, "name", None):
+        return None
+    return f"{info.name}/{info.version}" if getattr(info, "version", None) else str(info.name)
+
+
 def build_server(api: ApiClient, caller: Caller, options: ServerOptions | None = None) -> Server[Any]:
     """A low-level MCP ``Server`` serving the tools for ``caller`` through ``api``."""
     opts = options or ServerOptions()
@@ -164,6 +176,7 @@ def build_server(api: ApiClient, caller: Caller, options: ServerOptions | None =
         return types.ListToolsResult(tools=[to_mcp_tool(t, default_rg) for t in tool_specs(opts.read_only)])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        api.name_client(_client_name(ctx))
         return await call_tool(api, caller, opts, params.name, dict(params.arguments or {}))
 
     def schema_of(name: str) -> dict[str, Any] | None:

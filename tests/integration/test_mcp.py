@@ -264,6 +264,7 @@ def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
     [created, *_] = run(audit)["value"]
     assert created["actor_id"] == "bob" and created["actor_type"] == "User"
     assert created["user_agent"].startswith("itl-accelerator-mcp/") and "transport=http" in created["user_agent"]
+    assert "client=mcp/" in created["user_agent"]  # the MCP client as it introduced itself (the SDK's own)
 
 
 # ----------------------------------------------------------------------------------------------- read-only
