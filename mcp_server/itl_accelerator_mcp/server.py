@@ -149,6 +149,9 @@ async def call_tool(
         return _error(exc.to_dict())
     except ToolRefused as exc:
         return _error(exc.to_dict())
+    except Exception:  # a tool's own failure is its error result, never a protocol error
+        logger.exception("tool %s failed", name)
+        return _error({"code": "InternalServerError", "message": f"The tool {name} failed; nothing more is known."})
     text = json.dumps(result.data, ensure_ascii=False, indent=1)
     if result.note:
         text = f"{result.note}\n\n{text}"
