@@ -122,7 +122,10 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
-    saved = {k: os.environ.get(k) for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES, DGX_SECRET_VARIABLE]}
+    saved = {
+        k: os.environ.get(k)
+        for k in [*values, "AWS_ENDPOINT_URL", *WORKFLOW_VARIABLES, DGX_SECRET_VARIABLE, MCP_QUOTE_SECRET_VARIABLE]
+    }
     os.environ.pop("AWS_ENDPOINT_URL", None)
     os.environ.update(values)
     from itl_accelerator.settings import get_settings
@@ -146,6 +149,7 @@ def template() -> Any:
 
 WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN", "JOB_STATE_MACHINE_ARN")
 DGX_SECRET_VARIABLE = "DGX_PLATFORM_API_KEY_SECRET_ID"
+MCP_QUOTE_SECRET_VARIABLE = "ITL_MCP_QUOTE_SECRET_ID"
 
 
 @pytest.fixture(scope="session")
@@ -206,7 +210,14 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
             Name="itl-accelerator-dgx-api-key", SecretString=DGX_API_KEY
         )
         os.environ[DGX_SECRET_VARIABLE] = secret["ARN"]
-        aws_calls.bind(Table=TABLE, DgxApiKeySecret=secret["ARN"], BillingExportBucket=BUCKET)
+        # the MCP server's quote key, read from its secret as in AWS (tests/integration/test_mcp.py)
+        quote_key = boto3.client("secretsmanager").create_secret(
+            Name="itl-accelerator-mcp-quote-key", SecretString=uuid.uuid4().hex * 2
+        )
+        os.environ[MCP_QUOTE_SECRET_VARIABLE] = quote_key["ARN"]
+        aws_calls.bind(
+            Table=TABLE, DgxApiKeySecret=secret["ARN"], McpQuoteSecret=quote_key["ARN"], BillingExportBucket=BUCKET
+        )
         get_settings.cache_clear()
         from itl_local.aws import trim_stream
         from itl_local.streams import StreamPoller

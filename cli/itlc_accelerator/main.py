@@ -18,6 +18,7 @@ from itlc_accelerator import __version__
 from itlc_accelerator.commands.audit import audit
 from itlc_accelerator.commands.instances import instance
 from itlc_accelerator.commands.jobs import job
+from itlc_accelerator.commands.mcp import mcp
 from itlc_accelerator.commands.nodes import node
 from itlc_accelerator.commands.operations import operation
 from itlc_accelerator.commands.usage import usage
@@ -34,7 +35,7 @@ def accelerator() -> None:
     """
 
 
-for group in (node, instance, job, usage, audit, operation):
+for group in (node, instance, job, usage, audit, operation, mcp):
     accelerator.add_command(group)
 
 

@@ -269,8 +269,10 @@ class ApiGatewayEmulator:
         body = template.replace("$context.requestId", request_id)
         response = Response(content=body.encode(), status_code=status, media_type="application/json")
         for name, expr in ((spec.get("ResponseParameters") or {}).get("Headers") or {}).items():
+            # intrinsics resolved locally: the API's public URL is this emulator's own (an !If on PublicApiUrl)
+            public = f"{request.url.scheme}://{request.url.netloc}"
             try:
-                value = self.template.resolve(expr)
+                value = self.template.resolve(expr, {"PublicApiUrl": public})
             except Unresolvable:
                 continue  # e.g. the portal distribution's domain: known once deployed
             response.headers[name] = self._header_value(str(value), request_id, request)

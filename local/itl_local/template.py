@@ -95,10 +95,14 @@ class Template:
             **(parameters or {}),
         }
 
-    def resolve(self, value: Any) -> Any:
+    def resolve(self, value: Any, parameters: dict[str, str] | None = None) -> Any:
         """``value`` with the intrinsic functions a local run can answer evaluated: ``Ref`` of a parameter or pseudo
         parameter, ``Fn::Sub`` (string form), ``Fn::If`` with ``Fn::Equals``/``Fn::Not``/``Fn::And``/``Fn::Or``
-        conditions. Raises :class:`Unresolvable` for what only a deployment knows (resources, their attributes)."""
+        conditions. ``parameters`` override parameter values for this call (e.g. ``PublicApiUrl``: locally the
+        emulator's own URL). Raises :class:`Unresolvable` for what only a deployment knows (resources, their
+        attributes)."""
+        if parameters:
+            return Template._with(self, parameters).resolve(value)
         if isinstance(value, list):
             return [self.resolve(v) for v in value]
         if not isinstance(value, dict):
@@ -120,6 +124,14 @@ class Template:
         if fn.startswith("Fn::") or fn == "Condition":
             raise Unresolvable(fn)
         return {fn: self.resolve(arg)}
+
+    @staticmethod
+    def _with(template: Template, parameters: dict[str, str]) -> Template:
+        """A view of ``template`` with ``parameters`` overriding its parameter values (the parsed document shared)."""
+        view = object.__new__(Template)
+        view.__dict__.update(template.__dict__)
+        view.parameters = {**template.parameters, **parameters}
+        return view
 
     def condition(self, name: str) -> bool:
         """The value of the template's condition ``name`` (parameters as given)."""

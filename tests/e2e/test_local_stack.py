@@ -33,7 +33,12 @@ def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
     from itl_accelerator.settings import Settings
 
     settings = {name.upper() for name in Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k.upper() not in settings and k != "AWS_ENDPOINT_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # (ITL_MCP_*: the MCP server's settings, such as the session's quote-key secret)
+        if k.upper() not in settings and k != "AWS_ENDPOINT_URL" and not k.upper().startswith("ITL_MCP_")
+    }
     env.update(
         zip(("SERVICE_PORT", "LOCAL_AWS_PORT", "LOCAL_IDP_PORT", "LOCAL_DGX_PORT"), map(str, ports), strict=True)
     )

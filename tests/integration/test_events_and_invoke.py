@@ -32,6 +32,12 @@ ITL_LOCAL = Path(sys.executable).parent / ("itl-local.exe" if os.name == "nt" el
 _TEMPLATE = Template()
 FUNCTIONS: dict[str, dict[str, Any]] = _TEMPLATE.functions()
 API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes})
+#: The MCP server (mcp_server/): an API function that is no operation of the provider's app but a client of it.
+MCP_FUNCTION = "McpFunction"
+#: The catch-all route's function (itl_functions/canonical_path.py): a client of the API too, for paths in any casing.
+CANONICAL_PATH_FUNCTION = "CanonicalPathFunction"
+#: API functions that serve an operation of the provider's app.
+OPERATION_FUNCTIONS = [f for f in API_FUNCTIONS if f not in (MCP_FUNCTION, CANONICAL_PATH_FUNCTION)]
 #: The subscription the sample events name (in paths, path parameters and the principal's scope).
 EVENT_SUBSCRIPTION = "sub-123"
 
@@ -172,10 +178,6 @@ def test_every_handler_of_the_template_imports_and_is_callable(function_id):
     assert callable(handler)
 
 
-#: API functions that serve an operation of the app (all but the catch-all route's, itl_functions/canonical_path.py).
-OPERATION_FUNCTIONS = sorted(set(API_FUNCTIONS) - {"CanonicalPathFunction"})
-
-
 @pytest.mark.parametrize("function_id", OPERATION_FUNCTIONS)
 def test_every_api_function_builds_an_app_serving_exactly_its_route(function_id):
     from itl_accelerator.api.app import build_app
@@ -251,6 +253,8 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "SparkNodesGetStatsFunction": ((NODE,), (200,)),
     "SparkOllamaInstancesGetStatsFunction": ((NODE, INSTANCE), (200,)),
     "SparkJobsGetStatsFunction": ((NODE, JOB), (200,)),
+    # tools/list of the 2026-07-28 revision (no call of the API, whose host in the event is not this machine)
+    MCP_FUNCTION: ((), (200,)),
 }
 #: Functions whose event submits a job (or follows one that did): the test waits for the job to end.
 JOB_FUNCTIONS = {f for f in GIVEN_THEN if f.startswith("SparkJobs")}

@@ -29,6 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = Template()
 FUNCTIONS = TEMPLATE.functions()
 API = {r.function_id for r in TEMPLATE.routes}
+#: The MCP server: an API function of its own kind (mcp_server/, a client of the API), measured on its own.
+MCP = "McpFunction"
 AUTHORIZER = TEMPLATE.authorizer_handler()
 #: The catch-all route's function: no operation of the app, a client of the API (itl_functions/canonical_path.py).
 CANONICAL_PATH = "CanonicalPathFunction"
@@ -113,7 +115,7 @@ def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
 def _api_groups() -> dict[tuple[str, str | None], list[str]]:
     """(handler module, service) → the API functions that share them."""
     groups: dict[tuple[str, str | None], list[str]] = {}
-    for function_id in sorted(API - {CANONICAL_PATH}):
+    for function_id in sorted(API - {MCP, CANONICAL_PATH}):
         handler = FUNCTIONS[function_id]["Handler"]
         module = handler.rpartition(".")[0]
         operation_id = str(load_handler(handler).operation_id)
@@ -145,6 +147,23 @@ def test_an_api_function_loads_its_own_operation_only(module, service):
     assert not within(names, NEVER_IN_API), f"{functions} load {sorted(within(names, NEVER_IN_API))}"
     others = (ROUTE_MODULES - {own_router}) & names
     assert not others, f"{functions} load the routes of other operations: {sorted(others)}"
+
+
+def test_the_mcp_function_loads_nothing_of_the_provider_and_no_aws_sdk():
+    # Given the MCP function, a client of the API: its import, then what its first invocation builds (the server
+    # and the streamable-HTTP app, for a caller)
+    build = (
+        "from itl_accelerator_mcp.api import ApiClient\n"
+        "from itl_accelerator_mcp.caller import Caller\n"
+        "from itl_accelerator_mcp.server import build_server\n"
+        "build_server(ApiClient('https://api.example', 't'), Caller('alice')).streamable_http_app(json_response=True)\n"
+        "import mangum\n"
+    )
+    names = loaded(FUNCTIONS[MCP]["Handler"], build)
+    # Then none of the provider's own packages (it calls the API over HTTP), no FastAPI, no boto3 (only the quote
+    # key's first read needs it, in AWS) and no X-Ray
+    never = ("itl_accelerator", "itl_functions", "fastapi", "boto3", "aws_xray_sdk")
+    assert not within(names, never), f"the MCP function loads {sorted(within(names, never))}"
 
 
 def test_the_authorizer_loads_no_web_framework_no_aws_sdk_and_no_x_ray():

@@ -1,0 +1,453 @@
+"""The MCP server (issue 17) through the official MCP client: over streamable HTTP at ``/mcp`` of the API Gateway
+emulator of template.yaml (the real authorizer, the McpFunction handler, which calls the API's own routes with the
+caller's token), and over stdio (``itlc-accelerator mcp`` as a subprocess against the same API).
+
+What a user of Copilot Chat would notice: the tools and what they promise; a consumer sees only their own jobs and
+why one waits; a consumer's write on a node is the API's own 403; a job is submitted only with an accepted quote and
+runs to Succeeded, audited as the user, through MCP; read-only mode refuses writes; a bad token is refused before any
+tool runs; the function answers warm invocation after warm invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from itl_local.lambda_runtime import LambdaContext, observe_invocations
+from tests.conftest import ADMIN, CONSUMER, node_body, nodes_path
+from tests.integration.instance_helpers import wait_for
+from tests.integration.test_jobs import jobs_path, sim
+
+pytestmark = pytest.mark.usefixtures("schedules")
+
+READ_TOOLS = {
+    "get_my_access",
+    "list_nodes",
+    "get_node",
+    "list_instances",
+    "get_instance",
+    "list_jobs",
+    "get_job",
+    "get_usage",
+    "list_audit_events",
+    "get_operation",
+}
+WRITE_TOOLS = {
+    "create_node",
+    "set_node_pricing",
+    "set_node_availability",
+    "provision_instance",
+    "delete_instance",
+    "submit_job",
+    "cancel_job",
+    "delete_job",
+}
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str, mode: str = "auto") -> AsyncIterator[Client]:
+    """The official client over streamable HTTP, sending ``token`` as a bearer token (``mode="legacy"``: the
+    initialize handshake of pre-2026 clients)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+            yield client
+
+
+def run(coro_fn: Callable[[], Any]) -> Any:
+    return anyio.run(coro_fn)
+
+
+def payload(result: Any) -> dict[str, Any]:
+    """A tool result's JSON: the structured content, or (errors) the text's ``{"error": ...}``."""
+    if result.is_error:
+        return json.loads(result.content[0].text)
+    return result.structured_content
+
+
+@pytest.fixture
+def mcp_url(gateway_url: str) -> str:
+    return f"{gateway_url}/mcp"
+
+
+@pytest.fixture
+def with_node(admin: Any, sub: str) -> str:
+    """An 8-GPU H100 node dgx-1 in rg1 at 2.5 USD per GPU-hour, billed per second."""
+    body = node_body()
+    body["properties"]["pricing"] = {
+        "currency": "USD",
+        "pricePerGpuHour": 2.5,
+        "billingIncrementSeconds": 1,
+        "minimumBillableSeconds": 0,
+    }
+    assert admin.put(nodes_path(sub, name="dgx-1"), json=body).status_code == 201
+    return "dgx-1"
+
+
+# ----------------------------------------------------------------------------------------------- tools
+def test_tools_carry_the_api_schemas_and_annotations_for_current_and_previous_clients(mcp_url, make_token, sub):
+    token = make_token("alice", [CONSUMER], [f"/subscriptions/{sub}"])
+
+    async def main() -> dict[str, Any]:
+        seen = {}
+        for mode in ("auto", "legacy"):
+            async with http_session(mcp_url, token, mode) as client:
+                seen[client.protocol_version] = {t.name: t for t in (await client.list_tools()).tools}
+        return seen
+
+    seen = run(main)
+    # Both the current revision and the previous one's clients are served, with the same tools
+    assert set(seen) == {MODERN, LEGACY}
+    tools = seen[MODERN]
+    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    assert {n: t.input_schema for n, t in seen[LEGACY].items()} == {n: t.input_schema for n, t in tools.items()}
+    # Every tool says what it does to the world
+    for name, tool in tools.items():
+        a = tool.annotations
+        assert None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), name
+        assert a.read_only_hint is (name in READ_TOOLS), name
+        assert tool.description and len(tool.description) > 40, name
+        assert tool.output_schema["type"] == "object", name
+    assert tools["delete_job"].annotations.destructive_hint and tools["delete_job"].annotations.idempotent_hint
+    assert not tools["submit_job"].annotations.destructive_hint and not tools["submit_job"].annotations.idempotent_hint
+    # Schemas are the API's models: the job's limits, its read model with statusReason, the quote id to accept
+    submit = tools["submit_job"].input_schema
+    assert submit["properties"]["requestedGpus"] == {
+        "type": "integer",
+        "maximum": 64.0,
+        "minimum": 1.0,
+        "title": "Requestedgpus",
+    }
+    assert submit["properties"]["workload"]["anyOf"][0] == {"$ref": "#/$defs/ContainerWorkload"}
+    assert "quoteId" in submit["properties"] and "quoteId" not in submit["required"]
+    job_read = tools["get_job"].output_schema["$defs"]["SparkJobProperties"]["properties"]
+    assert "statusReason" in job_read and "assignedNode" in job_read
+    assert "status" in tools["list_jobs"].input_schema["properties"]
+
+
+# ----------------------------------------------------------------------------------------------- tenancy and RBAC
+def test_a_consumer_lists_only_their_own_jobs_and_sees_why_one_waits(
+    mcp_url, make_token, caller, admin, sub, with_node
+):
+    bob = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="bob")
+    carol = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="carol")
+    # Given bob's job filling the node, carol's job, and bob's second job that must wait
+    assert (
+        bob.put(
+            jobs_path(sub, "big"),
+            json={"properties": {"requestedGpus": 8, "requestedMemoryGb": 640, "workload": sim(forever=True)}},
+        ).status_code
+        == 201
+    )
+    wait_for(lambda: bob.get(jobs_path(sub, "big")).json()["properties"]["status"] == "Running", what="big to run")
+    assert carol.put(jobs_path(sub, "carols"), json={"properties": {"requestedGpus": 1, "requestedMemoryGb": 80}})
+    assert bob.put(jobs_path(sub, "small"), json={"properties": {"requestedGpus": 1, "requestedMemoryGb": 80}})
+    wait_for(
+        lambda: (
+            "Waiting for capacity" in (bob.get(jobs_path(sub, "small")).json()["properties"].get("statusReason") or "")
+        ),
+        what="small to wait",
+    )
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with http_session(mcp_url, token) as client:
+            everything = payload(await client.call_tool("list_jobs", {"subscriptionId": sub}))
+            waiting = payload(await client.call_tool("list_jobs", {"mine": True, "status": ["Pending"]}))
+            # (bob cleans up through MCP: his own jobs he may cancel)
+            canceled = [
+                payload(await client.call_tool("cancel_job", {"resourceGroup": "rg1", "name": n}))
+                for n in ("small", "big")
+            ]
+            return everything, waiting, canceled
+
+    everything, waiting, canceled = run(main)
+    # When bob lists the subscription's jobs through MCP, then he sees his own only, with their ARM ids
+    assert sorted(j["name"] for j in everything["value"]) == ["big", "small"]
+    assert all(j["id"].startswith(f"/subscriptions/{sub}/resourceGroups/rg1/") for j in everything["value"])
+    # And "which of my jobs are waiting and why" has its answer (the subscription taken from his token)
+    [small] = waiting["value"]
+    assert small["name"] == "small" and small["properties"]["status"] == "Pending"
+    assert small["properties"]["statusReason"].startswith("Waiting for capacity")
+    assert [c["status"] for c in canceled] == ["accepted", "accepted"]
+    wait_for(lambda: bob.get(jobs_path(sub, "big")).json()["properties"]["status"] == "Canceled", what="cancel")
+
+
+def test_a_consumers_write_on_a_node_is_the_apis_403(mcp_url, make_token, admin, sub, with_node):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+
+    async def main() -> Any:
+        async with http_session(mcp_url, token) as client:
+            return await client.call_tool(
+                "set_node_availability", {"resourceGroup": "rg1", "node": "dgx-1", "availability": "Cordoned"}
+            )
+
+    result = run(main)
+    # Then the API's own refusal comes back as the tool's error, and the node is untouched
+    assert result.is_error
+    assert payload(result)["error"]["code"] == "AuthorizationFailed" and payload(result)["error"]["status"] == 403
+    assert admin.get(nodes_path(sub, name="dgx-1")).json()["properties"]["availability"] == "Available"
+
+
+# ----------------------------------------------------------------------------------------------- quotes
+def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
+    mcp_url, make_token, admin, sub, with_node
+):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    admin_token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    args = {
+        "resourceGroup": "rg1",
+        "name": "train",
+        "requestedGpus": 2,
+        "requestedMemoryGb": 160,
+        "maxDurationMinutes": 60,
+        "workload": sim(seconds=1),
+    }
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with http_session(mcp_url, token) as client:
+            out["quote"] = await client.call_tool("submit_job", args)
+            quote_id = out["quote"].structured_content["quote"]["quoteId"]
+            # a quote holds for exactly what was quoted
+            out["other"] = await client.call_tool("submit_job", {**args, "requestedGpus": 4, "quoteId": quote_id})
+            out["forged"] = await client.call_tool("submit_job", {**args, "quoteId": quote_id[:-4] + "AAAA"})
+        out["before"] = admin.get(jobs_path(sub, "train")).status_code
+        async with http_session(mcp_url, token) as client:  # a new connection: quotes are stateless
+            out["accepted"] = await client.call_tool("submit_job", {**args, "quoteId": quote_id})
+        return out
+
+    out = run(main)
+    # The first call only quotes: 2 GPUs for at most 60 minutes on the only node that fits, at its price
+    quote = out["quote"].structured_content["quote"]
+    assert out["quote"].structured_content["status"] == "quote" and not out["quote"].is_error
+    assert quote["estimatedCost"][0]["amount"] == "5.000000" and quote["estimatedCost"][0]["currency"] == "USD"
+    assert quote["upperBound"] is True and quote["candidateNodes"] == [
+        f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes/dgx-1"
+    ]
+    assert quote["prices"][0]["pricePerGpuHour"] == 2.5 and "show this quote" in out["quote"].content[0].text
+    # Other arguments or an altered id are refused, and nothing is submitted until the quote is accepted
+    assert payload(out["other"])["error"]["code"] == "QuoteNotValid"
+    assert payload(out["forged"])["error"]["code"] == "QuoteNotValid"
+    assert out["before"] == 404
+    # With the quote's id the job is submitted, and runs to Succeeded
+    accepted = out["accepted"].structured_content
+    assert accepted["status"] == "accepted" and accepted["job"]["properties"]["submittedBy"] == "bob"
+    job_id = accepted["job"]["id"]
+    done = wait_for(
+        lambda: (
+            (b := admin.get(jobs_path(sub, "train")).json())["properties"]["status"] in ("Succeeded", "Failed") and b
+        ),
+        timeout=60,
+        what="the job to end",
+    )
+    assert done["properties"]["status"] == "Succeeded"
+
+    # And the audit trail says who did it, and that it came through MCP
+    async def audit() -> dict[str, Any]:
+        async with http_session(mcp_url, admin_token) as client:
+            return payload(await client.call_tool("list_audit_events", {"resourceId": job_id}))
+
+    [created, *_] = run(audit)["value"]
+    assert created["actor_id"] == "bob" and created["actor_type"] == "User"
+    assert created["user_agent"].startswith("itl-accelerator-mcp/") and "transport=http" in created["user_agent"]
+    assert "client=mcp/" in created["user_agent"]  # the MCP client as it introduced itself (the SDK's own)
+
+
+# ----------------------------------------------------------------------------------------------- read-only
+def test_read_only_mode_refuses_writes(mcp_url, make_token, admin, sub, with_node):
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+
+    async def main() -> tuple[set[str], Any, Any]:
+        async with http_session(mcp_url + "?readOnly=true", token) as client:
+            listed = {t.name for t in (await client.list_tools()).tools}
+            refused = await client.call_tool(
+                "set_node_availability", {"resourceGroup": "rg1", "node": "dgx-1", "availability": "Cordoned"}
+            )
+            read = await client.call_tool("get_node", {"resourceGroup": "rg1", "node": "dgx-1"})
+            return listed, refused, read
+
+    listed, refused, read = run(main)
+    assert listed == READ_TOOLS
+    assert refused.is_error and payload(refused)["error"]["code"] == "ReadOnlyMode"
+    assert not read.is_error and read.structured_content["name"] == "dgx-1"
+    assert admin.get(nodes_path(sub, name="dgx-1")).json()["properties"]["availability"] == "Available"
+
+
+# ----------------------------------------------------------------------------------------------- authentication
+def test_a_bad_token_is_refused_before_any_tool_runs(mcp_url, gateway_url, make_token, sub):
+    invoked: list[str] = []
+    stop = observe_invocations(invoked.append)
+    try:
+        expired = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"], lifetime_seconds=-60)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_nodes", "arguments": {}}}
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MODERN}
+        answers = [
+            httpx.post(mcp_url, json=body, headers={**headers, "Authorization": f"Bearer {t}"}, timeout=30)
+            for t in ("not-a-jwt", expired)
+        ] + [httpx.post(mcp_url, json=body, headers=headers, timeout=30)]
+
+        async def official_client() -> None:
+            async with http_session(mcp_url, "not-a-jwt") as client:
+                await client.list_tools()
+
+        with pytest.raises(Exception):  # noqa: B017 - the SDK raises its transport error for a 401
+            run(official_client)
+    finally:
+        stop()
+    # Then every attempt is API Gateway's 401, pointing at the protected-resource metadata, and the MCP function
+    # never ran
+    for answer in answers:
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "AuthenticationFailed"
+        assert answer.headers["WWW-Authenticate"] == (
+            f'Bearer resource_metadata="{gateway_url}/.well-known/oauth-protected-resource/mcp"'
+        )
+    assert "McpFunction" not in invoked
+
+
+def test_the_protected_resource_metadata_is_public_and_names_the_issuer(gateway_url, idp):
+    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+        answer = httpx.get(gateway_url + path, timeout=30)
+        assert answer.status_code == 200
+        assert answer.json()["resource"] == f"{gateway_url}/mcp"
+        assert answer.json()["authorization_servers"] == [idp]
+
+
+# ----------------------------------------------------------------------------------------------- warm Lambda
+def _event(gateway_url: str, token: str, principal: str, body: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """The REST proxy event API Gateway hands McpFunction for a POST /mcp that passed the authorizer."""
+    host = gateway_url.split("://", 1)[1]
+    headers = {
+        "Host": host,
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "X-Forwarded-Proto": "http",
+    }
+    if version:  # the 2026-07-28 revision's routing headers
+        headers["Mcp-Protocol-Version"] = version
+        headers["Mcp-Method"] = body["method"]
+        if body["method"] == "tools/call":
+            headers["Mcp-Name"] = body["params"]["name"]
+    return {
+        "resource": "/mcp",
+        "path": "/mcp",
+        "httpMethod": "POST",
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/mcp",
+            "httpMethod": "POST",
+            "path": "/mcp",
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "domainName": host,
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": "test"},
+            "authorizer": {"principal": principal, "principalId": "bob"},
+        },
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+def test_warm_invocations_of_the_function_each_answer(gateway_url, make_token, admin, sub, with_node):
+    from itl_accelerator_mcp.lambda_handler import handler
+
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    principal = json.dumps(
+        {"subject": "bob", "roles": [CONSUMER], "scopes": [{"subscription_id": sub, "resource_group": None}]}
+    )
+    calls = [
+        ({"method": "tools/list", "params": {}}, MODERN),
+        ({"method": "tools/call", "params": {"name": "list_nodes", "arguments": {}}}, MODERN),
+        (
+            {
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": LEGACY,
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"},
+                },
+            },
+            None,
+        ),
+        (
+            {
+                "method": "tools/call",
+                "params": {"name": "get_node", "arguments": {"resourceGroup": "rg1", "node": "dgx-1"}},
+            },
+            MODERN,
+        ),
+        ({"method": "tools/list", "params": {}}, MODERN),
+    ]
+    answers = []
+    started = time.monotonic()
+    # The same handler object, invoked again and again in one execution environment (one thread, as Lambda does)
+    for number, (message, version) in enumerate(calls, 1):
+        envelope = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        meta = {"_meta": envelope} if version else {}
+        body = {"jsonrpc": "2.0", "id": number, **message, "params": {**message["params"], **meta}}
+        event = _event(gateway_url, token, principal, body, version)
+        answers.append(handler(event, LambdaContext(function_name="McpFunction", timeout_seconds=29)))
+    assert [a["statusCode"] for a in answers] == [200] * len(calls), [a.get("body") for a in answers]
+    results = [json.loads(a["body"]) for a in answers]
+    assert all("result" in r for r in results), results
+    assert len(results[0]["result"]["tools"]) == len(READ_TOOLS | WRITE_TOOLS)
+    assert [n["name"] for n in results[1]["result"]["structuredContent"]["value"]] == ["dgx-1"]
+    assert results[2]["result"]["protocolVersion"] == LEGACY
+    assert results[3]["result"]["structuredContent"]["name"] == "dgx-1"
+    assert time.monotonic() - started < 60
+
+
+# ----------------------------------------------------------------------------------------------- stdio
+def test_the_stdio_server_serves_the_same_tools_as_the_user(gateway_url, make_token, admin, sub, with_node):
+    cli = str(Path(sys.executable).with_name("itlc-accelerator"))
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    env = {"CONTROLPLANE_TOKEN": token, "CONTROLPLANE_RESOURCE_GROUP": "rg1"}
+
+    async def main(*extra: str) -> tuple[str, set[str], Any, Any]:
+        params = StdioServerParameters(command=cli, args=["mcp", "--api-url", gateway_url, *extra], env=env)
+        async with Client(params) as client:
+            listed = {t.name for t in (await client.list_tools()).tools}
+            nodes = await client.call_tool("list_nodes", {})
+            write = await client.call_tool("set_node_availability", {"node": "dgx-1", "availability": "Cordoned"})
+            return client.protocol_version, listed, nodes, write
+
+    version, listed, nodes, write = run(main)
+    assert version == MODERN and listed == READ_TOOLS | WRITE_TOOLS
+    assert [n["name"] for n in nodes.structured_content["value"]] == ["dgx-1"]
+    # the consumer's write is the API's 403, as over HTTP
+    assert payload(write)["error"]["code"] == "AuthorizationFailed"
+
+    version, listed, nodes, write = run(lambda: main("--read-only"))
+    assert listed == READ_TOOLS and payload(write)["error"]["code"] == "ReadOnlyMode"
+
+
+def test_a_get_or_delete_on_the_endpoint_answers_405_at_once(mcp_url, make_token, sub):
+    # (a standalone SSE stream held open would hold the function until its timeout)
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    for method in ("GET", "DELETE"):
+        answer = httpx.request(
+            method, mcp_url, headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}, timeout=20
+        )
+        assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
