@@ -3,13 +3,13 @@ fragmentation best fit leaves, beside a first-fit baseline. Prints two tables.
 
 Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`` runs it too).
 
-(a) On moto, with the table of template.yaml and the real store and placement code (``JobStore``, ``Placement``):
+(a) On moto, with the table of template.yaml and the real repositories and placement code (``Placement``):
     fleets of 10, 100 and 1,000 nodes of 8 GPUs (a third of them partly used), then ``PLACEMENTS`` jobs placed one
     by one. For each placement: the DynamoDB calls it made (counted at botocore) and its wall time. The count must
     not grow with the fleet: one ``Query`` of the placement index, one ``TransactWriteItems``.
 (b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
     110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
-    best-fit order (:func:`itl_accelerator.services.placement.best_fit_key`) and, beside it, by first fit (the first
+    best-fit order (:func:`itl_accelerator.services.common.placement.best_fit_key`) and, beside it, by first fit (the first
     node in a fixed order that fits). Waiting jobs are served in order with backfill, as the service does.
     Fragmentation is the free GPUs stranded on partly used nodes whenever a job has to wait (they exist, but no
     node has enough of them together); lower is better.
@@ -23,7 +23,6 @@ import statistics
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,19 +55,18 @@ def measure_fleets() -> list[FleetRow]:
     from moto import mock_aws
 
     from itl_accelerator.auth.principal import Principal
+    from itl_accelerator.domain.records import Instance, Job, Node, Reservation, ResourceKey
+    from itl_accelerator.domain.states import OperationKind, ProvisioningState
+    from itl_accelerator.repositories.dynamodb import dynamodb_repositories
     from itl_accelerator.resources import JOBS, NODES
-    from itl_accelerator.services.access import Access
-    from itl_accelerator.services.audit_log import build_event
-    from itl_accelerator.services.context import CallContext
-    from itl_accelerator.services.kernel import ResourceKernel
-    from itl_accelerator.services.nodes import gpu_model_key
-    from itl_accelerator.services.placement import Placement
+    from itl_accelerator.services.common.access import Access
+    from itl_accelerator.services.common.audit_events import build_event
+    from itl_accelerator.services.common.context import CallContext
+    from itl_accelerator.services.common.kernel import ResourceKernel
+    from itl_accelerator.services.common.lro import new_operation
+    from itl_accelerator.services.common.placement import Placement
     from itl_accelerator.settings import Settings
-    from itl_accelerator.store.jobs import JobStore
-    from itl_accelerator.store.keys import ResourceKey, placement_partition
-    from itl_accelerator.store.resources import ResourceWrite, shape_sk
-    from itl_accelerator.store.workloads import Reservation, WorkloadRecord
-    from itl_accelerator.workflows import WorkflowStarter
+    from itl_accelerator.state_machines import StateMachines
     from itl_local.aws import create_table, make_dynamodb_faithful
     from itl_local.template import Template
 
@@ -76,53 +74,77 @@ def measure_fleets() -> list[FleetRow]:
     os.environ.pop("AWS_ENDPOINT_URL", None)
     make_dynamodb_faithful()
     ctx = CallContext(Principal(subject="bench", roles=["itl-accelerator-admin"]), "bench", "bench")
+
+    def audit(sub: str, resource_id: str) -> Any:
+        return build_event(
+            ctx,
+            subscription_id=sub,
+            action="bench",
+            resource_id=resource_id,
+            resource_type="bench",
+            resource_name="bench",
+            change_summary="bench",
+        )
+
     rows = []
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, Template(), TABLE)
-        store = JobStore(client, TABLE)
-        placement = Placement(ResourceKernel(store, Access(store)), WorkflowStarter(None), Settings())
+        repos = dynamodb_repositories(client, TABLE)
+        placement = Placement(ResourceKernel(repos, Access(repos.audit)), StateMachines(None), Settings())
         rng = random.Random(7)
         for fleet in FLEETS:
             sub = f"sub-bench-{fleet}"
             for i in range(fleet):
                 key = ResourceKey(sub, "rg", NODES.segment, (f"n{i:04d}",))
-                document = {
-                    "id": NODES.id(sub, "rg", key.names),
-                    "name": key.names[0],
-                    "type": NODES.type_name,
-                    "location": "us-east-1",
-                    "properties": {
-                        "owner": "o",
-                        "hardwareSpecs": {"gpuModel": "H100"},
-                        "pricing": {"pricePerGpuHour": 2.5},
-                    },
-                    "systemData": {},
-                }
-                write = ResourceWrite(
-                    key,
-                    document,
-                    '"e"',
-                    totals={"gpuTotal": 8, "memoryGbTotal": 640},
-                    attributes={
-                        "owner": "o",
+                node = Node(
+                    key=key,
+                    document={
+                        "id": NODES.id(sub, "rg", key.names),
+                        "name": key.names[0],
+                        "type": NODES.type_name,
                         "location": "us-east-1",
-                        "availability": "Available",
-                        "gpuModelKey": gpu_model_key("H100"),
-                        "GSI5PK": placement_partition(sub),
+                        "properties": {
+                            "owner": "o",
+                            "hardwareSpecs": {"gpuModel": "H100", "gpuMemoryGb": 80},
+                            "pricing": {"pricePerGpuHour": 2.5},
+                            "availability": "Available",
+                        },
+                        "systemData": {},
                     },
-                    shape=shape_sk("h100", "us-east-1", 8, 640),
+                    etag='"e"',
+                    gpu_total=8,
+                    memory_gb_total=640,
                 )
-                store.create_resource(write, _audit(build_event, ctx, sub, write.document["id"]))
-                if i % 3 == 0:  # a third partly used: 1-6 GPUs taken
+                repos.nodes.create(node, audit(sub, node.arm_id))
+                if i % 3 == 0:  # a third partly used: 1-6 GPUs taken, by an instance-like workload
                     used = rng.randint(1, 6)
-                    _hold(store, ctx, sub, key, used, build_event, WorkloadRecord, Reservation)
+                    held_key = ResourceKey(sub, "rg", "sparkOllamaInstances", (key.names[0], "held"))
+                    held = Instance(
+                        key=held_key,
+                        document={"id": f"{node.arm_id}/held", "systemData": {}, "properties": {}},
+                        etag='"e"',
+                        state=ProvisioningState.SUCCEEDED,
+                        gpus=used,
+                        memory_gb=80 * used,
+                        capacity_reserved=True,
+                    )
+                    operation = new_operation(
+                        ctx,
+                        held_key,
+                        kind=OperationKind.PROVISION,
+                        location="us-east-1",
+                        operation_id=str(uuid.uuid4()),
+                        resource_id=held.arm_id,
+                    )
+                    reservation = Reservation.on(node, used, 80 * used, child=1)
+                    repos.instances.accept(held, operation, audit(sub, held.arm_id), reservation)
             calls: Counter[str] = Counter()
             ms: list[float] = []
             for j in range(PLACEMENTS):
                 gpus = rng.choice((1, 1, 2))  # 30 of them fit even the 10-node fleet
                 job_key = ResourceKey(sub, "rg", JOBS.segment, (f"job-{j}",))
-                record = WorkloadRecord(
+                job = Job(
                     key=job_key,
                     document={
                         "id": JOBS.id(sub, "rg", job_key.names),
@@ -131,66 +153,33 @@ def measure_fleets() -> list[FleetRow]:
                         "properties": {},
                     },
                     etag='"e"',
-                    state="Accepted",
+                    state=ProvisioningState.ACCEPTED,
                     operation_id=str(uuid.uuid4()),
                     gpus=gpus,
                     memory_gb=80 * gpus,
-                    extra={"status": "Pending", "cancelRequested": False, "gpuModelKey": "h100"},
+                    gpu_model="h100",
+                    submitted_by="bench",
+                    submitted_at="2026-01-01T00:00:00.000000Z",
                 )
-                store.accept(
-                    record,
-                    replacing_etag=None,
-                    operation={"name": record.operation_id, "status": "Accepted"},
-                    operation_kind="job",
-                    audit=_audit(build_event, ctx, sub, record.document["id"]),
+                operation = new_operation(
+                    ctx,
+                    job_key,
+                    kind=OperationKind.JOB,
+                    location="global",
+                    operation_id=str(job.operation_id),
+                    resource_id=job.arm_id,
                 )
-                record = store.get_workload(job_key)
+                repos.jobs.submit(job, operation, audit(sub, job.arm_id))
+                stored = repos.jobs.get(job_key)
+                assert stored is not None
                 with dynamodb_calls() as counted:
                     started = time.perf_counter()
-                    placed = placement.place(ctx, record)
+                    placed = placement.place(ctx, stored)
                     ms.append((time.perf_counter() - started) * 1000)
                 assert placed is not None, "the fleet had room"
                 calls.update(counted)
             rows.append(FleetRow(fleet, PLACEMENTS, calls, ms))
     return rows
-
-
-def _audit(build_event: Callable[..., Any], ctx: Any, sub: str, resource_id: str) -> Any:
-    return build_event(
-        ctx,
-        subscription_id=sub,
-        action="bench",
-        resource_id=resource_id,
-        resource_type="bench",
-        resource_name="bench",
-        change_summary="bench",
-    )
-
-
-def _hold(
-    store: Any, ctx: Any, sub: str, node: Any, gpus: int, build_event: Any, record_type: Any, reservation: Any
-) -> None:
-    """Take ``gpus`` of ``node`` with an instance-like workload (so the fleet is partly used)."""
-    from itl_accelerator.store.keys import ResourceKey
-
-    key = ResourceKey(sub, node.resource_group, "sparkOllamaInstances", (node.names[0], "held"))
-    record = record_type(
-        key=key,
-        document={"id": f"{node.names[0]}/held", "systemData": {}, "properties": {}},
-        etag='"e"',
-        state="Succeeded",
-        gpus=gpus,
-        memory_gb=80 * gpus,
-        capacity_reserved=True,
-    )
-    store.accept(
-        record,
-        replacing_etag=None,
-        operation={"name": str(uuid.uuid4()), "status": "Succeeded"},
-        operation_kind="provision",
-        audit=_audit(build_event, ctx, sub, record.document["id"]),
-        reservation=reservation(node, gpus, 80 * gpus, {"gpuTotal": 8, "memoryGbTotal": 640}, child=1),
-    )
 
 
 # ------------------------------------------------------------------------------------------------ (b) simulation
@@ -206,8 +195,8 @@ class SimResult:
 
 def simulate(order: str, seed: int = 11) -> SimResult:
     """(b) with ``order`` ``best`` (the service's best-fit key) or ``first`` (lowest node number that fits)."""
-    from itl_accelerator.services.capacity import Capacity
-    from itl_accelerator.services.placement import best_fit_key
+    from itl_accelerator.services.common.capacity import Capacity
+    from itl_accelerator.services.common.placement import best_fit_key
 
     rng = random.Random(seed)
     free = [GPUS_PER_NODE] * SIM_NODES

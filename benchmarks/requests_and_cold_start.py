@@ -5,7 +5,7 @@ Run from the repository root: ``python -m benchmarks.requests_and_cold_start``. 
 (a) For each operation, the DynamoDB API calls it makes, by API name, counted at the botocore client (every
     ``BaseClient._make_api_call`` of a ``dynamodb`` client, whoever created it) while the request runs through the
     API Gateway emulator of template.yaml (real authorizer, real function handlers) on moto, and whether that fits
-    the budget of the store (layers/core/itl_accelerator/store/table.py): a read is 1 GetItem; a list page is
+    the budget of the repositories (layers/core/itl_accelerator/repositories/dynamodb/table.py): a read is 1 GetItem; a list page is
     1 Query; a write is at most 1 TransactWriteItems plus at most 1 read; a refused request writes at most its
     audit item (1 PutItem) and reads nothing; no Scan ever.
 (b) For each function of template.yaml, in a fresh interpreter: the time to import its handler module and build
@@ -384,10 +384,10 @@ import mangum
 #: DynamoDB client under it).
 _SERVICE_FUNCTION = """
 import importlib
-from itl_accelerator.container import Container
+from itl_accelerator.wiring import Wiring
 handler = getattr(importlib.import_module({module!r}), {attr!r})
-getattr(Container.build(), {service!r}).__class__
-Container.build().store
+getattr(Wiring.build(), {service!r}).__class__
+Wiring.build().store
 """
 
 #: The service a workflow step or schedule handler uses (what its first invocation builds).
@@ -458,7 +458,7 @@ def cold_start_targets() -> list[tuple[str, str, str]]:
         else:
             service = SERVICES.get(handler) or SERVICES[module]
             body = _SERVICE_FUNCTION.format(module=module, attr=attr, service=service)
-            targets.append((name, f"{handler} + Container.{service}", body))
+            targets.append((name, f"{handler} + Wiring.{service}", body))
     return targets
 
 

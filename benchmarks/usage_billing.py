@@ -4,7 +4,7 @@ beside a plain ``csv``-module write of the same rows in the same run. Prints a t
 Run from the repository root: ``python -m benchmarks.usage_billing [--records 100000,1000000]`` (``./dev bench``
 runs it too).
 
-The records are the service's own :class:`~itl_accelerator.store.usage.UsageRecord` objects, generated one at a
+The records are the service's own :class:`~itl_accelerator.domain.usage.UsageRecord` objects, generated one at a
 time (1,000 allocations on 20 nodes, one record per allocation per hour, each with one or two price segments), and
 fed to the same code the scheduled functions run after their DynamoDB pages:
 
@@ -40,8 +40,8 @@ from typing import Any
 from itl_accelerator.billing.focus import FOCUS_COLUMNS, focus_row, write_focus_csv_gz
 from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.billing.rollup import HourRollup
-from itl_accelerator.services.billing_export import _line
-from itl_accelerator.store.usage import UsageRecord, hour_key
+from itl_accelerator.domain.usage import UsageRecord, hour_key
+from itl_accelerator.services.schedules.billing_export import _line
 
 ALLOCATIONS = 1_000
 NODES = 20
@@ -103,10 +103,10 @@ def roll_up(count: int) -> int:
     for record in records(count):
         if rollup is None or rollup.hour != record.hour:
             if rollup is not None:
-                items += sum(1 for _ in rollup.items(0))
+                items += sum(1 for _ in rollup.rollups(0))
             rollup = HourRollup(hour_key(record.window_start))
         rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
-    return items + (sum(1 for _ in rollup.items(0)) if rollup else 0)
+    return items + (sum(1 for _ in rollup.rollups(0)) if rollup else 0)
 
 
 def lines(count: int) -> Iterator[Any]:

@@ -1,9 +1,9 @@
 """Step Functions Task handlers of the job lifecycle state machine: one handler per step.
 
-Each parses the state input (the execution input plus earlier results; for the two ``.waitForTaskToken`` Tasks,
-``{"taskToken", "state"}``), calls one method of :class:`itl_accelerator.services.job_workflow.JobWorkflow`, and
-returns its result. Exceptions propagate unchanged, so their class name is the ``errorType`` the state machine's
-``Retry``/``Catch`` match.
+Each parses the state (services/workflows/io.py ``JobStepInput``: the execution input plus earlier results; for the
+two ``.waitForTaskToken`` Tasks, ``{"taskToken", "state"}``), calls one method of
+:class:`itl_accelerator.services.workflows.job_steps.JobSteps`, and returns its typed result as JSON. Exceptions
+propagate unchanged, so their class name is the ``errorType`` the state machine's ``Retry``/``Catch`` match.
 """
 
 from __future__ import annotations
@@ -11,45 +11,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from itl_accelerator.container import Container
 from itl_accelerator.observability import logger, tracer
-from itl_accelerator.services.job_workflow import JobInput, JobWorkflow, error_end
+from itl_accelerator.services.workflows.io import JobEnd, JobStepInput
+from itl_accelerator.services.workflows.job_steps import JobSteps, error_end
+from itl_accelerator.wiring import Wiring
 
-#: One container per function (as in AWS, where a process serves one function).
-_containers: dict[str, Container] = {}
+#: One wiring per function (as in AWS, where a process serves one function).
+_wirings: dict[str, Wiring] = {}
 
 
-def _workflow(function_name: str) -> JobWorkflow:
-    if function_name not in _containers:
-        _containers.setdefault(function_name, Container.build())
-    return _containers[function_name].job_workflow
+def _steps(function_name: str) -> JobSteps:
+    if function_name not in _wirings:
+        _wirings.setdefault(function_name, Wiring.build())
+    return _wirings[function_name].job_steps
 
 
 StepHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def _step(run: Callable[[JobWorkflow, JobInput, dict[str, Any]], dict[str, Any]]) -> StepHandler:
+def _step(run: Callable[[JobSteps, JobStepInput, dict[str, Any]], Any]) -> StepHandler:
     @logger.inject_lambda_context(clear_state=True)
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         state = event.get("state", event)  # a .waitForTaskToken Task's payload wraps the state
-        inp = JobInput.model_validate(state)
+        inp = JobStepInput.model_validate(state)
         logger.append_keys(operation_id=inp.operationId, correlation_id=inp.correlationId)
-        return run(_workflow(context.function_name), inp, event)
+        result = run(_steps(context.function_name), inp, event)
+        return result.as_output() if result is not None else {}
 
     return handler
 
 
-def _outcome(event: dict[str, Any]) -> dict[str, Any]:
+def _outcome(inp: JobStepInput) -> JobEnd:
     """What ends the job: the end a step reported, else the error a Catch caught."""
-    step_end = (event.get("step") or {}).get("end")
-    return step_end or error_end(event.get("error") or {})
+    return (inp.step.end if inp.step else None) or error_end(inp.error)
 
 
-admit = _step(lambda w, i, e: w.admit(i))
-place = _step(lambda w, i, e: w.place(i))
-await_capacity = _step(lambda w, i, e: w.await_capacity(i, e["taskToken"]))
-submit = _step(lambda w, i, e: w.submit(i))
-track = _step(lambda w, i, e: w.track(i, e["taskToken"]))
-stop = _step(lambda w, i, e: w.stop(i, (e.get("stop") or {}).get("deadline")))
-finish = _step(lambda w, i, e: w.finish(i, _outcome(e), (e.get("stop") or {}).get("platform")))
+admit = _step(lambda s, i, e: s.admit(i))
+place = _step(lambda s, i, e: s.place(i))
+await_capacity = _step(lambda s, i, e: s.await_capacity(i, e["taskToken"]))
+submit = _step(lambda s, i, e: s.submit(i))
+track = _step(lambda s, i, e: s.track(i, e["taskToken"]))
+stop = _step(lambda s, i, e: s.stop(i, i.stop.deadline if i.stop else None))
+finish = _step(lambda s, i, e: s.finish(i, _outcome(i), i.stop.platform if i.stop else None))

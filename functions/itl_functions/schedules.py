@@ -12,25 +12,25 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from itl_accelerator.container import Container
 from itl_accelerator.observability import did_something, log_metrics, logger, metrics, publish_counts, tracer
+from itl_accelerator.wiring import Wiring
 
-_containers: list[Container] = []
+_wirings: list[Wiring] = []
 
 
-def _container() -> Container:
-    if not _containers:
-        _containers.append(Container.build())
-    return _containers[0]
+def _wiring() -> Wiring:
+    if not _wirings:
+        _wirings.append(Wiring.build())
+    return _wirings[0]
 
 
 @logger.inject_lambda_context(clear_state=True)
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Every 5 minutes: end the operations whose workflow stalled (services/reconciler.py). ``event`` is the
+    """Every 5 minutes: end the operations whose workflow stalled (services/schedules/reconciler.py). ``event`` is the
     schedule's input (``scheduledTime``, ``executionId``); the run stops early when its time runs short."""
-    report = _container().reconciler.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    report = _wiring().reconciler.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("Reconciler", report.as_metrics())
     _log("Reconciled", asdict(report), event)
     return asdict(report)
@@ -40,9 +40,9 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Every minute: check the running jobs that are due (services/job_workflow.JobTracker: ended on the DGX Platform, past
+    """Every minute: check the running jobs that are due (services/schedules/job_tracker.py: ended on the DGX Platform, past
     their max duration, or to be checked later, each less often)."""
-    counts = _container().job_tracker.run()
+    counts = _wiring().job_tracker.run()
     _publish("JobTracker", counts)
     _log("Tracked jobs", counts, event)
     return counts
@@ -52,13 +52,13 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Every 5 minutes: record the usage of every meter that is due (services/usage.UsageSync) and publish how far
+    """Every 5 minutes: record the usage of every meter that is due (services/schedules/usage_sync.py) and publish how far
     the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm)."""
-    container = _container()
-    report = container.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    wiring = _wiring()
+    report = wiring.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("UsageSync", report.as_metrics())
     metrics.add_metric(name="UsageSyncRuns", unit=MetricUnit.Count, value=1)
-    lag = container.billing_export.lag_hours(time.time())
+    lag = wiring.billing_export.lag_hours(time.time())
     if lag is not None:
         metrics.add_metric(name="BillingExportLagHours", unit=MetricUnit.Count, value=lag)
     _log("Synced usage", asdict(report), event)
@@ -69,8 +69,8 @@ def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Hourly: recompute the roll-ups of every hour whose usage changed (services/usage_rollups.UsageRollups)."""
-    report = _container().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    """Hourly: recompute the roll-ups of every hour whose usage changed (services/schedules/usage_rollups.py)."""
+    report = _wiring().usage_rollups.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("UsageRollup", report.as_metrics())
     _log("Rolled up usage", asdict(report), event)
     return asdict(report)
@@ -80,9 +80,9 @@ def roll_up_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Hourly at :30: write the FOCUS export of every day due (services/billing_export.BillingExport). ``event["day"]``
+    """Hourly at :30: write the FOCUS export of every day due (services/schedules/billing_export.py). ``event["day"]``
     (``YYYY-MM-DD``, optional) exports that day only — an operator's re-run or an early export of today."""
-    report = _container().billing_export.run(
+    report = _wiring().billing_export.run(
         day=event.get("day") or None, time_left=lambda: context.get_remaining_time_in_millis() / 1000
     )
     _publish("BillingExport", report.as_metrics())

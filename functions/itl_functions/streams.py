@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from itl_accelerator.container import Container
 from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
+from itl_accelerator.repositories.dynamodb.streams import node_changes
+from itl_accelerator.wiring import Wiring
 
-_containers: list[Container] = []
+_wirings: list[Wiring] = []
 
 
-def _container() -> Container:
-    if not _containers:
-        _containers.append(Container.build())
-    return _containers[0]
+def _wiring() -> Wiring:
+    if not _wirings:
+        _wirings.append(Wiring.build())
+    return _wirings[0]
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -25,7 +26,7 @@ def _container() -> Container:
 @tracer.capture_lambda_handler(capture_response=False)
 def fleet_changes(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Node items registered, changed or removed (``event["Records"]``, NEW_AND_OLD_IMAGES): serve the waiting jobs
-    that may run now and fail those no node can ever hold (services/fleet.py). Returns the batch's counts."""
-    report = _container().fleet_changes.on_records(event.get("Records") or [])
+    that may run now and fail those no node can ever hold (services/streams/fleet.py). Returns the batch's counts."""
+    report = _wiring().fleet_changes.on_changes(node_changes(event.get("Records") or []))
     publish_counts(metrics, "FleetChanges", report.as_metrics())
     return report.as_metrics()

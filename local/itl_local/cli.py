@@ -311,7 +311,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         return 2
     settings = _settings()
     os.environ.update(running_stack_environment(settings, template))
-    from itl_accelerator.services.billing_export import ExportRefused
+    from itl_accelerator.services.schedules.billing_export import ExportRefused
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()

@@ -98,7 +98,7 @@ def test_what_the_api_accepts_it_reads_back_and_lists(admin, sub):
 
 def test_a_change_too_large_for_one_item_is_400_naming_the_limit(admin, sub, monkeypatch):
     # Given a store whose item limit is far below what the body limit lets through (so the limit is reached)
-    from itl_accelerator.store import table
+    from itl_accelerator.repositories.dynamodb import table
 
     monkeypatch.setattr(table, "MAX_ITEM_BYTES", 4096)
     # When a change would store more than that

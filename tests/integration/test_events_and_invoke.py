@@ -393,13 +393,13 @@ def test_authorizer_event_with_the_placeholder_left_in_is_unauthorized(aws):
 #: and the timing fields with the sample values (seconds).
 MACHINE_INPUTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], dict[str, int]]] = {
     "ProvisionInstanceStateMachine": (
-        "itl_accelerator.services.instance_workflow.WorkflowInput",
+        "itl_accelerator.services.workflows.io.InstanceStepInput",
         ("subscriptionId", "resourceGroup", "nodeName", "instanceName"),
         (EVENT_SUBSCRIPTION, "rg1", "dgx-1", "instance-1"),
         {"pollIntervalSeconds": 2, "timeoutSeconds": 900},
     ),
     "JobLifecycleStateMachine": (
-        "itl_accelerator.services.job_workflow.JobInput",
+        "itl_accelerator.services.workflows.io.JobStepInput",
         ("subscriptionId", "resourceGroup", "jobName"),
         (EVENT_SUBSCRIPTION, "rg1", "job-1"),
         {"pollIntervalSeconds": 30, "stopTimeoutSeconds": 300},
@@ -473,7 +473,7 @@ def test_every_step_has_an_expected_outcome():
 
 @pytest.mark.parametrize("function_id", STEP_FUNCTIONS)
 def test_step_event_through_the_real_handler_on_a_missing_instance(aws, sub, dgx, function_id):
-    from itl_accelerator.store import keys
+    from itl_accelerator.repositories.dynamodb import keys
 
     # Given the step's sample event, in a subscription of this test only (so its instance does not exist) and for
     # an operation of this test only

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from itl_accelerator.services.job_workflow import epoch
+from itl_accelerator.services.workflows.job_steps import epoch
 from tests.conftest import ADMIN, CONSUMER, SEED_NODE, SUPPLIER, node_body, nodes_path
 from tests.integration.instance_helpers import (
     SEED_INSTANCE,
@@ -177,8 +177,8 @@ def test_a_job_no_node_could_ever_hold_fails_at_once_as_inadmissible(admin, sub,
 
 
 def test_max_duration_is_enforced_and_billing_stops_then(admin, sub, node, aws, dgx):
-    from itl_accelerator.container import Container
     from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
 
     # Given a job that would run forever, with a max duration of one minute
     assert (
@@ -191,7 +191,7 @@ def test_max_duration_is_enforced_and_billing_stops_then(admin, sub, node, aws, 
     started = running["properties"]["startedAt"]
     # When the tracker looks after the deadline has passed
     wait_for(
-        lambda: Container.build(get_settings()).job_tracker.run(now=time.time() + 120)["ended"] >= 1 or None,
+        lambda: Wiring.build(get_settings()).job_tracker.run(now=time.time() + 120)["ended"] >= 1 or None,
         timeout=60,
         what="the tracker to end the job",
     )
@@ -317,22 +317,21 @@ def test_a_cancel_accepted_while_the_job_is_being_finished_gets_its_answer(admin
     """The exact interleaving the race above only sometimes hits: the job's final transition has read the job, then
     a cancel is accepted (202, a new operation), then the transition writes. The cancel's operation must still end
     (Failed: the job had already finished), not stay Accepted for ever."""
-    from itl_accelerator.store.workloads import WorkloadStore
+    from itl_accelerator.repositories.dynamodb.jobs import DynamoJobRepository
 
     # Given a running job whose end on the DGX Platform is held back
     dgx.config.hold_jobs = True
     assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=1))).status_code == 201
     wait_job(admin, jobs_path(sub, "j"), ("Running",))
     cancels: list[Any] = []
-    transition = WorkloadStore.transition
+    update = DynamoJobRepository.update
 
-    def cancel_first(self, key, **kw):  # the job's final transition, after its read: a cancel comes first
-        ours = key.subscription_id == sub and key.type_segment == "sparkJobs"
-        if ours and not cancels and kw["set_values"].get("status") in FINAL:
+    def cancel_first(self, before, after, audit, **kw):  # the job's final transition, after its read: a cancel first
+        if before.key.subscription_id == sub and not cancels and after.status in FINAL:
             cancels.append(admin.post(jobs_path(sub, "j") + "/cancel"))
-        return transition(self, key, **kw)
+        return update(self, before, after, audit, **kw)
 
-    monkeypatch.setattr(WorkloadStore, "transition", cancel_first)
+    monkeypatch.setattr(DynamoJobRepository, "update", cancel_first)
     # When the job ends on the platform
     dgx.config.hold_jobs = False
     done = wait_job(admin, jobs_path(sub, "j"))
@@ -553,7 +552,7 @@ def test_tracking_a_job_costs_a_constant_number_of_history_events(admin, sub, no
     import boto3
 
     from itl_accelerator.settings import get_settings
-    from itl_accelerator.workflows import execution_arn
+    from itl_accelerator.state_machines import execution_arn
 
     sfn = boto3.client("stepfunctions")
     counts: dict[str, int] = {}
@@ -578,18 +577,23 @@ def test_tracking_a_job_costs_a_constant_number_of_history_events(admin, sub, no
 
 # ------------------------------------------------------------------------------------------------ reconciler
 def _reconcile(sub: str, ahead: float = 3600) -> list[str]:
-    from itl_accelerator.container import Container
     from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
 
-    report = Container.build(get_settings()).reconciler.run(now=time.time() + ahead)
+    report = Wiring.build(get_settings()).reconciler.run(now=time.time() + ahead)
     return [r["outcome"] for r in report.repaired if f"/subscriptions/{sub}/" in r["resource"]]
 
 
 def test_a_job_whose_execution_never_started_is_started_by_the_reconciler(admin, sub, node, aws, monkeypatch):
-    from itl_accelerator.workflows import WorkflowStarter
+    from botocore.exceptions import ClientError
 
-    # Given a job accepted while StartExecution failed (the client got 202 all the same)
-    monkeypatch.setattr(WorkflowStarter, "start", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("throttled")))
+    from itl_accelerator.state_machines import StateMachines
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution")
+
+    # Given a job accepted while StartExecution was throttled (the client got 202 all the same)
+    monkeypatch.setattr(StateMachines, "start", throttled)
     assert admin.post(jobs_path(sub), json=SEED_JOB).status_code == 202
     monkeypatch.undo()
     assert admin.get(jobs_path(sub, "job-1")).json()["properties"]["status"] == "Pending"

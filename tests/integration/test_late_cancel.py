@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from itl_accelerator.services.job_workflow import epoch
+from itl_accelerator.services.workflows.job_steps import epoch
 from tests.integration.instance_helpers import node_counters, relative, wait_for
 from tests.integration.test_jobs import job_body, jobs_path, sim, sim_jobs_of, wait_job
 

@@ -80,7 +80,7 @@ def test_a_crashed_function_shows_its_stack_trace_and_502(client, emulator, auth
 
 
 def test_an_unhandled_error_shows_its_stack_trace_and_500(client, auth, output, sub, monkeypatch):
-    from itl_accelerator.services.nodes import SparkNodeService
+    from itl_accelerator.services.api.nodes import SparkNodeService
 
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the store exploded")

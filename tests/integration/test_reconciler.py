@@ -28,10 +28,10 @@ LATER = 3600  # seconds: far beyond every lease of the test settings
 
 
 def reconciler() -> Any:
-    from itl_accelerator.container import Container
     from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
 
-    return Container.build(get_settings()).reconciler
+    return Wiring.build(get_settings()).reconciler
 
 
 _runs = itertools.count(1)
@@ -65,22 +65,20 @@ def audit_summaries(admin: Any, sub: str) -> list[str]:
 
 def execution_status(operation_id: str) -> str:
     from itl_accelerator.settings import get_settings
-    from itl_accelerator.workflows import WorkflowStarter
+    from itl_accelerator.state_machines import StateMachines
 
-    return WorkflowStarter(boto3.client("stepfunctions")).status(
-        get_settings().provision_state_machine_arn, operation_id
-    )
+    return StateMachines(boto3.client("stepfunctions")).status(get_settings().provision_state_machine_arn, operation_id)
 
 
 @pytest.fixture
 def start_execution_fails(monkeypatch):
     """StartExecution throttled for the API (the accepting transaction has committed before it is called)."""
-    from itl_accelerator.workflows import WorkflowStarter
+    from itl_accelerator.state_machines import StateMachines
 
     def throttled(self, *args, **kwargs):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution")
 
-    monkeypatch.setattr(WorkflowStarter, "start", throttled)
+    monkeypatch.setattr(StateMachines, "start", throttled)
     return monkeypatch
 
 
@@ -111,10 +109,15 @@ def test_a_deletion_whose_execution_never_started_is_finished(admin, sub, aws, d
     assert admin.post(nodes_path(sub), json=SEED_NODE).status_code == 201
     assert admin.post(instances_path(sub), json=SEED_INSTANCE).status_code == 202
     wait_state(admin, instances_path(sub, name="instance-1"), ("Succeeded",))
-    # Given a delete accepted while StartExecution failed
-    from itl_accelerator.workflows import WorkflowStarter
+    # Given a delete accepted while Step Functions could not be reached
+    from botocore.exceptions import EndpointConnectionError
 
-    monkeypatch.setattr(WorkflowStarter, "start", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
+    from itl_accelerator.state_machines import StateMachines
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise EndpointConnectionError(endpoint_url="https://states.us-east-1.amazonaws.com")
+
+    monkeypatch.setattr(StateMachines, "start", unreachable)
     assert admin.delete(instances_path(sub, name="instance-1")).status_code == 202
     monkeypatch.undo()
     # When the reconciler runs

@@ -195,8 +195,8 @@ def test_workload_secrets_are_write_only_and_env_values_are_the_submitters(calle
 
 # ------------------------------------------------------------------------------------------------ earnings
 def test_a_nodes_earnings_stay_with_the_supplier_that_earned_them(caller, admin, sub, rd1):
-    from itl_accelerator.container import Container
     from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
 
     scope = [f"/subscriptions/{sub}"]
     greedy = caller([SUPPLIER], scope, subject=GREEDY)
@@ -206,9 +206,9 @@ def test_a_nodes_earnings_stay_with_the_supplier_that_earned_them(caller, admin,
     cost = wait_job(admin, jobs_path(sub, "earn"))["properties"]["cost"]
     # When the node is handed to another supplier and the usage is metered and rolled up
     assert admin.patch(rd1, json={"properties": {"owner": "heir"}}).status_code == 200
-    container = Container.build(get_settings())
-    wait_for(lambda: not container.usage_sync.run().meters, what="the usage sync to settle")
-    container.usage_rollups.run()
+    wiring = Wiring.build(get_settings())
+    wait_for(lambda: not wiring.usage_sync.run().meters, what="the usage sync to settle")
+    wiring.usage_rollups.run()
     # Then the previous owner still reads what it earned, and the new owner none of it
     assert greedy.get(rd1 + "/stats").json()["totals"]["cost"] == [cost]
     assert heir.get(rd1 + "/stats").json()["totals"]["cost"] == []

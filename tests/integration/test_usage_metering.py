@@ -19,6 +19,8 @@ import boto3
 import httpx
 import pytest
 
+from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.repositories.dynamodb.meters import meter_end_item, meter_start_item
 from tests.conftest import BUCKET, DGX_API_KEY
 
 HOUR = 3600
@@ -33,7 +35,7 @@ class Usage:
     """The metering services over one table, with a clock the test moves."""
 
     table: str
-    store: Any
+    repos: Any
     sync: Any
     rollups: Any
     export: Any
@@ -47,7 +49,7 @@ class Usage:
     ) -> Any:  # fmt: skip
         """A meter of an allocation that locked ``price`` per GPU-hour in ``currency``, ``increment``/``minimum``."""
         from itl_accelerator.billing.metering import BillingTerms
-        from itl_accelerator.store.usage import Meter
+        from itl_accelerator.domain.usage import Meter
 
         rtype = "sparkNodes/sparkOllamaInstances" if service == "instances" else "sparkJobs"
         path = f"sparkNodes/{node}/sparkOllamaInstances/{name}" if service == "instances" else f"sparkJobs/{name}"
@@ -73,11 +75,20 @@ class Usage:
             resource_created_at="2026-03-01T00:00:00.000000Z",
             node_created_at="2026-02-01T00:00:00.000000Z",
         )
-        self.store.transact([self.store.meter_start_item(meter, due=meter.start)])
+        self._transact(meter_start_item(self.table, meter))
         return meter
 
     def end(self, meter: Any, at: str) -> None:
-        self.store.transact([self.store.meter_end_item(meter.subscription_id, meter.allocation_id, t(at), t(at))])
+        self._transact(meter_end_item(self.table, MeterEnd(meter.subscription_id, meter.allocation_id, t(at), t(at))))
+
+    def _transact(self, item: dict[str, Any]) -> None:
+        """Meters start and end in workload transitions; here, alone (the items those transitions carry)."""
+        boto3.client("dynamodb").transact_write_items(TransactItems=[item])
+
+    def meter_now(self, meter: Any) -> Any:
+        from itl_accelerator.domain.usage import MeterRef
+
+        return self.repos.meters.get(MeterRef(meter.subscription_id, meter.allocation_id))
 
     # ----------------------------------------------------------------------------------------------- whens
     def run_sync(self, at: str) -> Any:
@@ -88,7 +99,7 @@ class Usage:
         from itl_accelerator.billing.metering import windows
 
         until = self.now if meter.end is None else meter.end
-        stored = self.store.usage_records(meter.allocation_id, list(windows(meter.start, until + 3 * HOUR)))
+        stored = self.repos.usage.records(meter.allocation_id, list(windows(meter.start, until + 3 * HOUR)))
         return [stored[w] for w in sorted(stored)]
 
     def export_object(self, day: str) -> bytes:
@@ -101,17 +112,19 @@ class Usage:
 
 @pytest.fixture
 def usage(aws: Any, template: Any, dgx_simulator: Any) -> Any:
-    from itl_accelerator.container import Container
-    from itl_accelerator.services.usage_stats import UsageStatsService
+    from itl_accelerator.services.api.usage_stats import UsageStatsService
     from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
     from itl_local.aws import create_table
 
     table = f"usage-{uuid.uuid4().hex[:8]}"
     create_table(aws, template, table)
     settings = get_settings().model_copy(update={"table_name": table, "billing_export_prefix": f"{table}/"})
-    c = Container.build(settings)
-    state = Usage(table, c.store, c.usage_sync, c.usage_rollups, c.billing_export, None)
-    state.stats = UsageStatsService(c.usage_stats._kernel, c.instances, c.jobs, c.store, clock=lambda: state.now)
+    c = Wiring.build(settings)
+    state = Usage(table, c.repositories, c.usage_sync, c.usage_rollups, c.billing_export, None)
+    state.stats = UsageStatsService(
+        c.usage_stats._kernel, c.instances, c.jobs, c.repositories.usage, clock=lambda: state.now
+    )
     yield state
     aws.delete_table(TableName=table)
 
@@ -143,7 +156,7 @@ def test_an_instance_across_midnight_is_recorded_per_hour_at_its_locked_price(us
 
 
 def test_repeated_and_concurrent_syncs_count_each_window_once(usage):
-    from itl_accelerator.services.usage import SyncReport
+    from itl_accelerator.services.schedules.usage_sync import SyncReport
 
     meters = [usage.meter("sub-a", f"m{i}", gpus=1 + i % 3, start="2026-03-01T08:30:00") for i in range(6)]
     for meter in meters:
@@ -157,7 +170,7 @@ def test_repeated_and_concurrent_syncs_count_each_window_once(usage):
         thread.join()
     again = SyncReport()
     for meter in meters:
-        usage.sync.sync_meter(usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}"), usage.now, again)
+        usage.sync.sync_meter(usage.meter_now(meter), usage.now, again)
     # Then every allocation has exactly its windows, with the figures of one run, and the repeat wrote nothing
     for meter in meters:
         records = usage.records(meter)
@@ -250,7 +263,7 @@ def test_the_daily_export_bills_each_record_once_sums_to_the_usage_and_reruns_id
 
 
 def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(usage, tmp_path):
-    from itl_accelerator.services.billing_export import ExportRefused
+    from itl_accelerator.services.schedules.billing_export import ExportRefused
 
     running = usage.meter("sub-a", "long", gpus=1, start="2026-03-01T22:00:00", service="jobs")
     usage.run_sync("2026-03-02T01:00:00")  # both hours of 1 March recorded in full, the job still running
@@ -290,7 +303,7 @@ def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(u
 
 @pytest.mark.parametrize("day", ["garbage", "2026-13-01", "2026-02-30", "26-11-30", "2999-01-01"])
 def test_an_export_of_a_day_that_is_no_day_or_has_not_begun_is_refused(usage, day):
-    from itl_accelerator.services.billing_export import ExportRefused
+    from itl_accelerator.services.schedules.billing_export import ExportRefused
 
     with pytest.raises(ExportRefused):
         usage.export.run(now=t("2026-03-02T01:30:00"), day=day)
@@ -299,7 +312,7 @@ def test_an_export_of_a_day_that_is_no_day_or_has_not_begun_is_refused(usage, da
 def test_usage_that_changes_while_its_own_day_is_being_exported_is_billed_once(usage):
     meter = usage.meter("sub-a", "early", gpus=1, start="2026-03-01T22:00:00")
     usage.run_sync("2026-03-01T22:30:00")  # the 22:00 hour recorded while it runs: 1800 GPU-s so far
-    usage.store.close_day("2026-03-01", "2026-03-02")  # Given an export of 1 March under way: closed, and
+    usage.repos.billing.close_day("2026-03-01", "2026-03-02")  # Given an export of 1 March under way: closed, and
     claimed = usage.export._claim_usage("2026-03-01")  # its records claimed as they were
     assert claimed == 1
     # When the hour changes after its claim, before the export wrote its file (the sync goes on meanwhile)
@@ -317,7 +330,7 @@ def test_an_end_learned_hours_late_empties_every_hour_after_it(usage):
     usage.run_sync("2026-03-01T10:00:00")  # recorded as running until 10:00
     usage.end(meter, "2026-03-01T06:30:00")  # the platform says it ended at 06:30 (learned 3.5 hours late)
     usage.run_sync("2026-03-01T10:05:00")
-    stored = usage.store.usage_records(meter.allocation_id, [t(f"2026-03-01T{h:02d}:00") for h in range(6, 11)])
+    stored = usage.repos.usage.records(meter.allocation_id, [t(f"2026-03-01T{h:02d}:00") for h in range(6, 11)])
     assert [stored[w].gpu_seconds for w in sorted(stored)] == [1800, 0, 0, 0]
     assert sum((r.cost for r in stored.values()), Decimal(0)) == Decimal("0.500000")
 
@@ -333,7 +346,7 @@ def test_metrics_the_platform_cannot_give_never_hold_billing_back(usage, dgx):
     dgx.config.error_rate = 1.0
     report = usage.run_sync("2026-03-01T11:00:00")
     # Then the hours are recorded and billed all the same, and the metrics are marked to be read again
-    stored = usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}")
+    stored = usage.meter_now(meter)
     assert report.dgx_failures >= 3 and stored.metered_until == t("2026-03-01T11:00:00")
     assert stored.metrics_retry_from == t("2026-03-01T08:00:00")
     assert sum(r.gpu_seconds for r in usage.records(meter)) == 3 * HOUR
@@ -341,7 +354,7 @@ def test_metrics_the_platform_cannot_give_never_hold_billing_back(usage, dgx):
     dgx.config.error_rate = 0.0
     usage.run_sync("2026-03-01T11:05:00")
     assert all(r.metrics for r in usage.records(meter) if r.gpu_seconds)
-    assert usage.store.get_meter("SUB#sub-a", f"METER#{meter.allocation_id}").metrics_retry_from is None
+    assert usage.meter_now(meter).metrics_retry_from is None
 
 
 def test_one_meter_that_fails_does_not_stop_the_others(usage, monkeypatch):

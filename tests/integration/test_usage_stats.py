@@ -67,9 +67,9 @@ def test_an_instance_s_stats_match_its_run_time_and_price(admin, caller, sub, no
     fire_usage_schedules()
     # Then the subscription's roll-ups (the instance itself is gone, and with it its /stats route) hold exactly
     # its GPU-seconds, billed by the node's default rule (whole minutes, at least one) at 2.5 USD per GPU-hour
-    from itl_accelerator.container import Container
+    from itl_accelerator.wiring import Wiring
 
-    stats = Container.build().usage_stats.subscription(sub, 2)
+    stats = Wiring.build().usage_stats.subscription(sub, 2)
     seconds = meter["end"] - meter["start"]
     billable = 2 * max(60, -(-seconds // 60) * 60)
     assert stats["totals"]["gpuSeconds"] == 2 * seconds
@@ -166,7 +166,7 @@ def test_the_export_of_the_day_bills_a_finished_job_at_its_cost(admin, sub, node
 
     import boto3
 
-    from itl_accelerator.container import Container
+    from itl_accelerator.wiring import Wiring
     from tests.conftest import BUCKET
 
     assert admin.put(jobs_path(sub, "billed"), json=job_body(1, 80, workload=sim(seconds=2))).status_code == 201
@@ -174,14 +174,16 @@ def test_the_export_of_the_day_bills_a_finished_job_at_its_cost(admin, sub, node
     fire_usage_schedules()
     # When every open day up to today is exported (the daily schedule exports up to yesterday; an operator may
     # export today early, as here)
-    container = Container.build()
+    wiring = Wiring.build()
+    billing = wiring.repositories.billing
     today = datetime.now(UTC).date().isoformat()
-    while (container.store.export_day(today) or {}).get("state") != "Exported":
-        cursor = container.store.export_cursor()
-        result = fire("billing-export", day=cursor["nextDay"] if cursor["nextDay"] <= today else today)
+    while (state := billing.export_day(today)) is None or state.state != "Exported":
+        next_day = billing.export_cursor()
+        assert next_day is not None
+        result = fire("billing-export", day=next_day if next_day <= today else today)
         assert result["days"], result
-    manifest = container.store.export_day(today)
-    data_key, _ = container.billing_export.object_keys(today)
+    manifest = billing.export_day(today)
+    data_key, _ = wiring.billing_export.object_keys(today)
     body = boto3.client("s3").get_object(Bucket=BUCKET, Key=data_key)["Body"].read()
     rows = list(csv.DictReader(io.StringIO(gzip.decompress(body).decode())))
     # Then the job's rows bill exactly its cost
@@ -193,7 +195,7 @@ def test_the_export_of_the_day_bills_a_finished_job_at_its_cost(admin, sub, node
         )
     ]
     assert mine and sum(Decimal(r["BilledCost"]) for r in mine) == Decimal(done["cost"]["amount"])
-    assert {r["BillingCurrency"] for r in mine} == {"USD"} and manifest["state"] == "Exported"
+    assert {r["BillingCurrency"] for r in mine} == {"USD"} and manifest is not None and manifest.state == "Exported"
 
 
 def test_a_name_created_again_starts_without_the_figures_of_the_one_before(admin, caller, sub, node):

@@ -13,7 +13,7 @@ from itl_accelerator.errors import (
     PreconditionFailed,
     UnsupportedApiVersion,
 )
-from itl_accelerator.services import arm_rules
+from itl_accelerator.services.common import arm_rules
 
 
 def test_merge_patch_follows_rfc7396_examples():

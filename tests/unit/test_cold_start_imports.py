@@ -35,7 +35,7 @@ AUTHORIZER = TEMPLATE.authorizer_handler()
 #: The catch-all route's function: no operation of the app, a client of the API (itl_functions/canonical_path.py).
 CANONICAL_PATH = "CanonicalPathFunction"
 
-#: The container attribute an API operation's route calls, by operation id prefix (None: it calls none).
+#: The wiring attribute an API operation's route calls, by operation id prefix (None: it calls none).
 SERVICE_OF_OPERATION = {
     "SparkNodes": "nodes",
     "SparkOllamaInstances": "instances",
@@ -46,10 +46,10 @@ SERVICE_OF_OPERATION = {
     "AuditEvents": "audit",
     "Operations": None,
 }
-#: The container attribute a workflow step or schedule builds on its first invocation.
+#: The wiring attribute a workflow step or schedule builds on its first invocation.
 SERVICE_OF_HANDLER = {
-    "itl_functions.instance_workflow": "instance_workflow",
-    "itl_functions.job_workflow": "job_workflow",
+    "itl_functions.instance_workflow": "instance_steps",
+    "itl_functions.job_workflow": "job_steps",
     "itl_functions.schedules.reconcile": "reconciler",
     "itl_functions.schedules.track_jobs": "job_tracker",
     "itl_functions.schedules.sync_usage": "usage_sync",
@@ -71,13 +71,12 @@ NEVER_IN_API = (
     "jwt",
     "itl_accelerator.dgx",
     "itl_accelerator.auth.tokens",
-    "itl_accelerator.services.instance_workflow",
-    "itl_accelerator.services.job_workflow",
-    "itl_accelerator.services.placement",
-    "itl_accelerator.services.reconciler",
-    "itl_accelerator.services.usage",
-    "itl_accelerator.services.usage_rollups",
-    "itl_accelerator.services.billing_export",
+    "itl_accelerator.services.workflows.instance_steps",
+    "itl_accelerator.services.workflows.job_steps",
+    "itl_accelerator.services.common.placement",
+    "itl_accelerator.services.common.metering",
+    "itl_accelerator.services.schedules",
+    "itl_accelerator.services.streams",
     "itl_accelerator.billing.focus",
 )
 CLIENTS = "dynamodb_client=object(), stepfunctions_client=object(), s3_client=object()"
@@ -139,8 +138,8 @@ def test_an_api_function_loads_its_own_operation_only(module, service):
     build = (
         "from itl_accelerator.api.app import build_app\n"
         "build_app(operation_ids={handler.operation_id}, routers=[handler.router])\n"
-        "from itl_accelerator.container import Container\n"
-        f"c = Container.build({CLIENTS})\n" + (f"c.{service}\n" if service else "")
+        "from itl_accelerator.wiring import Wiring\n"
+        f"c = Wiring.build({CLIENTS})\n" + (f"c.{service}\n" if service else "")
     )
     names = loaded(handler, build)
     # Then nothing its operations never use is loaded
@@ -199,7 +198,7 @@ STEP_GROUPS = sorted(
 @pytest.mark.parametrize(("group", "handler"), STEP_GROUPS, ids=[f"{m}:{s}" for (m, s), _ in STEP_GROUPS])
 def test_a_workflow_step_or_schedule_loads_no_web_framework_and_no_x_ray(group, handler):
     _, service = group
-    names = loaded(handler, f"from itl_accelerator.container import Container\nContainer.build({CLIENTS}).{service}\n")
+    names = loaded(handler, f"from itl_accelerator.wiring import Wiring\nWiring.build({CLIENTS}).{service}\n")
     never = ("fastapi", "mangum", "aws_xray_sdk")
     assert not within(names, never), f"{handler} loads {sorted(within(names, never))}"
 
@@ -239,7 +238,7 @@ print(json.dumps({{
     "boto3 session": getattr(sys.modules.get("boto3"), "DEFAULT_SESSION", None) is not None,
     "botocore clients": sum(type(o).__module__ == "botocore.client" for o in gc.get_objects()),
     "httpx clients": sum(isinstance(o, httpx.Client) for o in gc.get_objects()),
-    "containers": sum(type(o).__name__ == "Container" for o in gc.get_objects()),
+    "containers": sum(type(o).__name__ == "Wiring" for o in gc.get_objects()),
 }}))
 """
     env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "false", "AWS_DEFAULT_REGION": "us-east-1"}

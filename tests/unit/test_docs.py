@@ -20,7 +20,7 @@ def test_committed_openapi_matches_the_code():
 def test_rbac_doc_matches_role_table():
     text = (REPO_ROOT / "docs" / "RBAC.md").read_text()
     roles = [rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER, rbac.ROLE_ADMIN]
-    for op in rbac.OPERATIONS:
+    for op in rbac.PERMISSIONS:
         row = re.search(rf"^\| `{re.escape(op.name)}` \|(.*)$", text, re.MULTILINE)
         assert row, f"{op.name} missing from docs/RBAC.md"
         cells = [c.strip() for c in row.group(1).split("|")[:3]]

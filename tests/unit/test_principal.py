@@ -69,7 +69,7 @@ def test_role_table():
     assert rbac.INSTANCES_WRITE.name not in perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER)
     assert rbac.NODES_PRICING_WRITE.name in perms(rbac.ROLE_SUPPLIER)
     assert rbac.NODES_WRITE.name not in perms(rbac.ROLE_SUPPLIER)
-    assert perms(rbac.ROLE_ADMIN) == {op.name for op in rbac.OPERATIONS}
+    assert perms(rbac.ROLE_ADMIN) == {op.name for op in rbac.PERMISSIONS}
     assert perms("unknown-role") == frozenset()
 
 

@@ -10,6 +10,7 @@ template's ``GatewayResponses``) are classes here too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -236,7 +237,7 @@ def all_error_types() -> list[type[ArmError]]:
     return sorted(found, key=lambda c: (c.status, c.code))
 
 
-def invalid_content(errors: list[dict[str, Any]]) -> BadRequest:
+def invalid_content(errors: Sequence[Mapping[str, Any]]) -> BadRequest:
     """400 ``InvalidRequestContent`` from pydantic / FastAPI validation errors: one detail per problem, ``target``
     the dotted JSON path (``properties.hardwareSpecs.gpuCount``); the message of the first problem leads."""
     details = []

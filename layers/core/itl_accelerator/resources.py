@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import resource_id, validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.auth.rbac import Operation
+from itl_accelerator.auth.rbac import Permission
 from itl_accelerator.errors import ResourceNotFound
 
 
@@ -28,9 +28,9 @@ class ResourceType:
     singular: str
     key_code: str
     name_param: str
-    read: Operation
-    write: Operation
-    delete: Operation
+    read: Permission
+    write: Permission
+    delete: Permission
     parent: ResourceType | None = None
 
     @property

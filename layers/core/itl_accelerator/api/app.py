@@ -20,7 +20,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itl_accelerator.api.protocol import ArmProtocolMiddleware
 from itl_accelerator.arm import DEFAULT_API_VERSION
-from itl_accelerator.container import Container
 from itl_accelerator.errors import (
     ArmError,
     BadRequest,
@@ -30,9 +29,10 @@ from itl_accelerator.errors import (
     NotFound,
     invalid_content,
 )
+from itl_accelerator.repositories.dynamodb.codec import MAX_ITEM_BYTES
+from itl_accelerator.repositories.errors import ItemTooLarge, StoreBusy
 from itl_accelerator.settings import get_settings
-from itl_accelerator.store.codec import MAX_ITEM_BYTES
-from itl_accelerator.store.errors import ItemTooLarge, StoreBusy
+from itl_accelerator.wiring import Wiring
 
 
 def all_routers() -> tuple[APIRouter, ...]:
@@ -103,7 +103,7 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def build_app(
-    container: Callable[[], Container] | None = None,
+    wiring: Callable[[], Wiring] | None = None,
     *,
     operation_ids: Iterable[str] | None = None,
     routers: Iterable[APIRouter] | None = None,
@@ -111,7 +111,7 @@ def build_app(
 ) -> FastAPI:
     """Build the API.
 
-    ``container``: zero-argument provider of the :class:`Container` (default: built from settings on first
+    ``wiring``: zero-argument provider of the :class:`Wiring` (default: built from settings on first
     request and kept). ``routers``: where the routes come from (default: :func:`all_routers`; a Lambda function
     passes its own, so it imports no other). ``operation_ids``: keep only these routes (a Lambda function serves
     one operation); unknown ids raise ``ValueError``. ``with_docs``: serve ``/openapi.json`` (local runtime only).
@@ -140,7 +140,7 @@ def build_app(
             app.include_router(selected)
     if wanted is not None and not wanted <= known:
         raise ValueError(f"Unknown operation ids: {sorted(wanted - known)}")
-    app.state.container = container or cache(lambda: Container.build(settings))
+    app.state.wiring = wiring or cache(lambda: Wiring.build(settings))
     app.add_exception_handler(ArmError, _arm_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StoreBusy, _store_busy)

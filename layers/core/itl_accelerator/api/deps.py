@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the container, the caller's :class:`CallContext`, paging parameters, public URLs."""
+"""FastAPI dependencies: the wiring, the caller's :class:`CallContext`, paging parameters, public URLs."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from urllib.parse import urlencode
 from fastapi import Depends, Header, Query, Request
 
 from itl_accelerator.auth.principal import Principal
-from itl_accelerator.container import Container
 from itl_accelerator.errors import AuthenticationFailed
-from itl_accelerator.services.context import CallContext
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.wiring import Wiring
 
 
-def get_container(request: Request) -> Container:
-    """The process's container (built on first request by the app factory's provider)."""
-    return request.app.state.container()
+def get_wiring(request: Request) -> Wiring:
+    """The process's wiring (built on first request by the app factory's provider)."""
+    return request.app.state.wiring()
 
 
 def _authorizer_context(request: Request) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def get_context(request: Request) -> CallContext:
     )
 
 
-ContainerDep = Annotated[Container, Depends(get_container)]
+WiringDep = Annotated[Wiring, Depends(get_wiring)]
 ContextDep = Annotated[CallContext, Depends(get_context)]
 Top = Annotated[int | None, Query(alias="$top", ge=1, le=1000, description="Page size (1-1000).")]
 SkipToken = Annotated[
@@ -68,7 +68,7 @@ def public_base_url(request: Request, configured: str) -> str:
     return base
 
 
-def next_link(request: Request, container: Container, skip_token: str | None, top: int | None) -> str | None:
+def next_link(request: Request, wiring: Wiring, skip_token: str | None, top: int | None) -> str | None:
     """Absolute ``nextLink`` carrying ``$skipToken`` (and ``$top``/``api-version`` as sent); None on the last page."""
     if not skip_token:
         return None
@@ -76,4 +76,4 @@ def next_link(request: Request, container: Container, skip_token: str | None, to
     if top is not None:
         params.append(("$top", str(top)))
     params.append(("$skipToken", skip_token))
-    return f"{public_base_url(request, container.settings.public_base_url)}{request.url.path}?{urlencode(params)}"
+    return f"{public_base_url(request, wiring.settings.public_base_url)}{request.url.path}?{urlencode(params)}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import Request
 
 from itl_accelerator.api.deps import public_base_url
-from itl_accelerator.container import Container
-from itl_accelerator.services.operations import Accepted, operation_result_path, operation_status_path
+from itl_accelerator.services.common.lro import Accepted, operation_result_path, operation_status_path
+from itl_accelerator.wiring import Wiring
 
 ASYNC_HEADERS = {
     "Azure-AsyncOperation": {
@@ -19,7 +19,7 @@ ASYNC_HEADERS = {
 }
 
 
-def async_headers(request: Request, c: Container, subscription_id: str, accepted: Accepted) -> dict[str, str]:
+def async_headers(request: Request, c: Wiring, subscription_id: str, accepted: Accepted) -> dict[str, str]:
     """ARM long-running operation headers (ARM_CONTRACT.md 11-13): absolute URLs and whole seconds."""
     base = public_base_url(request, c.settings.public_base_url)
     return {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 from urllib.parse import parse_qs, quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -159,7 +158,7 @@ class ArmProtocolMiddleware:
         chunks: list[bytes] = []
         size = 0
         while True:
-            message: dict[str, Any] = await receive()
+            message = await receive()
             if message["type"] != "http.request":
                 break
             chunk = message.get("body", b"")

@@ -27,11 +27,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.api.deps import get_container, get_context
+from itl_accelerator.api.deps import get_context, get_wiring
 from itl_accelerator.api.json_input import parse_json_body
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.auth.rbac import Operation
+from itl_accelerator.auth.rbac import Permission
 from itl_accelerator.errors import InvalidParameter
 
 PERMISSIONS_KEY = "x-itl-permissions"
@@ -39,7 +39,7 @@ SCOPE_KEY = "x-itl-scope"
 _PARAM = re.compile(r"\{(\w+)\}")
 
 
-def requires(*actions: Operation, scope: str = "resource") -> dict[str, Any]:
+def requires(*actions: Permission, scope: str = "resource") -> dict[str, Any]:
     """``openapi_extra`` of a route that needs any one of ``actions``. ``scope`` ``"resource"``: the caller must
     see the path's subscription (and resource group, when the path has one); ``"subscription"``: it must hold the
     whole subscription (registration, audit)."""
@@ -107,7 +107,7 @@ def _query_names(dependant: Any) -> frozenset[str]:
 
 def _authorize(
     request: Request,
-    actions: tuple[Operation, ...],
+    actions: tuple[Permission, ...],
     scope: str,
     path: str,
     resource_type: str,
@@ -121,7 +121,7 @@ def _authorize(
         elif param.endswith("Name"):
             validate_resource_name(value, target=param)
     ctx = get_context(request)
-    access = get_container(request).access
+    access = get_wiring(request).access
     if scope == "subscription":
         access.require_subscription(ctx, subscription_id, actions[0])
         return

@@ -1,6 +1,6 @@
 """Role → permission table and the one permission check every route uses.
 
-Permissions are ARM action strings (``ITL.Accelerator/<type>/<verb>``). :data:`OPERATIONS` also feeds
+Permissions are ARM action strings (``ITL.Accelerator/<type>/<verb>``). :data:`PERMISSIONS` also feeds
 ``GET /providers/ITL.Accelerator/operations`` (ARM_CONTRACT.md line 26), so the list a client sees is the list
 this table enforces.
 """
@@ -19,7 +19,7 @@ ROLES = (ROLE_CONSUMER, ROLE_ADMIN, ROLE_SUPPLIER)
 
 
 @dataclass(frozen=True)
-class Operation:
+class Permission:
     """One permission: ARM action string plus the display text of the operations list."""
 
     name: str
@@ -28,70 +28,74 @@ class Operation:
     description: str
 
 
-def _op(path: str, resource: str, operation: str, description: str) -> Operation:
-    return Operation(f"{PROVIDER_NAMESPACE}/{path}", resource, operation, description)
+def _permission(path: str, resource: str, operation: str, description: str) -> Permission:
+    return Permission(f"{PROVIDER_NAMESPACE}/{path}", resource, operation, description)
 
 
-NODES_READ = _op("sparkNodes/read", "Spark nodes", "Read spark node", "Gets or lists GPU nodes.")
-NODES_WRITE = _op(
+NODES_READ = _permission("sparkNodes/read", "Spark nodes", "Read spark node", "Gets or lists GPU nodes.")
+NODES_WRITE = _permission(
     "sparkNodes/write", "Spark nodes", "Write spark node", "Registers or updates any property of a GPU node."
 )
-NODES_DELETE = _op(
+NODES_DELETE = _permission(
     "sparkNodes/delete", "Spark nodes", "Delete spark node", "Deregisters a GPU node without allocations."
 )
-NODES_PRICING_WRITE = _op(
+NODES_PRICING_WRITE = _permission(
     "sparkNodes/pricing/write",
     "Spark nodes",
     "Set pricing and availability",
     "Changes pricing and availability of GPU nodes whose owner is the caller.",
 )
-NODES_USAGE_READ = _op(
+NODES_USAGE_READ = _permission(
     "sparkNodes/usage/read",
     "Spark nodes",
     "Read node usage",
     "Reads the usage statistics and earnings of GPU nodes (suppliers: of the nodes they own).",
 )
-INSTANCES_READ = _op(
+INSTANCES_READ = _permission(
     "sparkNodes/sparkOllamaInstances/read", "Ollama instances", "Read instance", "Gets or lists Ollama instances."
 )
-INSTANCES_WRITE = _op(
+INSTANCES_WRITE = _permission(
     "sparkNodes/sparkOllamaInstances/write",
     "Ollama instances",
     "Provision instance",
     "Provisions an Ollama instance on a node (reserves GPUs).",
 )
-INSTANCES_DELETE = _op(
+INSTANCES_DELETE = _permission(
     "sparkNodes/sparkOllamaInstances/delete",
     "Ollama instances",
     "Delete instance",
     "Deprovisions an Ollama instance and releases its GPUs.",
 )
-JOBS_READ = _op("sparkJobs/read", "Spark jobs", "Read job", "Gets or lists GPU jobs (consumers: their own).")
-JOBS_WRITE = _op(
+JOBS_READ = _permission("sparkJobs/read", "Spark jobs", "Read job", "Gets or lists GPU jobs (consumers: their own).")
+JOBS_WRITE = _permission(
     "sparkJobs/write", "Spark jobs", "Submit job", "Submits a GPU job, to be placed on a node and run (reserves GPUs)."
 )
-JOBS_DELETE = _op("sparkJobs/delete", "Spark jobs", "Delete job", "Deletes a finished job (consumers: their own).")
-JOBS_CANCEL = _op(
+JOBS_DELETE = _permission(
+    "sparkJobs/delete", "Spark jobs", "Delete job", "Deletes a finished job (consumers: their own)."
+)
+JOBS_CANCEL = _permission(
     "sparkJobs/cancel/action",
     "Spark jobs",
     "Cancel job",
     "Cancels a job in any state before it ends (consumers: their own).",
 )
-OPERATIONS_READ = _op(
+OPERATIONS_READ = _permission(
     "locations/operationStatuses/read",
     "Operations",
     "Read operation status",
     "Reads the status of a long-running operation on a resource the caller may see.",
 )
-AUDIT_READ = _op("auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription.")
-REGISTER = _op(
+AUDIT_READ = _permission(
+    "auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription."
+)
+REGISTER = _permission(
     "register/action", "Subscriptions", "Register subscription", "Sets the registration state of a subscription."
 )
-SUBSCRIPTION_READ = _op(
+SUBSCRIPTION_READ = _permission(
     "subscriptions/read", "Subscriptions", "Read subscription", "Gets the registration state of a subscription."
 )
 
-OPERATIONS: tuple[Operation, ...] = (
+PERMISSIONS: tuple[Permission, ...] = (
     NODES_READ,
     NODES_WRITE,
     NODES_DELETE,
@@ -111,7 +115,7 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 #: Permission by ARM action string.
-BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+BY_NAME: dict[str, Permission] = {op.name: op for op in PERMISSIONS}
 
 #: The one role table. Consumers read nodes and instances and submit, read, cancel and delete jobs (their own:
 #: the job service checks the submitter); suppliers read nodes, change pricing/availability of their own (ownership
@@ -141,7 +145,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             SUBSCRIPTION_READ.name,
         }
     ),
-    ROLE_ADMIN: frozenset(op.name for op in OPERATIONS),
+    ROLE_ADMIN: frozenset(op.name for op in PERMISSIONS),
 }
 
 
@@ -153,7 +157,7 @@ def permissions_of(principal: Principal) -> frozenset[str]:
     return frozenset(granted)
 
 
-def has_permission(principal: Principal, action: Operation | str) -> bool:
-    """Whether the caller's roles grant ``action`` (an :class:`Operation` or its ARM action string)."""
-    name = action.name if isinstance(action, Operation) else action
+def has_permission(principal: Principal, action: Permission | str) -> bool:
+    """Whether the caller's roles grant ``action`` (an :class:`Permission` or its ARM action string)."""
+    name = action.name if isinstance(action, Permission) else action
     return name in permissions_of(principal)

@@ -16,24 +16,24 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.store import keys
-
 #: The scopes every record counts in: ``RES#{resource id}#{created}``, ``SUBSCRIPTION``,
 #: ``NODE#{rg}#{node}#{created}`` and ``SUPPLIER#{supplier}#NODE#{rg}#{node}#{created}``.
 SUBSCRIPTION_SCOPE = "SUBSCRIPTION"
+#: Separator of the parts of a scope (never in a validated name).
+SEP = "#"
 
 
 def resource_scope(resource_id: str, created_at: str) -> str:
     """Scope of one resource *lifetime*: its ARM id (lower-cased) and when it was created (``systemData.createdAt``),
     so a name deleted and created again — by another user, or on another supplier's node — starts with no figures
     of the one before."""
-    return f"RES{keys.SEP}{resource_id.lower()}{keys.SEP}{created_at}"
+    return f"RES{SEP}{resource_id.lower()}{SEP}{created_at}"
 
 
 def node_scope(resource_group: str, node: str, created_at: str) -> str:
     """Scope of one node lifetime (a supplier's earnings and utilisation): a node registered again under the same
     name, perhaps for another supplier, starts afresh."""
-    return f"NODE{keys.SEP}{resource_group.lower()}{keys.SEP}{node.lower()}{keys.SEP}{created_at}"
+    return f"NODE{SEP}{resource_group.lower()}{SEP}{node.lower()}{SEP}{created_at}"
 
 
 def supplier_node_scope(supplier: str, resource_group: str, node: str, created_at: str) -> str:
@@ -42,7 +42,7 @@ def supplier_node_scope(supplier: str, resource_group: str, node: str, created_a
     other's figures."""
     # roll-up keys are lower-cased: the supplier goes in as a hex digest of its id, exact whatever its casing
     token = hashlib.sha256(supplier.encode()).hexdigest()[:32]
-    return f"SUPPLIER{keys.SEP}{token}{keys.SEP}{node_scope(resource_group, node, created_at)}"
+    return f"SUPPLIER{SEP}{token}{SEP}{node_scope(resource_group, node, created_at)}"
 
 
 def _decimal(value: Any) -> Decimal:
@@ -93,7 +93,7 @@ class Totals:
         self.tokens_in += other.tokens_in
         self.tokens_out += other.tokens_out
 
-    def item(self) -> dict[str, Any]:
+    def as_stored(self) -> dict[str, Any]:
         """The stored attributes (numbers as ``Decimal``/``int``; costs as decimal strings by currency)."""
         return {
             "gpuSeconds": self.gpu_seconds,
@@ -109,8 +109,8 @@ class Totals:
         }
 
     @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Totals:
-        """Inverse of :meth:`item`."""
+    def from_stored(cls, item: dict[str, Any]) -> Totals:
+        """Inverse of :meth:`as_stored`."""
         return cls(
             gpu_seconds=int(item.get("gpuSeconds", 0)),
             billable_gpu_seconds=int(item.get("billableGpuSeconds", 0)),
@@ -123,6 +123,17 @@ class Totals:
             tokens_in=int(item.get("tokensIn", 0)),
             tokens_out=int(item.get("tokensOut", 0)),
         )
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """One scope's totals in one hour (``YYYY-MM-DDTHH``) of a subscription, kept until ``ttl`` (epoch s)."""
+
+    subscription_id: str
+    scope: str
+    hour: str
+    totals: Totals
+    ttl: int
 
 
 class HourRollup:
@@ -158,7 +169,7 @@ class HourRollup:
                 totals = self.scopes[(subscription, scope)] = Totals()
             totals.add_record(gpu_seconds, billable, costs, metrics)
 
-    def items(self, ttl: int) -> Iterable[dict[str, Any]]:
-        """The roll-up items of the hour (plain values), each with ``ttl`` (epoch s)."""
+    def rollups(self, ttl: int) -> Iterable[Rollup]:
+        """The roll-ups of the hour, each kept until ``ttl`` (epoch s)."""
         for (subscription, scope), totals in self.scopes.items():
-            yield {"PK": keys.rollup_pk(subscription, scope), "SK": self.hour, "ttl": ttl, **totals.item()}
+            yield Rollup(subscription, scope, self.hour, totals, ttl)

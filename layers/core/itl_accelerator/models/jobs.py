@@ -35,9 +35,9 @@ from itl_accelerator.models.common import (
 )
 
 JobType = Literal["training", "fineTuning", "batchInference"]
+#: The wire form of :class:`itl_accelerator.domain.states.JobStatus` (an inline enum in the OpenAPI document; a unit
+#: test keeps the two equal).
 JobStatus = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Canceled"]
-FINAL_JOB_STATUSES: tuple[str, ...] = ("Succeeded", "Failed", "Canceled")
-ACTIVE_JOB_STATUSES: tuple[str, ...] = ("Pending", "Scheduled", "Running")
 
 #: Bounds of a workload (characters / entries): the whole of it stays under :data:`MAX_WORKLOAD_BYTES`.
 MAX_WORKLOAD_BYTES = 16 * 1024

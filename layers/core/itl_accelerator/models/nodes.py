@@ -6,6 +6,7 @@ Capacity memory is GPU memory: ``gpuCount * gpuMemoryGb`` (what instances and jo
 
 from __future__ import annotations
 
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -68,7 +69,7 @@ class Pricing(ApiModel):
     sent as ``null``."""
 
     currency: CurrencyCode = "USD"
-    price_per_gpu_hour: Money = Field(default=0)
+    price_per_gpu_hour: Money = Field(default=Decimal(0), json_schema_extra={"default": 0})
     billing_increment_seconds: int = Field(strict=True, default=60, ge=1, le=MAX_BILLING_INCREMENT_SECONDS)
     minimum_billable_seconds: int = Field(strict=True, default=60, ge=0, le=MAX_MINIMUM_BILLABLE_SECONDS)
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
-from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, public_base_url
+from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep, public_base_url
 from itl_accelerator.api.responses import empty, errors, resource_response
 from itl_accelerator.api.routing import ArmRoute
 from itl_accelerator.models.instances import OperationStatus, SparkOllamaInstance
-from itl_accelerator.services.operations import operation_result_path
+from itl_accelerator.services.common.lro import operation_result_path
 
 router = APIRouter(tags=["operations"], route_class=ArmRoute)
 
@@ -30,7 +30,7 @@ def get_status(
     location: str,
     operationId: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     """Always 200 while known; ``status`` ends in Succeeded, Failed or Canceled."""
@@ -54,7 +54,7 @@ def get_result(
     location: str,
     operationId: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     """202 while running; when done, what the synchronous call would have returned: the instance (200) after a

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from itl_accelerator import errors as e
-from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep, SkipToken, Top, next_link
+from itl_accelerator.api.deps import ApiVersion, ContextDep, SkipToken, Top, WiringDep, next_link
 from itl_accelerator.api.responses import errors, page_response
 from itl_accelerator.api.routing import ArmRoute, requires
 from itl_accelerator.auth import rbac
-from itl_accelerator.auth.rbac import OPERATIONS
+from itl_accelerator.auth.rbac import PERMISSIONS
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.subscriptions import Subscription, SubscriptionWrite
@@ -59,7 +59,7 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
                     "description": op.description,
                 },
             }
-            for op in OPERATIONS
+            for op in PERMISSIONS
         ],
         "nextLink": None,
     }
@@ -73,7 +73,7 @@ def list_operations(ctx: ContextDep, api_version: ApiVersion = None) -> Any:
     responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
 def put_subscription(
-    subscriptionId: str, body: SubscriptionWrite, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None
+    subscriptionId: str, body: SubscriptionWrite, ctx: ContextDep, c: WiringDep, api_version: ApiVersion = None
 ) -> Any:
     """Set the subscription's registration state (idempotent)."""
     return c.subscriptions.put(ctx, subscriptionId, body)
@@ -85,7 +85,7 @@ def put_subscription(
     response_model=Subscription,
     responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
 )
-def get_subscription(subscriptionId: str, ctx: ContextDep, c: ContainerDep, api_version: ApiVersion = None) -> Any:
+def get_subscription(subscriptionId: str, ctx: ContextDep, c: WiringDep, api_version: ApiVersion = None) -> Any:
     """The subscription's registration record."""
     return c.subscriptions.get(ctx, subscriptionId)
 
@@ -100,7 +100,7 @@ def list_audit_events(
     request: Request,
     subscriptionId: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     start_time: Annotated[str | None, Query(alias="startTime", description="ISO 8601, inclusive.")] = None,
     end_time: Annotated[str | None, Query(alias="endTime", description="ISO 8601, inclusive.")] = None,
     resource_id: Annotated[str | None, Query(alias="resourceId", max_length=1024)] = None,

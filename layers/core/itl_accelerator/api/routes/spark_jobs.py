@@ -12,12 +12,12 @@ from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
-    ContainerDep,
     ContextDep,
     IfMatch,
     IfNoneMatch,
     SkipToken,
     Top,
+    WiringDep,
     next_link,
 )
 from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
@@ -89,7 +89,7 @@ def create(
     resourceGroupName: str,
     body: SparkJobCreate,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     accepted, _ = c.jobs.submit(ctx, subscriptionId, resourceGroupName, body.name, body, create_only=True)
@@ -122,7 +122,7 @@ def create_or_update(
     jobName: str,
     body: SparkJobWrite,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
     api_version: ApiVersion = None,
@@ -146,7 +146,7 @@ def get(
     resourceGroupName: str,
     jobName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.jobs.get(ctx, subscriptionId, resourceGroupName, jobName))
@@ -174,7 +174,7 @@ def cancel(
     resourceGroupName: str,
     jobName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     accepted = c.jobs.cancel(ctx, subscriptionId, resourceGroupName, jobName)
@@ -198,7 +198,7 @@ def delete(
     resourceGroupName: str,
     jobName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return empty(200 if c.jobs.delete(ctx, subscriptionId, resourceGroupName, jobName) else 204)
@@ -216,7 +216,7 @@ def list_by_resource_group(
     subscriptionId: str,
     resourceGroupName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     submitted_by: SubmittedBy = None,
     submitted_by_camel: SubmittedByCamel = None,
     top: Top = None,
@@ -245,7 +245,7 @@ def list_by_subscription(
     request: Request,
     subscriptionId: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     submitted_by: SubmittedBy = None,
     submitted_by_camel: SubmittedByCamel = None,
     top: Top = None,

@@ -11,12 +11,12 @@ from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
-    ContainerDep,
     ContextDep,
     IfMatch,
     IfNoneMatch,
     SkipToken,
     Top,
+    WiringDep,
     next_link,
 )
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
@@ -58,7 +58,7 @@ def create(
     resourceGroupName: str,
     body: SparkNodeCreate,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.nodes.create(ctx, subscriptionId, resourceGroupName, body), 201)
@@ -88,7 +88,7 @@ def create_or_update(
     nodeName: str,
     body: SparkNodeWrite,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
     api_version: ApiVersion = None,
@@ -110,7 +110,7 @@ def get(
     resourceGroupName: str,
     nodeName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.nodes.get(ctx, subscriptionId, resourceGroupName, nodeName))
@@ -136,7 +136,7 @@ def update(
     resourceGroupName: str,
     nodeName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     body: Annotated[SparkNodePatch, Body(openapi_examples={"pricing": {"value": PATCH_EXAMPLE}})],
     if_match: IfMatch = None,
     api_version: ApiVersion = None,
@@ -162,7 +162,7 @@ def delete(
     resourceGroupName: str,
     nodeName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     if_match: IfMatch = None,
     api_version: ApiVersion = None,
 ) -> Any:
@@ -181,7 +181,7 @@ def list_by_resource_group(
     subscriptionId: str,
     resourceGroupName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,
@@ -202,7 +202,7 @@ def list_by_subscription(
     request: Request,
     subscriptionId: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,

@@ -12,12 +12,12 @@ from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import (
     ApiVersion,
-    ContainerDep,
     ContextDep,
     IfMatch,
     IfNoneMatch,
     SkipToken,
     Top,
+    WiringDep,
     next_link,
 )
 from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
@@ -71,7 +71,7 @@ def create(
     nodeName: str,
     body: SparkOllamaInstanceCreate,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     accepted, resource = c.instances.put(
@@ -107,7 +107,7 @@ def create_or_update(
     instanceName: str,
     body: SparkOllamaInstanceWrite,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
     api_version: ApiVersion = None,
@@ -140,7 +140,7 @@ def get(
     nodeName: str,
     instanceName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
     return resource_response(c.instances.get(ctx, subscriptionId, resourceGroupName, nodeName, instanceName))
@@ -166,7 +166,7 @@ def delete(
     nodeName: str,
     instanceName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     if_match: IfMatch = None,
     api_version: ApiVersion = None,
 ) -> Any:
@@ -190,7 +190,7 @@ def list_by_node(
     resourceGroupName: str,
     nodeName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,

@@ -10,11 +10,11 @@ from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
-from itl_accelerator.api.deps import ApiVersion, ContainerDep, ContextDep
+from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep
 from itl_accelerator.api.responses import errors
 from itl_accelerator.api.routing import ArmRoute
 from itl_accelerator.models.usage import UsageStats
-from itl_accelerator.services.usage_stats import parse_hours
+from itl_accelerator.services.api.usage_stats import parse_hours
 
 router = APIRouter(tags=["usage"], route_class=ArmRoute)
 
@@ -41,7 +41,7 @@ def instance_stats(
     nodeName: str,
     instanceName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     hours: Hours = None,
     api_version: ApiVersion = None,
 ) -> Any:
@@ -61,7 +61,7 @@ def job_stats(
     resourceGroupName: str,
     jobName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     hours: Hours = None,
     api_version: ApiVersion = None,
 ) -> Any:
@@ -81,7 +81,7 @@ def node_stats(
     resourceGroupName: str,
     nodeName: str,
     ctx: ContextDep,
-    c: ContainerDep,
+    c: WiringDep,
     hours: Hours = None,
     api_version: ApiVersion = None,
 ) -> Any:

@@ -1,0 +1,378 @@
+"""Typed records of the provider's aggregates, as the repositories (itl_accelerator/repositories) take and return
+them: no attribute names, index keys or condition expressions here — those belong to each repository.
+
+- :class:`ResourceKey` names a resource (subscription, resource group, type, names).
+- :class:`Node` — a GPU node and its capacity counters; :class:`FleetShape` — how many nodes of a subscription
+  share a GPU model, location and size (admission reads shapes, not nodes).
+- :class:`Instance` and :class:`Job` — the workloads placed on nodes, with the lease (:class:`Lease`) of the
+  workflow that owns them, the capacity they hold and the billing terms they locked.
+- :class:`Operation` — an ARM long-running operation (its Azure-AsyncOperation body plus what the provider keeps).
+- :class:`Reservation` / :class:`Release` — GPUs and GPU memory taken from or given back to a node in the same
+  transaction as the workload's change.
+
+Units: GPUs are counts, memory is GiB of GPU memory, times are epoch seconds unless named ``*_at`` (UTC ISO 8601).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.states import (
+    Availability,
+    JobStatus,
+    LeaseKind,
+    OperationKind,
+    OperationStatus,
+    ProvisioningState,
+)
+
+
+@dataclass(frozen=True)
+class ResourceKey:
+    """One resource: subscription, resource group, ARM type segment of the leaf (``sparkNodes``,
+    ``sparkOllamaInstances``, ``sparkJobs``) and the names from the top-level resource down to the leaf
+    (``("dgx-1",)`` for a node, ``("dgx-1", "llama")`` for an instance). Names match case-insensitively (ARM); the
+    casing here is the one last supplied."""
+
+    subscription_id: str
+    resource_group: str
+    type_segment: str
+    names: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The leaf's name."""
+        return self.names[-1]
+
+    def parent(self) -> ResourceKey:
+        """The key of an instance's node. ``ValueError`` for a top-level resource."""
+        if len(self.names) < 2:
+            raise ValueError(f"{self.type_segment} {self.name} has no parent")
+        return ResourceKey(self.subscription_id, self.resource_group, "sparkNodes", self.names[:-1])
+
+    def same(self, other: ResourceKey | None) -> bool:
+        """Whether ``other`` names the same resource (ARM names match case-insensitively)."""
+        return other is not None and _fold(self) == _fold(other)
+
+
+def _fold(key: ResourceKey) -> tuple[str, ...]:
+    return (key.subscription_id.lower(), key.resource_group.lower(), key.type_segment, *(n.lower() for n in key.names))
+
+
+def node_key(subscription_id: str, resource_group: str, name: str) -> ResourceKey:
+    """The key of a node."""
+    return ResourceKey(subscription_id, resource_group, "sparkNodes", (name,))
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A workload's lease: a workflow owns it and must make progress by ``until`` (``LEASE``, the reconciler's), or a
+    running job's next check on the DGX Platform is due then (``TRACK``, the job tracker's). Epoch seconds."""
+
+    kind: LeaseKind
+    until: float
+
+    @classmethod
+    def owned(cls, until: float) -> Lease:
+        """A workflow's lease until ``until``."""
+        return cls(LeaseKind.LEASE, until)
+
+    @classmethod
+    def tracked(cls, until: float) -> Lease:
+        """A running job's next check at ``until``."""
+        return cls(LeaseKind.TRACK, until)
+
+
+def gpu_model_key(gpu_model: str | None) -> str:
+    """A GPU model as placement compares it: lower case, without spaces (``"H100 SXM"`` → ``"h100sxm"``)."""
+    return "".join((gpu_model or "").lower().split())
+
+
+@dataclass
+class Node:
+    """A GPU node as stored: its ARM envelope ``document`` (without ``etag`` and the computed capacity), its
+    ``etag``, its capacity — totals and what instances and jobs hold (GPUs, GiB), how many instances it has — and the
+    suppliers that owned it before (``former_owners``, oldest first: they keep reading what they earned there).
+    The typed views below read the document; decisions use them, never the raw document."""
+
+    key: ResourceKey
+    document: dict[str, Any]
+    etag: str
+    gpu_total: int = 0
+    memory_gb_total: int = 0
+    gpu_allocated: int = 0
+    memory_gb_allocated: int = 0
+    child_count: int = 0
+    former_owners: tuple[str, ...] = ()
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return dict(self.document.get("properties") or {})
+
+    @property
+    def arm_id(self) -> str:
+        return str(self.document["id"])
+
+    @property
+    def name(self) -> str:
+        """The name as last supplied."""
+        return str(self.document.get("name") or self.key.name)
+
+    @property
+    def owner(self) -> str:
+        """The supplier that owns the node (its token subject)."""
+        return str(self.properties.get("owner") or "")
+
+    @property
+    def availability(self) -> Availability:
+        return Availability(self.properties.get("availability") or Availability.AVAILABLE)
+
+    @property
+    def terms(self) -> BillingTerms:
+        """The node's pricing, as the terms a new allocation on it locks."""
+        return BillingTerms.from_pricing(self.properties.get("pricing") or {})
+
+    @property
+    def gpu_model(self) -> str | None:
+        return (self.properties.get("hardwareSpecs") or {}).get("gpuModel")
+
+    @property
+    def gpu_memory_gb_per_gpu(self) -> int:
+        """GiB of memory per GPU (0 when unknown)."""
+        return int((self.properties.get("hardwareSpecs") or {}).get("gpuMemoryGb") or 0)
+
+    @property
+    def location(self) -> str:
+        """The location as stored (compare with :func:`~itl_accelerator.arm.normalize_location`)."""
+        return str(self.document.get("location") or "")
+
+    @property
+    def created_at(self) -> str:
+        return str((self.document.get("systemData") or {}).get("createdAt", ""))
+
+    @property
+    def sku_name(self) -> str:
+        return str((self.document.get("sku") or {}).get("name", ""))
+
+    @property
+    def free_gpus(self) -> int:
+        return self.gpu_total - self.gpu_allocated
+
+    @property
+    def free_memory_gb(self) -> int:
+        return self.memory_gb_total - self.memory_gb_allocated
+
+    @property
+    def shape(self) -> FleetShape:
+        """The fleet shape the node counts in."""
+        return FleetShape(
+            gpu_model_key(self.gpu_model), normalize_location(self.location), self.gpu_total, self.memory_gb_total
+        )
+
+
+@dataclass(frozen=True)
+class FleetShape:
+    """A kind of node in a subscription: GPU model (:func:`gpu_model_key`, "" when unknown), location (normalised),
+    GPUs and GiB of GPU memory in all; ``nodes``: how many nodes have it."""
+
+    gpu_model: str
+    location: str
+    gpu_total: int
+    memory_gb_total: int
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a workload asks of a node: ``gpus`` free GPUs and ``memory_gb`` free GiB, on a node of ``gpu_model``
+    (:func:`gpu_model_key`) in ``location`` (normalised) when given."""
+
+    gpus: int
+    memory_gb: int
+    gpu_model: str = ""
+    location: str = ""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """``gpus``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
+    node changed since (its billing terms, shape or availability — :class:`~itl_accelerator.repositories.errors.NodeChanged`)
+    or cannot hold it. ``child``: instances added to its count (1 for a new instance); ``for_job``: the job
+    reserving — a node drained for a job takes no other job (it is refused as a shortfall); a reservation of no job
+    (an instance, which an admin places on a node of its choice) is not held back by a drain."""
+
+    node: ResourceKey
+    gpus: int
+    memory_gb: int
+    gpu_total: int
+    memory_gb_total: int
+    etag: str
+    child: int = 0
+    for_job: ResourceKey | None = None
+
+    @classmethod
+    def on(
+        cls, node: Node, gpus: int, memory_gb: int, *, child: int = 0, for_job: ResourceKey | None = None
+    ) -> Reservation:
+        """A reservation of ``gpus``/``memory_gb`` on ``node`` as read."""
+        return cls(node.key, gpus, memory_gb, node.gpu_total, node.memory_gb_total, node.etag, child, for_job)
+
+
+@dataclass(frozen=True)
+class Release:
+    """``gpus``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
+    goes)."""
+
+    node: ResourceKey
+    gpus: int
+    memory_gb: int
+    child: int = 0
+
+
+@dataclass
+class Workload:
+    """What instances and jobs share: the ARM envelope ``document`` and ``etag``; ``state`` (ARM
+    ``provisioningState``); the operation that created it (``operation_id``); ``spec_hash`` (an identical resubmission
+    has the same); what it reserves (``gpus``, ``memory_gb``) and whether it holds them now (``capacity_reserved``);
+    a cancel asked for (``cancel_requested``); its DGX Platform id (``dgx_id``); its location constraint or place
+    (normalised); the node it holds capacity on (``node``: an instance's parent, a job's placement) and that node's
+    owner then (``node_owner``: whose earnings it makes); the billing terms it locked when it reserved GPUs; its
+    meter while billed (``meter_id``); the lease of the workflow that owns it."""
+
+    key: ResourceKey
+    document: dict[str, Any]
+    etag: str
+    state: ProvisioningState
+    operation_id: str | None = None
+    spec_hash: str = ""
+    gpus: int = 0
+    memory_gb: int = 0
+    capacity_reserved: bool = False
+    cancel_requested: bool = False
+    dgx_id: str | None = None
+    location: str = ""
+    node: ResourceKey | None = None
+    node_owner: str | None = None
+    billing_terms: BillingTerms | None = None
+    meter_id: str | None = None
+    lease: Lease | None = None
+
+    @property
+    def arm_id(self) -> str:
+        return str(self.document["id"])
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return dict(self.document.get("properties") or {})
+
+    @property
+    def node_key(self) -> ResourceKey:
+        """Where its capacity is: its ``node``, or an instance's parent."""
+        return self.node or self.key.parent()
+
+    @property
+    def created_at(self) -> str:
+        return str((self.document.get("systemData") or {}).get("createdAt", ""))
+
+
+@dataclass
+class Instance(Workload):
+    """An Ollama instance: see :class:`Workload`; ``delete_operation_id``: the delete under way;
+    ``compensation_error``: the ARM error to report once a failed provisioning is undone (``{"code", "message"}``)."""
+
+    delete_operation_id: str | None = None
+    compensation_error: dict[str, str] | None = None
+
+    @property
+    def model(self) -> str:
+        return str(self.properties.get("model", ""))
+
+
+@dataclass
+class Job(Workload):
+    """A GPU job: see :class:`Workload`. ``status`` its own lifecycle; ``priority`` 0-9; who submitted it and when;
+    ``max_duration_seconds``; its GPU model constraint (:func:`gpu_model_key`); ``secret_env`` (values sent to the
+    DGX Platform only, never shown); ``queued``: waiting in its subscription's queue for capacity;
+    ``task_token``: the Step Functions token its execution waits on (for capacity, or while it runs);
+    ``track_checks``: how often the tracker looked at it running; ``started_at``/``ended_at`` (ISO) and its
+    GPU-seconds and ``cost`` (decimal text) once ended; who asked to cancel it and that cancel's operation;
+    ``drain_node``: the node drained for it (starvation rule)."""
+
+    status: JobStatus = JobStatus.PENDING
+    priority: int = 5
+    submitted_by: str = ""
+    submitted_at: str = ""
+    max_duration_seconds: int = 0
+    gpu_model: str = ""
+    secret_env: dict[str, str] = field(default_factory=dict)
+    queued: bool = False
+    task_token: str | None = None
+    track_checks: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+    gpu_seconds: int | None = None
+    billable_gpu_seconds: int | None = None
+    cost: str | None = None
+    canceled_by: str | None = None
+    cancel_operation_id: str | None = None
+    drain_node: ResourceKey | None = None
+
+    @property
+    def demand(self) -> Demand:
+        """What it asks of a node."""
+        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location)
+
+
+@dataclass
+class Operation:
+    """An ARM long-running operation: its Azure-AsyncOperation ``body`` (``id``, ``name``, ``status``,
+    ``startTime``, ``endTime``?, ``percentComplete``, ``resourceId``, ``error``?) and what the provider keeps beside
+    it: its ``kind``, the resource group of its resource, and for a job's operations the job's submitter
+    (``owner``: who may read it after the job is gone)."""
+
+    body: dict[str, Any]
+    kind: OperationKind
+    resource_group: str
+    owner: str | None = None
+
+    @property
+    def operation_id(self) -> str:
+        return str(self.body["name"])
+
+    @property
+    def status(self) -> OperationStatus:
+        return OperationStatus(self.body["status"])
+
+    def moved(self, status: OperationStatus, now_iso: str, error: dict[str, str] | None = None) -> Operation:
+        """The operation moved to ``status`` (``endTime`` and 100 % when final; ``error`` when given)."""
+        body = {**self.body, "status": str(status)}
+        if status.final:
+            body["endTime"] = now_iso
+            body["percentComplete"] = 100.0
+        if error:
+            body["error"] = error
+        return Operation(body, self.kind, self.resource_group, self.owner)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node as a change saw it: its ``etag`` (a new one for every change of the node itself, none for a
+    reservation or a release), its availability and its fleet shape."""
+
+    etag: str
+    availability: Availability
+    shape: FleetShape
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """A node registered, changed or removed, as the table's stream reports it (after the write committed):
+    ``before``/``after`` the write (None: it did not exist); ``event_id`` names the report (for correlation)."""
+
+    event_id: str
+    subscription_id: str
+    before: NodeState | None
+    after: NodeState | None

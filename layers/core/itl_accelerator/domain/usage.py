@@ -1,0 +1,207 @@
+"""Usage, in the provider's words: a :class:`Meter` is one allocation of GPUs (an instance while it serves, a job while
+it runs) billed by the terms it locked; a :class:`UsageRecord` is its usage in one UTC hour; and the time keys of
+records (``YYYY-MM-DDTHH`` hours, ``YYYY-MM-DD`` days), which sort as time. Pure values: stored by the meter and
+usage repositories, priced by billing/metering.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from itl_accelerator.billing.metering import HOUR, BillingTerms
+from itl_accelerator.domain.records import ResourceKey, node_key
+
+#: Usage records, roll-ups and correction lines are kept this long (seconds), then the store removes them (TTL).
+USAGE_RETENTION_SECONDS = 400 * 24 * 3600
+
+
+def hour_key(window_start: int) -> str:
+    """``YYYY-MM-DDTHH`` (UTC) of a window start (epoch seconds)."""
+    return datetime.fromtimestamp(window_start, UTC).strftime("%Y-%m-%dT%H")
+
+
+def day_of(window_start: int) -> str:
+    """``YYYY-MM-DD`` (UTC) of a moment (epoch seconds)."""
+    return datetime.fromtimestamp(window_start, UTC).strftime("%Y-%m-%d")
+
+
+def hours_of_day(day: str) -> list[str]:
+    """The 24 hour keys of a UTC day."""
+    start = int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
+    return [hour_key(start + h * HOUR) for h in range(24)]
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(_to_json(value).encode()).hexdigest()[:32]
+
+
+@dataclass
+class UsageRecord:
+    """One allocation's usage in one UTC hour window (``window_start``, epoch seconds).
+
+    ``segments``: the charge at each price in force in the window — ``start``/``end`` (epoch s), ``gpuSeconds``,
+    ``billableGpuSeconds``, ``pricePerGpuHour`` and ``cost`` (decimal strings), ``currency``; ``metrics``: what
+    the DGX Platform measured (``gpuUtilizationPercent``, ``gpuMemoryGb``, ``energyWh``, ``requests``,
+    ``tokensIn``, ``tokensOut``), None when it could not be read; ``final``: the allocation's time in this window
+    will not change any more. ``billed``: what an export billed (``day``, ``segments``, ``hash``), None before.
+    """
+
+    allocation_id: str
+    window_start: int
+    descriptor: dict[str, Any]
+    segments: list[dict[str, Any]]
+    metrics: dict[str, Any] | None
+    final: bool
+    billed: dict[str, Any] | None = None
+    corrections: int = 0
+    content_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            self.content_hash = _hash([self.segments, self.metrics, self.final])
+
+    @property
+    def hour(self) -> str:
+        return hour_key(self.window_start)
+
+    @property
+    def day(self) -> str:
+        return day_of(self.window_start)
+
+    @property
+    def billing_hash(self) -> str:
+        """Hash of what is billed (the segments): metrics arriving late change the record, not the bill."""
+        return _hash(self.segments)
+
+    @property
+    def gpu_seconds(self) -> int:
+        return sum(int(s["gpuSeconds"]) for s in self.segments)
+
+    @property
+    def billable_gpu_seconds(self) -> int:
+        return sum(int(s["billableGpuSeconds"]) for s in self.segments)
+
+    @property
+    def cost(self) -> Decimal:
+        return sum((Decimal(s["cost"]) for s in self.segments), Decimal(0))
+
+    @property
+    def currency(self) -> str:
+        return self.segments[-1]["currency"] if self.segments else ""
+
+    @property
+    def costs(self) -> dict[str, Decimal]:
+        """Cost by currency (one, unless the node changed currency within the hour)."""
+        found: dict[str, Decimal] = {}
+        for s in self.segments:
+            found[s["currency"]] = found.get(s["currency"], Decimal(0)) + Decimal(s["cost"])
+        return found
+
+
+@dataclass
+class Meter:
+    """One allocation of GPUs: who holds them (the ARM resource, its subscription and group, tags), where (the
+    node, its supplier, region and SKU), how many (``gpus``), under which locked ``terms``, and when
+    (``start``/``end``, epoch seconds; ``end`` None while it runs). ``metered_until``: usage is recorded up to there
+    (epoch seconds). ``service``: the provider's service the allocation is billed under (``instances`` or
+    ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's."""
+
+    allocation_id: str
+    subscription_id: str
+    resource_group: str
+    resource_id: str
+    resource_name: str
+    resource_type: str
+    service: str
+    node_resource_group: str
+    node_name: str
+    node_id: str
+    supplier: str
+    region: str
+    sku: str
+    gpus: int
+    terms: BillingTerms
+    start: int
+    end: int | None = None
+    dgx_id: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    resource_created_at: str = ""
+    node_created_at: str = ""
+    metered_until: int = 0
+    metrics_retry_from: int | None = None
+    active: bool = True
+
+    @property
+    def node_key(self) -> ResourceKey:
+        return node_key(self.subscription_id, self.node_resource_group, self.node_name)
+
+    def descriptor(self) -> dict[str, Any]:
+        """What every usage record of this allocation says about it (the FOCUS export's resource columns)."""
+        return {
+            "subscriptionId": self.subscription_id,
+            "resourceGroup": self.resource_group,
+            "resourceId": self.resource_id,
+            "resourceName": self.resource_name,
+            "resourceType": self.resource_type,
+            "service": self.service,
+            "nodeResourceGroup": self.node_resource_group,
+            "nodeName": self.node_name,
+            "nodeId": self.node_id,
+            "supplier": self.supplier,
+            "region": self.region,
+            "sku": self.sku,
+            "gpus": self.gpus,
+            "tags": self.tags,
+            "resourceCreatedAt": self.resource_created_at,
+            "nodeCreatedAt": self.node_created_at,
+        }
+
+
+@dataclass(frozen=True)
+class MeterEnd:
+    """The end of an allocation's billing: its meter ``allocation_id`` in ``subscription_id`` ends at ``end`` (epoch
+    s; the first end written stands) and is due for a sync at ``due``, which closes its last window."""
+
+    subscription_id: str
+    allocation_id: str
+    end: int
+    due: int
+
+
+@dataclass(frozen=True)
+class MeterRef:
+    """Where a meter is: its subscription and allocation id."""
+
+    subscription_id: str
+    allocation_id: str
+
+
+#: What a usage record write did: ``written``; ``correction`` (written, and queued as a correction of a day already
+#: billed or closed); ``conflict`` (the stored record changed since it was read: read it again).
+WriteOutcome = Literal["written", "correction", "conflict"]
+
+
+@dataclass(frozen=True)
+class CorrectionDue:
+    """A queued correction: the record's hour (``YYYY-MM-DDTHH``) and allocation, and the mark's version."""
+
+    hour: str
+    allocation_id: str
+    version: str
+
+
+@dataclass(frozen=True)
+class ExportDay:
+    """A day's export state: ``Closed`` (its records being claimed) or ``Exported`` (with its ``manifest``)."""
+
+    day: str
+    state: Literal["Closed", "Exported"]
+    manifest: dict[str, Any] | None = None

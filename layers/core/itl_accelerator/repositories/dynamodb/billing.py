@@ -1,0 +1,181 @@
+"""The billing export's bookkeeping in the table (key formats: keys.py; the export: services/billing_export.py).
+
+The export *claims* each usage record for the day it bills (``billed``: what went out, and ``billedDay``); a record
+that changes after it was claimed — or that arrives for a day already closed — is queued as a correction
+(``SYS#CORRECTIONDUE``) and goes out as ``Correction`` lines in a later day's export (``SYS#BILL#{day}``). The cursor
+(``SYS#EXPORT`` / ``CURSOR``, ``nextDay``) is the first day still open; every usage record write checks it in the
+same transaction (usage.py), so no record can slip between a day's closing and its export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, CorrectionDue, ExportDay, UsageRecord
+from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
+from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
+from itl_accelerator.repositories.dynamodb.usage import correction_due_sk, record_key
+
+
+class DynamoBillingRepository:
+    """:class:`~itl_accelerator.repositories.protocols.BillingRepository` over the table."""
+
+    def __init__(self, table: Table):
+        self._t = table
+
+    def export_cursor(self) -> str | None:
+        item = self._t.get_item(keys.EXPORT_PK, keys.EXPORT_CURSOR_SK)
+        return str(item["nextDay"]) if item and item.get("nextDay") else None
+
+    def open_days_from(self, day: str) -> None:
+        self._t.client.update_item(
+            TableName=self._t.name,
+            Key=typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
+            UpdateExpression="SET nextDay = if_not_exists(nextDay, :d)",
+            ExpressionAttributeValues=typed({":d": day}),
+        )
+
+    def export_day(self, day: str) -> ExportDay | None:
+        item = self._t.get_item(keys.EXPORT_PK, keys.export_day_sk(day))
+        if item is None:
+            return None
+        manifest = json.loads(item["manifest"]) if item.get("manifest") else None
+        return ExportDay(day, "Exported" if item.get("state") == "Exported" else "Closed", manifest)
+
+    def close_day(self, day: str, next_day: str) -> bool:
+        try:
+            self._t.transact(
+                [
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
+                            "UpdateExpression": "SET nextDay = :n",
+                            "ConditionExpression": "nextDay = :d",
+                            "ExpressionAttributeValues": typed({":d": day, ":n": next_day}),
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._t.name,
+                            "Item": typed({"PK": keys.EXPORT_PK, "SK": keys.export_day_sk(day), "state": "Closed"}),
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                        }
+                    },
+                ]
+            )
+        except TransactionFailed:
+            return False
+        return True
+
+    def claim(self, record: UsageRecord, day: str) -> bool:
+        billed = {"day": day, "segments": record.segments, "hash": record.billing_hash}
+        try:
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=typed(record_key(record)),
+                UpdateExpression="SET billed = :b, billedDay = :d",
+                ConditionExpression="contentHash = :h AND attribute_not_exists(billed)",
+                ExpressionAttributeValues=typed({":b": to_json(billed), ":d": day, ":h": record.content_hash}),
+            )
+        except self._t.client.exceptions.ConditionalCheckFailedException:
+            return False
+        record.billed = billed
+        return True
+
+    def corrections_due(self, limit: int) -> list[CorrectionDue]:
+        response = self._t.client.query(
+            TableName=self._t.name,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues=typed({":pk": keys.CORRECTION_DUE_PK}),
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        due = []
+        for item in map(plain, response.get("Items", [])):
+            hour, _, allocation_id = str(item["SK"]).partition(keys.SEP)
+            due.append(CorrectionDue(hour, allocation_id, str(item.get("version", ""))))
+        return due
+
+    def claim_correction(self, record: UsageRecord, due: CorrectionDue, day: str, line: dict[str, Any] | None) -> bool:
+        billed = {
+            "day": (record.billed or {}).get("day", day),
+            "segments": record.segments,
+            "hash": record.billing_hash,
+        }
+        seq = record.corrections + (1 if line else 0)
+        condition = "contentHash = :h AND " + ("billed = :old" if record.billed else "attribute_not_exists(billed)")
+        values: dict[str, Any] = {":h": record.content_hash, ":b": to_json(billed), ":d": billed["day"], ":n": seq}
+        if record.billed:
+            values[":old"] = to_json(record.billed)
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": typed(record_key(record)),
+                    "UpdateExpression": "SET billed = :b, billedDay = :d, corrections = :n",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": typed(values),
+                }
+            },
+            {
+                "Delete": {
+                    "TableName": self._t.name,
+                    "Key": typed({"PK": keys.CORRECTION_DUE_PK, "SK": correction_due_sk(due.hour, due.allocation_id)}),
+                    "ConditionExpression": "version = :v",
+                    "ExpressionAttributeValues": typed({":v": due.version}),
+                }
+            },
+        ]
+        if line is not None:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._t.name,
+                        "Item": typed(
+                            {
+                                "PK": keys.correction_lines_pk(day),
+                                "SK": f"{record.hour}{keys.SEP}{record.allocation_id}{keys.SEP}{seq:04d}",
+                                "line": to_json(line),
+                                "ttl": record.window_start + USAGE_RETENTION_SECONDS,
+                            }
+                        ),
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                    }
+                }
+            )
+        try:
+            self._t.transact(items)
+        except TransactionFailed:
+            return False
+        return True
+
+    def drop_correction(self, due: CorrectionDue) -> None:
+        self._t.client.delete_item(
+            TableName=self._t.name,
+            Key=typed({"PK": keys.CORRECTION_DUE_PK, "SK": correction_due_sk(due.hour, due.allocation_id)}),
+        )
+
+    def correction_lines(self, day: str) -> Iterator[dict[str, Any]]:
+        items = self._t.query_all(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues=typed({":pk": keys.correction_lines_pk(day)}),
+            ConsistentRead=True,
+        )
+        return (dict(json.loads(item["line"])) for item in items)
+
+    def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
+        self._t.client.put_item(
+            TableName=self._t.name,
+            Item=typed(
+                {
+                    "PK": keys.EXPORT_PK,
+                    "SK": keys.export_day_sk(day),
+                    "state": "Exported",
+                    "manifest": to_json(manifest),
+                }
+            ),
+        )

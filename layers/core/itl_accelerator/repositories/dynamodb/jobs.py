@@ -1,0 +1,154 @@
+"""Jobs in the table (item type ``SparkJob``: ``SUB#{sub}`` / ``JOB#{rg}#{name}``) and their access paths:
+
+- one user's jobs: GSI3 (``GSI3PK = SUB#{sub}#SUBMITTER#{user}``, ``GSI3SK = {rg}#{name}``) — full pages, no filter;
+- the jobs placed on one supplier's nodes: GSI4 (``GSI4PK = SUB#{sub}#NODEOWNER#{owner}``);
+- the jobs waiting for capacity, in the order placement serves them: GSI4 (``GSI4PK = SUB#{sub}#PENDING``,
+  ``GSI4SK = {9 - priority}#{submittedAt}#{rg}#{name}``) — a job is either waiting or placed, never both.
+
+Indexes are eventually consistent; none decides anything: a job's state is judged by its item, a placement by the
+conditional reservation on the node item. The shared workload machinery is workloads.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from itl_accelerator.domain.records import Job, Operation, ResourceKey
+from itl_accelerator.domain.states import JobStatus
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import plain, typed
+from itl_accelerator.repositories.dynamodb.listing import IndexView, Lister, key_of
+from itl_accelerator.repositories.dynamodb.table import Table
+from itl_accelerator.repositories.dynamodb.workloads import WorkloadTable, common_attributes, common_fields
+from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+
+TYPE = "sparkJobs"
+
+
+def _group_name(key: ResourceKey) -> str:
+    return f"{key.resource_group.lower()}{keys.SEP}{key.name.lower()}"
+
+
+def pending_sort_key(job: Job) -> str:
+    """GSI4 sort key of a waiting job: higher priority first, then earlier submission (ISO times sort as text)."""
+    return keys.SEP.join([str(9 - job.priority), job.submitted_at, _group_name(job.key)])
+
+
+def job_attributes(job: Job) -> dict[str, Any]:
+    """The item attributes of a job (None: absent), its index keys derived from its state."""
+    key = job.key
+    gsi4: tuple[str | None, str | None]
+    if job.node_owner:
+        gsi4 = (keys.node_owner_partition(key.subscription_id, job.node_owner), _group_name(key))
+    elif job.queued:
+        gsi4 = (keys.pending_partition(key.subscription_id), pending_sort_key(job))
+    else:
+        gsi4 = (None, None)
+    return {
+        **common_attributes(job),
+        "status": str(job.status),
+        "priority": job.priority,
+        "submittedBy": job.submitted_by,
+        "submittedAt": job.submitted_at,
+        "maxDurationSeconds": job.max_duration_seconds,
+        "gpuModelKey": job.gpu_model,
+        "secretEnv": json.dumps(job.secret_env, separators=(",", ":")) if job.secret_env else None,
+        "taskToken": job.task_token or None,
+        "trackChecks": job.track_checks or None,
+        "startedAt": job.started_at or None,
+        "endedAt": job.ended_at or None,
+        "gpuSeconds": job.gpu_seconds,
+        "billableGpuSeconds": job.billable_gpu_seconds,
+        "cost": job.cost,
+        "canceledBy": job.canceled_by or None,
+        "cancelOperationId": job.cancel_operation_id or None,
+        "drainNode": f"{job.drain_node.resource_group}/{job.drain_node.name}" if job.drain_node else None,
+        "GSI3PK": keys.submitter_partition(key.subscription_id, job.submitted_by),
+        "GSI3SK": _group_name(key),
+        "GSI4PK": gsi4[0],
+        "GSI4SK": gsi4[1],
+    }
+
+
+def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
+    """A job from its item (plain values)."""
+    drain = None
+    if item.get("drainNode"):
+        group, _, name = str(item["drainNode"]).partition("/")
+        drain = ResourceKey(key.subscription_id, group, "sparkNodes", (name,))
+    return Job(
+        **common_fields(key, item),
+        status=JobStatus(item.get("status", JobStatus.PENDING)),
+        priority=int(item.get("priority", 5)),
+        submitted_by=str(item.get("submittedBy", "")),
+        submitted_at=str(item.get("submittedAt", "")),
+        max_duration_seconds=int(item.get("maxDurationSeconds", 0)),
+        gpu_model=str(item.get("gpuModelKey", "")),
+        secret_env=json.loads(item["secretEnv"]) if item.get("secretEnv") else {},
+        queued=str(item.get("GSI4PK", "")).endswith(f"{keys.SEP}PENDING"),
+        task_token=item.get("taskToken"),
+        track_checks=int(item.get("trackChecks", 0)),
+        started_at=item.get("startedAt"),
+        ended_at=item.get("endedAt"),
+        gpu_seconds=int(item["gpuSeconds"]) if item.get("gpuSeconds") is not None else None,
+        billable_gpu_seconds=int(item["billableGpuSeconds"]) if item.get("billableGpuSeconds") is not None else None,
+        cost=str(item["cost"]) if item.get("cost") is not None else None,
+        canceled_by=item.get("canceledBy"),
+        cancel_operation_id=item.get("cancelOperationId"),
+        drain_node=drain,
+    )
+
+
+class DynamoJobRepository:
+    """:class:`~itl_accelerator.repositories.protocols.JobRepository` over the table."""
+
+    def __init__(self, table: Table):
+        self._t = table
+        self._w = WorkloadTable(table, job_attributes, job_from_item)
+        self._lister = Lister(table, TYPE, job_from_item)
+
+    def get(self, key: ResourceKey) -> Job | None:
+        found: Job | None = self._w.get(key)
+        return found
+
+    def page(
+        self,
+        scope: Scope,
+        limit: int,
+        token: str | None,
+        *,
+        submitted_by: str | None = None,
+        node_owner: str | None = None,
+    ) -> Page[Job]:
+        view = None
+        if submitted_by is not None:
+            view = IndexView(keys.submitter_partition(scope.subscription_id, submitted_by), "GSI3PK", "GSI3SK", "GSI3")
+        elif node_owner is not None:
+            view = IndexView(keys.node_owner_partition(scope.subscription_id, node_owner), "GSI4PK", "GSI4SK", "GSI4")
+        return self._lister.page(scope, limit, token, view=view)
+
+    def submit(self, job: Job, operation: Operation, audit: AuditEvent) -> None:
+        self._w.put_new(job, operation, audit)
+
+    def update(
+        self, before: Job, after: Job, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
+    ) -> None:
+        self._w.update(before, after, audit, expect, effects)
+
+    def remove(self, job: Job, audit: AuditEvent, *, expect: Expect) -> None:
+        self._w.remove(job, audit, expect, Effects())
+
+    def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
+        return self._w.note(before, after, expect)
+
+    def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
+        response = self._t.client.query(
+            TableName=self._t.name,
+            IndexName="GSI4",
+            KeyConditionExpression="GSI4PK = :p",
+            ExpressionAttributeValues=typed({":p": keys.pending_partition(subscription_id)}),
+            Limit=limit,
+        )
+        return [key_of(plain(i), subscription_id, TYPE) for i in response.get("Items", [])]

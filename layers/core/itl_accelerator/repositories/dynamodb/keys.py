@@ -1,0 +1,177 @@
+"""Key builders for the single table — the only place key formats are written (the DynamoDB repositories use them).
+
+Every key begins with the (lower-cased) subscription, so no access path crosses tenants. Names are lower-cased in
+keys (ARM names match case-insensitively); the casing last supplied lives in the item. ``#`` never occurs in a
+validated name, so it is a safe separator. Item types (also documented beside the table in template.yaml):
+
+=================  =============================  ==========================================  ==========================
+item               PK                             SK                                          GSI1PK / GSI1SK
+=================  =============================  ==========================================  ==========================
+Subscription       ``SUB#{sub}#SUBSCRIPTION``     ``SUBSCRIPTION``                            —
+SparkNode          ``SUB#{sub}``                  ``NODE#{rg}#{node}``                        —
+SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instance}``         —
+OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
+AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
+Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``                    —  (GSI2: ``METER#{shard}``)
+Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
+=================  =============================  ==========================================  ==========================
+
+Billing works across tenants by nature (a day's export, an hour's roll-up), so the usage records and the billing
+bookkeeping live in *system* partitions (``SYS#...``) that only the scheduled functions write:
+
+=================  =====================================  =================================  ======================
+item               PK                                     SK                                 what
+=================  =====================================  =================================  ======================
+UsageRecord        ``SYS#USAGE#{hour}#{shard}``           ``{allocationId}``                 one allocation, one hour
+RollupDue          ``SYS#ROLLUPDUE``                      ``{hour}``                         an hour to roll up
+CorrectionDue      ``SYS#CORRECTIONDUE``                  ``{hour}#{allocationId}``          billed usage changed
+ExportCursor       ``SYS#EXPORT``                         ``CURSOR``                         first day still open
+ExportDay          ``SYS#EXPORT``                         ``DAY#{day}``                      Closed → Exported
+CorrectionLine     ``SYS#BILL#{day}``                     ``{hour}#{allocationId}#{seq}``    exported that day
+=================  =====================================  =================================  ======================
+
+``{hour}`` is ``YYYY-MM-DDTHH`` (UTC), ``{day}`` ``YYYY-MM-DD``: both sort as time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from itl_accelerator.domain.records import ResourceKey
+from itl_accelerator.resources import RESOURCE_TYPES
+
+SEP = "#"
+
+#: Leaf type codes of resource items, by ARM resource type segment (resources.py describes each type once).
+TYPE_CODES: dict[str, str] = {segment: t.key_code for segment, t in RESOURCE_TYPES.items()}
+#: Parent type segment of child resource types.
+PARENT_TYPES: dict[str, str] = {segment: t.parent.segment for segment, t in RESOURCE_TYPES.items() if t.parent}
+
+
+def subscription_pk(subscription_id: str) -> str:
+    """Partition of a subscription's resources and operation statuses."""
+    return f"SUB{SEP}{subscription_id.lower()}"
+
+
+SUBSCRIPTION_SK = "SUBSCRIPTION"
+
+
+def registration_key(subscription_id: str) -> dict[str, str]:
+    """Key of a subscription's registration item, alone in its partition ``SUB#{sub}#SUBSCRIPTION``: IAM's
+    ``dynamodb:LeadingKeys`` sees partition keys only, so a partition of its own lets template.yaml grant writing
+    registrations (``SUB#*#SUBSCRIPTION``; ``{sub}`` is lower-cased) without any resource item."""
+    return {"PK": f"{subscription_pk(subscription_id)}{SEP}{SUBSCRIPTION_SK}", "SK": SUBSCRIPTION_SK}
+
+
+def placement_partition(subscription_id: str) -> str:
+    """GSI5 partition of a subscription's ``Available`` nodes (sorted by free GPUs: best fit first)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}AVAILABLE"
+
+
+def owner_token(user_id: str) -> str:
+    """A user id as a key part: URL-safe base64 of its UTF-8 (exact for any id — ``+``, ``@``, ``.``, ``#`` —
+    and never containing the separator)."""
+    return base64.urlsafe_b64encode(user_id.encode()).decode().rstrip("=")
+
+
+def submitter_partition(subscription_id: str, user_id: str) -> str:
+    """GSI3 partition of the jobs one user submitted in a subscription."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}SUBMITTER{SEP}{owner_token(user_id)}"
+
+
+def node_owner_partition(subscription_id: str, owner: str) -> str:
+    """GSI4 partition of the jobs placed on the nodes of one supplier (a node's ``owner``)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}NODEOWNER{SEP}{owner_token(owner)}"
+
+
+def pending_partition(subscription_id: str) -> str:
+    """GSI4 partition of a subscription's jobs waiting for capacity (sorted by priority, then submission)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}PENDING"
+
+
+def operation_sk(operation_id: str) -> str:
+    """Sort key of an operation status item (in the subscription's partition)."""
+    return f"OP{SEP}{operation_id.lower()}"
+
+
+def audit_pk(subscription_id: str) -> str:
+    """Partition of a subscription's audit events (sorted by time)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}AUDIT"
+
+
+def audit_sk(timestamp: str, event_id: str) -> str:
+    """Audit sort key: ISO timestamp first so a time range is one ``BETWEEN``."""
+    return f"{timestamp}{SEP}{event_id}"
+
+
+def audit_by_resource_pk(subscription_id: str, resource_id: str) -> str:
+    """GSI1 partition of the audit events of one resource."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}RES{SEP}{resource_id.lower()}"
+
+
+def meter_sk(allocation_id: str) -> str:
+    """Sort key of a meter (one allocation of GPUs, in its subscription's partition)."""
+    return f"METER{SEP}{allocation_id}"
+
+
+def rollup_pk(subscription_id: str, scope: str) -> str:
+    """Partition of the hourly roll-ups of one scope of a subscription: ``SUBSCRIPTION``, ``NODE#{rg}#{node}`` or
+    ``RES#{resource id}`` (lower-cased)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}ROLLUP{SEP}{scope.lower()}"
+
+
+#: Partitions of the usage records of one hour (records spread by allocation: no hot partition).
+USAGE_SHARDS = 4
+
+
+def shard_of(value: str, shards: int) -> int:
+    """A stable partition number in ``range(shards)`` for ``value`` (a hash of it)."""
+    return int(hashlib.sha256(value.encode()).hexdigest(), 16) % shards
+
+
+def usage_pk(hour: str, shard: int) -> str:
+    """Partition of the usage records of one UTC hour (``YYYY-MM-DDTHH``), one shard of it."""
+    return f"SYS{SEP}USAGE{SEP}{hour}{SEP}{shard}"
+
+
+ROLLUP_DUE_PK = f"SYS{SEP}ROLLUPDUE"
+CORRECTION_DUE_PK = f"SYS{SEP}CORRECTIONDUE"
+EXPORT_PK = f"SYS{SEP}EXPORT"
+EXPORT_CURSOR_SK = "CURSOR"
+
+
+def export_day_sk(day: str) -> str:
+    """Sort key of the export state of one UTC day (``YYYY-MM-DD``)."""
+    return f"DAY{SEP}{day}"
+
+
+def correction_lines_pk(day: str) -> str:
+    """Partition of the correction lines one day's export carries."""
+    return f"SYS{SEP}BILL{SEP}{day}"
+
+
+def resource_pk(key: ResourceKey) -> str:
+    """Partition key of a resource: its subscription's partition."""
+    return subscription_pk(key.subscription_id)
+
+
+def resource_sk(key: ResourceKey) -> str:
+    """Sort key of a resource: ``{TYPE}#{rg}#{name}[#{child}]`` lower-cased."""
+    parts = [TYPE_CODES[key.type_segment], key.resource_group.lower(), *(n.lower() for n in key.names)]
+    return SEP.join(parts)
+
+
+def item_key(key: ResourceKey) -> dict[str, str]:
+    """``{"PK", "SK"}`` of a resource item."""
+    return {"PK": resource_pk(key), "SK": resource_sk(key)}
+
+
+def collection_prefix(type_segment: str, resource_group: str | None, parent_names: tuple[str, ...] = ()) -> str:
+    """``begins_with`` prefix for a list: by subscription (``resource_group`` None), by resource group, or under a
+    parent. Always ends with the separator so ``rg1`` never matches ``rg10``."""
+    parts = [TYPE_CODES[type_segment]]
+    if resource_group is not None:
+        parts.append(resource_group.lower())
+        parts.extend(n.lower() for n in parent_names)
+    return SEP.join(parts) + SEP

@@ -1,0 +1,316 @@
+"""Nodes in the table (item type ``SparkNode``; key formats: keys.py): the node's envelope and capacity counters,
+its fleet-shape count (``FleetShape`` items: admission reads a subscription's few shapes, not its nodes), and its
+entry in the placement index GSI5 while it is ``Available`` (sort key ``gpuFree``: best fit first).
+
+A node keeps ``gpuFree``/``memoryGbFree`` beside its totals, changed by every reservation and release in the same
+update expression, so the placement index never drifts. Every change is one transaction with its audit event and
+the subscription's state check (deletes are allowed in every subscription state).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from itl_accelerator.domain.records import Demand, FleetShape, Node, ResourceKey
+from itl_accelerator.domain.states import Availability
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
+from itl_accelerator.repositories.dynamodb.listing import Lister, key_of
+from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
+from itl_accelerator.repositories.errors import (
+    CapacityInUse,
+    EtagMismatch,
+    ItemExists,
+    ItemMissing,
+    SubscriptionNotWritable,
+)
+from itl_accelerator.repositories.protocols import Page, Scope
+
+TYPE = "sparkNodes"
+#: Candidate nodes read per placement attempt (one page of GSI5), and the most pages read for one demand.
+CANDIDATE_PAGE = 25
+MAX_CANDIDATE_PAGES = 2
+
+
+def shape_sk(shape: FleetShape) -> str:
+    """Sort key of a fleet-shape item (in the subscription's partition)."""
+    return f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+
+
+def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
+    """A node from its item (plain values)."""
+    return Node(
+        key=key,
+        document=json.loads(item["doc"]),
+        etag=item["etag"],
+        gpu_total=int(item.get("gpuTotal", 0)),
+        memory_gb_total=int(item.get("memoryGbTotal", 0)),
+        gpu_allocated=int(item.get("gpuAllocated", 0)),
+        memory_gb_allocated=int(item.get("memoryGbAllocated", 0)),
+        child_count=int(item.get("childCount", 0)),
+        former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
+    )
+
+
+def job_ref(job: ResourceKey) -> str:
+    """How a drained node names the job it is drained for (the job's sort key)."""
+    return keys.resource_sk(job)
+
+
+class DynamoNodeRepository:
+    """:class:`~itl_accelerator.repositories.protocols.NodeRepository` over the table."""
+
+    def __init__(self, table: Table):
+        self._t = table
+        self._lister = Lister(table, TYPE, node_from_item)
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, key: ResourceKey) -> Node | None:
+        item = self._t.get_item(keys.resource_pk(key), keys.resource_sk(key))
+        return node_from_item(key, item) if item else None
+
+    def page(self, scope: Scope, limit: int, token: str | None) -> Page[Node]:
+        return self._lister.page(scope, limit, token)
+
+    def fleet_shapes(self, subscription_id: str) -> list[FleetShape]:
+        response = self._t.client.query(
+            TableName=self._t.name,
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :shape)",
+            ExpressionAttributeValues=typed({":pk": keys.subscription_pk(subscription_id), ":shape": "SHAPE#"}),
+            ConsistentRead=True,
+        )
+        shapes = []
+        for item in map(plain, response.get("Items", [])):
+            if int(item.get("nodes", 0)) > 0:
+                shapes.append(
+                    FleetShape(
+                        str(item.get("gpuModelKey", "")),
+                        str(item["location"]),
+                        int(item["gpuTotal"]),
+                        int(item["memoryGbTotal"]),
+                        int(item["nodes"]),
+                    )
+                )
+        return shapes
+
+    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+        """At most :data:`MAX_CANDIDATE_PAGES` pages of GSI5 (a constant number of requests whatever the fleet's
+        size), filtered by memory, model, location and drain."""
+        conditions = ["memoryGbFree >= :m", "(attribute_not_exists(drainingFor) OR drainingFor = :job)"]
+        values: dict[str, Any] = {
+            ":p": keys.placement_partition(subscription_id),
+            ":g": demand.gpus,
+            ":m": demand.memory_gb,
+            ":job": job_ref(for_job) if for_job else "-",
+        }
+        names: dict[str, str] = {}
+        if demand.gpu_model:
+            conditions.append("gpuModelKey = :model")
+            values[":model"] = demand.gpu_model
+        if demand.location:
+            conditions.append("#loc = :loc")
+            names["#loc"] = "location"
+            values[":loc"] = demand.location
+        request: dict[str, Any] = {
+            "TableName": self._t.name,
+            "IndexName": "GSI5",
+            "KeyConditionExpression": "GSI5PK = :p AND gpuFree >= :g",
+            "FilterExpression": " AND ".join(conditions),
+            "ExpressionAttributeValues": typed(values),
+            "Limit": CANDIDATE_PAGE,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        found: list[Node] = []
+        for _ in range(MAX_CANDIDATE_PAGES):
+            response = self._t.client.query(**request)
+            for item in map(plain, response.get("Items", [])):
+                found.append(node_from_item(key_of(item, subscription_id, TYPE), item))
+            if found or "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found
+
+    # ----------------------------------------------------------------------------------------------- writes
+    def create(self, node: Node, audit: AuditEvent) -> None:
+        item = {
+            **self._item(node),
+            "gpuAllocated": 0,
+            "memoryGbAllocated": 0,
+            "gpuFree": node.gpu_total,
+            "memoryGbFree": node.memory_gb_total,
+            "childCount": 0,
+        }
+        items = [
+            {
+                "Put": {
+                    "TableName": self._t.name,
+                    "Item": typed(item),
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            self._t.audit_put(audit),
+            self._t.subscription_check(node.key.subscription_id),
+            self._shape_count(node.key.subscription_id, node.shape, +1),
+        ]
+        self._transact(items, creating=True)
+
+    def replace(self, previous: Node, node: Node, audit: AuditEvent) -> None:
+        item = self._item(node)
+        available = node.availability == Availability.AVAILABLE
+        settable = {k: v for k, v in item.items() if k not in ("PK", "SK")}
+        names = {f"#a{i}": k for i, k in enumerate(settable)}
+        values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(settable.values())}
+        assignments = [f"#a{i} = :v{i}" for i in range(len(settable))]
+        condition = "etag = :expected"
+        for total, allocated, free, value in (
+            ("gpuTotal", "gpuAllocated", "gpuFree", node.gpu_total),
+            ("memoryGbTotal", "memoryGbAllocated", "memoryGbFree", node.memory_gb_total),
+        ):
+            condition += f" AND (attribute_not_exists({allocated}) OR {allocated} <= :{total})"
+            values[f":{total}"] = value
+            assignments.append(f"{free} = :{total} - {allocated}")
+        expression = "SET " + ", ".join(assignments)
+        if not available:
+            names["#u0"] = "GSI5PK"
+            expression += " REMOVE #u0"
+        items = [
+            {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": typed(keys.item_key(node.key)),
+                    "UpdateExpression": expression,
+                    "ConditionExpression": f"attribute_exists(PK) AND {condition}",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": typed({**values, ":expected": previous.etag}),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            self._t.audit_put(audit),
+            self._t.subscription_check(node.key.subscription_id),
+        ]
+        if previous.shape != node.shape:
+            items.append(self._shape_count(node.key.subscription_id, node.shape, +1))
+            items.append(self._shape_count(node.key.subscription_id, previous.shape, -1))
+        self._transact(items, expected_etag=previous.etag)
+
+    def delete(self, node: Node, audit: AuditEvent) -> None:
+        idle = " AND ".join(
+            f"(attribute_not_exists({a}) OR {a} = :zero)" for a in ("gpuAllocated", "memoryGbAllocated", "childCount")
+        )
+        self._transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self._t.name,
+                        "Key": typed(keys.item_key(node.key)),
+                        "ConditionExpression": f"attribute_exists(PK) AND etag = :expected AND {idle}",
+                        "ExpressionAttributeValues": typed({":expected": node.etag, ":zero": 0}),
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                self._t.audit_put(audit),
+                self._shape_count(node.key.subscription_id, node.shape, -1),
+            ],
+            expected_etag=node.etag,
+            subscription_checked=False,
+        )
+
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+        update: dict[str, Any] = {
+            "TableName": self._t.name,
+            "Key": typed(keys.item_key(node)),
+            "ConditionExpression": "attribute_exists(PK)",
+        }
+        if for_job:
+            update["UpdateExpression"] = "SET drainingFor = :job"
+            update["ExpressionAttributeValues"] = typed({":job": job_ref(for_job)})
+        else:
+            update["UpdateExpression"] = "REMOVE drainingFor"
+        try:
+            self._t.client.update_item(**update)
+        except self._t.client.exceptions.ConditionalCheckFailedException:
+            pass  # the node is gone: nothing to drain
+
+    # ----------------------------------------------------------------------------------------------- items
+    @staticmethod
+    def _item(node: Node) -> dict[str, Any]:
+        """The written attributes of a node: its envelope, totals, the attributes placement filters on and — while
+        it is ``Available`` — its placement index entry; its former owners."""
+        key = node.key
+        shape = node.shape
+        available = node.availability == Availability.AVAILABLE
+        item = {
+            "PK": keys.resource_pk(key),
+            "SK": keys.resource_sk(key),
+            "entityType": TYPE,
+            "resourceGroup": key.resource_group,
+            "rgKey": key.resource_group.lower(),
+            "names": json.dumps(list(key.names)),
+            "id": node.arm_id,
+            "etag": node.etag,
+            "doc": to_json(node.document),
+            "owner": node.owner,
+            "location": shape.location,
+            "availability": str(node.availability),
+            "gpuModelKey": shape.gpu_model,
+            "formerOwners": json.dumps(list(node.former_owners)),
+            "gpuTotal": node.gpu_total,
+            "memoryGbTotal": node.memory_gb_total,
+        }
+        if available:
+            item["GSI5PK"] = keys.placement_partition(key.subscription_id)
+        return item
+
+    def _shape_count(self, subscription_id: str, shape: FleetShape, delta: int) -> dict[str, Any]:
+        """Transaction item: count a node in (``+1``) or out of (``-1``) its fleet shape."""
+        return {
+            "Update": {
+                "TableName": self._t.name,
+                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape_sk(shape)}),
+                "UpdateExpression": "ADD nodes :d SET entityType = :t, gpuModelKey = :model, #loc = :loc, "
+                "gpuTotal = :g, memoryGbTotal = :m",
+                "ExpressionAttributeNames": {"#loc": "location"},
+                "ExpressionAttributeValues": typed(
+                    {
+                        ":d": delta,
+                        ":t": "FleetShape",
+                        ":model": shape.gpu_model,
+                        ":loc": shape.location,
+                        ":g": shape.gpu_total,
+                        ":m": shape.memory_gb_total,
+                    }
+                ),
+            }
+        }
+
+    def _transact(
+        self,
+        items: list[dict[str, Any]],
+        *,
+        expected_etag: str | None = None,
+        creating: bool = False,
+        subscription_checked: bool = True,
+    ) -> None:
+        """Item 0 is the node, item 1 its audit event, item 2 (when ``subscription_checked``) the subscription
+        check. Failures become typed errors by position."""
+        try:
+            self._t.transact(items)
+        except TransactionFailed as exc:
+            if subscription_checked and 2 in exc.failed:
+                raise SubscriptionNotWritable(str(exc.failed[2].get("state", "Unregistered"))) from exc
+            if 0 not in exc.failed:
+                raise
+            if creating:
+                raise ItemExists() from exc
+            old = exc.failed[0]
+            if not old:
+                raise ItemMissing() from exc
+            if expected_etag is not None and old.get("etag") != expected_etag:
+                raise EtagMismatch() from exc
+            raise CapacityInUse(
+                int(old.get("gpuAllocated", 0)), int(old.get("memoryGbAllocated", 0)), int(old.get("childCount", 0))
+            ) from exc

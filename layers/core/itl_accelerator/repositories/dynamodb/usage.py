@@ -1,0 +1,235 @@
+"""Usage records and hourly roll-ups in the table (key formats: keys.py). What the figures are is computed elsewhere
+(billing/metering.py, billing/rollup.py); this module stores them so that each is written once.
+
+A **usage record** (``SYS#USAGE#{hour}#{shard}`` / ``{allocationId}``) is one allocation's usage in one UTC hour: its
+key is deterministic, so a repeated or concurrent sync rewrites the same item; it is written compare-and-set on what
+was read (content and billing state), so nothing is lost between concurrent writers; each write marks its hour's
+roll-up due (``SYS#ROLLUPDUE``) and either checks that its day is still open (the export cursor) or queues a
+correction (billing.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from itl_accelerator.billing.rollup import Rollup, Totals
+from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, UsageRecord, WriteOutcome, hour_key
+from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
+from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
+from itl_accelerator.repositories.errors import StoreBusy
+
+
+def usage_key(allocation_id: str, window_start: int) -> dict[str, str]:
+    """The deterministic key of an allocation's record for a window (allocation + window start)."""
+    hour = hour_key(window_start)
+    return {"PK": keys.usage_pk(hour, keys.shard_of(allocation_id, keys.USAGE_SHARDS)), "SK": allocation_id}
+
+
+def record_key(record: UsageRecord) -> dict[str, str]:
+    """The key of a record."""
+    return usage_key(record.allocation_id, record.window_start)
+
+
+def record_from_item(item: dict[str, Any]) -> UsageRecord:
+    """A usage record from its item (plain values)."""
+    return UsageRecord(
+        allocation_id=item["SK"],
+        window_start=int(item["windowStart"]),
+        descriptor=json.loads(item["descriptor"]),
+        segments=json.loads(item["segments"]),
+        metrics=json.loads(item["metrics"]) if item.get("metrics") else None,
+        final=bool(item.get("final", False)),
+        billed=json.loads(item["billed"]) if item.get("billed") else None,
+        corrections=int(item.get("corrections", 0)),
+        content_hash=item["contentHash"],
+    )
+
+
+def correction_due_sk(hour: str, allocation_id: str) -> str:
+    """Sort key of a queued correction (``SYS#CORRECTIONDUE``)."""
+    return f"{hour}{keys.SEP}{allocation_id}"
+
+
+class DynamoUsageRepository:
+    """:class:`~itl_accelerator.repositories.protocols.UsageRepository` over the table."""
+
+    def __init__(self, table: Table):
+        self._t = table
+
+    # ------------------------------------------------------------------------------------------- usage records
+    def records(self, allocation_id: str, window_starts: list[int]) -> dict[int, UsageRecord]:
+        """``BatchGetItem``s of 100 keys, consistent."""
+        found: dict[int, UsageRecord] = {}
+        for i in range(0, len(window_starts), 100):
+            wanted = [usage_key(allocation_id, w) for w in window_starts[i : i + 100]]
+            request: dict[str, Any] = {self._t.name: {"Keys": [typed(k) for k in wanted], "ConsistentRead": True}}
+            while request:
+                response = self._t.client.batch_get_item(RequestItems=request)
+                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
+                    record = record_from_item(item)
+                    found[record.window_start] = record
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def get(self, allocation_id: str, window_start: int) -> UsageRecord | None:
+        key = usage_key(allocation_id, window_start)
+        item = self._t.get_item(key["PK"], key["SK"])
+        return record_from_item(item) if item else None
+
+    def write(self, record: UsageRecord, previous: UsageRecord | None) -> WriteOutcome:
+        """One transaction: the record (compare-and-set), its hour's roll-up marked due, and the open-day check —
+        or, when its day is billed or closed, its correction queued."""
+        billed = previous.billed if previous else None
+        record.billed, record.corrections = billed, previous.corrections if previous else 0
+        correction = billed is not None and billed["hash"] != record.billing_hash
+        for attempt in ("check", "correction"):
+            if attempt == "correction":
+                correction = True
+            items = [self._usage_put(record, previous), self._rollup_due_put(record.hour)]
+            if correction:
+                items.append(self._correction_due_put(record))
+            elif billed is None:
+                items.append(self._day_open_check(record.day))
+            try:
+                self._t.transact(items)
+            except TransactionFailed as exc:
+                if 0 in exc.failed:
+                    return "conflict"
+                if 2 in exc.failed and not correction:
+                    continue  # the day closed: this usage goes out as a correction
+                raise
+            return "correction" if correction else "written"
+        return "correction"  # pragma: no cover - the loop returns on its second pass
+
+    def _usage_put(self, record: UsageRecord, previous: UsageRecord | None) -> dict[str, Any]:
+        item = {
+            **record_key(record),
+            "windowStart": record.window_start,
+            "descriptor": to_json(record.descriptor),
+            "segments": to_json(record.segments),
+            "gpuSeconds": record.gpu_seconds,
+            "billableGpuSeconds": record.billable_gpu_seconds,
+            "cost": format(record.cost, "f"),
+            "currency": record.currency,
+            "final": record.final,
+            "contentHash": record.content_hash,
+            "corrections": record.corrections,
+            "ttl": record.window_start + USAGE_RETENTION_SECONDS,
+        }
+        if record.metrics is not None:
+            item["metrics"] = to_json(record.metrics)
+        if record.billed is not None:
+            item["billed"] = to_json(record.billed)
+            item["billedDay"] = record.billed["day"]
+        put: dict[str, Any] = {"TableName": self._t.name, "Item": typed(item)}
+        if previous is None:
+            put["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            put["ConditionExpression"] = "contentHash = :h AND " + (
+                "billed = :b" if previous.billed is not None else "attribute_not_exists(billed)"
+            )
+            values: dict[str, Any] = {":h": previous.content_hash}
+            if previous.billed is not None:
+                values[":b"] = to_json(previous.billed)
+            put["ExpressionAttributeValues"] = typed(values)
+        return {"Put": put}
+
+    def _rollup_due_put(self, hour: str) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self._t.name,
+                "Item": typed({"PK": keys.ROLLUP_DUE_PK, "SK": hour, "version": uuid.uuid4().hex}),
+            }
+        }
+
+    def _correction_due_put(self, record: UsageRecord) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self._t.name,
+                "Item": typed(
+                    {
+                        "PK": keys.CORRECTION_DUE_PK,
+                        "SK": correction_due_sk(record.hour, record.allocation_id),
+                        "version": uuid.uuid4().hex,
+                    }
+                ),
+            }
+        }
+
+    def _day_open_check(self, day: str) -> dict[str, Any]:
+        return {
+            "ConditionCheck": {
+                "TableName": self._t.name,
+                "Key": typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
+                "ConditionExpression": "attribute_not_exists(nextDay) OR nextDay <= :d",
+                "ExpressionAttributeValues": typed({":d": day}),
+            }
+        }
+
+    def hour_records(self, hour: str) -> Iterator[UsageRecord]:
+        """Shard by shard in key order: consistent ``Query`` pages, so memory stays one page whatever the count."""
+        for shard in range(keys.USAGE_SHARDS):
+            items = self._t.query_all(
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues=typed({":pk": keys.usage_pk(hour, shard)}),
+                ConsistentRead=True,
+            )
+            yield from map(record_from_item, items)
+
+    # ------------------------------------------------------------------------------------------- roll-ups
+    def due_rollups(self, limit: int) -> list[tuple[str, str]]:
+        response = self._t.client.query(
+            TableName=self._t.name,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues=typed({":pk": keys.ROLLUP_DUE_PK}),
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        return [(str(i["SK"]), str(i["version"])) for i in map(plain, response.get("Items", []))]
+
+    def put_rollups(self, rollups: list[Rollup]) -> None:
+        """``BatchWriteItem``s of 25, retrying what DynamoDB leaves unprocessed."""
+        items = [
+            {
+                "PK": keys.rollup_pk(r.subscription_id, r.scope),
+                "SK": r.hour,
+                "ttl": r.ttl,
+                **r.totals.as_stored(),
+            }
+            for r in rollups
+        ]
+        for i in range(0, len(items), 25):
+            request = {self._t.name: [{"PutRequest": {"Item": typed(item)}} for item in items[i : i + 25]]}
+            for _ in range(8):
+                response = self._t.client.batch_write_item(RequestItems=request)
+                request = response.get("UnprocessedItems") or {}
+                if not request:
+                    break
+            if request:
+                raise StoreBusy("roll-up writes stayed unprocessed")
+
+    def rollup_done(self, hour: str, version: str) -> bool:
+        try:
+            self._t.client.delete_item(
+                TableName=self._t.name,
+                Key=typed({"PK": keys.ROLLUP_DUE_PK, "SK": hour}),
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues=typed({":v": version}),
+            )
+        except self._t.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:
+        """One ``Query`` (paged; at most 720 hours)."""
+        items = self._t.query_all(
+            KeyConditionExpression="PK = :pk AND SK BETWEEN :a AND :b",
+            ExpressionAttributeValues=typed(
+                {":pk": keys.rollup_pk(subscription_id, scope), ":a": first_hour, ":b": last_hour}
+            ),
+        )
+        return {str(item["SK"]): Totals.from_stored(item) for item in items}

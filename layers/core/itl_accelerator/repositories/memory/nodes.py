@@ -1,0 +1,280 @@
+"""Nodes in memory: the DynamoDB implementation's ``SparkNode`` items (repositories/dynamodb/nodes.py) — the node,
+its capacity counters, its fleet-shape count and its place in the placement index while it is ``Available`` — and
+the reservations and releases workload transitions make on them (repositories/dynamodb/workloads.py)."""
+
+from __future__ import annotations
+
+import copy
+
+from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
+from itl_accelerator.domain.states import Availability
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.repositories.errors import (
+    CapacityInUse,
+    CapacityShortfall,
+    EtagMismatch,
+    ItemExists,
+    ItemMissing,
+    NodeChanged,
+    NodeMissing,
+    NodeUnavailable,
+    StoreError,
+    SubscriptionNotWritable,
+)
+from itl_accelerator.repositories.memory import paging
+from itl_accelerator.repositories.memory.state import (
+    MemoryState,
+    StoredNode,
+    StoredShape,
+    audit_size,
+    check_size,
+    fold,
+    sort_key,
+)
+from itl_accelerator.repositories.protocols import Page, Scope
+
+TYPE = "sparkNodes"
+#: Candidates the placement index returns per page, and the most pages read for one demand (as the DynamoDB
+#: implementation: ``CANDIDATE_PAGE``, ``MAX_CANDIDATE_PAGES``).
+CANDIDATE_PAGE = 25
+MAX_CANDIDATE_PAGES = 2
+
+
+def shape_sort_key(shape: FleetShape) -> str:
+    """The sort key of a fleet-shape item (the DynamoDB implementation's ``shape_sk``): shapes are told apart by it."""
+    return f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+
+
+def stored_node(node: Node) -> Node:
+    """A copy of ``node`` as the store keeps it."""
+    return Node(
+        key=node.key,
+        document=copy.deepcopy(node.document),
+        etag=node.etag,
+        gpu_total=int(node.gpu_total),
+        memory_gb_total=int(node.memory_gb_total),
+        gpu_allocated=int(node.gpu_allocated),
+        memory_gb_allocated=int(node.memory_gb_allocated),
+        child_count=int(node.child_count),
+        former_owners=tuple(node.former_owners),
+    )
+
+
+def present(node: Node, key: ResourceKey) -> Node:
+    """A copy of a stored node under ``key`` (a point read answers with the key it was asked; a list with the
+    resource group and names as stored)."""
+    found = stored_node(node)
+    found.key = key
+    return found
+
+
+def listed_key(node: Node, subscription_id: str) -> ResourceKey:
+    return ResourceKey(subscription_id, node.key.resource_group, TYPE, node.key.names)
+
+
+# ------------------------------------------------------------------------------------- reservations, releases
+def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None:
+    """Why ``r`` cannot be taken now, or None — the DynamoDB implementation's conditional ``ADD`` on the node item
+    (``_node_reserve``) and the error ``_raise_typed`` makes of its failure: the node exists, is ``Available``, is at
+    the etag and totals read, holds ``allocated + requested <= total``, and — for a job's reservation only — is not
+    drained for another job. The first failing of: ``NodeMissing``, ``NodeUnavailable``, ``NodeChanged``, and
+    ``CapacityShortfall`` (free figures as stored) for everything else."""
+    stored = state.nodes.get(fold(r.node))
+    if stored is None:
+        return NodeMissing()
+    node = stored.node
+    fits = (
+        node.availability == Availability.AVAILABLE
+        and node.gpu_total == r.gpu_total
+        and node.memory_gb_total == r.memory_gb_total
+        and node.gpu_allocated <= r.gpu_total - r.gpus
+        and node.memory_gb_allocated <= r.memory_gb_total - r.memory_gb
+        and node.etag == r.etag
+        and (r.for_job is None or stored.draining_for in (None, fold(r.for_job)))
+    )
+    if fits:
+        return None
+    if node.availability != Availability.AVAILABLE:
+        return NodeUnavailable(str(node.availability))
+    if node.etag != r.etag:
+        return NodeChanged()
+    return CapacityShortfall(node.free_gpus, node.free_memory_gb)
+
+
+def reserve(state: MemoryState, r: Reservation) -> None:
+    """Take ``r`` (checked by :func:`reservation_refusal`)."""
+    node = state.nodes[fold(r.node)].node
+    node.gpu_allocated += r.gpus
+    node.memory_gb_allocated += r.memory_gb
+    node.child_count += r.child
+
+
+def release_refused(state: MemoryState, r: Release) -> bool:
+    """Whether ``r`` cannot be written: its node is gone (the release requires ``attribute_exists``)."""
+    return fold(r.node) not in state.nodes
+
+
+def release(state: MemoryState, r: Release) -> None:
+    """Give ``r`` back (its node exists: :func:`release_refused`)."""
+    node = state.nodes[fold(r.node)].node
+    node.gpu_allocated -= r.gpus
+    node.memory_gb_allocated -= r.memory_gb
+    node.child_count += r.child
+
+
+class MemoryNodeRepository:
+    """:class:`~itl_accelerator.repositories.protocols.NodeRepository` in memory."""
+
+    def __init__(self, state: MemoryState):
+        self._s = state
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, key: ResourceKey) -> Node | None:
+        with self._s.lock:
+            stored = self._s.nodes.get(fold(key))
+            return present(stored.node, key) if stored else None
+
+    def page(self, scope: Scope, limit: int, token: str | None) -> Page[Node]:
+        """The nodes of ``scope`` in (resource group, name) order, as ``Lister.page``."""
+        with self._s.lock:
+            subscription = scope.subscription_id.lower()
+            entries = [
+                (sort_key(s.node.key), present(s.node, listed_key(s.node, scope.subscription_id)))
+                for k, s in self._s.nodes.items()
+                if k[0] == subscription and paging.in_scope(scope, s.node.key.resource_group)
+            ]
+            return paging.page(entries, f"nodes|{paging.scope_id(scope)}", limit, token)
+
+    def fleet_shapes(self, subscription_id: str) -> list[FleetShape]:
+        """The shapes counting at least one node, in the order of their items."""
+        with self._s.lock:
+            subscription = subscription_id.lower()
+            found = sorted(
+                ((sk, s) for (sub, sk), s in self._s.shapes.items() if sub == subscription and s.nodes > 0),
+                key=lambda entry: entry[0],
+            )
+            return [
+                FleetShape(s.shape.gpu_model, s.shape.location, s.shape.gpu_total, s.shape.memory_gb_total, s.nodes)
+                for _, s in found
+            ]
+
+    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+        """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes with at least
+        ``demand.gpus`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
+        filtered by memory, model, location and drain; the first page that yields any, at most
+        :data:`MAX_CANDIDATE_PAGES` pages."""
+        with self._s.lock:
+            subscription = subscription_id.lower()
+            job = fold(for_job) if for_job else None
+            indexed = sorted(
+                (
+                    s
+                    for k, s in self._s.nodes.items()
+                    if k[0] == subscription
+                    and s.node.availability == Availability.AVAILABLE
+                    and s.node.free_gpus >= demand.gpus
+                ),
+                key=lambda s: (s.node.free_gpus, sort_key(s.node.key)),
+            )
+
+            def wanted(s: StoredNode) -> bool:
+                shape = s.node.shape
+                return (
+                    s.node.free_memory_gb >= demand.memory_gb
+                    and (s.draining_for is None or s.draining_for == job)
+                    and (not demand.gpu_model or shape.gpu_model == demand.gpu_model)
+                    and (not demand.location or shape.location == demand.location)
+                )
+
+            found: list[Node] = []
+            for first in range(0, CANDIDATE_PAGE * MAX_CANDIDATE_PAGES, CANDIDATE_PAGE):
+                found = [
+                    present(s.node, listed_key(s.node, subscription_id))
+                    for s in indexed[first : first + CANDIDATE_PAGE]
+                    if wanted(s)
+                ]
+                if found or first + CANDIDATE_PAGE >= len(indexed):
+                    break
+            return found
+
+    # ----------------------------------------------------------------------------------------------- writes
+    def create(self, node: Node, audit: AuditEvent) -> None:
+        """The node (allocations and instance count at 0), its audit event and its shape count — refused with
+        ``SubscriptionNotWritable`` first, then ``ItemExists``; an audit event already stored refuses it too
+        (a bare ``StoreError``, as the table's transaction does)."""
+        with self._s.lock:
+            check_size(node.document, audit_size(audit))
+            refusing = self._s.refusing_state(node.key.subscription_id)
+            if refusing is not None:
+                raise SubscriptionNotWritable(refusing)
+            if fold(node.key) in self._s.nodes:
+                raise ItemExists()
+            if self._s.audit_taken(audit):
+                raise StoreError("the audit event exists")
+            stored = stored_node(node)
+            stored.gpu_allocated = stored.memory_gb_allocated = stored.child_count = 0
+            self._s.nodes[fold(node.key)] = StoredNode(stored)
+            self._s.put_audit(audit)
+            self._count_shape(node.key.subscription_id, node.shape, +1)
+
+    def replace(self, previous: Node, node: Node, audit: AuditEvent) -> None:
+        """What clients write of the node (envelope, totals, owners, key casing) replaced at ``previous.etag``;
+        allocations, instance count and drain stay. Refused with ``SubscriptionNotWritable``, then ``ItemMissing``,
+        ``EtagMismatch``, ``CapacityInUse`` (allocations above the new totals). The shape count moves from
+        ``previous``'s shape to ``node``'s when they differ."""
+        with self._s.lock:
+            check_size(node.document, audit_size(audit))
+            refusing = self._s.refusing_state(node.key.subscription_id)
+            if refusing is not None:
+                raise SubscriptionNotWritable(refusing)
+            stored = self._s.nodes.get(fold(node.key))
+            if stored is None:
+                raise ItemMissing()
+            current = stored.node
+            if current.etag != previous.etag:
+                raise EtagMismatch()
+            if current.gpu_allocated > node.gpu_total or current.memory_gb_allocated > node.memory_gb_total:
+                raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
+            if self._s.audit_taken(audit):
+                raise StoreError("the audit event exists")
+            replaced = stored_node(node)
+            replaced.gpu_allocated = current.gpu_allocated
+            replaced.memory_gb_allocated = current.memory_gb_allocated
+            replaced.child_count = current.child_count
+            stored.node = replaced
+            self._s.put_audit(audit)
+            if previous.shape != node.shape:
+                self._count_shape(node.key.subscription_id, node.shape, +1)
+                self._count_shape(node.key.subscription_id, previous.shape, -1)
+
+    def delete(self, node: Node, audit: AuditEvent) -> None:
+        """Remove the node at ``node.etag`` holding nothing (any subscription state). Refused with ``ItemMissing``,
+        ``EtagMismatch``, then ``CapacityInUse`` (allocations or instances as stored)."""
+        with self._s.lock:
+            check_size(audit_size(audit))
+            stored = self._s.nodes.get(fold(node.key))
+            if stored is None:
+                raise ItemMissing()
+            current = stored.node
+            if current.etag != node.etag:
+                raise EtagMismatch()
+            if current.gpu_allocated or current.memory_gb_allocated or current.child_count:
+                raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
+            if self._s.audit_taken(audit):
+                raise StoreError("the audit event exists")
+            del self._s.nodes[fold(node.key)]
+            self._s.put_audit(audit)
+            self._count_shape(node.key.subscription_id, node.shape, -1)
+
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+        with self._s.lock:
+            stored = self._s.nodes.get(fold(node))
+            if stored is not None:  # the node is gone: nothing to drain
+                stored.draining_for = fold(for_job) if for_job else None
+
+    def _count_shape(self, subscription_id: str, shape: FleetShape, delta: int) -> None:
+        """Count a node in (``+1``) or out of (``-1``) its shape (the item keeps the shape as last written)."""
+        key = (subscription_id.lower(), shape_sort_key(shape))
+        entry = self._s.shapes.setdefault(key, StoredShape(shape))
+        entry.shape = FleetShape(shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total)
+        entry.nodes += delta

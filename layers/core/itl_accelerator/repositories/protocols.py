@@ -1,0 +1,398 @@
+"""The repositories, one per aggregate, as ``typing.Protocol``s: what the services may ask of storage, in the
+provider's words. Each takes and returns typed records (domain/records.py, domain/usage.py) and offers intent
+methods; each implementation owns every attribute name, index key and condition of its items. Two implementations
+keep the same semantics — compare-and-set, all-or-nothing transactions, the same typed errors
+(repositories/errors.py) — and pass the same scenario table (tests/contract): ``repositories/dynamodb`` (the one
+table) and ``repositories/memory`` (for tests of services in milliseconds).
+
+Changes that must happen together happen in one call: a workload's transition carries its audit event and its
+:class:`Effects` — its operation(s), the capacity it reserves or releases on its node, the meter it starts or ends
+— written in one transaction or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from itl_accelerator.billing.rollup import Rollup, Totals
+from itl_accelerator.domain.records import (
+    Demand,
+    FleetShape,
+    Instance,
+    Job,
+    Node,
+    Operation,
+    Release,
+    Reservation,
+    ResourceKey,
+)
+from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
+from itl_accelerator.domain.usage import CorrectionDue, ExportDay, Meter, MeterEnd, MeterRef, UsageRecord, WriteOutcome
+from itl_accelerator.models.audit import AuditEvent
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list, in (resource group, name) order, and the token of the next (None on the last)."""
+
+    items: list[T]
+    token: str | None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which part of a subscription a list covers: one ``resource_group``, or the whole subscription
+    (``resource_group`` None) — then only ``visible_groups`` when the caller holds only some groups (None: all)."""
+
+    subscription_id: str
+    resource_group: str | None = None
+    visible_groups: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a workload's transition requires of it as stored — else :class:`~.errors.WorkloadChanged` and nothing is
+    written. Fields left None are not checked; ``state``/``status`` accept any of the states given."""
+
+    etag: str | None = None
+    state: tuple[ProvisioningState, ...] | None = None
+    status: tuple[JobStatus, ...] | None = None
+    operation_id: str | None = None
+    delete_operation_id: str | None = None
+    dgx_id: str | None = None
+    capacity_reserved: bool | None = None
+    cancel_requested: bool | None = None
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What moves with a workload's transition, in the same transaction: ``operation`` (and ``more_operations``)
+    moved on — refused when one has already ended; ``new_operation`` started; capacity reserved on (``reservation``)
+    or given back to (``release``) a node; a meter started (``meter_start``: idempotent, the first start stands) or
+    ended (``meter_end``)."""
+
+    operation: Operation | None = None
+    more_operations: tuple[Operation, ...] = ()
+    new_operation: Operation | None = None
+    reservation: Reservation | None = None
+    release: Release | None = None
+    meter_start: Meter | None = None
+    meter_end: MeterEnd | None = None
+
+
+class NodeRepository(Protocol):
+    """GPU nodes, their capacity counters, the fleet shapes admission reads and the placement index."""
+
+    def get(self, key: ResourceKey) -> Node | None:
+        """The node (a consistent read), or None."""
+        ...
+
+    def page(self, scope: Scope, limit: int, token: str | None) -> Page[Node]:
+        """A page of the nodes in ``scope``. Raises ``InvalidSkipToken`` for a token of another list."""
+        ...
+
+    def create(self, node: Node, audit: AuditEvent) -> None:
+        """Register ``node`` (allocations start at 0) with its audit event, counted in its fleet shape. Raises
+        ``ItemExists``, ``SubscriptionNotWritable``."""
+        ...
+
+    def replace(self, previous: Node, node: Node, audit: AuditEvent) -> None:
+        """Replace what clients write of ``previous`` (still at its etag) with ``node``: allocations stay, free
+        capacity follows the new totals, which must still cover them; its shape count moves. Raises
+        ``ItemMissing``, ``EtagMismatch``, ``CapacityInUse``, ``SubscriptionNotWritable``."""
+        ...
+
+    def delete(self, node: Node, audit: AuditEvent) -> None:
+        """Remove ``node`` (still at its etag, holding no allocation and no instance). Allowed in any subscription
+        state. Raises ``ItemMissing``, ``EtagMismatch``, ``CapacityInUse``."""
+        ...
+
+    def fleet_shapes(self, subscription_id: str) -> list[FleetShape]:
+        """The shapes of the subscription's nodes (those with at least one node)."""
+        ...
+
+    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+        """``Available`` nodes that could take ``demand`` now (free GPUs and memory, model and location when given)
+        and are not drained for another job than ``for_job``, fewest free GPUs first, bounded in number whatever
+        the fleet's size. The index may lag: a reservation is the judge."""
+        ...
+
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+        """Drain ``node`` for ``for_job`` (no other job is placed there until it is) or end its drain (None).
+        Placement's bookkeeping, not a change of the node (no audit). A missing node is no error."""
+        ...
+
+
+class InstanceRepository(Protocol):
+    """Ollama instances and their long-running operations."""
+
+    def get(self, key: ResourceKey) -> Instance | None:
+        """The instance (a consistent read), or None."""
+        ...
+
+    def get_with_node(self, key: ResourceKey) -> tuple[Instance | None, Node | None]:
+        """The instance and its node, in one read."""
+        ...
+
+    def page(self, node: ResourceKey, limit: int, token: str | None) -> Page[Instance]:
+        """A page of the instances of ``node``. Raises ``InvalidSkipToken``."""
+        ...
+
+    def accept(
+        self,
+        instance: Instance,
+        operation: Operation,
+        audit: AuditEvent,
+        reservation: Reservation,
+        *,
+        replacing: Instance | None = None,
+    ) -> None:
+        """A new instance (its name free) or a Failed one provisioned again (``replacing``, still at its etag), its
+        provisioning operation, its audit event and the reservation of its GPUs — one transaction (the
+        subscription must allow writes). Raises ``WorkloadChanged``, ``NodeMissing``, ``NodeUnavailable``,
+        ``NodeChanged``, ``CapacityShortfall``, ``SubscriptionNotWritable``."""
+        ...
+
+    def update(
+        self, before: Instance, after: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
+    ) -> None:
+        """Move the instance from ``before`` (as read) to ``after`` if ``expect`` holds, with its audit event and
+        ``effects`` — one transaction. Raises ``WorkloadChanged`` (nothing written), and the node errors of a
+        reservation."""
+        ...
+
+    def remove(self, instance: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
+        """Delete the instance if ``expect`` holds, with its audit event and ``effects`` (its operation, the
+        capacity it gives back). Raises ``WorkloadChanged``."""
+        ...
+
+    def note(self, before: Instance, after: Instance, *, expect: Expect) -> bool:
+        """Bookkeeping of the workflow that owns it (its lease): no audit event, no new etag. Returns whether it
+        was written (False: ``expect`` no longer holds)."""
+        ...
+
+
+class JobRepository(Protocol):
+    """GPU jobs: by submitter, by the supplier of the node they run on, and the queue of those waiting for
+    capacity."""
+
+    def get(self, key: ResourceKey) -> Job | None:
+        """The job (a consistent read), or None."""
+        ...
+
+    def page(
+        self,
+        scope: Scope,
+        limit: int,
+        token: str | None,
+        *,
+        submitted_by: str | None = None,
+        node_owner: str | None = None,
+    ) -> Page[Job]:
+        """A page of the jobs in ``scope``: all, or those ``submitted_by`` one user, or those placed on the nodes of
+        ``node_owner`` — full pages either way. Raises ``InvalidSkipToken``."""
+        ...
+
+    def submit(self, job: Job, operation: Operation, audit: AuditEvent) -> None:
+        """A new job (its name free), its operation and its audit event — one transaction (the subscription must
+        allow writes). Raises ``WorkloadChanged`` (the name was taken meanwhile), ``SubscriptionNotWritable``."""
+        ...
+
+    def update(
+        self, before: Job, after: Job, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
+    ) -> None:
+        """Move the job from ``before`` to ``after`` if ``expect`` holds, with its audit event and ``effects`` — one
+        transaction. Raises ``WorkloadChanged``, and the node errors of a reservation (``NodeMissing``,
+        ``NodeUnavailable``, ``NodeChanged``, ``CapacityShortfall``)."""
+        ...
+
+    def remove(self, job: Job, audit: AuditEvent, *, expect: Expect) -> None:
+        """Delete the job if ``expect`` holds, with its audit event. Raises ``WorkloadChanged``."""
+        ...
+
+    def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
+        """Bookkeeping of the workflow or tracker that owns it (lease, task token, checks, drain): no audit event,
+        no new etag. Returns whether it was written."""
+        ...
+
+    def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
+        """Up to ``limit`` jobs waiting for capacity, in the order placement serves them (priority, then
+        submission). The queue may lag: read each job again."""
+        ...
+
+
+class LeaseIndex(Protocol):
+    """The workloads whose lease ran out, whatever their type: the reconciler's and the job tracker's work list."""
+
+    def expired(self, now: float, limit: int, kind: LeaseKind = LeaseKind.LEASE) -> list[ResourceKey]:
+        """At most ``limit`` keys of workloads whose ``kind`` lease ended before ``now`` (epoch s). May lag: read
+        each again."""
+        ...
+
+
+class OperationRepository(Protocol):
+    """Long-running operations (their start and moves happen in the workloads' transactions)."""
+
+    def get(self, subscription_id: str, operation_id: str) -> Operation | None:
+        """The operation, or None."""
+        ...
+
+    def finish(self, subscription_id: str, operation: Operation) -> bool:
+        """Move ``operation`` to its status on its own unless it has already ended. Returns whether it moved."""
+        ...
+
+
+class AuditRepository(Protocol):
+    """The append-only audit trail."""
+
+    def append(self, event: AuditEvent) -> None:
+        """Append one event on its own (a refused attempt, which changes nothing). Raises ``ItemExists`` for an
+        event already appended (the trail is append-only)."""
+        ...
+
+    def page(
+        self,
+        subscription_id: str,
+        start: str | None,
+        end: str | None,
+        resource_id: str | None,
+        limit: int,
+        token: str | None,
+    ) -> Page[AuditEvent]:
+        """Events of a subscription with ``start <= timestamp <= end`` (UTC ISO 8601 as the events carry them; None:
+        unbounded), oldest first; of one resource (its ARM id, any casing) when ``resource_id`` is given. Raises
+        ``InvalidSkipToken``."""
+        ...
+
+
+class SubscriptionRepository(Protocol):
+    """Subscription registration records (ARM subscription lifecycle)."""
+
+    def get(self, subscription_id: str) -> dict[str, Any] | None:
+        """The registration record (``state``, ``registrationDate``, ``properties``), or None."""
+        ...
+
+    def put(self, subscription_id: str, record: dict[str, Any], audit: AuditEvent) -> None:
+        """Set the record, with its audit event, in one transaction."""
+        ...
+
+
+class MeterRepository(Protocol):
+    """Meters (started and ended in the workloads' transactions, :class:`Effects`) and the sync's progress."""
+
+    def due(self, now: float, limit: int) -> list[MeterRef]:
+        """At most ``limit`` meters due for a sync at ``now`` (epoch s), every partition getting its share."""
+        ...
+
+    def get(self, ref: MeterRef) -> Meter | None:
+        """The meter (consistent), or None."""
+        ...
+
+    def advance(self, meter: Meter, metered_until: int, due: int | None, metrics_retry_from: int | None = None) -> None:
+        """Usage is recorded up to ``metered_until``; metrics are read again from ``metrics_retry_from`` (None:
+        none); next due at ``due`` (None: closed, out of the due list)."""
+        ...
+
+
+class UsageRepository(Protocol):
+    """Usage records (one allocation, one hour) and the hourly roll-ups."""
+
+    def records(self, allocation_id: str, window_starts: list[int]) -> dict[int, UsageRecord]:
+        """The stored records of one allocation for those windows."""
+        ...
+
+    def get(self, allocation_id: str, window_start: int) -> UsageRecord | None:
+        """One record, or None."""
+        ...
+
+    def write(self, record: UsageRecord, previous: UsageRecord | None) -> WriteOutcome:
+        """Write ``record`` if the stored one is still ``previous`` (compare-and-set on content and billing state),
+        marking its hour's roll-up due — one transaction; a record of a day already billed or closed is queued as a
+        correction. ``conflict``: read again. Raises ``StoreBusy``."""
+        ...
+
+    def hour_records(self, hour: str) -> Iterator[UsageRecord]:
+        """Every record of one UTC hour (``YYYY-MM-DDTHH``), a page at a time."""
+        ...
+
+    def due_rollups(self, limit: int) -> list[tuple[str, str]]:
+        """``(hour, version)`` of at most ``limit`` hours whose roll-ups are due, oldest first."""
+        ...
+
+    def put_rollups(self, rollups: list[Rollup]) -> None:
+        """Write roll-ups (each replaces the last of its scope and hour). Raises ``StoreBusy``."""
+        ...
+
+    def rollup_done(self, hour: str, version: str) -> bool:
+        """Clear an hour's due mark unless newer usage marked it again meanwhile."""
+        ...
+
+    def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:
+        """Roll-ups of one scope by hour, ``first_hour`` to ``last_hour`` inclusive."""
+        ...
+
+
+class BillingRepository(Protocol):
+    """The daily export's bookkeeping: the cursor (first day still open), day states, claims, correction lines."""
+
+    def export_cursor(self) -> str | None:
+        """The first day still open (``YYYY-MM-DD``), or None before any usage."""
+        ...
+
+    def open_days_from(self, day: str) -> None:
+        """Start the cursor at ``day`` unless it exists."""
+        ...
+
+    def export_day(self, day: str) -> ExportDay | None:
+        """The export state of ``day``, or None."""
+        ...
+
+    def close_day(self, day: str, next_day: str) -> bool:
+        """Move the cursor from ``day`` to ``next_day`` and mark ``day`` Closed — together; False when the cursor is
+        elsewhere."""
+        ...
+
+    def claim(self, record: UsageRecord, day: str) -> bool:
+        """Bill ``record`` in ``day`` as it is now; False when it changed or was claimed meanwhile."""
+        ...
+
+    def corrections_due(self, limit: int) -> list[CorrectionDue]:
+        """At most ``limit`` queued corrections, oldest hour first."""
+        ...
+
+    def claim_correction(self, record: UsageRecord, due: CorrectionDue, day: str, line: dict[str, Any] | None) -> bool:
+        """Bill what changed in ``record`` as correction ``line`` of ``day`` (None: nothing to bill), its ``billed``
+        brought up to date, the queue entry gone — together; False when either changed meanwhile."""
+        ...
+
+    def drop_correction(self, due: CorrectionDue) -> None:
+        """Remove a queue entry whose record is gone."""
+        ...
+
+    def correction_lines(self, day: str) -> Iterator[dict[str, Any]]:
+        """The correction lines of ``day``'s export, in order."""
+        ...
+
+    def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
+        """Record ``day`` as exported, with its manifest."""
+        ...
+
+
+@dataclass
+class Repositories:
+    """Every repository over one store (the DynamoDB table, or memory)."""
+
+    nodes: NodeRepository
+    instances: InstanceRepository
+    jobs: JobRepository
+    leases: LeaseIndex
+    operations: OperationRepository
+    audit: AuditRepository
+    subscriptions: SubscriptionRepository
+    meters: MeterRepository
+    usage: UsageRepository
+    billing: BillingRepository

@@ -1,0 +1,367 @@
+"""sparkOllamaInstances service (API side): accept provisioning and deprovisioning as long-running operations.
+
+Rules: ARM_CONTRACT.md 11-18 and DESIGN.md capacity: accepting a create reserves GPUs and GPU memory on the node
+(conditional update) in the same transaction as the instance, its operation and its audit event; a request that
+cannot fit → 409 ``InsufficientCapacity`` with what is free; a node that is not ``Available`` → 409
+``NodeNotAvailable``; a write while an operation runs → 409 ``AnotherOperationInProgress``; an identical retry of a
+create → the same operation. The work itself is done by the provision/deprovision state machines
+(services/workflows/instance_steps.py). Once the accepting transaction has committed the answer is 202 whatever
+happens next: an execution that could not be started is started by the reconciler when the instance's lease runs
+out.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from itl_accelerator.billing.metering import terms_properties
+from itl_accelerator.domain.records import Instance, Lease, Reservation, ResourceKey, node_key
+from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, Availability, OperationKind, ProvisioningState
+from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
+from itl_accelerator.models.instances import SparkOllamaInstanceWrite
+from itl_accelerator.repositories.errors import (
+    CapacityShortfall,
+    NodeChanged,
+    NodeMissing,
+    NodeUnavailable,
+    SubscriptionNotWritable,
+    WorkloadChanged,
+)
+from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.resources import INSTANCES
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.capacity import Capacity, insufficient
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
+from itl_accelerator.services.common.lro import Accepted, new_operation
+from itl_accelerator.services.workflows.io import InstanceStepInput
+from itl_accelerator.settings import Settings
+from itl_accelerator.state_machines import StateMachines
+
+
+def render(instance: Instance) -> dict[str, Any]:
+    """The instance as returned: stored envelope plus ``etag``."""
+    return with_etag(instance.document, instance.etag)
+
+
+class SparkOllamaInstanceService:
+    """Instance operations. ``state_machines`` starts executions; ``settings`` gives the state machine ARNs, the poll
+    interval / timeout that go into each execution's input, and the lease a new operation starts with."""
+
+    def __init__(self, kernel: ResourceKernel, state_machines: StateMachines, settings: Settings):
+        self._kernel = kernel
+        self._instances = kernel.repositories.instances
+        self._operations = kernel.repositories.operations
+        self._state_machines = state_machines
+        self._settings = settings
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    def key(self, subscription_id: str, resource_group: str, node: str, name: str) -> ResourceKey:
+        """Validated key (400 on bad names)."""
+        return self._kernel.key(INSTANCES, subscription_id, resource_group, node, name)
+
+    def _accepted(self, instance: Instance, operation_id: str, *, created: bool = False) -> Accepted:
+        return Accepted(
+            render(instance), operation_id, instance.location, self._settings.instance_poll_interval_seconds, created
+        )
+
+    def _start_lease(self) -> Lease:
+        """The lease a new operation starts with: its workflow must make its first step by then."""
+        return Lease.owned(time.time() + self._settings.workflow_start_grace_seconds)
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, ctx: CallContext, subscription_id: str, resource_group: str, node: str, name: str) -> dict[str, Any]:
+        """The instance; 404 when missing or outside the caller's scopes."""
+        key = self.key(subscription_id, resource_group, node, name)
+        self._kernel.require(ctx, INSTANCES, key)
+        instance = self._instances.get(key)
+        if instance is None:
+            raise INSTANCES.not_found(key.names, resource_group)
+        return render(instance)
+
+    def list(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        node: str,
+        *,
+        top: int,
+        skip_token: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the node's instances (empty outside the caller's scopes). 404 ``ParentResourceNotFound`` when
+        the node does not exist."""
+        parent = node_key(subscription_id, resource_group, node)
+        page = self._kernel.list_page(
+            ctx,
+            INSTANCES,
+            subscription_id,
+            resource_group,
+            lambda scope, token: self._instances.page(parent, top, token),
+            (node,),
+            skip_token=skip_token,
+        )
+        return [render(i) for i in page.items], page.token
+
+    # ----------------------------------------------------------------------------------------------- create
+    def put(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        node: str,
+        name: str,
+        body: SparkOllamaInstanceWrite,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+        create_only: bool = False,
+        _attempt: int = 0,
+    ) -> tuple[Accepted | None, dict[str, Any]]:
+        """Create (or re-provision a Failed) instance. Returns ``(accepted, resource)``: ``accepted`` is None when
+        nothing was started (an identical PUT of a Succeeded instance → 200). The instance locks the node's pricing
+        as its ``billingTerms`` in the transaction that reserves its GPUs (billing/metering.py); a node written
+        meanwhile is read again (at most 3 times).
+
+        Errors: 400 (names, body, provisioningState), 403, 404 (node), 409 ``AnotherOperationInProgress`` /
+        ``InsufficientCapacity`` / ``NodeNotAvailable`` / ``PropertyChangeNotAllowed`` / ``Conflict`` (POST of an
+        existing name), 412.
+        """
+        key = self.key(subscription_id, resource_group, node, name)
+        self._kernel.require(ctx, INSTANCES, key, INSTANCES.write)
+        arm_rules.check_body_name(body.name, name)
+        spec = body.spec()
+        fingerprint = spec.fingerprint()
+        existing, node_record = self._instances.get_with_node(key)
+        arm_rules.check_preconditions(
+            existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
+        )
+        assert body.properties is not None
+        if existing is not None:
+            if body.properties.provisioning_state not in (None, existing.state):
+                arm_rules.check_provisioning_state(body.properties.provisioning_state, existing.state)
+            if existing.state in INSTANCE_IN_FLIGHT and existing.operation_id:
+                if existing.spec_hash != fingerprint:
+                    raise AnotherOperationInProgress(
+                        f"The instance '{name}' is being provisioned (operation {existing.operation_id}); "
+                        "wait for it to finish."
+                    )
+                self._start_provision(ctx, key, existing.operation_id)
+                return self._accepted(existing, existing.operation_id), render(existing)
+            if existing.state == ProvisioningState.DELETING:
+                raise AnotherOperationInProgress(f"The instance '{name}' is being deleted.")
+            if create_only:
+                raise Conflict(
+                    f"A sparkOllamaInstance named '{existing.document['name']}' already exists on this node."
+                )
+            if existing.state == ProvisioningState.FAILED and existing.capacity_reserved:
+                raise Conflict(
+                    f"The instance '{name}' failed to deprovision and still holds its GPUs: delete it again first."
+                )
+            if existing.state == ProvisioningState.SUCCEEDED:
+                if existing.spec_hash == fingerprint:
+                    return None, render(existing)
+                raise PropertyChangeNotAllowed(
+                    "A running instance cannot change model, gpus or memory: delete it and create it again."
+                )
+        elif body.properties.provisioning_state not in (None, ProvisioningState.ACCEPTED):
+            arm_rules.check_provisioning_state(body.properties.provisioning_state, ProvisioningState.ACCEPTED)
+        if node_record is None:
+            raise self._kernel.parent_missing(INSTANCES, (node,))
+        if node_record.availability != Availability.AVAILABLE:
+            raise self._kernel.write_error(NodeUnavailable(node_record.availability), node=node)
+        per_gpu = node_record.gpu_memory_gb_per_gpu
+        if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
+            raise InvalidParameter(
+                f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memory_gb {spec.memory_gb} cannot fit.",
+                target="properties.memoryGb",
+            )
+        capacity = Capacity.of(node_record)
+        if not capacity.fits(spec.gpus, spec.memory_gb):
+            raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
+        operation_id = str(uuid.uuid4())
+        terms = node_record.terms
+        document: dict[str, Any] = {
+            "id": INSTANCES.id(key.subscription_id, key.resource_group, key.names),
+            "name": name,
+            "type": INSTANCES.type_name,
+            "systemData": arm_rules.stamp_system_data(ctx, existing.document["systemData"] if existing else None),
+            "properties": {
+                "model": spec.model,
+                "gpus": spec.gpus,
+                "memoryGb": spec.memory_gb,
+                "billingTerms": terms_properties(terms, ctx.now_iso()),
+                "provisioningState": str(ProvisioningState.ACCEPTED),
+                "operationId": operation_id,
+            },
+        }
+        instance = Instance(
+            key=key,
+            document=document,
+            etag=arm_rules.new_etag(),
+            state=ProvisioningState.ACCEPTED,
+            operation_id=operation_id,
+            spec_hash=fingerprint,
+            gpus=spec.gpus,
+            memory_gb=spec.memory_gb,
+            capacity_reserved=True,
+            location=node_record.location,
+            node_owner=node_record.owner,
+            billing_terms=terms,
+            lease=self._start_lease(),
+        )
+        operation = new_operation(
+            ctx,
+            key,
+            kind=OperationKind.PROVISION,
+            location=node_record.location,
+            operation_id=operation_id,
+            resource_id=document["id"],
+        )
+        audit = self._kernel.audit(
+            ctx,
+            INSTANCES,
+            key,
+            INSTANCES.write,
+            f"Accepted provisioning of {spec.model} ({spec.gpus} GPUs, {spec.memory_gb} GiB) on '{node}'",
+            existing.document if existing else None,
+            document,
+        )
+        reservation = Reservation.on(node_record, spec.gpus, spec.memory_gb, child=1 if existing is None else 0)
+        try:
+            self._instances.accept(instance, operation, audit, reservation, replacing=existing)
+        except WorkloadChanged as exc:
+            if existing is None:
+                # a concurrent identical create won the race: answer with its operation (ARM_CONTRACT.md 17)
+                winner = self._instances.get(key)
+                if (
+                    winner
+                    and winner.state in INSTANCE_IN_FLIGHT
+                    and winner.spec_hash == fingerprint
+                    and winner.operation_id
+                ):
+                    return self._accepted(winner, winner.operation_id), render(winner)
+            raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
+        except NodeChanged as exc:
+            if _attempt >= 2:
+                raise AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request.") from exc
+            return self.put(
+                ctx,
+                subscription_id,
+                resource_group,
+                node,
+                name,
+                body,
+                if_match=if_match,
+                if_none_match=if_none_match,
+                create_only=create_only,
+                _attempt=_attempt + 1,
+            )
+        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing) as exc:
+            raise self._kernel.write_error(exc, node=node, gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
+        self._start_provision(ctx, key, operation_id)
+        return self._accepted(instance, operation_id, created=existing is None), render(instance)
+
+    def _start(self, arn: str, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
+        """Start (or harmlessly restart, by name) the execution of an accepted operation; one Step Functions could
+        not take now is left to the reconciler (state_machines.py ``start_or_defer``)."""
+        inp = InstanceStepInput.starting(self._settings, key, operation_id, ctx.correlation_id)
+        self._state_machines.start_or_defer(arn, operation_id, inp.execution_input())
+
+    def _start_provision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
+        self._start(self._settings.provision_state_machine_arn, ctx, key, operation_id)
+
+    def _start_deprovision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
+        self._start(self._settings.deprovision_state_machine_arn, ctx, key, operation_id)
+
+    # ----------------------------------------------------------------------------------------------- delete
+    def delete(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        node: str,
+        name: str,
+        *,
+        if_match: str | None = None,
+    ) -> Accepted | None:
+        """Start deprovisioning (202). None when there is nothing to delete (ARM RPC: 204). Deleting an instance
+        that is still provisioning cancels its provisioning. A repeated DELETE returns the same operation.
+
+        Without ``If-Match`` a concurrent workflow step (e.g. Accepted -> Provisioning) does not refuse the delete:
+        it is re-read and tried again (at most 3 times); with ``If-Match`` a changed etag is 412."""
+        key = self.key(subscription_id, resource_group, node, name)
+        self._kernel.require(ctx, INSTANCES, key, INSTANCES.delete)
+        for _ in range(3):
+            existing = self._instances.get(key)
+            if existing is None:
+                if if_match is not None:
+                    arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+                return None
+            arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
+            if existing.state == ProvisioningState.DELETING and existing.delete_operation_id:
+                found = self._operations.get(subscription_id, existing.delete_operation_id)
+                if found is None or not found.status.final:
+                    # the same delete, still running: the same operation (and a harmless restart by name)
+                    self._start_deprovision(ctx, key, existing.delete_operation_id)
+                    return self._accepted(existing, existing.delete_operation_id)
+                # its workflow ended without removing the instance: a new delete operation tries again
+            try:
+                return self._begin_delete(ctx, key, existing)
+            except WorkloadChanged:
+                continue
+        raise AnotherOperationInProgress("The instance kept changing while being deleted; retry the request.")
+
+    def _begin_delete(self, ctx: CallContext, key: ResourceKey, existing: Instance) -> Accepted:
+        """Instance -> Deleting (cancel requested when in flight), delete operation, audit, and — for a serving
+        instance — the end of its billing (its meter ends when the deletion is accepted); then start the deprovision
+        workflow. Raises :class:`WorkloadChanged` when the instance changed since it was read."""
+        operation_id = str(uuid.uuid4())
+        cancel = existing.state in INSTANCE_IN_FLIGHT
+        document = {
+            **existing.document,
+            "systemData": arm_rules.stamp_system_data(ctx, existing.document["systemData"]),
+            "properties": {
+                **existing.document["properties"],
+                "provisioningState": str(ProvisioningState.DELETING),
+                "operationId": operation_id,
+            },
+        }
+        deleting = replace(
+            existing,
+            document=document,
+            etag=arm_rules.new_etag(),
+            state=ProvisioningState.DELETING,
+            delete_operation_id=operation_id,
+            cancel_requested=cancel,
+            lease=self._start_lease(),
+        )
+        operation = new_operation(
+            ctx,
+            key,
+            kind=OperationKind.DEPROVISION,
+            location=existing.location,
+            operation_id=operation_id,
+            resource_id=document["id"],
+        )
+        summary = f"Accepted deletion of instance '{key.names[1]}'" + (" (cancels provisioning)" if cancel else "")
+        now = int(ctx.clock().timestamp())
+        billed = existing.meter_id is not None and existing.state == ProvisioningState.SUCCEEDED
+        self._instances.update(
+            existing,
+            deleting,
+            self._kernel.audit(ctx, INSTANCES, key, INSTANCES.delete, summary, existing.document, document),
+            expect=Expect(etag=existing.etag),
+            effects=Effects(
+                new_operation=operation,
+                meter_end=MeterEnd(key.subscription_id, existing.meter_id, now, now)
+                if billed and existing.meter_id
+                else None,
+            ),
+        )
+        self._start_deprovision(ctx, key, operation_id)
+        return self._accepted(deleting, operation_id)

@@ -1,0 +1,350 @@
+"""sparkJobs service (API side): submit, read, list, cancel and delete jobs.
+
+Rules (issue: sparkJobs; ARM_CONTRACT.md 1-18): a submission is a long-running operation that ends with the job
+(202 with ``status_url`` for the seed's POST, 201 for PUT); the job lifecycle state machine admits, places, runs
+and ends it (services/workflows/job_steps.py). ``submittedBy`` is the token's subject. Consumers see, cancel and
+delete only their own jobs (another user's job is 404, existence not leaked); suppliers see the jobs placed on their
+nodes, read only; admins everything. Cancel is honoured in every non-final state and answers 202 with a
+``Location``; cancel of a finished job is 409 naming its status, which stays as it was. Only a finished job can be
+deleted (otherwise 409); its name can then be submitted again and runs afresh.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.auth import rbac
+from itl_accelerator.domain.records import Job, Lease, ResourceKey, gpu_model_key
+from itl_accelerator.domain.states import (
+    ACTIVE_JOB_STATUSES,
+    FINAL_JOB_STATUSES,
+    JobStatus,
+    OperationKind,
+    ProvisioningState,
+)
+from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
+from itl_accelerator.models.jobs import SECRET_MASK, SparkJobWrite, masked_workload, spec_fingerprint
+from itl_accelerator.repositories.errors import SubscriptionNotWritable, WorkloadChanged
+from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.resources import JOBS
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
+from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.lro import Accepted, new_operation
+from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
+from itl_accelerator.settings import Settings
+from itl_accelerator.state_machines import StateMachines
+
+#: Operations of jobs are addressed under this location when the job names none (ARM needs one in the path).
+GLOBAL_LOCATION = "global"
+
+
+def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
+    """``spec`` with every ``secretEnv`` value sent as the mask (a job echoed back from a GET) replaced by the value
+    stored for that name, so an echoed job is recognised as the same job."""
+    sent = spec["workload"].get("secretEnv") or {}
+    if SECRET_MASK not in sent.values():
+        return spec
+    stored = existing.secret_env
+    kept = {name: stored.get(name, value) if value == SECRET_MASK else value for name, value in sent.items()}
+    return {**spec, "workload": {**spec["workload"], "secretEnv": kept}}
+
+
+class SparkJobService:
+    """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones."""
+
+    def __init__(self, kernel: ResourceKernel, state_machines: StateMachines, settings: Settings):
+        self._kernel = kernel
+        self._jobs = kernel.repositories.jobs
+        self._state_machines = state_machines
+        self._settings = settings
+
+    def key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
+        """Validated key (400 on bad names)."""
+        return self._kernel.key(JOBS, subscription_id, resource_group, name)
+
+    # ----------------------------------------------------------------------------------------------- who sees what
+    def _read(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Permission) -> Job:
+        """The job if the caller may act on it (services/common/job_access.py); 404 (as if missing) when it is
+        another user's — a supplier reads the jobs on its nodes, never changes them."""
+        self._kernel.require(ctx, JOBS, key, *(actions or (JOBS.read,)))
+        job = self._jobs.get(key)
+        if job is None or not visible_to(ctx.principal, job):
+            raise JOBS.not_found(key.names, key.resource_group)
+        if actions and actions[0] != JOBS.read and not may_change(ctx.principal, job):
+            raise JOBS.not_found(key.names, key.resource_group)
+        return job
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
+        """The job; 404 when missing, outside the caller's scopes, or not the caller's to see."""
+        return render_job(self._read(ctx, self.key(subscription_id, resource_group, name)), ctx.principal)
+
+    def list(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str | None,
+        *,
+        submitted_by: str | None,
+        top: int,
+        skip_token: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of jobs of a resource group (or of the subscription), only those the caller may see: an admin's
+        (all, or ``submitted_by``'s from the submitter index), a consumer's (its own, from the same index: another
+        user's ``submitted_by`` lists nothing), a supplier's (those on its nodes). Full pages: one ``Query`` each
+        (one per visible resource group visited)."""
+        principal = ctx.principal
+        by: str | None = None
+        on_nodes_of: str | None = None
+        if rbac.ROLE_ADMIN in principal.roles:
+            by = submitted_by
+        elif rbac.ROLE_CONSUMER in principal.roles:
+            if submitted_by is not None and submitted_by != principal.subject:
+                JOBS.validate_collection(subscription_id, resource_group)
+                return [], None
+            by = principal.subject
+        else:
+            on_nodes_of = principal.subject
+
+        def fetch(scope: Scope, token: str | None) -> Page[Job]:
+            return self._jobs.page(scope, top, token, submitted_by=by, node_owner=on_nodes_of)
+
+        page = self._kernel.list_page(ctx, JOBS, subscription_id, resource_group, fetch, skip_token=skip_token)
+        jobs = page.items
+        if on_nodes_of is not None and submitted_by is not None:
+            jobs = [j for j in jobs if j.submitted_by == submitted_by]
+        return [render_job(j, principal) for j in jobs], page.token
+
+    # ----------------------------------------------------------------------------------------------- submit
+    def submit(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        body: SparkJobWrite,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+        create_only: bool = False,
+    ) -> tuple[Accepted | None, dict[str, Any]]:
+        """Submit a job. Returns ``(accepted, job)``; ``accepted`` is None when nothing new was started (the same
+        job submitted again: PUT 200). Errors: 400 (names, body), 403, 409 (``Conflict``: the name is taken — by a
+        POST, or by another user's job; ``AnotherOperationInProgress``: a different job of that name is active;
+        ``PropertyChangeNotAllowed``: it has finished — delete it to submit again), 412."""
+        key = self.key(subscription_id, resource_group, name)
+        self._kernel.require(ctx, JOBS, key, JOBS.write)
+        arm_rules.check_body_name(body.name, name)
+        existing = self._jobs.get(key)
+        if existing is not None and not may_change(ctx.principal, existing):
+            # job names are unique in a resource group (ARM): the caller learns the name is taken, nothing more
+            raise Conflict(
+                f"The job name '{name}' is taken in this resource group; job names are unique in a resource group."
+            )
+        spec = body.spec()
+        if existing is not None:
+            spec = _with_stored_secrets(spec, existing)
+        fingerprint = spec_fingerprint(spec)
+        arm_rules.check_preconditions(
+            existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
+        )
+        if existing is not None:
+            if create_only:
+                raise Conflict(f"A sparkJob named '{name}' already exists in this resource group.")
+            if existing.spec_hash == fingerprint:
+                return None, render_job(existing, ctx.principal)
+            if existing.status in ACTIVE_JOB_STATUSES:
+                raise AnotherOperationInProgress(
+                    f"The job '{name}' is {existing.status}; a different job of that name cannot be "
+                    "submitted until it ends and is deleted."
+                )
+            raise PropertyChangeNotAllowed(
+                f"The job '{name}' has finished ({existing.status}): delete it, then submit it again."
+            )
+        return self._accept(ctx, key, body, spec, fingerprint), {}
+
+    def _accept(
+        self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, spec: dict[str, Any], fingerprint: str
+    ) -> Accepted:
+        props = body.properties
+        secrets = dict(spec["workload"].get("secretEnv") or {})
+        operation_id = str(uuid.uuid4())
+        now = ctx.now_iso()
+        location = body.location
+        document: dict[str, Any] = {
+            "id": JOBS.id(key.subscription_id, key.resource_group, key.names),
+            "name": key.names[-1],
+            "type": JOBS.type_name,
+            **({"location": location} if location else {}),
+            "tags": body.tags or {},
+            "systemData": arm_rules.stamp_system_data(ctx, None),
+            "properties": {
+                "jobType": spec["jobType"],
+                "workload": masked_workload(spec["workload"], reveal_env=True),  # secret values live apart
+                "requestedGpus": props.requested_gpus,
+                "requestedMemoryGb": props.requested_memory_gb,
+                **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
+                "priority": props.priority,
+                "maxDurationMinutes": props.max_duration_minutes,
+                "status": str(JobStatus.PENDING),
+                "statusReason": "Submitted; waiting for admission.",
+                "submittedBy": ctx.principal.subject,
+                "submittedAt": now,
+                "gpuSeconds": 0,
+                "provisioningState": str(ProvisioningState.ACCEPTED),
+                "operationId": operation_id,
+            },
+        }
+        job = Job(
+            key=key,
+            document=document,
+            etag=arm_rules.new_etag(),
+            state=ProvisioningState.ACCEPTED,
+            operation_id=operation_id,
+            spec_hash=fingerprint,
+            gpus=props.requested_gpus,
+            memory_gb=props.requested_memory_gb,
+            location=normalize_location(location) if location else "",
+            lease=Lease.owned(time.time() + self._settings.workflow_start_grace_seconds),
+            status=JobStatus.PENDING,
+            priority=props.priority,
+            submitted_by=ctx.principal.subject,
+            submitted_at=now,
+            max_duration_seconds=props.max_duration_minutes * 60,
+            gpu_model=gpu_model_key(props.gpu_model),
+            secret_env=secrets,
+        )
+        operation = new_operation(
+            ctx,
+            key,
+            kind=OperationKind.JOB,
+            location=location or GLOBAL_LOCATION,
+            operation_id=operation_id,
+            resource_id=document["id"],
+            owner=ctx.principal.subject,
+        )
+        audit = self._kernel.audit(
+            ctx,
+            JOBS,
+            key,
+            JOBS.write,
+            f"Submitted {spec['jobType']} job ({props.requested_gpus} GPUs, {props.requested_memory_gb} GiB)",
+            None,
+            document,
+        )
+        try:
+            self._jobs.submit(job, operation, audit)
+        except WorkloadChanged as exc:
+            raise Conflict("Another request submitted a job of this name at the same time; retry.") from exc
+        except SubscriptionNotWritable as exc:
+            raise self._kernel.write_error(exc) from exc
+        self._state_machines.start_or_defer(
+            self._settings.job_state_machine_arn,
+            operation_id,
+            JobStepInput.starting(
+                self._settings, key, operation_id, ctx.correlation_id, props.max_duration_minutes
+            ).execution_input(),
+        )
+        return Accepted(
+            render_job(job, ctx.principal),
+            operation_id,
+            location or GLOBAL_LOCATION,
+            self._settings.job_poll_interval_seconds,
+            True,
+        )
+
+    # ----------------------------------------------------------------------------------------------- cancel
+    def cancel(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> Accepted:
+        """Ask for the job to be canceled (202 + Location). The same cancel again → the same operation. 409 when
+        it has already ended (its status named, and left as it was). A job that waits (for capacity, or while it
+        runs) has its execution resumed at once."""
+        key = self.key(subscription_id, resource_group, name)
+        for _ in range(3):
+            job = self._read(ctx, key, rbac.JOBS_CANCEL)
+            location = job.document.get("location") or GLOBAL_LOCATION
+            if job.status in FINAL_JOB_STATUSES:
+                raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")
+            if job.cancel_requested and job.cancel_operation_id:
+                return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, 2)
+            operation_id = str(uuid.uuid4())
+            operation = new_operation(
+                ctx,
+                key,
+                kind=OperationKind.CANCEL,
+                location=location,
+                operation_id=operation_id,
+                resource_id=job.document["id"],
+                owner=job.submitted_by or ctx.principal.subject,
+            )
+            now = ctx.now_iso()
+            document = {
+                **job.document,
+                "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+                "properties": {
+                    **job.document["properties"],
+                    "cancelRequestedBy": ctx.principal.subject,
+                    "cancelRequestedAt": now,
+                    "statusReason": (
+                        f"Cancel requested by {ctx.principal.subject} at {now}; "
+                        + (
+                            "stopping it on the DGX Platform."
+                            if job.status == JobStatus.RUNNING
+                            else "it will not run."
+                        )
+                    ),
+                },
+            }
+            canceling = replace(
+                job,
+                document=document,
+                etag=arm_rules.new_etag(),
+                cancel_requested=True,
+                canceled_by=ctx.principal.subject,
+                cancel_operation_id=operation_id,
+            )
+            audit = self._kernel.audit(
+                ctx, JOBS, key, rbac.JOBS_CANCEL, f"Cancel requested by {ctx.principal.subject}", job.document, document
+            )
+            try:
+                self._jobs.update(
+                    job,
+                    canceling,
+                    audit,
+                    expect=Expect(etag=job.etag, status=ACTIVE_JOB_STATUSES),
+                    effects=Effects(new_operation=operation),
+                )
+            except WorkloadChanged:
+                continue
+            if job.task_token:  # waiting for capacity or running: resume its execution at once
+                outcome = StepOutcome(
+                    end=JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {ctx.principal.subject}.", stop=True)
+                )
+                self._state_machines.complete_task(job.task_token, outcome.as_output())
+            return Accepted(render_job(canceling, ctx.principal), operation_id, location, 2)
+        raise AnotherOperationInProgress("The job kept changing while being canceled; retry the request.")
+
+    # ----------------------------------------------------------------------------------------------- delete
+    def delete(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> bool:
+        """Delete a finished job (audited). False when there was none (ARM RPC: 204); 409 while it is active."""
+        key = self.key(subscription_id, resource_group, name)
+        self._kernel.require(ctx, JOBS, key, JOBS.delete)
+        job = self._jobs.get(key)
+        if job is None or not may_change(ctx.principal, job):
+            return False  # another user's job answers as a missing one: nothing to delete (ARM RPC: 204)
+        if job.status not in FINAL_JOB_STATUSES:
+            raise Conflict(f"The job '{name}' is {job.status}: cancel it and wait for it to end before deleting it.")
+        try:
+            self._jobs.remove(
+                job,
+                self._kernel.audit(ctx, JOBS, key, JOBS.delete, f"Deleted job ({job.status})", job.document, None),
+                expect=Expect(etag=job.etag, status=FINAL_JOB_STATUSES, capacity_reserved=False),
+            )
+        except WorkloadChanged as exc:
+            raise Conflict("The job changed while being deleted; retry the request.") from exc
+        return True

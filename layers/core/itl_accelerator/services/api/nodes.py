@@ -1,0 +1,420 @@
+"""sparkNodes service: registration, replace/patch, delete and reads of GPU nodes, with RBAC and audit.
+
+Rules followed: ARM_CONTRACT.md 1-10 and 19-24 for a synchronous tracked resource; DESIGN.md RBAC (admins do all,
+consumers read, suppliers change only ``pricing`` and ``availability`` of nodes whose ``owner`` is their subject);
+a node holding allocated GPUs cannot be deleted, nor shrunk below its allocations (409).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from itl_accelerator.arm import normalize_location, parse_resource_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.domain.records import Node, ResourceKey
+from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
+from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
+from itl_accelerator.repositories.errors import (
+    CapacityInUse,
+    EtagMismatch,
+    ItemExists,
+    ItemMissing,
+    StoreError,
+    SubscriptionNotWritable,
+)
+from itl_accelerator.resources import NODES
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.capacity import Capacity
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
+
+#: Property paths a supplier may change on a node it owns.
+SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
+
+
+def render(node: Node) -> dict[str, Any]:
+    """The node as returned: stored envelope plus ``etag`` and read-only ``properties.capacity`` (GPUs, GiB)."""
+    doc = with_etag(node.document, node.etag)
+    doc["properties"] = {**doc["properties"], "capacity": Capacity.of(node).as_properties()}
+    return doc
+
+
+def _writable(doc: dict[str, Any]) -> dict[str, Any]:
+    """The part of a node document a client controls (for diffs): location (normalised), tags, sku, properties."""
+    props = {k: v for k, v in doc["properties"].items() if k not in ("provisioningState", "capacity")}
+    return {
+        "location": normalize_location(doc["location"]),
+        "tags": doc["tags"],
+        "sku": doc["sku"],
+        "properties": props,
+    }
+
+
+class SparkNodeService:
+    """Node operations. Every method takes the :class:`CallContext` and returns rendered ARM envelopes (dicts)."""
+
+    def __init__(self, kernel: ResourceKernel):
+        self._kernel = kernel
+        self._nodes = kernel.repositories.nodes
+        self._access = kernel.access
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    def _key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
+        return self._kernel.key(NODES, subscription_id, resource_group, name)
+
+    def _require(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Permission) -> None:
+        self._kernel.require(ctx, NODES, key, *actions)
+
+    def _document(
+        self, ctx: CallContext, key: ResourceKey, body: SparkNodeWrite, previous: Node | None
+    ) -> dict[str, Any]:
+        props = body.properties
+        previous_props = previous.document["properties"] if previous else {}
+        return {
+            "id": NODES.id(key.subscription_id, key.resource_group, key.names),
+            "name": key.names[0],
+            "type": NODES.type_name,
+            "location": body.location,
+            "tags": body.tags or {},
+            "sku": body.sku.model_dump(mode="json", exclude_none=True),
+            "systemData": arm_rules.stamp_system_data(ctx, previous.document["systemData"] if previous else None),
+            "properties": {
+                "owner": props.owner or previous_props.get("owner") or ctx.principal.subject,
+                "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
+                "pricing": props.pricing.model_dump(mode="json"),
+                "availability": props.availability.value,
+                "provisioningState": "Succeeded",
+            },
+        }
+
+    @staticmethod
+    def _record(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite, previous: Node | None) -> Node:
+        """The node to store: its envelope with a new etag, its capacity totals (GPUs; GiB of GPU memory: GPUs times
+        GiB per GPU) and the suppliers that owned it before (a change of owner adds the previous one, who keeps
+        reading its own earnings). Allocations are the repository's (what instances and jobs hold stays)."""
+        former = list(previous.former_owners) if previous else []
+        previous_owner = previous.owner if previous else None
+        owner = document["properties"]["owner"]
+        if previous_owner and previous_owner != owner and previous_owner not in former:
+            former.append(previous_owner)
+        specs = body.properties.hardware_specs
+        gpus, gpu_memory = int(specs.gpu_count or 0), int(specs.gpu_memory_gb or 0)
+        return Node(
+            key=key,
+            document=document,
+            etag=arm_rules.new_etag(),
+            gpu_total=gpus,
+            memory_gb_total=gpus * gpu_memory,
+            gpu_allocated=previous.gpu_allocated if previous else 0,
+            memory_gb_allocated=previous.memory_gb_allocated if previous else 0,
+            child_count=previous.child_count if previous else 0,
+            former_owners=tuple(o for o in former if o != owner),
+        )
+
+    def _audit(
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        action: rbac.Permission,
+        summary: str,
+        previous: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+    ) -> Any:
+        return self._kernel.audit(ctx, NODES, key, action, summary, previous, new)
+
+    @staticmethod
+    def _write_error(exc: StoreError, *, if_match: str | None) -> ArmError:
+        """Map a store failure of a write to the ARM error the caller sees."""
+        if isinstance(exc, CapacityInUse):
+            return Conflict(
+                "The node holds allocated capacity or child resources "
+                f"({exc.gpus} GPUs, {exc.memory_gb} GiB, {exc.instances} instances): delete its instances and jobs first."
+            )
+        return ResourceKernel.write_error(exc, if_match=if_match)
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
+        """The node; 404 ``ResourceNotFound`` when missing or outside the caller's scopes, 403 without read."""
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_READ)
+        stored = self._nodes.get(key)
+        if stored is None:
+            raise NODES.not_found(key.names, resource_group)
+        return render(stored)
+
+    def list(
+        self, ctx: CallContext, subscription_id: str, resource_group: str | None, *, top: int, skip_token: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of nodes of a resource group (or of the whole subscription when ``resource_group`` is None), only
+        those in the caller's scopes. Returns ``(nodes, next_skip_token)``."""
+        page = self._kernel.list_page(
+            ctx,
+            NODES,
+            subscription_id,
+            resource_group,
+            lambda scope, token: self._nodes.page(scope, top, token),
+            skip_token=skip_token,
+        )
+        return [render(n) for n in page.items], page.token
+
+    # ----------------------------------------------------------------------------------------------- writes
+    def put(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        body: SparkNodeWrite,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+        create_only: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Create or replace a node (ARM PUT). Returns ``(node, created)``: created → 201, replaced → 200.
+
+        An identical PUT writes nothing (no new etag, no audit). ``create_only`` (the seed's POST) refuses an
+        existing name with 409 ``Conflict``. Errors: 400 (name/provisioningState/location rules), 403, 404, 409
+        (capacity below allocations, subscription state, concurrent change), 412 (preconditions).
+        """
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        previous = self._nodes.get(key)
+        return self._put(
+            ctx,
+            self._identity_for(ctx, key, previous),
+            body,
+            previous,
+            if_match=if_match,
+            if_none_match=if_none_match,
+            create_only=create_only,
+        )
+
+    @staticmethod
+    def _identity_for(ctx: CallContext, key: ResourceKey, previous: Node | None) -> ResourceKey:
+        """The key whose casing the written node carries: the URL's (ARM: names keep the casing last supplied),
+        except for a supplier, who may change pricing and availability and nothing else — its write keeps the
+        stored name and resource group exactly as they are."""
+        if previous is None or rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            return key
+        parsed = parse_resource_id(previous.document["id"])
+        if parsed is None:
+            return key
+        stored_subscription, stored_group, segments = parsed
+        return ResourceKey(stored_subscription, stored_group, NODES.segment, (segments[-1][1],))
+
+    def _put(
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        body: SparkNodeWrite,
+        previous: Node | None,
+        *,
+        if_match: str | None,
+        if_none_match: str | None,
+        create_only: bool,
+    ) -> tuple[dict[str, Any], bool]:
+        """:meth:`put` after the access check, given the node as read (``previous``)."""
+        name = key.names[0]
+        arm_rules.check_body_name(body.name, name)
+        arm_rules.check_preconditions(
+            previous.etag if previous else None, if_match=if_match, if_none_match=if_none_match
+        )
+        if previous is not None and create_only:
+            raise Conflict(f"A sparkNode named '{previous.document['name']}' already exists in this resource group.")
+        arm_rules.check_provisioning_state(
+            body.properties.provisioning_state,
+            previous.document["properties"]["provisioningState"] if previous else None,
+        )
+        if previous is not None:
+            arm_rules.check_location_unchanged(body.location, previous.document["location"])
+        document = self._document(ctx, key, body, previous)
+        self._authorize_change(ctx, key, previous, document)
+        if (
+            previous is not None
+            and _writable(previous.document) == _writable(document)
+            and (previous.document["name"] == document["name"] and previous.document["id"] == document["id"])
+        ):
+            return render(previous), False
+        node = self._record(key, document, body, previous)
+        try:
+            if previous is None:
+                audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
+                self._nodes.create(node, audit)
+            else:
+                audit = self._audit(
+                    ctx,
+                    key,
+                    self._action_for(ctx),
+                    f"Updated sparkNode '{name}': "
+                    + ", ".join(
+                        sorted(arm_rules.changed_paths(_writable(previous.document), _writable(document)))
+                        or ["name casing"]
+                    ),
+                    previous.document,
+                    document,
+                )
+                self._nodes.replace(previous, node, audit)
+        except ItemExists as exc:
+            raise Conflict("The resource was created by another request at the same time; retry the request.") from exc
+        except (SubscriptionNotWritable, CapacityInUse, EtagMismatch, ItemMissing) as exc:
+            raise self._write_error(exc, if_match=if_match) from exc
+        return render(node), previous is None
+
+    def create(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, body: SparkNodeCreate
+    ) -> dict[str, Any]:
+        """The seed's ``POST`` to the collection: create ``body.name``; 409 ``Conflict`` when it exists."""
+        node, _ = self.put(ctx, subscription_id, resource_group, body.name, body, create_only=True)
+        return node
+
+    def patch(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        if_match: str | None = None,
+    ) -> dict[str, Any]:
+        """ARM PATCH: JSON merge patch inside ``properties`` and ``sku``; ``tags`` replace the whole set;
+        ``location`` may only be repeated. 404 when missing; otherwise as :meth:`put` (the result is validated as a
+        full PUT body, so e.g. sku/gpuCount agreement still holds)."""
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        if not isinstance(patch, dict):
+            raise BadRequest("The PATCH body must be a JSON object.")
+        unknown = set(patch) - {"tags", "sku", "properties", "location", "name", "id", "type", "etag", "systemData"}
+        if unknown:
+            raise BadRequest(
+                f"Unknown top-level field(s) in PATCH: {', '.join(sorted(unknown))}.", target=sorted(unknown)[0]
+            )
+        _refuse_nulls(patch)
+        previous = self._nodes.get(key)
+        if previous is None:
+            arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            raise NODES.not_found(key.names, resource_group)
+        current = previous.document
+        merged: dict[str, Any] = {
+            "location": patch.get("location") or current["location"],
+            "tags": patch["tags"] if patch.get("tags") is not None else ({} if "tags" in patch else current["tags"]),
+            "sku": arm_rules.merge_patch(current["sku"], patch.get("sku", {})),
+            "properties": arm_rules.merge_patch(
+                {k: v for k, v in current["properties"].items() if k != "provisioningState"},
+                patch.get("properties", {}) if isinstance(patch.get("properties", {}), dict) else patch["properties"],
+            ),
+        }
+        if isinstance(patch.get("properties"), dict) and "provisioningState" in patch["properties"]:
+            merged["properties"]["provisioningState"] = patch["properties"]["provisioningState"]
+        if "name" in patch:
+            merged["name"] = patch["name"]
+        if not rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            # a supplier's patch is judged by what it touches before its values are: 403 beats 400
+            self._authorize_supplier(ctx, key, previous, _writable({**current, **merged}))
+        body = _validate_write(merged)
+        node, _ = self._put(
+            ctx,
+            self._identity_for(ctx, key, previous),
+            body,
+            previous,
+            if_match=if_match,
+            if_none_match=None,
+            create_only=False,
+        )
+        return node
+
+    def delete(
+        self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, *, if_match: str | None = None
+    ) -> bool:
+        """Delete a node (synchronous). Returns False when there was nothing to delete (ARM RPC: 204).
+
+        409 ``Conflict`` when the node holds allocated GPUs or memory; 412 on a stale ``If-Match``.
+        """
+        key = self._key(subscription_id, resource_group, name)
+        self._require(ctx, key, rbac.NODES_DELETE)
+        previous = self._nodes.get(key)
+        if previous is None:
+            if if_match is not None:
+                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            return False
+        arm_rules.check_preconditions(previous.etag, if_match=if_match, if_none_match=None)
+        audit = self._audit(
+            ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'", previous.document, None
+        )
+        try:
+            self._nodes.delete(previous, audit)
+        except ItemMissing:
+            return False
+        except (CapacityInUse, EtagMismatch) as exc:
+            raise self._write_error(exc, if_match=if_match) from exc
+        return True
+
+    # ----------------------------------------------------------------------------------------------- RBAC detail
+    @staticmethod
+    def _action_for(ctx: CallContext) -> rbac.Permission:
+        return rbac.NODES_WRITE if rbac.has_permission(ctx.principal, rbac.NODES_WRITE) else rbac.NODES_PRICING_WRITE
+
+    def _authorize_change(
+        self, ctx: CallContext, key: ResourceKey, previous: Node | None, document: dict[str, Any]
+    ) -> None:
+        """Admins (``sparkNodes/write``) may change anything. A supplier (``sparkNodes/pricing/write``) may change
+        only pricing and availability, only of an existing node it owns; anything else is 403 (audited)."""
+        if rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+            return
+        self._authorize_supplier(ctx, key, previous, _writable(document))
+
+    def _authorize_supplier(
+        self, ctx: CallContext, key: ResourceKey, previous: Node | None, wanted: dict[str, Any]
+    ) -> None:
+        """403 (audited) unless ``previous`` exists, is owned by the caller, and ``wanted`` (the writable part of
+        the node after the change) differs from it only under pricing and availability."""
+        allowed = previous is not None and previous.owner == ctx.principal.subject
+        if allowed and previous is not None:
+            changes = arm_rules.changed_paths(_writable(previous.document), wanted)
+            allowed = all(any(c == p or c.startswith(p + ".") for p in SUPPLIER_WRITABLE) for c in changes)
+        if not allowed:
+            self._access.deny(
+                ctx,
+                rbac.NODES_WRITE,
+                subscription_id=key.subscription_id,
+                resource_id=NODES.id(key.subscription_id, key.resource_group, key.names),
+                resource_type=NODES.type_name,
+                resource_name=key.names[0],
+            )
+
+
+#: Members a merge patch may not remove with ``null`` (their removal would silently reset them to a default: a price
+#: of 0, USD, an Available node, the caller as owner): a node always has them; to change one, send its new value.
+NOT_NULLABLE = (
+    ("properties", "pricing"),
+    ("properties", "pricing", "currency"),
+    ("properties", "pricing", "pricePerGpuHour"),
+    ("properties", "pricing", "billingIncrementSeconds"),
+    ("properties", "pricing", "minimumBillableSeconds"),
+    ("properties", "availability"),
+    ("properties", "owner"),
+    ("properties", "hardwareSpecs"),
+    ("sku", "name"),
+)
+
+
+def _refuse_nulls(patch: dict[str, Any]) -> None:
+    """400 ``InvalidRequestContent`` naming the member when a PATCH sends ``null`` for one of :data:`NOT_NULLABLE`
+    (RFC 7396 would remove it; here it has no default to fall back to that the caller could mean)."""
+    for path in NOT_NULLABLE:
+        parent: Any = patch
+        for part in path[:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] is None:
+            target = ".".join(path)
+            raise BadRequest(f"'{target}' cannot be null: send its new value to change it.", target=target)
+
+
+def _validate_write(data: dict[str, Any]) -> SparkNodeWrite:
+    """Validate a merged PATCH result as a PUT body; pydantic errors become 400 ``InvalidRequestContent``."""
+    try:
+        return SparkNodeWrite.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_content(exc.errors()) from exc

@@ -1,0 +1,1 @@
+"""What the API services, the workflow steps, the schedules and the stream consumers share."""

@@ -1,0 +1,44 @@
+"""Who may see and change a job, and what of it they see — one module, used by the jobs API, the operation status
+routes and the stats, so no route shows a job (or its operation) by another rule.
+
+Rules (docs/RBAC.md): admins see and change every job; a consumer sees and changes the jobs it submitted; a supplier
+sees, read only, the jobs placed on its nodes. Anyone else gets the answer a missing job gets (404). The workload's
+``env`` values are shown to the submitter and admins only, its ``secretEnv`` values to nobody
+(models/jobs.py ``masked_workload``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itl_accelerator.auth import rbac
+from itl_accelerator.auth.principal import Principal
+from itl_accelerator.domain.records import Job
+from itl_accelerator.models.jobs import masked_job_document
+from itl_accelerator.services.common.kernel import with_etag
+
+
+def visible_to(principal: Principal, job: Job) -> bool:
+    """Admins see every job; a consumer the jobs it submitted; a supplier the jobs placed on its nodes."""
+    if rbac.ROLE_ADMIN in principal.roles:
+        return True
+    if rbac.ROLE_CONSUMER in principal.roles and job.submitted_by == principal.subject:
+        return True
+    return rbac.ROLE_SUPPLIER in principal.roles and job.node_owner == principal.subject
+
+
+def may_change(principal: Principal, job: Job) -> bool:
+    """Admins change (cancel, delete, resubmit) every job; anyone else only the jobs it submitted."""
+    return rbac.ROLE_ADMIN in principal.roles or job.submitted_by == principal.subject
+
+
+def reveals_env(principal: Principal, owner: str | None) -> bool:
+    """Whether ``principal`` sees the ``env`` values of a job submitted by ``owner``: its submitter and admins."""
+    return rbac.ROLE_ADMIN in principal.roles or (owner is not None and owner == principal.subject)
+
+
+def render_job(job: Job, principal: Principal) -> dict[str, Any]:
+    """The job as ``principal`` sees it: the stored envelope plus ``etag``, its workload masked for that viewer."""
+    document = masked_job_document(job.document, reveal_env=reveals_env(principal, job.submitted_by))
+    assert document is not None
+    return with_etag(document, job.etag)

@@ -1,0 +1,50 @@
+"""The meter of a workload: what its usage records and its FOCUS charge lines say about the allocation, and the
+billing terms it bills by — the ones it locked when it reserved its GPUs (services/api/instances.py,
+services/common/placement.py), never the node's prices now (billing/metering.py)."""
+
+from __future__ import annotations
+
+from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.records import Node, Workload
+from itl_accelerator.domain.usage import Meter
+from itl_accelerator.resources import NODES
+
+
+def locked_terms(workload: Workload) -> BillingTerms:
+    """The billing terms ``workload`` locked when it reserved its GPUs. ``ValueError`` for a workload that never
+    reserved any (nothing of it is billable)."""
+    if workload.billing_terms is None:
+        raise ValueError(f"{workload.arm_id} never locked billing terms")
+    return workload.billing_terms
+
+
+def meter_for(
+    workload: Workload, node: Node | None, *, service: str, resource_type: str, start: int, dgx_id: str
+) -> Meter:
+    """The meter of a workload that starts holding GPUs at ``start`` (epoch s) on ``node`` (None when the node is
+    gone: the meter then names the node by its key), billed by the terms the workload locked. Its allocation id is
+    the workload's operation id, so a retried step writes the same meter; its supplier is the node's owner when the
+    workload reserved its GPUs (what it earns is that supplier's)."""
+    where = workload.node_key
+    return Meter(
+        allocation_id=str(workload.operation_id),
+        subscription_id=workload.key.subscription_id,
+        resource_group=workload.key.resource_group,
+        resource_id=workload.arm_id,
+        resource_name=str(workload.document["name"]),
+        resource_type=resource_type,
+        service=service,
+        node_resource_group=where.resource_group,
+        node_name=node.name if node else where.name,
+        node_id=node.arm_id if node else NODES.id(where.subscription_id, where.resource_group, where.names),
+        supplier=workload.node_owner or (node.owner if node else "") or "unknown",
+        region=(node.location if node else workload.location) or "unknown",
+        sku=node.sku_name if node else "unknown",
+        gpus=workload.gpus,
+        terms=locked_terms(workload),
+        start=int(start),
+        dgx_id=dgx_id,
+        tags=dict(workload.document.get("tags") or {}),
+        resource_created_at=workload.created_at,
+        node_created_at=node.created_at if node else "",
+    )

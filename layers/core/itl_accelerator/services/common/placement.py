@@ -1,0 +1,259 @@
+"""Placement of jobs onto nodes: admission, best fit, and serving the jobs that wait for capacity.
+
+Rules (issue: sparkJobs, Placement):
+
+- **Admission.** A job that no node of its subscription could ever hold — more GPUs or GPU memory than the largest
+  node matching its ``gpuModel``/``location`` has, more memory than its GPUs carry, or a model or location no node
+  offers — is inadmissible and fails at once, saying why. Read from the subscription's fleet shapes (one ``Query``).
+- **Best fit.** A job goes to an ``Available`` node of its subscription that meets its constraints and has room,
+  choosing the one left with the fewest free GPUs after placing it. Candidates come from the placement index
+  (GSI5, by free GPUs; a constant number of requests whatever the fleet size); the index is never trusted alone:
+  the reservation is the same conditional update as an instance's, so concurrent placements never over-commit,
+  and a candidate that turned out full (a stale index) is simply passed over for the next.
+- **Waiting jobs** are served in priority order (9 first), then submission order, whenever capacity frees (a job or
+  instance releases GPUs) and periodically. A job that does not fit now does not hold back the jobs behind it that
+  do (backfill). **No starvation:** once the first job in that order has waited ``JOB_STARVATION_SECONDS`` without
+  fitting, one node that could hold it — the one nearest to fitting — is drained for it: no other job is placed
+  there until it is, so it starts at the latest when that node's current work ends (jobs end by their
+  ``maxDurationMinutes``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.billing.metering import BillingTerms, terms_properties
+from itl_accelerator.domain.records import Demand, FleetShape, Job, Lease, Node, Reservation, ResourceKey, gpu_model_key
+from itl_accelerator.domain.states import JobStatus
+from itl_accelerator.observability import logger
+from itl_accelerator.repositories.errors import (
+    CapacityShortfall,
+    NodeChanged,
+    NodeMissing,
+    NodeUnavailable,
+    StoreBusy,
+    WorkloadChanged,
+)
+from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.resources import JOBS
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.capacity import Capacity
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.workflows.io import StepOutcome
+from itl_accelerator.settings import Settings
+from itl_accelerator.state_machines import StateMachines
+
+#: Candidates tried per placement before the job waits (each a conditional transaction).
+MAX_ATTEMPTS = 5
+#: Waiting jobs served per dispatch.
+DISPATCH_BATCH = 25
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a job went: the node's key and ARM id, its owner (the supplier the job's earnings go to), and the
+    billing terms the job locked there."""
+
+    node: ResourceKey
+    node_id: str
+    owner: str
+    terms: BillingTerms
+
+
+def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
+    """Sort key of best fit: the node left with the fewest free GPUs after placing ``gpus``, then the least free
+    GPU memory (GiB) after ``memory_gb``."""
+    return capacity.free_gpus - gpus, capacity.free_memory_gb - memory_gb
+
+
+def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_gb: int) -> bool:
+    """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
+    ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
+    return node_gpus > 0 and memory_gb * node_gpus <= gpus * node_memory_gb
+
+
+class Placement:
+    """See the module docstring. ``clock`` returns epoch seconds."""
+
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        state_machines: StateMachines,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._kernel = kernel
+        self._jobs = kernel.repositories.jobs
+        self._nodes = kernel.repositories.nodes
+        self._state_machines = state_machines
+        self._settings = settings
+        self._clock = clock
+
+    # ----------------------------------------------------------------------------------------------- admission
+    def inadmissible(self, job: Job, shapes: list[FleetShape] | None = None) -> str | None:
+        """Why no node of the subscription could ever hold ``job`` (None when one could), judged on the
+        subscription's fleet ``shapes`` (read when not given: one ``Query``)."""
+        model, location = job.gpu_model, job.location
+        if shapes is None:
+            shapes = self._nodes.fleet_shapes(job.key.subscription_id)
+        if not shapes:
+            return "The subscription has no nodes."
+        matching = [
+            s for s in shapes if (not model or s.gpu_model == model) and (not location or s.location == location)
+        ]
+        wanted = " and ".join(
+            part
+            for part in (f"GPU model '{model}'" if model else "", f"location '{location}'" if location else "")
+            if part
+        )
+        if not matching:
+            return f"No node of the subscription has {wanted}."
+        fits = [
+            s
+            for s in matching
+            if s.gpu_total >= job.gpus
+            and s.memory_gb_total >= job.memory_gb
+            and per_gpu_memory_fits(s.gpu_total, s.memory_gb_total, job.gpus, job.memory_gb)
+        ]
+        if fits:
+            return None
+        largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
+        return (
+            f"The job asks for {job.gpus} GPUs and {job.memory_gb} GiB of GPU memory; the largest node"
+            f"{' with ' + wanted if wanted else ''} has {largest.gpu_total} GPUs and "
+            f"{largest.memory_gb_total} GiB."
+        )
+
+    # ----------------------------------------------------------------------------------------------- best fit
+    def candidates(self, job: Job) -> list[Node]:
+        """Nodes that can take ``job`` now, best fit first (fewest free GPUs left, then least free memory)."""
+        nodes = self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
+        fitting = [n for n in nodes if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)]
+        return sorted(fitting, key=lambda n: best_fit_key(Capacity.of(n), job.gpus, job.memory_gb))
+
+    @staticmethod
+    def _matches(job: Job, node: Node) -> bool:
+        """Whether ``node`` (as read now) still meets the job's constraints: GPU model, location, GPU memory per
+        GPU (its free capacity is judged by the reservation itself)."""
+        return (
+            (not job.gpu_model or gpu_model_key(node.gpu_model) == job.gpu_model)
+            and (not job.location or normalize_location(node.location) == job.location)
+            and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
+        )
+
+    def place(self, ctx: CallContext, job: Job) -> Placed | None:
+        """Reserve ``job``'s GPUs on the best-fitting node and move it Pending → Scheduled, one transaction (the
+        node's conditional update judges). None when no candidate could take it now, or the job changed (e.g. a
+        cancel came)."""
+        for node in self.candidates(job)[:MAX_ATTEMPTS]:
+            for _ in range(3):  # again on a busy store, or on the node as it is now
+                try:
+                    return self._reserve(ctx, job, node)
+                except StoreBusy:
+                    continue
+                except NodeChanged:
+                    refreshed = self._nodes.get(node.key)
+                    if refreshed is None or not self._matches(job, refreshed):
+                        break
+                    node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
+                except (CapacityShortfall, NodeUnavailable, NodeMissing):
+                    break  # the index was behind: the next candidate
+                except WorkloadChanged:
+                    return None
+        return None
+
+    def _reserve(self, ctx: CallContext, job: Job, node: Node) -> Placed:
+        """Reserve on ``node`` as read: the reservation is conditioned on the node's etag, so the billing terms the
+        job locks are the ones in force at the moment of the reservation (billing/metering.py). Raises the
+        repositories' typed errors (:class:`NodeChanged` when the node was written since it was read)."""
+        placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
+        reason = f"Placed on {node.name}; submitting to the DGX Platform."
+        document = {
+            **job.document,
+            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+            "properties": {
+                **job.document["properties"],
+                "status": str(JobStatus.SCHEDULED),
+                "statusReason": reason,
+                "assignedNode": placed.node_id,
+                "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
+            },
+        }
+        scheduled = replace(
+            job,
+            document=document,
+            etag=arm_rules.new_etag(),
+            status=JobStatus.SCHEDULED,
+            capacity_reserved=True,
+            node=node.key,
+            node_owner=placed.owner,
+            billing_terms=placed.terms,
+            queued=False,
+            task_token=None,
+            drain_node=None,
+            lease=Lease.owned(self._clock() + self._settings.workflow_lease_grace_seconds),
+        )
+        self._jobs.update(
+            job,
+            scheduled,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+            expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False, operation_id=job.operation_id),
+            effects=Effects(reservation=Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)),
+        )
+        if job.drain_node is not None:
+            self._nodes.set_draining(job.drain_node, None)
+        return placed
+
+    # ----------------------------------------------------------------------------------------------- waiting jobs
+    def dispatch(self, ctx: CallContext, subscription_id: str) -> int:
+        """Serve the subscription's waiting jobs (module docstring): place each that fits now, in order, and resume
+        its execution; drain a node for the first one if it starves. Returns how many were placed."""
+        placed = 0
+        first_waiting: Job | None = None
+        for key in self._jobs.waiting(subscription_id, DISPATCH_BATCH):
+            job = self._jobs.get(key)
+            if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
+                continue
+            if self.place(ctx, job) is not None:
+                placed += 1
+                if not self._state_machines.complete_task(job.task_token, StepOutcome(placed=True).as_output()):
+                    logger.warning(
+                        "A placed job's execution no longer waits; the reconciler ends it", extra={"job": job.arm_id}
+                    )
+                continue
+            if first_waiting is None:
+                first_waiting = job
+        if first_waiting is not None:
+            self._drain_for_if_starving(first_waiting)
+        return placed
+
+    def _drain_for_if_starving(self, job: Job) -> None:
+        if job.drain_node is not None or job.status.final:
+            return
+        submitted = datetime.fromisoformat(job.submitted_at.replace("Z", "+00:00")).timestamp()
+        if self._clock() - submitted < self._settings.job_starvation_seconds:
+            return
+        nodes = self._nodes.candidates(
+            job.key.subscription_id, Demand(0, 0, job.gpu_model, job.location), for_job=job.key
+        )
+        able = [
+            n
+            for n in nodes
+            if n.gpu_total >= job.gpus and per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+        ]
+        if not able:
+            return
+        nearest = max(able, key=lambda n: n.free_gpus)
+        self._nodes.set_draining(nearest.key, job.key)
+        # the drain is recorded on the job (cleared when it is placed or ends)
+        self._jobs.note(
+            job,
+            replace(job, drain_node=nearest.key, lease=job.lease or Lease.owned(self._clock())),
+            expect=Expect(status=(JobStatus.PENDING,)),
+        )
+        logger.info("Draining a node for a starving job", extra={"job": job.arm_id, "node": nearest.arm_id})

@@ -1,0 +1,349 @@
+"""The daily billing export: one FOCUS 1.2 file per UTC day in S3 (billing/focus.py writes it), with its manifest.
+
+A day is exported in four steps, each safe to repeat, so a run cut off anywhere resumes where it stopped:
+
+1. **Close** the day (repositories/dynamodb/billing.py: the cursor moves past it in the same transaction that records it as
+   ``Closed``); from then on usage for it can only arrive as a correction.
+2. **Claim** every usage record of the day for this export (``billed`` = what it is now), and every queued
+   correction: what changed in a record since it was billed becomes a *correction line* of this day.
+3. **Write** the object from the claims alone — never from records as they are now — streamed through a temporary
+   file (constant memory) and uploaded; then the manifest (rows, totals, SHA-256) is written **last**. A rerun
+   before the manifest writes the same bytes again; a manifest already in S3 is adopted as it is.
+4. **Mark** the day ``Exported``. A rerun of an exported day changes nothing and returns its manifest, so a complete
+   export is never replaced by an empty or partial one.
+
+Days are exported in order: the next day is the cursor's. The schedule runs every hour at :30 and exports each day
+once it ended ``billing_export_grace_seconds`` ago (90 minutes: at 01:30 UTC the next day), so a run that was cut
+off resumes within the hour; one run at a time (reserved concurrency 1). An operator may export today early (its
+later usage then goes out as corrections tomorrow).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.billing.focus import ChargeLine, manifest, write_focus_csv_gz
+from itl_accelerator.billing.metering import HOUR
+from itl_accelerator.domain.usage import CorrectionDue, UsageRecord, day_of, hours_of_day
+from itl_accelerator.repositories.protocols import BillingRepository, UsageRepository
+from itl_accelerator.settings import Settings
+
+#: A run stops starting a new day when less than this is left of its Lambda's time (seconds).
+TIME_RESERVE_SECONDS = 60.0
+
+
+class OutOfTime(Exception):
+    """The run's time ran short; what it did is stored and the next run resumes."""
+
+
+def _check_time(time_left: Callable[[], float] | None) -> None:
+    if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+        raise OutOfTime
+
+
+class ExportRefused(Exception):
+    """A day that cannot be exported now: not a day, not begun yet, or not the next one (days are closed and
+    exported one after the other)."""
+
+
+def _next_day(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+
+
+def _utc(epoch: int) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def correction_line(record: UsageRecord) -> dict[str, Any] | None:
+    """What changed in ``record``'s bill since it was billed: per (price, currency), the difference in GPU-seconds,
+    billable GPU-seconds and cost; None when nothing billed changed (e.g. only late metrics arrived)."""
+
+    def grouped(segments: list[dict[str, Any]]) -> dict[tuple[str, str], list[Decimal]]:
+        sums: dict[tuple[str, str], list[Decimal]] = {}
+        for s in segments:
+            totals = sums.setdefault((s["pricePerGpuHour"], s["currency"]), [Decimal(0), Decimal(0), Decimal(0)])
+            totals[0] += int(s["gpuSeconds"])
+            totals[1] += int(s["billableGpuSeconds"])
+            totals[2] += Decimal(s["cost"])
+        return sums
+
+    before = grouped(record.billed["segments"] if record.billed else [])
+    after = grouped(record.segments)
+    deltas = []
+    for price, currency in sorted(set(before) | set(after)):
+        b = before.get((price, currency), [Decimal(0)] * 3)
+        a = after.get((price, currency), [Decimal(0)] * 3)
+        diff = [a[i] - b[i] for i in range(3)]
+        if any(diff):
+            deltas.append(
+                {
+                    "pricePerGpuHour": price,
+                    "currency": currency,
+                    "gpuSeconds": int(diff[0]),
+                    "billableGpuSeconds": int(diff[1]),
+                    "cost": format(diff[2], "f"),
+                }
+            )
+    if not deltas:
+        return None
+    return {
+        "windowStart": record.window_start,
+        "descriptor": record.descriptor,
+        "allocationId": record.allocation_id,
+        "deltas": deltas,
+    }
+
+
+def _line(
+    allocation_id: str, descriptor: dict[str, Any], start: int, end: int, part: dict[str, Any], correction: bool
+) -> ChargeLine:
+    return ChargeLine(
+        allocation_id=allocation_id,
+        subscription_id=descriptor["subscriptionId"],
+        resource_group=descriptor["resourceGroup"],
+        resource_id=descriptor["resourceId"],
+        resource_name=descriptor["resourceName"],
+        resource_type=descriptor["resourceType"],
+        service=descriptor["service"],
+        node_id=descriptor["nodeId"],
+        node_name=descriptor["nodeName"],
+        sku=descriptor["sku"],
+        region=descriptor["region"],
+        supplier=descriptor["supplier"],
+        window_start=_utc(start),
+        window_end=_utc(end),
+        gpu_seconds=int(part["gpuSeconds"]),
+        billable_gpu_seconds=int(part["billableGpuSeconds"]),
+        price_per_gpu_hour=Decimal(part["pricePerGpuHour"]),
+        currency=part["currency"],
+        cost=Decimal(part["cost"]),
+        tags=dict(descriptor.get("tags") or {}),
+        correction=correction,
+    )
+
+
+@dataclass
+class DayExport:
+    """One day's outcome: its manifest, and whether this run wrote it (False: it was exported before)."""
+
+    day: str
+    manifest: dict[str, Any]
+    written: bool
+    claimed: int = 0
+    corrections: int = 0
+
+
+@dataclass
+class ExportReport:
+    """What one run did, day by day."""
+
+    days: list[DayExport] = field(default_factory=list)
+    stopped_early: bool = False
+
+    def as_metrics(self) -> dict[str, int]:
+        written = [d for d in self.days if d.written]
+        return {
+            "DaysExported": len(written),
+            "Rows": sum(int(d.manifest["rows"]) for d in written),
+            "Corrections": sum(d.corrections for d in written),
+        }
+
+
+class BillingExport:
+    """The export (module docstring). ``s3`` is a boto3 S3 client; the bucket and key prefix come from settings."""
+
+    def __init__(
+        self,
+        usage: UsageRepository,
+        billing: BillingRepository,
+        s3: Any,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._usage = usage
+        self._billing = billing
+        self._s3 = s3
+        self._settings = settings
+        self._clock = clock
+
+    # ------------------------------------------------------------------------------------------- planning
+    def days_due(self, now: float) -> list[str]:
+        """The days to export now, in order: a day left ``Closed`` by a run that was cut off, then every open day
+        that ended at least ``billing_export_grace_seconds`` ago (UTC), at most ``billing_export_max_days``."""
+        next_day = self._billing.export_cursor()
+        if next_day is None:
+            return []  # no usage was ever recorded
+        due = []
+        previous = (date.fromisoformat(next_day) - timedelta(days=1)).isoformat()
+        state = self._billing.export_day(previous)
+        if state is not None and state.state == "Closed":
+            due.append(previous)
+        ended_by = day_of(int(now) - self._settings.billing_export_grace_seconds)  # the days before it are due
+        day = next_day
+        while day < ended_by and len(due) < self._settings.billing_export_max_days:
+            due.append(day)
+            day = _next_day(day)
+        return due
+
+    def run(
+        self, *, now: float | None = None, day: str | None = None, time_left: Callable[[], float] | None = None
+    ) -> ExportReport:
+        """Export the days due (or just ``day``, ``YYYY-MM-DD``, not after today). Raises :class:`ExportRefused`
+        for a day that is malformed, has not begun, or is not the next one."""
+        now = self._clock() if now is None else now
+        report = ExportReport()
+        if day is not None:
+            try:
+                day = date.fromisoformat(day).isoformat()
+            except (TypeError, ValueError):
+                raise ExportRefused(f"{day!r} is not a day (YYYY-MM-DD)") from None
+            if day > day_of(int(now)):
+                raise ExportRefused(f"{day} has not begun yet (UTC)")
+        for wanted in [day] if day is not None else self.days_due(now):
+            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                report.stopped_early = True
+                break
+            try:
+                report.days.append(self.export(wanted, time_left))
+            except OutOfTime:
+                report.stopped_early = True
+                break
+        return report
+
+    # ------------------------------------------------------------------------------------------- one day
+    def export(self, day: str, time_left: Callable[[], float] | None = None) -> DayExport:
+        """Export ``day`` (module docstring: close, claim, write, mark). Idempotent. Raises :class:`OutOfTime`
+        when ``time_left()`` (seconds) runs short while claiming: what is claimed stays claimed, the next run
+        resumes. One run at a time (template.yaml: the function's reserved concurrency is 1)."""
+        state = self._billing.export_day(day)
+        if state is not None and state.state == "Exported":
+            return DayExport(day, state.manifest or {}, written=False)
+        if state is None:
+            next_day = self._billing.export_cursor()
+            if next_day != day or not self._billing.close_day(day, _next_day(day)):
+                raise ExportRefused(
+                    f"days are exported in order; the next day to export is {next_day}"
+                    if next_day
+                    else "no usage has been recorded yet"
+                )
+        data_key, manifest_key = self.object_keys(day)
+        existing = self._existing_manifest(manifest_key)
+        if existing is not None:
+            # a run wrote the object and its manifest, then stopped before marking the day: adopt them as they
+            # are — claiming anything now would mark usage billed that the object does not hold
+            self._billing.mark_exported(day, existing)
+            return DayExport(day, existing, written=False)
+        claimed = self._claim_usage(day, time_left)
+        corrections = self._claim_corrections(day, time_left)
+        with tempfile.TemporaryFile() as spool:
+            summary = write_focus_csv_gz(self.lines(day), spool)
+            spool.seek(0)
+            self._s3.upload_fileobj(
+                spool,
+                self._settings.billing_export_bucket,
+                data_key,
+                ExtraArgs={"ContentType": "application/gzip", "Metadata": {"sha256": summary.sha256}},
+            )
+        written = manifest(date.fromisoformat(day), summary, data_key)
+        self._s3.put_object(  # last: a manifest means the object beside it is complete
+            Bucket=self._settings.billing_export_bucket,
+            Key=manifest_key,
+            Body=json.dumps(written, indent=2).encode(),
+            ContentType="application/json",
+        )
+        self._billing.mark_exported(day, written)
+        return DayExport(day, written, written=True, claimed=claimed, corrections=corrections)
+
+    def object_keys(self, day: str) -> tuple[str, str]:
+        """S3 keys of a day's data object and manifest: ``{prefix}{YYYY-MM}/{day}/...``."""
+        base = f"{self._settings.billing_export_prefix}{day[:7]}/{day}/"
+        return f"{base}itl-accelerator-focus-{day}.csv.gz", f"{base}manifest.json"
+
+    def _existing_manifest(self, key: str) -> dict[str, Any] | None:
+        try:
+            body = self._s3.get_object(Bucket=self._settings.billing_export_bucket, Key=key)["Body"].read()
+        except self._s3.exceptions.NoSuchKey:
+            return None
+        return json.loads(body)
+
+    def _claim_usage(self, day: str, time_left: Callable[[], float] | None = None) -> int:
+        """Claim every record of ``day`` not yet claimed (each as it is when claimed)."""
+        claimed = 0
+        for hour in hours_of_day(day):
+            _check_time(time_left)
+            for record in self._usage.hour_records(hour):
+                current: UsageRecord | None = record
+                while current is not None and current.billed is None:
+                    if self._billing.claim(current, day):
+                        claimed += 1
+                        break
+                    current = self._usage.get(current.allocation_id, current.window_start)
+        return claimed
+
+    def _claim_corrections(self, day: str, time_left: Callable[[], float] | None = None) -> int:
+        """Turn every queued correction into a correction line of ``day`` (or, for usage of ``day`` itself, into
+        its claim: no line; or drop it when nothing billed changed)."""
+        lines = 0
+        while True:
+            _check_time(time_left)
+            queue = self._billing.corrections_due(100)
+            if not queue:
+                return lines
+            for due in queue:
+                lines += self._claim_one(due, day)
+
+    def _claim_one(self, due: CorrectionDue, day: str) -> int:
+        window = int(datetime.strptime(due.hour, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp())
+        for _ in range(5):
+            record = self._usage.get(due.allocation_id, window)
+            if record is None:
+                self._billing.drop_correction(due)
+                return 0
+            # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
+            # out with the day's own rows; a line as well would bill the change twice
+            same_day = (record.billed or {}).get("day", record.day) == day
+            line = None if same_day else correction_line(record)
+            if self._billing.claim_correction(record, due, day, line):
+                return int(line is not None)
+            fresh = [
+                d
+                for d in self._billing.corrections_due(100)
+                if (d.hour, d.allocation_id) == (due.hour, due.allocation_id)
+            ]
+            if not fresh:
+                return 0
+            due = fresh[0]
+        return 0
+
+    # ------------------------------------------------------------------------------------------- lines
+    def lines(self, day: str) -> Iterator[ChargeLine]:
+        """The day's charge lines from its claims, in a fixed order (hour, shard, allocation; then the correction
+        lines in key order): the usage billed in the day, one line per price segment, then its corrections."""
+        for hour in hours_of_day(day):
+            for record in self._usage.hour_records(hour):
+                if record.billed is None or record.billed["day"] != day:
+                    continue
+                for segment in record.billed["segments"]:
+                    start, end = int(segment["start"]), int(segment["end"])
+                    yield _line(record.allocation_id, record.descriptor, start, end, segment, False)
+        for line in self._billing.correction_lines(day):
+            start = int(line["windowStart"])
+            allocation = str(line.get("allocationId") or "unknown")  # lines queued before the column existed
+            for delta in line["deltas"]:
+                yield _line(allocation, line["descriptor"], start, start + HOUR, delta, True)
+
+    def lag_hours(self, now: float) -> float | None:
+        """Hours since the end of the last exported day (the missing-export alarm watches it); 0 once today was
+        exported early (never negative); None before any usage."""
+        next_day = self._billing.export_cursor()
+        if next_day is None:
+            return None
+        start = datetime.fromisoformat(next_day).replace(tzinfo=UTC).timestamp()
+        return max(0.0, round((now - start) / HOUR, 2))

@@ -1,0 +1,108 @@
+"""The job tracker: the schedule that watches running jobs (every minute; template.yaml ``JobTrackerFunction``).
+
+For each job due for a check (its ``TRACK`` lease ran out) it asks the DGX Platform how the job is and either resumes
+the job's execution with its end — ended on the platform, or past ``maxDurationMinutes`` (billing stops at that
+moment) — or sets the next check, waiting twice as long as the last time, up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` and
+never past the job's deadline. A job whose execution no longer waits is finished here, with the workflow's own
+steps (services/workflows/job_steps.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from itl_accelerator.dgx.errors import DgxNotFound
+from itl_accelerator.domain.records import Job, Lease
+from itl_accelerator.domain.states import JobStatus, LeaseKind
+from itl_accelerator.observability import logger
+from itl_accelerator.repositories.protocols import Expect, Repositories
+from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
+from itl_accelerator.services.workflows.job_steps import JobSteps, canceled_end, epoch, platform_end
+from itl_accelerator.settings import Settings
+from itl_accelerator.state_machines import StateMachines
+
+
+class JobTracker:
+    """See the module docstring. ``clock`` returns epoch seconds."""
+
+    def __init__(
+        self,
+        repositories: Repositories,
+        steps: JobSteps,
+        state_machines: StateMachines,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._jobs = repositories.jobs
+        self._leases = repositories.leases
+        self._steps = steps
+        self._state_machines = state_machines
+        self._settings = settings
+        self._clock = clock
+
+    def run(self, *, now: float | None = None, limit: int | None = None) -> dict[str, int]:
+        """One pass; returns counts: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended here)."""
+        now = self._clock() if now is None else now
+        counts = {"checked": 0, "ended": 0, "finished": 0}
+        for key in self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK):
+            job = self._jobs.get(key)
+            if job is None or job.status != JobStatus.RUNNING or (job.lease.until if job.lease else 0) > now:
+                continue
+            counts["checked"] += 1
+            outcome = self._check(job, now)
+            if outcome is None:
+                continue
+            if job.task_token and self._state_machines.complete_task(
+                job.task_token, StepOutcome(end=outcome).as_output()
+            ):
+                counts["ended"] += 1
+                # checked again after the stop's time, in case its execution cannot finish it
+                recheck = now + self._settings.job_stop_timeout_seconds + self._settings.workflow_lease_grace_seconds
+                self._recheck_at(job, recheck)
+                continue
+            inp = JobStepInput.starting(self._settings, key, str(job.operation_id), "", job.max_duration_seconds // 60)
+            stopped = self._steps.stop(inp, None) if outcome.stop else None
+            if stopped is not None and not stopped.stopped:
+                self._recheck_at(job, now + self._settings.job_poll_interval_seconds)
+                continue  # not confirmed stopped: the GPUs stay reserved until it is
+            self._steps.finish(inp, outcome, stopped.platform if stopped else None)
+            counts["finished"] += 1
+        return counts
+
+    def _recheck_at(self, job: Job, until: float, track_checks: int | None = None) -> None:
+        """Set the job's next check (bookkeeping: no audit, no new etag), unless it changed meanwhile; count the
+        checks made (``track_checks``) when given."""
+        checks = job.track_checks if track_checks is None else track_checks
+        self._jobs.note(
+            job, replace(job, lease=Lease.tracked(until), track_checks=checks), expect=Expect(etag=job.etag)
+        )
+
+    def _check(self, job: Job, now: float) -> JobEnd | None:
+        """The job's end if it has one now, else None (after setting its next check)."""
+        if (canceled := canceled_end(job)) is not None:
+            return canceled
+        started = epoch(str(job.started_at))
+        limit = job.max_duration_seconds
+        deadline = started + limit if limit else None
+        try:
+            found = self._steps.dgx.get_job(str(job.dgx_id))
+        except DgxNotFound:
+            return JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.")
+        if found.ended:
+            # billing stops when the job ended on the platform, not when the tracker noticed (finish bounds it)
+            return platform_end(found)
+        if deadline is not None and now >= deadline:
+            return JobEnd(
+                status=JobStatus.FAILED,
+                reason=f"The job exceeded its max duration of {limit // 60} minutes and was stopped.",
+                stop=True,
+                endedAt=deadline,
+            )
+        checks = job.track_checks + 1
+        wait = min(self._settings.job_poll_interval_seconds * 2**checks, self._settings.job_poll_max_interval_seconds)
+        due = min(now + wait, deadline) if deadline is not None else now + wait
+        self._recheck_at(job, due, track_checks=checks)
+        logger.debug("Job still running", extra={"job": job.arm_id, "next_check": due})
+        return None

@@ -1,0 +1,200 @@
+"""Usage metering: the sync that turns meters into usage records (every 5 minutes; the hourly roll-ups that sum them
+are services/schedules/usage_rollups.py). Both run on EventBridge Scheduler schedules, which deliver at least once and may overlap, so
+both are idempotent: a record's id is its allocation and window, it is written only when its content changed
+(compare-and-set), and a roll-up is recomputed from the hour's records, never incremented.
+
+Each run is bounded: at most ``usage_sync_batch_size`` meters and ``usage_max_windows_per_meter`` windows per
+meter, at most ``rollup_batch_hours`` hours, and it stops when its Lambda's time runs short (``time_left``); the
+next run resumes from what is stored (each meter's ``meteredUntil``, the roll-up queue).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from itl_accelerator.billing.metering import HOUR, WindowCharge, iso, window_charge, window_of, windows
+from itl_accelerator.dgx.client import DgxPlatformClient
+from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
+from itl_accelerator.domain.usage import Meter, UsageRecord, day_of
+from itl_accelerator.observability import logger
+from itl_accelerator.repositories.errors import StoreBusy
+from itl_accelerator.repositories.protocols import Repositories
+from itl_accelerator.settings import Settings
+
+#: A run stops starting new work when less than this is left of its Lambda's time (seconds).
+TIME_RESERVE_SECONDS = 20.0
+#: How long an hour whose metrics could not be read (the DGX Platform unavailable) is read again; then it keeps
+#: what it has (its bill never depended on them).
+METRICS_RETRY_SECONDS = 24 * HOUR
+
+
+def segments_of(charge: WindowCharge) -> list[dict[str, Any]]:
+    """A window charge as stored in a usage record (decimal strings for money; epoch seconds; GPU-seconds)."""
+    return [
+        {
+            "start": s.start,
+            "end": s.end,
+            "gpuSeconds": s.gpu_seconds,
+            "billableGpuSeconds": s.billable_gpu_seconds,
+            "pricePerGpuHour": format(s.price_per_gpu_hour, "f"),
+            "currency": s.currency,
+            "cost": format(s.cost, "f"),
+        }
+        for s in charge.segments
+    ]
+
+
+@dataclass
+class SyncReport:
+    """What one sync run did: meters read, windows written (new or changed), unchanged, *late* (a window already
+    final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed or
+    closed), DGX metric reads that failed (read again later), meters closed (ended, last window final), meters whose
+    sync failed (logged; retried later)."""
+
+    meters: int = 0
+    windows_written: int = 0
+    windows_unchanged: int = 0
+    late_windows: int = 0
+    corrections: int = 0
+    dgx_failures: int = 0
+    meters_closed: int = 0
+    errors: int = 0
+    stopped_early: bool = False
+
+    def as_metrics(self) -> dict[str, int]:
+        return {k: int(v) for k, v in asdict(self).items()}
+
+
+class UsageSync:
+    """Meters → usage records (module docstring). ``dgx`` is the DGX Platform client (made on its first call)."""
+
+    def __init__(
+        self,
+        repositories: Repositories,
+        dgx: DgxPlatformClient,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._meters = repositories.meters
+        self._usage = repositories.usage
+        self._billing = repositories.billing
+        self.dgx = dgx
+        self._settings = settings
+        self._clock = clock
+
+    def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
+        """One pass over the meters due now (epoch seconds). A meter that fails is logged, counted and retried
+        later; it never stops the others."""
+        now = int(self._clock() if now is None else now)
+        report = SyncReport()
+        cursor_known = self._billing.export_cursor() is not None
+        for ref in self._meters.due(now, self._settings.usage_sync_batch_size):
+            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                report.stopped_early = True
+                break
+            meter = self._meters.get(ref)
+            if meter is None or not meter.active:
+                continue
+            report.meters += 1
+            try:
+                if not cursor_known:
+                    self._billing.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
+                    cursor_known = True
+                self.sync_meter(meter, now, report)
+            except Exception:  # noqa: BLE001 - one bad meter must not keep the others from being metered
+                logger.exception("Meter sync failed", extra={"allocation": meter.allocation_id})
+                report.errors += 1
+                later = now + self._settings.usage_sync_interval_seconds * 2
+                self._meters.advance(meter, meter.metered_until, later, meter.metrics_retry_from)
+        return report
+
+    def sync_meter(self, meter: Meter, now: int, report: SyncReport) -> None:
+        """Record ``meter``'s usage from where it stopped up to its end or ``now``, re-reading the last
+        ``usage_late_windows`` hours (late metrics), the hours after an end learned late (rewritten, empty), and
+        hours whose metrics could not be read (for :data:`METRICS_RETRY_SECONDS`). Billing always advances: a
+        metrics read that fails never holds usage back. Closes the meter once it ended and its last hour is past
+        the late period."""
+        late = self._settings.usage_late_windows
+        until = meter.end if meter.end is not None else now
+        resync_from = meter.metered_until - late * HOUR
+        if meter.end is not None and meter.end < meter.metered_until:
+            resync_from = min(resync_from, meter.end - 1)  # an end learned late: rewrite from its hour on
+        retry = meter.metrics_retry_from
+        if retry is not None and retry >= now - METRICS_RETRY_SECONDS:
+            resync_from = min(resync_from, retry)
+        first = window_of(max(meter.start, resync_from))
+        starts = list(windows(first, max(until, meter.metered_until)))
+        capped = len(starts) > self._settings.usage_max_windows_per_meter
+        starts = starts[: self._settings.usage_max_windows_per_meter]
+        stored = self._usage.records(meter.allocation_id, starts)
+        failed_at: int | None = None
+        for start in starts:
+            charge = window_charge(
+                meter.terms, gpus=meter.gpus, start=meter.start, end=meter.end, now=now, window_start=start
+            )
+            metrics, ok = self._metrics(meter, max(meter.start, start), min(until, start + HOUR))
+            if not ok:
+                report.dgx_failures += 1
+                failed_at = start if failed_at is None else failed_at
+            record = UsageRecord(
+                allocation_id=meter.allocation_id,
+                window_start=start,
+                descriptor=meter.descriptor(),
+                segments=segments_of(charge),
+                metrics=metrics if ok else (stored[start].metrics if start in stored else None),
+                final=meter.end is not None or start + HOUR <= now,
+            )
+            self._write(record, stored.get(start), report)
+        reached = min(until, starts[-1] + HOUR) if capped and starts else until
+        ended = meter.end
+        settled = ended is not None and not capped and now >= ended + late * HOUR
+        closing = ended is not None and settled and (failed_at is None or now >= ended + METRICS_RETRY_SECONDS)
+        due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
+        self._meters.advance(meter, max(meter.start, reached), due, failed_at)
+        report.meters_closed += int(closing)
+
+    def _metrics(self, meter: Meter, start: int, end: int) -> tuple[dict[str, Any] | None, bool]:
+        """The DGX metrics of the allocation over ``[start, end)``: ``(metrics, ok)``; ``ok`` False when the read
+        failed for a transient reason (the window keeps what it had and is read again, for a day). A resource the
+        platform does not know, or will not report on, has no metrics (not a failure)."""
+        if not meter.dgx_id or end <= start:
+            return None, True
+        try:
+            usage = self.dgx.get_usage(meter.dgx_id, iso(start), iso(end))
+        except DgxPermanentError:  # it does not know the resource (404), or refuses to say: no metrics to wait for
+            return None, True
+        except DgxError as exc:
+            logger.warning("DGX usage read failed", extra={"allocation": meter.allocation_id, "error": str(exc)})
+            return None, False
+        metrics = {
+            "gpuUtilizationPercent": usage.gpu_utilization_percent,
+            "gpuMemoryGb": usage.gpu_memory_gb,
+            "energyWh": usage.energy_wh,
+            "requests": usage.requests,
+            "tokensIn": usage.tokens_in,
+            "tokensOut": usage.tokens_out,
+        }
+        return {k: v for k, v in metrics.items() if v is not None}, True
+
+    def _write(self, record: UsageRecord, previous: UsageRecord | None, report: SyncReport) -> None:
+        for _ in range(5):
+            if previous is not None and previous.content_hash == record.content_hash:
+                report.windows_unchanged += 1
+                return
+            try:
+                outcome = self._usage.write(record, previous)
+            except StoreBusy:
+                outcome = "conflict"
+            if outcome != "conflict":
+                report.windows_written += 1
+                report.late_windows += int(previous is not None and previous.final)
+                report.corrections += int(outcome == "correction")
+                return
+            previous = self._usage.get(record.allocation_id, record.window_start)
+        raise StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing")
+
+
+__all__ = ["SyncReport", "UsageSync", "segments_of"]

@@ -1,0 +1,515 @@
+"""The steps of the provision and deprovision state machines (statemachines/*.asl.json), one method per Task; their
+inputs and outputs are services/workflows/io.py.
+
+Every change a step makes is one transaction with its audit event (actor type ``SYSTEM``). Steps are safe to retry:
+each transition is conditioned on the state it expects, DGX creates carry the operation id as idempotency key, and
+capacity is released by the transaction that clears ``capacity_reserved`` — so exactly once, and only once the DGX
+Platform has confirmed that nothing it runs for the instance is left (or that it never existed): a compensation
+asks for the deletion, waits for it, then releases. While a workflow owns an instance it holds a lease; each step
+that makes progress renews it and the final transition ends it, so the reconciler
+(services/schedules/reconciler.py) can tell a stalled operation from a running one and finish it with these same
+steps. DGX failures surface as :class:`DgxTransientError` (retried by the state machine) or
+:class:`DgxPermanentError` (caught → compensation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from itl_accelerator.auth import rbac
+from itl_accelerator.dgx.client import DgxPlatformClient
+from itl_accelerator.dgx.errors import DgxNotFound
+from itl_accelerator.domain.records import Instance, Lease, Operation, Release
+from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationKind, OperationStatus, ProvisioningState
+from itl_accelerator.domain.usage import Meter
+from itl_accelerator.observability import logger
+from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
+from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.resources import INSTANCES
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.context import CallContext, system_context
+from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.lro import placeholder_operation
+from itl_accelerator.services.common.metering import meter_for
+from itl_accelerator.services.workflows.io import (
+    CaughtError,
+    CompensationResult,
+    CompletionResult,
+    DeadlineResult,
+    ErrorBody,
+    InstanceStepInput,
+    OutcomeResult,
+    PollResult,
+    RemovalResult,
+    RequestResult,
+)
+
+
+def error_from_catch(caught: CaughtError | None) -> ErrorBody:
+    """ARM ``error`` from a Step Functions Catch result; internals stay out."""
+    if caught is None:
+        return ErrorBody.of("ProvisioningFailed", "Provisioning failed.")
+    message = caught.message[:500]
+    if caught.Error == "DgxPermanentError":
+        return ErrorBody.of("DgxPlatformRefused", message or "The DGX Platform refused the request.")
+    if caught.Error == "DgxTransientError":
+        return ErrorBody.of("DgxPlatformUnavailable", "The DGX Platform stayed unavailable; retries ran out.")
+    return ErrorBody.of("ProvisioningFailed", "Provisioning failed because of an internal error.")
+
+
+class InstanceSteps:
+    """Task implementations. ``dgx`` is the DGX Platform client (made on its first call); ``clock`` returns epoch
+    seconds; ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes."""
+
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        dgx: DgxPlatformClient,
+        *,
+        lease_grace_seconds: int = 120,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._kernel = kernel
+        self._instances = kernel.repositories.instances
+        self._nodes = kernel.repositories.nodes
+        self._operations = kernel.repositories.operations
+        self.dgx = dgx
+        self._grace = lease_grace_seconds
+        self._clock = clock
+        #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
+        self.on_release: Callable[[CallContext, str], Any] | None = None
+
+    def _released(self, inp: InstanceStepInput) -> None:
+        if self.on_release is not None:
+            try:
+                self.on_release(system_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+            except Exception:  # noqa: BLE001 - the release is done; waiting jobs are also retried periodically
+                logger.exception("Serving the waiting jobs after a release failed")
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    def _lease(self, inp: InstanceStepInput) -> Lease:
+        """The lease the next step must make progress within: the step's timeout plus the grace."""
+        return Lease.owned(self._clock() + inp.timeoutSeconds + self._grace)
+
+    def _operation(
+        self,
+        inp: InstanceStepInput,
+        operation_id: str,
+        status: OperationStatus,
+        error: ErrorBody | None = None,
+        kind: OperationKind = OperationKind.PROVISION,
+    ) -> Operation:
+        """The operation moved to ``status`` (and ``error``)."""
+        found = self._operations.get(inp.subscriptionId, operation_id) or placeholder_operation(
+            operation_id, kind, inp.resourceGroup
+        )
+        now = system_context(inp.operationId, inp.correlationId).now_iso()
+        return found.moved(status, now, error.as_dict() if error else None)
+
+    def _transition(
+        self,
+        inp: InstanceStepInput,
+        instance: Instance,
+        *,
+        state: ProvisioningState,
+        summary: str,
+        action: rbac.Permission,
+        expect: Expect,
+        properties: dict[str, Any] | None = None,
+        operation: Operation | None = None,
+        release: bool = False,
+        meter_start: Meter | None = None,
+        **changes: Any,
+    ) -> None:
+        """One transaction: the instance to ``state`` (if ``expect`` holds) with ``changes`` to its record and
+        ``properties`` in its document, its operation moved on, its capacity released, its meter started, and the
+        SYSTEM audit event. Raises :class:`WorkloadChanged`."""
+        ctx = system_context(inp.operationId, inp.correlationId)
+        props = {**instance.document["properties"], "provisioningState": str(state), **(properties or {})}
+        document = {
+            **instance.document,
+            "properties": {k: v for k, v in props.items() if v is not None},
+            "systemData": arm_rules.stamp_system_data(ctx, instance.document["systemData"]),
+        }
+        after = replace(instance, document=document, etag=arm_rules.new_etag(), state=state, **changes)
+        self._instances.update(
+            instance,
+            after,
+            self._kernel.audit(ctx, INSTANCES, instance.key, action, summary, instance.document, document),
+            expect=expect,
+            effects=Effects(
+                operation=operation,
+                release=Release(instance.node_key, instance.gpus, instance.memory_gb) if release else None,
+                meter_start=meter_start,
+            ),
+        )
+
+    def _finish_operation(
+        self,
+        inp: InstanceStepInput,
+        operation_id: str | None,
+        status: OperationStatus,
+        kind: OperationKind = OperationKind.PROVISION,
+    ) -> None:
+        """Best effort, on its own: move an operation to a final status unless it already has ended."""
+        if operation_id:
+            self._operations.finish(inp.subscriptionId, self._operation(inp, operation_id, status, kind=kind))
+
+    def _dgx_ids(self, instance: Instance) -> list[str]:
+        """Every DGX instance this resource may own: the one recorded and the one its create key made."""
+        ids = [instance.dgx_id] if instance.dgx_id else []
+        if instance.operation_id:
+            found = self.dgx.find_instance(instance.operation_id)
+            if found and found.id not in ids:
+                ids.append(found.id)
+        return ids
+
+    def _remaining_on_dgx(self, instance: Instance) -> list[str]:
+        """The DGX instances of ``instance`` that still exist (asking again to delete any not yet being deleted).
+        Empty once the DGX Platform confirms that none is left (404 or ``Deleted``)."""
+        remaining = []
+        for dgx_id in self._dgx_ids(instance):
+            try:
+                found = self.dgx.get_instance(dgx_id)
+            except DgxNotFound:
+                continue
+            if found.status != "Deleted":
+                remaining.append(dgx_id)
+                if found.status != "Deleting":
+                    self.dgx.delete_instance(dgx_id)
+        return remaining
+
+    # ----------------------------------------------------------------------------------------------- provision
+    def request(self, inp: InstanceStepInput) -> RequestResult:
+        """Ask the DGX Platform for the instance (idempotency key = operation id); → Provisioning."""
+        instance = self._instances.get(inp.key)
+        deadline = self._clock() + inp.timeoutSeconds
+        if instance is None or instance.operation_id != inp.operationId or instance.state == ProvisioningState.DELETING:
+            return RequestResult(canceled=True, dgxInstanceId=None, deadline=deadline)
+        if instance.state == ProvisioningState.PROVISIONING and instance.dgx_id:
+            return RequestResult(canceled=False, dgxInstanceId=instance.dgx_id, deadline=deadline)
+        node = self._nodes.get(instance.node_key)
+        created = self.dgx.create_instance(
+            idempotency_key=inp.operationId,
+            name=instance.arm_id,  # unique across tenants; readable on the platform's side
+            node_id=node.arm_id if node else f"sparkNodes/{inp.nodeName}",
+            model=instance.model,
+            gpus=instance.gpus,
+            memory_gb=instance.memory_gb,
+        )
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.PROVISIONING,
+                action=rbac.INSTANCES_WRITE,
+                summary=f"DGX Platform accepted instance {created.id}",
+                expect=Expect(state=(ProvisioningState.ACCEPTED,), operation_id=inp.operationId),
+                operation=self._operation(inp, inp.operationId, OperationStatus.RUNNING),
+                dgx_id=created.id,
+                lease=self._lease(inp),
+            )
+        except WorkloadChanged:
+            current = self._instances.get(inp.key)
+            if (
+                current is None
+                or current.state == ProvisioningState.DELETING
+                or current.operation_id != inp.operationId
+            ):
+                # overtaken (deleted, or deleted and made again by a newer operation): what this operation made
+                # on the DGX Platform belongs to nobody now
+                self.dgx.delete_instance(created.id)
+                return RequestResult(canceled=True, dgxInstanceId=created.id, deadline=deadline)
+        return RequestResult(canceled=False, dgxInstanceId=created.id, deadline=deadline)
+
+    def poll(self, inp: InstanceStepInput, dgx_instance_id: str, deadline: float) -> PollResult:
+        """How the DGX instance is (io.py :class:`PollResult`)."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.state == ProvisioningState.DELETING or instance.operation_id != inp.operationId:
+            return PollResult(status="Canceled")
+        try:
+            found = self.dgx.get_instance(dgx_instance_id)
+        except DgxNotFound:
+            return PollResult(
+                status="Failed",
+                error=ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance."),
+            )
+        if found.status == "Running" and found.endpoint:
+            return PollResult(status="Running", endpoint=found.endpoint)
+        if found.status in ("Failed", "Deleting", "Deleted"):
+            return PollResult(
+                status="Failed",
+                error=ErrorBody.of(
+                    found.error_code or "ProvisioningFailed",
+                    found.error_message or f"The DGX Platform reports the instance {found.status}.",
+                ),
+            )
+        if self._clock() > deadline:
+            return PollResult(
+                status="TimedOut",
+                error=ErrorBody.of(
+                    "ProvisioningTimedOut",
+                    f"The instance was not ready within {inp.timeoutSeconds} seconds.",
+                ),
+            )
+        return PollResult(status="Provisioning")
+
+    def complete(self, inp: InstanceStepInput, dgx_instance_id: str, endpoint: str) -> CompletionResult:
+        """→ Succeeded with ``properties.endpoint``; the lease ends; billing starts (its meter is written with the
+        Succeeded state). ``canceled`` when a delete came first."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.state == ProvisioningState.DELETING:
+            return CompletionResult(canceled=True)
+        if instance.state == ProvisioningState.SUCCEEDED:
+            return CompletionResult(canceled=False)
+        ready = int(system_context(inp.operationId, inp.correlationId).clock().timestamp())
+        meter = meter_for(
+            instance,
+            self._nodes.get(instance.node_key),
+            service="instances",
+            resource_type=INSTANCES.type_name,
+            start=ready,
+            dgx_id=dgx_instance_id,
+        )
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.SUCCEEDED,
+                action=rbac.INSTANCES_WRITE,
+                summary=f"Instance ready at {endpoint}",
+                properties={"endpoint": endpoint},
+                expect=Expect(
+                    state=(ProvisioningState.PROVISIONING,), dgx_id=dgx_instance_id, operation_id=inp.operationId
+                ),
+                operation=self._operation(inp, inp.operationId, OperationStatus.SUCCEEDED),
+                meter_start=meter,
+                lease=None,
+                meter_id=meter.allocation_id,
+            )
+        except WorkloadChanged:
+            current = self._instances.get(inp.key)
+            return CompletionResult(canceled=current is None or current.state == ProvisioningState.DELETING)
+        return CompletionResult(canceled=False)
+
+    # ----------------------------------------------------------------------------------------------- compensation
+    def compensate(self, inp: InstanceStepInput, error: ErrorBody) -> CompensationResult:
+        """Begin undoing a failed provisioning: ask the DGX Platform to delete what it made and record the failure
+        to report (``error``) with a lease; the GPUs stay reserved until :meth:`release_after_removal`."""
+        deadline = self._clock() + inp.timeoutSeconds
+        for _ in range(3):
+            instance = self._instances.get(inp.key)
+            if instance is None or instance.operation_id != inp.operationId:
+                # not ours any more: remove only what this operation's create made, then end it Canceled
+                self._delete_made_by(inp.operationId)
+                self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+                return CompensationResult(outcome="Canceled", deadline=deadline)
+            if instance.state == ProvisioningState.DELETING:
+                self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)  # deprovisioning cleans up
+                return CompensationResult(outcome="Canceled", deadline=deadline)
+            if not instance.capacity_reserved or instance.state not in INSTANCE_IN_FLIGHT:
+                # e.g. CompleteInstance committed Succeeded and only its answer was lost: leave the live instance be
+                return CompensationResult(outcome="AlreadyDone", deadline=deadline)
+            for dgx_id in self._dgx_ids(instance):
+                self.dgx.delete_instance(dgx_id)
+            if instance.compensation_error is not None:
+                return CompensationResult(outcome="Removing", deadline=deadline)
+            try:
+                self._instances.update(
+                    instance,
+                    replace(instance, compensation_error=error.as_dict(), lease=self._lease(inp)),
+                    self._kernel.audit(
+                        system_context(inp.operationId, inp.correlationId),
+                        INSTANCES,
+                        instance.key,
+                        rbac.INSTANCES_WRITE,
+                        f"Provisioning failed ({error.code}); removing it from the DGX Platform before its "
+                        "capacity is released",
+                        instance.document,
+                        instance.document,
+                    ),
+                    expect=Expect(operation_id=inp.operationId, state=(instance.state,), capacity_reserved=True),
+                )
+            except WorkloadChanged:
+                continue  # re-read: a delete or the end may have come first
+            return CompensationResult(outcome="Removing", deadline=deadline)
+        raise StoreBusy("the instance kept changing during compensation")
+
+    def removal_status(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
+        """Gone once the DGX Platform holds none of the instance's DGX instances; canceled when a delete took the
+        instance over (its workflow cleans up)."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.operation_id != inp.operationId or instance.state == ProvisioningState.DELETING:
+            self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+            return RemovalResult(gone=False, timedOut=False, canceled=True)
+        remaining = self._remaining_on_dgx(instance)
+        return RemovalResult(gone=not remaining, timedOut=bool(remaining) and self._clock() > deadline)
+
+    def release_after_removal(self, inp: InstanceStepInput) -> OutcomeResult:
+        """The DGX Platform confirmed the instance gone: → Failed with the recorded error, capacity released, the
+        operation Failed, the lease ended — one transaction, conditioned on the capacity still being held.
+        Outcome ``Failed``, ``Canceled`` or ``AlreadyDone``."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.operation_id != inp.operationId:
+            return OutcomeResult(outcome="AlreadyDone")
+        if instance.state == ProvisioningState.DELETING:
+            self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+            return OutcomeResult(outcome="Canceled")
+        if not instance.capacity_reserved or instance.state not in INSTANCE_IN_FLIGHT:
+            return OutcomeResult(outcome="AlreadyDone")
+        error = ErrorBody.model_validate(
+            instance.compensation_error or {"code": "ProvisioningFailed", "message": "Provisioning failed."}
+        )
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.FAILED,
+                action=rbac.INSTANCES_WRITE,
+                summary=f"Provisioning failed ({error.code}); the DGX Platform confirmed removal, capacity released",
+                properties={"error": error.as_dict(), "endpoint": None},
+                expect=Expect(operation_id=inp.operationId, state=INSTANCE_IN_FLIGHT, capacity_reserved=True),
+                operation=self._operation(inp, inp.operationId, OperationStatus.FAILED, error),
+                release=True,
+                capacity_reserved=False,
+                dgx_id=None,
+                compensation_error=None,
+                lease=None,
+            )
+        except WorkloadChanged:
+            current = self._instances.get(inp.key)
+            if current is not None and current.state == ProvisioningState.DELETING:
+                self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+                return OutcomeResult(outcome="Canceled")
+            return OutcomeResult(outcome="AlreadyDone")
+        self._released(inp)
+        return OutcomeResult(outcome="Failed")
+
+    def cancel(self, inp: InstanceStepInput) -> OutcomeResult:
+        """The provisioning was overtaken by a delete: its operation ends ``Canceled``. The deprovision workflow
+        cleans up while the instance still names this operation; once it does not, whatever this operation's create
+        made on the DGX Platform is removed here."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.operation_id != inp.operationId:
+            self._delete_made_by(inp.operationId)
+        self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+        return OutcomeResult(outcome="Canceled")
+
+    def _delete_made_by(self, operation_id: str) -> None:
+        """Delete the DGX instance a create with this operation id (idempotency key) made, if any."""
+        made = self.dgx.find_instance(operation_id)
+        if made is not None:
+            self.dgx.delete_instance(made.id)
+
+    # ----------------------------------------------------------------------------------------------- deprovision
+    def deprovision_start(self, inp: InstanceStepInput) -> DeadlineResult:
+        """Ask the DGX Platform to delete every instance this resource owns; renew the lease."""
+        instance = self._instances.get(inp.key)
+        if instance is not None:
+            for dgx_id in self._dgx_ids(instance):
+                self.dgx.delete_instance(dgx_id)
+            if instance.state == ProvisioningState.DELETING and instance.delete_operation_id == inp.operationId:
+                self._instances.note(
+                    instance,
+                    replace(instance, lease=self._lease(inp)),
+                    expect=Expect(delete_operation_id=inp.operationId),
+                )
+        return DeadlineResult(deadline=self._clock() + inp.timeoutSeconds)
+
+    def deprovision_poll(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
+        """Gone once the DGX Platform holds none of its instances."""
+        instance = self._instances.get(inp.key)
+        remaining = self._remaining_on_dgx(instance) if instance is not None else []
+        return RemovalResult(gone=not remaining, timedOut=bool(remaining) and self._clock() > deadline)
+
+    def deprovision_finish(self, inp: InstanceStepInput) -> OutcomeResult:
+        """Remove the instance, release what it still holds, end the delete operation — one transaction."""
+        instance = self._instances.get(inp.key)
+        if instance is None:
+            self._finish_operation(inp, inp.operationId, OperationStatus.SUCCEEDED, OperationKind.DEPROVISION)
+            return OutcomeResult(outcome="AlreadyDone")
+        ctx = system_context(inp.operationId, inp.correlationId)
+        gpus, memory = (instance.gpus, instance.memory_gb) if instance.capacity_reserved else (0, 0)
+        try:
+            self._instances.remove(
+                instance,
+                self._kernel.audit(
+                    ctx,
+                    INSTANCES,
+                    instance.key,
+                    rbac.INSTANCES_DELETE,
+                    f"Deleted instance; released {gpus} GPUs and {memory} GiB",
+                    instance.document,
+                    None,
+                ),
+                expect=Expect(
+                    state=(ProvisioningState.DELETING,),
+                    delete_operation_id=inp.operationId,
+                    capacity_reserved=instance.capacity_reserved,
+                ),
+                effects=Effects(
+                    operation=self._operation(
+                        inp, inp.operationId, OperationStatus.SUCCEEDED, kind=OperationKind.DEPROVISION
+                    ),
+                    release=Release(instance.node_key, gpus, memory, child=-1),
+                ),
+            )
+        except WorkloadChanged:
+            logger.info("Instance already removed", extra={"operation": inp.operationId})
+            return OutcomeResult(outcome="AlreadyDone")
+        if instance.cancel_requested:
+            self._finish_operation(inp, instance.operation_id, OperationStatus.CANCELED)
+        if gpus or memory:
+            self._released(inp)
+        return OutcomeResult(outcome="Deleted")
+
+    def release_failed(self, inp: InstanceStepInput, instance: Instance) -> bool:
+        """A Failed instance that still holds its GPUs (its deprovisioning timed out) and that the DGX Platform now
+        confirms gone: release the capacity and end its lease; it stays Failed until it is deleted. Returns whether
+        this call released it (False: someone else did, or it changed)."""
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.FAILED,
+                action=rbac.INSTANCES_DELETE,
+                summary="The DGX Platform confirmed the instance gone; capacity released",
+                expect=Expect(state=(ProvisioningState.FAILED,), capacity_reserved=True, etag=instance.etag),
+                release=True,
+                capacity_reserved=False,
+                dgx_id=None,
+                lease=None,
+            )
+        except WorkloadChanged:
+            return False
+        self._released(inp)
+        return True
+
+    def deprovision_fail(self, inp: InstanceStepInput, error: ErrorBody) -> OutcomeResult:
+        """The DGX Platform did not delete the instance in time: → Failed (capacity stays reserved, as the GPUs may
+        still be busy); the delete operation ends Failed. A later DELETE tries again, and the reconciler releases
+        the capacity once the DGX Platform confirms the instance gone (the instance keeps a lease for that)."""
+        instance = self._instances.get(inp.key)
+        if instance is None:
+            return OutcomeResult(outcome="AlreadyDone")
+        failure = ErrorBody.of("DeprovisioningFailed", error.message or "Deprovisioning failed.")
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.FAILED,
+                action=rbac.INSTANCES_DELETE,
+                summary="Deprovisioning failed",
+                properties={"error": failure.as_dict()},
+                expect=Expect(delete_operation_id=inp.operationId),
+                operation=self._operation(
+                    inp, inp.operationId, OperationStatus.FAILED, failure, kind=OperationKind.DEPROVISION
+                ),
+                lease=Lease.owned(self._clock() + self._grace),
+            )
+        except WorkloadChanged:
+            return OutcomeResult(outcome="AlreadyDone")
+        return OutcomeResult(outcome="Failed")

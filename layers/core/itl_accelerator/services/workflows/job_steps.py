@@ -1,0 +1,530 @@
+"""The steps of the job lifecycle state machine (statemachines/job_lifecycle.asl.json); their inputs and outputs are
+services/workflows/io.py.
+
+admit → place (or wait for capacity) → submit to the DGX Platform (idempotency key = the job's operation id) →
+track → (stop on the DGX Platform) → finish. Waiting costs no execution history: a job that does not fit waits on a
+task token that placement completes when capacity frees (services/common/placement.py); a running job waits on a
+task token that the tracker (a schedule: services/schedules/job_tracker.py) completes when the DGX Platform reports
+it ended or it exceeded ``maxDurationMinutes`` — so an execution's history has the same few dozen events whether
+the job runs a minute or 7 days. A cancel completes whichever token the job waits on at once, and every step reads
+the job before it acts, so a cancel is seen at every step.
+
+Every step reports ``end`` null to go on, or how the job must end (:class:`~.io.JobEnd`); :meth:`JobSteps.finish`
+makes the one final transition: status, end time, GPU-seconds and cost at the terms the job locked, capacity
+released (conditioned on being held: exactly once), both operations ended, lease gone — then serves the jobs waiting
+in the subscription. All changes are audited as ``SYSTEM`` with the request's correlation id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.billing.metering import allocation_charges
+from itl_accelerator.dgx.client import DgxPlatformClient
+from itl_accelerator.dgx.models import DgxJob
+from itl_accelerator.domain.records import Job, Lease, Operation, Release
+from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
+from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
+from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.resources import JOBS, NODES
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.context import system_context
+from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.lro import placeholder_operation
+from itl_accelerator.services.common.metering import meter_for
+from itl_accelerator.services.common.placement import Placement
+from itl_accelerator.services.workflows.io import (
+    CaughtError,
+    FinishResult,
+    JobEnd,
+    JobStepInput,
+    StepOutcome,
+    StopResult,
+)
+from itl_accelerator.settings import Settings
+from itl_accelerator.state_machines import StateMachines
+
+
+def iso(epoch: float) -> str:
+    """UTC ISO 8601 with microseconds and ``Z``."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch(value: str) -> float:
+    """Inverse of :func:`iso`."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def gone() -> JobEnd:
+    """The end of a job whose execution finds it gone (deleted, or its name holds another submission)."""
+    return JobEnd(status=JobStatus.CANCELED, reason="The job is gone.")
+
+
+def canceled_end(job: Job) -> JobEnd | None:
+    """The end of a job whose cancel was asked for (None when none was)."""
+    if job.cancel_requested:
+        return JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {job.canceled_by or 'the submitter'}.", stop=True)
+    return None
+
+
+def platform_workload(job: Job) -> dict[str, Any]:
+    """The workload as the DGX Platform runs it: ``env`` with the ``secretEnv`` values (kept apart from the job's
+    document, never shown) merged in. Only this is sent; nothing of it is logged."""
+    workload = job.document["properties"]["workload"]
+    return {
+        "image": workload["image"],
+        "command": workload.get("command", []),
+        "env": {**(workload.get("env") or {}), **job.secret_env},
+    }
+
+
+def platform_end(job: DgxJob) -> JobEnd:
+    """The end the DGX Platform recorded for a job that ended there: its status (Succeeded, Failed or Canceled), why,
+    its exit code and when it ended (``endedAt`` epoch seconds, None when the platform did not say)."""
+    status = JobStatus(job.status) if job.status in ("Succeeded", "Canceled") else JobStatus.FAILED
+    return JobEnd(
+        status=status,
+        reason=job.error_message or f"The job ended {job.status} on the DGX Platform.",
+        exitCode=job.exit_code,
+        endedAt=epoch(job.ended_at) if job.ended_at else None,
+        onPlatform=True,
+    )
+
+
+def settle(requested: JobEnd, platform: JobEnd | None) -> JobEnd:
+    """The job's end when a step asked for ``requested`` (a cancel, a max duration passed, a lost tracking) and the
+    platform recorded ``platform`` on stopping it. The platform's outcome and end time are the truth: a job that
+    had already ended on its own (Succeeded or Failed) keeps that end, whatever was asked — a cancel that came too
+    late changes nothing of it (its operation ends Failed, ``JobAlreadyFinished``). A job the stop ended
+    (Canceled there) ends as asked, billed until the time asked for (a max duration's deadline) or else until the
+    platform stopped it."""
+    if platform is None or requested.onPlatform:
+        return requested
+    if platform.status != JobStatus.CANCELED:
+        reason = platform.reason
+        if requested.status == JobStatus.CANCELED:
+            reason = f"{reason} It had ended before the cancel reached the DGX Platform."
+        return platform.model_copy(update={"reason": reason})
+    return requested.model_copy(update={"endedAt": requested.endedAt or platform.endedAt})
+
+
+def error_end(caught: CaughtError | None) -> JobEnd:
+    """The end of a job whose step failed (a Step Functions Catch result)."""
+    caught = caught or CaughtError()
+    message = caught.message[:300]
+    if caught.Error == "DgxPermanentError":
+        reason = f"The DGX Platform refused the job: {message}"
+    elif caught.Error == "DgxTransientError":
+        reason = "The DGX Platform stayed unavailable; retries ran out."
+    elif caught.Error == "States.Timeout":
+        reason = "The job's workflow timed out."
+    else:
+        reason = "The job failed because of an internal error."
+    return JobEnd(status=JobStatus.FAILED, reason=reason, stop=True)
+
+
+class JobSteps:
+    """Task implementations. ``dgx`` is the DGX Platform client (made on its first call); ``clock`` returns epoch
+    seconds."""
+
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        placement: Placement,
+        state_machines: StateMachines,
+        dgx: DgxPlatformClient,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._kernel = kernel
+        self._jobs = kernel.repositories.jobs
+        self._nodes = kernel.repositories.nodes
+        self._operations = kernel.repositories.operations
+        self._placement = placement
+        self._state_machines = state_machines
+        self.dgx = dgx
+        self._settings = settings
+        self._clock = clock
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    def _current(self, inp: JobStepInput) -> Job | None:
+        """The job this execution runs (None when it is gone, or the name now holds another submission)."""
+        job = self._jobs.get(inp.key)
+        return job if job is not None and job.operation_id == inp.operationId else None
+
+    def _note(
+        self,
+        inp: JobStepInput,
+        job: Job,
+        *,
+        reason: str,
+        expect: Expect,
+        status: JobStatus | None = None,
+        properties: dict[str, Any] | None = None,
+        effects: Effects = Effects(),
+        **changes: Any,
+    ) -> None:
+        """One audited transition of the job (status and reason in its document) with ``changes`` to its record and
+        ``effects`` (its meter, its operation moved on), if ``expect`` holds and the job is still this execution's.
+        Raises :class:`WorkloadChanged`."""
+        ctx = system_context(inp.operationId, inp.correlationId)
+        props = {**job.document["properties"], "statusReason": reason, **(properties or {})}
+        if status:
+            props["status"] = str(status)
+            changes["status"] = status
+        document = {
+            **job.document,
+            "properties": {k: v for k, v in props.items() if v is not None},
+            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+        }
+        after = replace(job, document=document, etag=arm_rules.new_etag(), **changes)
+        self._jobs.update(
+            job,
+            after,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+            expect=replace(expect, operation_id=inp.operationId),
+            effects=effects,
+        )
+
+    def _lease(self, seconds: float) -> Lease:
+        return Lease.owned(self._clock() + seconds + self._settings.workflow_lease_grace_seconds)
+
+    def _moved(
+        self,
+        inp: JobStepInput,
+        operation_id: str,
+        status: OperationStatus,
+        now: str,
+        error: dict[str, str] | None = None,
+        kind: OperationKind = OperationKind.JOB,
+    ) -> Operation:
+        found = self._operations.get(inp.subscriptionId, operation_id) or placeholder_operation(
+            operation_id, kind, inp.resourceGroup
+        )
+        return found.moved(status, now, error)
+
+    # ----------------------------------------------------------------------------------------------- admit
+    def admit(self, inp: JobStepInput) -> StepOutcome:
+        """Could any node of the subscription ever hold the job? ``end`` null to place it; an end (Failed,
+        inadmissible, with why) otherwise."""
+        job = self._current(inp)
+        if job is None:
+            return StepOutcome(end=gone())
+        if (canceled := canceled_end(job)) is not None:
+            return StepOutcome(end=canceled)
+        if (reason := self._placement.inadmissible(job)) is not None:
+            return StepOutcome(end=JobEnd(status=JobStatus.FAILED, reason=f"Inadmissible: {reason}"))
+        try:
+            self._note(
+                inp,
+                job,
+                reason="Admitted; looking for a node.",
+                expect=Expect(status=(JobStatus.PENDING,)),
+                lease=self._lease(60),
+            )
+        except WorkloadChanged:
+            return self.admit(inp) if self._current(inp) else StepOutcome(end=gone())
+        return StepOutcome()
+
+    # ----------------------------------------------------------------------------------------------- place
+    def place(self, inp: JobStepInput) -> StepOutcome:
+        """Place the job on the best-fitting node now: ``placed`` False when it must wait."""
+        job = self._current(inp)
+        if job is None:
+            return StepOutcome(end=gone(), placed=False)
+        if (canceled := canceled_end(job)) is not None:
+            return StepOutcome(end=canceled, placed=False)
+        if job.status != JobStatus.PENDING:
+            return StepOutcome(placed=True)  # placed already (a retried step)
+        placed = self._placement.place(system_context(inp.operationId, inp.correlationId), job)
+        return StepOutcome(placed=placed is not None)
+
+    def await_capacity(self, inp: JobStepInput, token: str) -> None:
+        """The job waits for capacity: record the task token placement resumes it with, enter the waiting queue
+        (priority, then submission order) and say why it waits; then try once more (capacity may have freed in
+        between). The state machine waits until the token is completed (placed, or canceled)."""
+        job = self._current(inp)
+        if job is None:
+            self._state_machines.complete_task(token, StepOutcome(end=gone(), placed=False).as_output())
+            return
+        if (canceled := canceled_end(job)) is not None:
+            self._state_machines.complete_task(token, StepOutcome(end=canceled, placed=False).as_output())
+            return
+        if job.status != JobStatus.PENDING:
+            self._state_machines.complete_task(token, StepOutcome(placed=True).as_output())
+            return
+        reason = (
+            f"Waiting for capacity: no node of the subscription has {job.gpus} free GPUs and {job.memory_gb} "
+            "GiB of GPU memory now."
+        )
+        try:
+            self._note(
+                inp,
+                job,
+                reason=reason,
+                expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False),
+                task_token=token,
+                queued=True,
+                lease=Lease.owned(self._clock() + self._settings.job_placement_retry_seconds),
+            )
+        except WorkloadChanged:
+            if self._current(inp) is None:
+                return
+            self.await_capacity(inp, token)  # a cancel came, or it was placed: the checks above decide
+            return
+        self._placement.dispatch(system_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+
+    # ----------------------------------------------------------------------------------------------- submit
+    def submit(self, inp: JobStepInput) -> StepOutcome:
+        """Submit the job to the DGX Platform on its node (idempotency key = operation id); → Running. Billing
+        starts now: the job's meter is written with its Running state, and its operation is Running while it runs
+        (ARM), then ends with it."""
+        job = self._current(inp)
+        if job is None:
+            return StepOutcome(end=gone())
+        if (canceled := canceled_end(job)) is not None:
+            return StepOutcome(end=canceled)
+        if job.status == JobStatus.RUNNING and job.dgx_id:
+            return StepOutcome()
+        node = self._nodes.get(job.node_key)
+        submitted = self.dgx.submit_job(
+            idempotency_key=inp.operationId,
+            name=job.arm_id,
+            node_id=node.arm_id
+            if node
+            else NODES.id(job.key.subscription_id, job.node_key.resource_group, job.node_key.names),
+            gpus=job.gpus,
+            memory_gb=job.memory_gb,
+            workload=platform_workload(job),
+            max_duration_seconds=job.max_duration_seconds,
+        )
+        started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
+        meter = meter_for(
+            job, node, service="jobs", resource_type=JOBS.type_name, start=int(started), dgx_id=submitted.id
+        )
+        found = self._operations.get(inp.subscriptionId, inp.operationId)
+        try:
+            self._note(
+                inp,
+                job,
+                reason=f"Running on the DGX Platform (job {submitted.id}).",
+                expect=Expect(status=(JobStatus.SCHEDULED,), cancel_requested=False),
+                status=JobStatus.RUNNING,
+                properties={
+                    "startedAt": iso(started),
+                    "provisioningState": str(ProvisioningState.RUNNING),
+                    "logsUrl": submitted.logs_url,
+                },
+                effects=Effects(
+                    meter_start=meter,
+                    operation=found.moved(OperationStatus.RUNNING, iso(started)) if found is not None else None,
+                ),
+                dgx_id=submitted.id,
+                started_at=iso(started),
+                state=ProvisioningState.RUNNING,
+                meter_id=meter.allocation_id,
+                lease=self._lease(0),
+            )
+        except WorkloadChanged:
+            current = self._current(inp)
+            if current is not None and current.cancel_requested:
+                self.dgx.cancel_job(submitted.id)
+                return StepOutcome(end=canceled_end(current))
+            return StepOutcome(end=gone().model_copy(update={"stop": True}))
+        return StepOutcome()
+
+    # ----------------------------------------------------------------------------------------------- track
+    def track(self, inp: JobStepInput, token: str) -> None:
+        """The job runs: record the task token the tracker (or a cancel) resumes it with, and when it is first due
+        to be checked. The state machine waits until the token is completed with the job's end."""
+        job = self._current(inp)
+        if job is None:
+            self._state_machines.complete_task(
+                token, StepOutcome(end=gone().model_copy(update={"stop": True})).as_output()
+            )
+            return
+        if (canceled := canceled_end(job)) is not None:
+            self._state_machines.complete_task(token, StepOutcome(end=canceled).as_output())
+            return
+        try:
+            self._note(
+                inp,
+                job,
+                reason=str(job.document["properties"].get("statusReason", "Running.")),
+                expect=Expect(status=(JobStatus.RUNNING,), cancel_requested=False),
+                task_token=token,
+                track_checks=0,
+                lease=Lease.tracked(self._clock() + self._settings.job_poll_interval_seconds),
+            )
+        except WorkloadChanged:
+            self.track(inp, token)
+
+    # ----------------------------------------------------------------------------------------------- stop
+    def stop(self, inp: JobStepInput, deadline: float | None) -> StopResult:
+        """Stop the job on the DGX Platform (idempotent) and say whether it has stopped (``deadline`` set by the
+        first call). ``platform`` is the end the platform recorded once the job stopped (:func:`platform_end`; None
+        before, or when the platform never ran it): a job that had already ended on its own keeps that end,
+        whatever asked for the stop."""
+        deadline = deadline or self._clock() + inp.stopTimeoutSeconds
+        job = self._jobs.get(inp.key)
+        dgx_id = job.dgx_id if job is not None and job.operation_id == inp.operationId else None
+        if dgx_id is None:
+            found = self.dgx.find_job(inp.operationId)  # a submit whose answer was lost
+            dgx_id = found.id if found else None
+        if dgx_id is None:
+            return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
+        stopped_job = self.dgx.cancel_job(dgx_id)
+        stopped = stopped_job is None or stopped_job.ended
+        return StopResult(
+            stopped=stopped,
+            timedOut=not stopped and self._clock() > deadline,
+            deadline=deadline,
+            platform=platform_end(stopped_job) if stopped_job is not None and stopped_job.ended else None,
+        )
+
+    # ----------------------------------------------------------------------------------------------- finish
+    def finish(
+        self, inp: JobStepInput, outcome: JobEnd, platform: JobEnd | None = None, attempt: int = 0
+    ) -> FinishResult:
+        """The one final transition (module docstring). ``outcome``: the end a step asked for; ``platform``: the
+        end the DGX Platform recorded when the job was stopped there (:meth:`stop`), which decides where it
+        differs (:func:`settle`)."""
+        job = self._current(inp)
+        if job is None:
+            self._end_operation(inp, OperationStatus.CANCELED)
+            return FinishResult(status=JobStatus.CANCELED)
+        if job.status.final:
+            return FinishResult(status=job.status)
+        outcome = settle(outcome, platform)
+        final = outcome.status
+        now = self._clock()
+        ended = float(int(outcome.endedAt or now))
+        if job.started_at:  # billing runs from the start to the end; an end the platform reported is never past now
+            ended = max(ended, float(int(epoch(job.started_at))))
+            if outcome.onPlatform:
+                ended = min(ended, float(int(now)))
+        gpu_seconds, billable, cost, currency = self._charges(job, ended)
+        reason = outcome.reason or str(final)
+        if outcome.exitCode is not None:
+            reason = f"{reason} (exit code {outcome.exitCode})"
+        ctx = system_context(inp.operationId, inp.correlationId)
+        started = job.started_at is not None
+        properties = {
+            "status": str(final),
+            "statusReason": reason,
+            "provisioningState": str(final),
+            "endedAt": iso(ended),
+            "gpuSeconds": gpu_seconds,
+            "billableGpuSeconds": billable if started else None,
+            "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
+        }
+        document = {
+            **job.document,
+            "properties": {k: v for k, v in {**job.document["properties"], **properties}.items() if v is not None},
+            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+        }
+        error = {
+            JobStatus.FAILED: {"code": "JobFailed", "message": reason},
+            JobStatus.CANCELED: {"code": "JobCanceled", "message": reason},
+        }.get(final)
+        operations = self._operations_ended(inp, job, final, error)
+        ended_job = replace(
+            job,
+            document=document,
+            etag=arm_rules.new_etag(),
+            status=final,
+            state=ProvisioningState(str(final)),
+            ended_at=iso(ended),
+            gpu_seconds=gpu_seconds,
+            billable_gpu_seconds=billable,
+            cost=format(cost, "f"),
+            capacity_reserved=False,
+            task_token=None,
+            track_checks=0,
+            queued=False,
+            lease=None,
+        )
+        summary = f"Job {final}: {reason}" + (
+            f"; released {job.gpus} GPUs and {job.memory_gb} GiB" if job.capacity_reserved else ""
+        )
+        try:
+            self._jobs.update(
+                job,
+                ended_job,
+                self._kernel.audit(ctx, JOBS, job.key, JOBS.write, summary, job.document, document),
+                expect=Expect(
+                    operation_id=inp.operationId,
+                    status=(job.status,),
+                    capacity_reserved=job.capacity_reserved,
+                    # a cancel accepted after the read above started an operation this write must end too
+                    cancel_requested=job.cancel_requested,
+                ),
+                effects=Effects(
+                    operation=operations[0],
+                    more_operations=tuple(operations[1:]),
+                    release=Release(job.node_key, job.gpus, job.memory_gb) if job.capacity_reserved else None,
+                    # billing stops with the job: its meter ends in the same transaction
+                    meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
+                    if job.meter_id
+                    else None,
+                ),
+            )
+        except WorkloadChanged:
+            if attempt >= 4:
+                raise StoreBusy("the job kept changing while it was being finished") from None
+            return self.finish(inp, outcome, platform, attempt + 1)  # re-read: a cancel or the tracker changed it
+        if job.drain_node is not None:
+            self._nodes.set_draining(job.drain_node, None)
+        if job.capacity_reserved:
+            self._placement.dispatch(ctx, inp.subscriptionId)  # capacity freed: serve the waiting jobs
+        return FinishResult(status=final)
+
+    def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
+        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` under the terms it
+        locked when it was placed — computed window by window exactly as its usage records are
+        (billing/metering.py), so the job's cost is the sum of what the billing export bills for it. Nothing when it
+        never started."""
+        if not job.started_at or job.billing_terms is None:
+            return 0, 0, Decimal(0), ""
+        terms = job.billing_terms
+        start = int(epoch(job.started_at))
+        end = max(start, int(ended))
+        charges = allocation_charges(terms, gpus=job.gpus, start=start, end=end, now=end)
+        return (
+            sum(c.gpu_seconds for c in charges),
+            sum(c.billable_gpu_seconds for c in charges),
+            sum((c.cost for c in charges), Decimal(0)),
+            terms.currency,
+        )
+
+    def _operations_ended(
+        self, inp: JobStepInput, job: Job, final: JobStatus, error: dict[str, str] | None
+    ) -> list[Operation]:
+        """The job's operation (ends with the job) and its cancel operation, if any (Succeeded when the job ended
+        Canceled; Failed with the job's status otherwise)."""
+        now = system_context(inp.operationId, inp.correlationId).now_iso()
+        operations = [self._moved(inp, inp.operationId, OperationStatus(str(final)), now, error)]
+        if job.cancel_operation_id:
+            cancel = self._operations.get(inp.subscriptionId, job.cancel_operation_id)
+            if cancel is not None and not cancel.status.final:
+                if final == JobStatus.CANCELED:
+                    operations.append(cancel.moved(OperationStatus.SUCCEEDED, now))
+                else:
+                    already = {
+                        "code": "JobAlreadyFinished",
+                        "message": f"The job ended {final} before the cancel took effect.",
+                    }
+                    operations.append(cancel.moved(OperationStatus.FAILED, now, already))
+        return operations
+
+    def _end_operation(self, inp: JobStepInput, status: OperationStatus) -> None:
+        found = self._operations.get(inp.subscriptionId, inp.operationId)
+        if found is not None:
+            now = system_context(inp.operationId, inp.correlationId).now_iso()
+            self._operations.finish(inp.subscriptionId, found.moved(status, now))

@@ -1,0 +1,246 @@
+"""The wiring of one process: settings → AWS clients → repositories → services. Built on first use, never at import
+time.
+
+Each service is built — and its module imported — the first time something asks for it, so a function loads what
+its own operation uses and nothing else: a node route never imports the DGX client (httpx), the job workflow or
+the billing export; a workflow step never imports the API. This module is the composition root, the one place
+that knows every service; it imports them where it builds them.
+
+Tests and the local runtime pass their own clients (or rely on ``AWS_ENDPOINT_URL``, which boto3 reads itself) —
+AWS clients are injectable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from itl_accelerator.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from itl_accelerator.dgx.client import DgxPlatformClient
+    from itl_accelerator.repositories.protocols import Repositories
+    from itl_accelerator.services.api.audit_query import AuditQueryService
+    from itl_accelerator.services.api.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.api.jobs import SparkJobService
+    from itl_accelerator.services.api.nodes import SparkNodeService
+    from itl_accelerator.services.api.operations import OperationService
+    from itl_accelerator.services.api.subscriptions import SubscriptionService
+    from itl_accelerator.services.api.usage_stats import UsageStatsService
+    from itl_accelerator.services.common.access import Access
+    from itl_accelerator.services.common.kernel import ResourceKernel
+    from itl_accelerator.services.common.placement import Placement
+    from itl_accelerator.services.schedules.billing_export import BillingExport
+    from itl_accelerator.services.schedules.job_tracker import JobTracker
+    from itl_accelerator.services.schedules.reconciler import Reconciler
+    from itl_accelerator.services.schedules.usage_rollups import UsageRollups
+    from itl_accelerator.services.schedules.usage_sync import UsageSync
+    from itl_accelerator.services.streams.fleet import FleetChanges
+    from itl_accelerator.services.workflows.instance_steps import InstanceSteps
+    from itl_accelerator.services.workflows.job_steps import JobSteps
+    from itl_accelerator.state_machines import StateMachines
+
+
+class Wiring:
+    """The services of one process, each built on first use (module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        dynamodb_client: Any | None = None,
+        stepfunctions_client: Any | None = None,
+        s3_client: Any | None = None,
+        repositories: Repositories | None = None,
+        dgx: DgxPlatformClient | None = None,
+    ):
+        self.settings = settings
+        self._repositories = repositories
+        self._dgx = dgx
+        self._dynamodb_client = dynamodb_client
+        self._stepfunctions_client = stepfunctions_client
+        self._s3_client = s3_client
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings | None = None,
+        *,
+        dynamodb_client: Any | None = None,
+        stepfunctions_client: Any | None = None,
+        s3_client: Any | None = None,
+        repositories: Repositories | None = None,
+        dgx: DgxPlatformClient | None = None,
+    ) -> Wiring:
+        """The wiring over ``settings`` (default: :func:`get_settings`) and optional injected AWS clients, repositories
+        and DGX client (each created on first use otherwise)."""
+        return cls(
+            settings or get_settings(),
+            dynamodb_client=dynamodb_client,
+            stepfunctions_client=stepfunctions_client,
+            s3_client=s3_client,
+            repositories=repositories,
+            dgx=dgx,
+        )
+
+    # ------------------------------------------------------------------------------------------- clients, repositories
+    @cached_property
+    def repositories(self) -> Repositories:
+        """The repositories over the table (or those injected: tests of the services pass in-memory ones)."""
+        if self._repositories is not None:
+            return self._repositories
+        from itl_accelerator.repositories.dynamodb import dynamodb_repositories
+
+        return dynamodb_repositories(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def state_machines(self) -> StateMachines:
+        from itl_accelerator.state_machines import StateMachines
+
+        return StateMachines(self._stepfunctions_client or _Lazy(lambda: boto3.client("stepfunctions")))
+
+    @cached_property
+    def dgx(self) -> DgxPlatformClient:
+        """The DGX Platform client, made (its API key read from Secrets Manager in AWS) on its first call."""
+        if self._dgx is not None:
+            return self._dgx
+
+        def make() -> DgxPlatformClient:
+            from itl_accelerator.dgx.factory import dgx_client
+
+            return dgx_client(self.settings)
+
+        return _Lazy(make)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------------------------- API services
+    @cached_property
+    def access(self) -> Access:
+        from itl_accelerator.services.common.access import Access
+
+        return Access(self.repositories.audit)
+
+    @cached_property
+    def kernel(self) -> ResourceKernel:
+        from itl_accelerator.services.common.kernel import ResourceKernel
+
+        return ResourceKernel(self.repositories, self.access)
+
+    @cached_property
+    def nodes(self) -> SparkNodeService:
+        from itl_accelerator.services.api.nodes import SparkNodeService
+
+        return SparkNodeService(self.kernel)
+
+    @cached_property
+    def instances(self) -> SparkOllamaInstanceService:
+        from itl_accelerator.services.api.instances import SparkOllamaInstanceService
+
+        return SparkOllamaInstanceService(self.kernel, self.state_machines, self.settings)
+
+    @cached_property
+    def jobs(self) -> SparkJobService:
+        from itl_accelerator.services.api.jobs import SparkJobService
+
+        return SparkJobService(self.kernel, self.state_machines, self.settings)
+
+    @cached_property
+    def operations(self) -> OperationService:
+        from itl_accelerator.services.api.operations import OperationService
+
+        return OperationService(self.repositories, self.access)
+
+    @cached_property
+    def subscriptions(self) -> SubscriptionService:
+        from itl_accelerator.services.api.subscriptions import SubscriptionService
+
+        return SubscriptionService(self.repositories.subscriptions, self.access)
+
+    @cached_property
+    def audit(self) -> AuditQueryService:
+        from itl_accelerator.services.api.audit_query import AuditQueryService
+
+        return AuditQueryService(self.repositories.audit, self.access)
+
+    @cached_property
+    def usage_stats(self) -> UsageStatsService:
+        from itl_accelerator.services.api.usage_stats import UsageStatsService
+
+        return UsageStatsService(self.kernel, self.instances, self.jobs, self.repositories.usage)
+
+    # ------------------------------------------------------------------------------------------- workflows, schedules
+    @cached_property
+    def placement(self) -> Placement:
+        from itl_accelerator.services.common.placement import Placement
+
+        return Placement(self.kernel, self.state_machines, self.settings)
+
+    @cached_property
+    def instance_steps(self) -> InstanceSteps:
+        from itl_accelerator.services.workflows.instance_steps import InstanceSteps
+
+        steps = InstanceSteps(self.kernel, self.dgx, lease_grace_seconds=self.settings.workflow_lease_grace_seconds)
+        steps.on_release = lambda ctx, subscription_id: self.placement.dispatch(ctx, subscription_id)
+        return steps
+
+    @cached_property
+    def job_steps(self) -> JobSteps:
+        from itl_accelerator.services.workflows.job_steps import JobSteps
+
+        return JobSteps(self.kernel, self.placement, self.state_machines, self.dgx, self.settings)
+
+    @cached_property
+    def job_tracker(self) -> JobTracker:
+        from itl_accelerator.services.schedules.job_tracker import JobTracker
+
+        return JobTracker(self.repositories, self.job_steps, self.state_machines, self.settings)
+
+    @cached_property
+    def fleet_changes(self) -> FleetChanges:
+        from itl_accelerator.services.streams.fleet import FleetChanges
+
+        return FleetChanges(self.placement, self.repositories, self.state_machines)
+
+    @cached_property
+    def reconciler(self) -> Reconciler:
+        from itl_accelerator.services.schedules.reconciler import Reconciler
+
+        return Reconciler(
+            self.kernel, self.instance_steps, self.job_steps, self.placement, self.state_machines, self.settings
+        )
+
+    @cached_property
+    def usage_sync(self) -> UsageSync:
+        from itl_accelerator.services.schedules.usage_sync import UsageSync
+
+        return UsageSync(self.repositories, self.dgx, self.settings)
+
+    @cached_property
+    def usage_rollups(self) -> UsageRollups:
+        from itl_accelerator.services.schedules.usage_rollups import UsageRollups
+
+        return UsageRollups(self.repositories.usage, self.settings)
+
+    @cached_property
+    def billing_export(self) -> BillingExport:
+        from itl_accelerator.services.schedules.billing_export import BillingExport
+
+        return BillingExport(
+            self.repositories.usage, self.repositories.billing, self._s3_client or boto3.client("s3"), self.settings
+        )
+
+
+class _Lazy:
+    """An object made on its first attribute access (a Step Functions client, the DGX client): a function that
+    never calls it never pays for it."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = self._make()
+        return getattr(self._made, name)

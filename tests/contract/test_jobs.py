@@ -1,0 +1,367 @@
+"""JobRepository: submission with its operation and audit event, lists by submitter and by the owner of the node
+a job runs on, the queue of jobs waiting for capacity, placement (a reservation, a drain), removal; and the lease
+index (LeaseIndex) over instances and jobs alike."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from itl_accelerator.domain.records import Job, Lease, Release, Reservation, ResourceKey
+from itl_accelerator.domain.states import JobStatus, LeaseKind, OperationKind, OperationStatus, ProvisioningState
+from itl_accelerator.repositories.errors import (
+    CapacityShortfall,
+    InvalidSkipToken,
+    NodeMissing,
+    SubscriptionNotWritable,
+    WorkloadChanged,
+)
+from itl_accelerator.repositories.protocols import Effects, Expect, Repositories, Scope
+from tests.contract.builders import (
+    TERMS,
+    all_pages,
+    audit_events,
+    counters,
+    create_node,
+    make_audit,
+    make_job,
+    make_node,
+    make_operation,
+    names_of,
+    place_instance,
+    suspend,
+)
+
+
+def submit(repos: Repositories, job: Job) -> Job:
+    operation = make_operation(job.operation_id or "", kind=OperationKind.JOB, owner=job.submitted_by)
+    repos.jobs.submit(job, operation, make_audit(job.key.subscription_id, job.arm_id))
+    return job
+
+
+def keyset(keys: list[ResourceKey]) -> set[tuple[str, ...]]:
+    """Keys as compared (ARM names match case-insensitively)."""
+    return {
+        (k.subscription_id.lower(), k.resource_group.lower(), k.type_segment, *(n.lower() for n in k.names))
+        for k in keys
+    }
+
+
+# ---------------------------------------------------------------------------------------------- submit
+def test_submit_writes_the_job_its_operation_and_audit(repos: Repositories, sub: str) -> None:
+    job = make_job(
+        sub,
+        "Train",
+        secret_env={"TOKEN": "s3cret"},
+        gpu_model="h100",
+        location="eastus",
+        queued=True,
+        task_token="token-1",
+        lease=Lease.owned(5000.0),
+        track_checks=2,
+    )
+    audit = make_audit(sub, job.arm_id)
+    repos.jobs.submit(job, make_operation("op-Train", kind=OperationKind.JOB, owner="alice"), audit)
+
+    assert repos.jobs.get(job.key) == job
+    assert repos.jobs.get(replace(job.key, names=("TRAIN",))) is not None
+    operation = repos.operations.get(sub, "OP-TRAIN")
+    assert operation is not None and (operation.kind, operation.owner) == ("job", "alice")
+    assert [e.event_id for e in audit_events(repos, sub)] == [audit.event_id]
+
+
+def test_a_job_placed_reads_back_as_placed(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    job = make_job(
+        sub,
+        status=JobStatus.RUNNING,
+        queued=True,  # a job with a node owner is never waiting
+        node=node.key,
+        node_owner="supplier-1",
+        capacity_reserved=True,
+        billing_terms=TERMS,
+        dgx_id="dgx-7",
+        started_at="2024-05-01T00:05:00Z",
+        drain_node=node.key,
+        gpu_seconds=7200,
+        billable_gpu_seconds=7200,
+        cost="5.000000",
+    )
+    submit(repos, job)
+    found = repos.jobs.get(job.key)
+    assert found == replace(job, queued=False)
+    assert repos.jobs.waiting(sub, 10) == []
+
+
+def test_submit_of_a_name_taken_is_a_workload_changed(repos: Repositories, sub: str) -> None:
+    first = submit(repos, make_job(sub, "train"))
+    with pytest.raises(WorkloadChanged):
+        submit(repos, make_job(sub, "TRAIN", etag="j2", submitted_by="bob"))
+    assert repos.jobs.get(first.key) == first
+    assert len(audit_events(repos, sub)) == 1
+
+
+def test_submit_in_a_subscription_not_registered_is_refused(repos: Repositories, sub: str) -> None:
+    suspend(repos, sub, "Warned")
+    job = make_job(sub)
+    with pytest.raises(SubscriptionNotWritable) as refused:
+        submit(repos, job)
+    assert refused.value.state == "Warned"
+    assert repos.jobs.get(job.key) is None
+    assert repos.operations.get(sub, "op-train") is None
+
+
+def test_updates_and_removes_are_not_held_back_by_the_subscription_state(repos: Repositories, sub: str) -> None:
+    job = submit(repos, make_job(sub))
+    suspend(repos, sub)
+    canceled = replace(job, status=JobStatus.CANCELED, state=ProvisioningState.CANCELED, etag="j2")
+    repos.jobs.update(job, canceled, make_audit(sub), expect=Expect(etag="j1"))
+    assert repos.jobs.get(job.key) == canceled
+    repos.jobs.remove(canceled, make_audit(sub), expect=Expect(status=(JobStatus.CANCELED,)))
+    assert repos.jobs.get(job.key) is None
+
+
+# ---------------------------------------------------------------------------------------------- lists
+def _jobs(repos: Repositories, sub: str) -> None:
+    submit(repos, make_job(sub, "a1", "rg1", submitted_by="alice"))
+    submit(repos, make_job(sub, "A2", "rg2", submitted_by="alice"))
+    submit(repos, make_job(sub, "b1", "rg1", submitted_by="bob", node_owner="supplier-1"))
+    submit(repos, make_job(sub, "a3", "RG1", submitted_by="alice", node_owner="supplier-1"))
+    submit(repos, make_job(sub, "b2", "rg2", submitted_by="bob", node_owner="supplier-2"))
+    submit(repos, make_job(f"{sub}-other", "a0", "rg1", submitted_by="alice", node_owner="supplier-1"))
+
+
+def test_jobs_by_submitter_and_by_node_owner_in_full_pages(repos: Repositories, sub: str) -> None:
+    _jobs(repos, sub)
+
+    def listed(scope: Scope, limit: int, **by: str) -> list[str]:
+        found, _ = all_pages(lambda limit, token: repos.jobs.page(scope, limit, token, **by), limit)
+        return names_of(found)
+
+    for limit in (1, 2, 10):
+        assert listed(Scope(sub), limit) == ["a1", "a3", "b1", "A2", "b2"]
+        assert listed(Scope(sub), limit, submitted_by="alice") == ["a1", "a3", "A2"]
+        assert listed(Scope(sub), limit, node_owner="supplier-1") == ["a3", "b1"]
+    assert listed(Scope(sub, "RG2"), 1, submitted_by="alice") == ["A2"]
+    assert listed(Scope(sub, visible_groups=("rg2",)), 1, submitted_by="bob") == ["b2"]
+    assert listed(Scope(sub, visible_groups=("RG1", "rg2")), 1, node_owner="supplier-2") == ["b2"]
+    assert listed(Scope(sub), 10, submitted_by="Alice") == []  # a user id is exact
+    assert listed(Scope(sub), 10, node_owner="nobody") == []
+
+
+def test_a_job_list_token_is_refused_by_the_plain_list(repos: Repositories, sub: str) -> None:
+    _jobs(repos, sub)
+    token = repos.jobs.page(Scope(sub), 1, None, submitted_by="alice").token
+    assert token is not None
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(sub), 10, token)
+
+
+def test_a_job_list_token_is_refused_by_the_other_lists(repos: Repositories, sub: str) -> None:
+    _jobs(repos, sub)
+    by_alice = repos.jobs.page(Scope(sub), 1, None, submitted_by="alice").token
+    by_owner = repos.jobs.page(Scope(sub), 1, None, node_owner="supplier-1").token
+    plain = repos.jobs.page(Scope(sub), 1, None).token
+    assert by_alice and by_owner and plain
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(sub), 10, by_alice, submitted_by="bob")
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(sub), 10, by_alice, node_owner="supplier-1")
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(sub), 10, by_owner, submitted_by="alice")
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(sub), 10, plain, submitted_by="alice")
+    with pytest.raises(InvalidSkipToken):
+        repos.jobs.page(Scope(f"{sub}-other"), 10, by_alice, submitted_by="alice")
+
+
+# ---------------------------------------------------------------------------------------------- the queue
+def test_waiting_jobs_in_priority_then_submission_order(repos: Repositories, sub: str) -> None:
+    submit(repos, make_job(sub, "c", priority=5, submitted_at="2024-05-01T00:00:01Z", queued=True))
+    submit(repos, make_job(sub, "b", "rg2", priority=9, submitted_at="2024-05-01T00:00:03Z", queued=True))
+    submit(repos, make_job(sub, "a", priority=9, submitted_at="2024-05-01T00:00:02Z", queued=True))
+    submit(repos, make_job(sub, "d", priority=5, submitted_at="2024-05-01T00:00:00Z", queued=True))
+    submit(repos, make_job(sub, "z", priority=0, submitted_at="2024-04-01T00:00:00Z", queued=True))
+    submit(repos, make_job(sub, "placed", priority=9, queued=True, node_owner="supplier-1"))
+    submit(repos, make_job(sub, "admitted", priority=9))
+    submit(repos, make_job(f"{sub}-other", "x", priority=9, queued=True))
+
+    waiting = repos.jobs.waiting(sub, 10)
+    assert [k.name for k in waiting] == ["a", "b", "d", "c", "z"]
+    assert waiting[1].resource_group == "rg2" and waiting[1].type_segment == "sparkJobs"
+    assert [k.name for k in repos.jobs.waiting(sub.upper(), 2)] == ["a", "b"]
+
+    a = repos.jobs.get(waiting[0])
+    assert a is not None
+    repos.jobs.note(a, replace(a, queued=False, task_token="t"), expect=Expect(etag="j1"))
+    assert [k.name for k in repos.jobs.waiting(sub, 10)] == ["b", "d", "c", "z"]
+
+
+# ---------------------------------------------------------------------------------------------- placement
+def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=320))
+    placed = replace(
+        job,
+        status=JobStatus.SCHEDULED,
+        etag="j2",
+        queued=False,
+        node=node.key,
+        node_owner=node.owner,
+        capacity_reserved=True,
+        billing_terms=node.terms,
+    )
+    repos.jobs.update(
+        job,
+        placed,
+        make_audit(sub),
+        expect=Expect(etag="j1", status=(JobStatus.PENDING,), capacity_reserved=False),
+        effects=Effects(reservation=Reservation.on(node, 4, 320, for_job=job.key)),
+    )
+    assert repos.jobs.get(job.key) == placed
+    assert counters(repos.nodes.get(node.key)) == (4, 320, 0)
+    assert repos.jobs.waiting(sub, 10) == []
+    assert names_of(repos.jobs.page(Scope(sub), 10, None, node_owner="supplier-1").items) == ["train"]
+
+    ended = replace(
+        placed, status=JobStatus.SUCCEEDED, state=ProvisioningState.SUCCEEDED, etag="j3", capacity_reserved=False
+    )
+    repos.jobs.update(
+        placed,
+        ended,
+        make_audit(sub),
+        expect=Expect(etag="j2", capacity_reserved=True),
+        effects=Effects(release=Release(node.key, 4, 320)),
+    )
+    assert counters(repos.nodes.get(node.key)) == (0, 0, 0)
+
+
+def test_a_placement_that_falls_short_writes_nothing(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    place_instance(repos, node, gpus=6, memory_gb=160)
+    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=80))
+    events = len(audit_events(repos, sub))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key, node_owner="supplier-1")
+    with pytest.raises(CapacityShortfall) as short:
+        repos.jobs.update(
+            job,
+            placed,
+            make_audit(sub),
+            expect=Expect(etag="j1"),
+            effects=Effects(reservation=Reservation.on(node, 4, 80, for_job=job.key)),
+        )
+    assert (short.value.free_gpus, short.value.free_memory_gb) == (2, 480)
+    with pytest.raises(NodeMissing):
+        repos.jobs.update(
+            job,
+            placed,
+            make_audit(sub),
+            expect=Expect(etag="j1"),
+            effects=Effects(reservation=Reservation.on(make_node(sub, "ghost"), 1, 80, for_job=job.key)),
+        )
+    assert repos.jobs.get(job.key) == job
+    assert counters(repos.nodes.get(node.key)) == (6, 160, 1)
+    assert len(audit_events(repos, sub)) == events
+    assert [k.name for k in repos.jobs.waiting(sub, 10)] == ["train"]
+
+
+def test_a_node_drained_for_a_job_takes_only_that_job(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    big = submit(repos, make_job(sub, "big", gpus=8, memory_gb=640, queued=True))
+    small = submit(repos, make_job(sub, "small", gpus=1, memory_gb=80, queued=True))
+    repos.nodes.set_draining(node.key, big.key)
+
+    with pytest.raises(CapacityShortfall) as short:  # the drain refuses another job as a shortfall
+        repos.jobs.update(
+            small,
+            replace(small, etag="j2", queued=False, node=node.key, node_owner="supplier-1"),
+            make_audit(sub),
+            expect=Expect(etag="j1"),
+            effects=Effects(reservation=Reservation.on(node, 1, 80, for_job=small.key)),
+        )
+    assert (short.value.free_gpus, short.value.free_memory_gb) == (8, 640)
+
+    repos.jobs.update(
+        big,
+        replace(big, etag="j2", queued=False, node=node.key, node_owner="supplier-1", drain_node=None),
+        make_audit(sub),
+        expect=Expect(etag="j1"),
+        effects=Effects(reservation=Reservation.on(node, 8, 640, for_job=replace(big.key, names=("BIG",)))),
+    )
+    assert counters(repos.nodes.get(node.key)) == (8, 640, 0)
+
+
+def test_an_instance_is_not_held_back_by_a_drain(repos: Repositories, sub: str) -> None:
+    """A drain keeps other *jobs* off the node (placement.py: "no other job is placed there"): a reservation
+    without ``for_job`` — an instance's — is not checked against it, as the DynamoDB implementation has it."""
+    node = create_node(repos, make_node(sub))
+    repos.nodes.set_draining(node.key, ResourceKey(sub, "rg1", "sparkJobs", ("big",)))
+    place_instance(repos, node, gpus=1, memory_gb=80)
+    assert counters(repos.nodes.get(node.key)) == (1, 80, 1)
+
+
+def test_remove_a_job_when_its_expect_holds(repos: Repositories, sub: str) -> None:
+    job = submit(repos, make_job(sub))
+    with pytest.raises(WorkloadChanged):
+        repos.jobs.remove(job, make_audit(sub), expect=Expect(status=(JobStatus.SUCCEEDED, JobStatus.FAILED)))
+    with pytest.raises(WorkloadChanged):
+        repos.jobs.remove(job, make_audit(sub), expect=Expect(delete_operation_id="op-x"))  # no such field on a job
+    assert repos.jobs.get(job.key) == job
+    repos.jobs.remove(job, make_audit(sub), expect=Expect(etag="j1", status=(JobStatus.PENDING,)))
+    assert repos.jobs.get(job.key) is None
+    assert len(audit_events(repos, sub)) == 2
+
+
+def test_a_job_update_moves_its_operation_and_a_cancel(repos: Repositories, sub: str) -> None:
+    job = submit(repos, make_job(sub))
+    operation = repos.operations.get(sub, "op-train")
+    assert operation is not None
+    cancel = make_operation("op-cancel", kind=OperationKind.CANCEL, owner="bob")
+    canceling = replace(job, etag="j2", cancel_requested=True, canceled_by="bob", cancel_operation_id="op-cancel")
+    repos.jobs.update(
+        job, canceling, make_audit(sub), expect=Expect(cancel_requested=False), effects=Effects(new_operation=cancel)
+    )
+    canceled = replace(canceling, etag="j3", status=JobStatus.CANCELED, state=ProvisioningState.CANCELED)
+    now = "2024-05-01T01:00:00Z"
+    repos.jobs.update(
+        canceling,
+        canceled,
+        make_audit(sub),
+        expect=Expect(cancel_requested=True, status=(JobStatus.PENDING,)),
+        effects=Effects(
+            operation=operation.moved(OperationStatus.CANCELED, now),
+            more_operations=(cancel.moved(OperationStatus.SUCCEEDED, now),),
+        ),
+    )
+    assert repos.jobs.get(job.key) == canceled
+    ops = [repos.operations.get(sub, i) for i in ("op-train", "op-cancel")]
+    assert [o.status if o else None for o in ops] == ["Canceled", "Succeeded"]
+    assert ops[1] is not None and ops[1].owner == "bob"
+
+
+# ---------------------------------------------------------------------------------------------- lease index
+def test_expired_leases_by_kind(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    held = place_instance(repos, node, "held", gpus=1, memory_gb=80, lease=Lease.owned(100.0))
+    place_instance(repos, node, "free", gpus=1, memory_gb=80)
+    place_instance(repos, node, "later", gpus=1, memory_gb=80, lease=Lease.owned(10_000.0))
+    owned = submit(repos, make_job(sub, "owned", "RG2", lease=Lease.owned(200.0)))
+    submit(repos, make_job(sub, "tracked", lease=Lease.tracked(150.0)))
+    submit(repos, make_job(f"{sub}-other", "elsewhere", lease=Lease.owned(50.0)))
+
+    elsewhere = ResourceKey(f"{sub}-other", "rg1", "sparkJobs", ("elsewhere",))
+    tracked = ResourceKey(sub, "rg1", "sparkJobs", ("tracked",))
+    assert keyset(repos.leases.expired(201, 10)) == keyset([held.key, owned.key, elsewhere])
+    assert keyset(repos.leases.expired(200, 10)) == keyset([held.key, elsewhere])  # strictly before now
+    assert keyset(repos.leases.expired(151, 10, LeaseKind.TRACK)) == keyset([tracked])
+    assert repos.leases.expired(150, 10, LeaseKind.TRACK) == []
+    assert len(repos.leases.expired(1_000_000, 2)) == 2
+
+    found = [k for k in repos.leases.expired(201, 10) if k.name == "owned"]
+    assert [(k.resource_group, k.type_segment) for k in found] == [("RG2", "sparkJobs")]
+
+    # a lease given up leaves the index; one renewed moves in it
+    assert repos.jobs.note(owned, replace(owned, lease=None), expect=Expect(etag="j1"))
+    assert repos.instances.note(held, replace(held, lease=Lease.owned(20_000.0)), expect=Expect(etag="i1"))
+    assert keyset(repos.leases.expired(201, 10)) == keyset([elsewhere])
