@@ -65,7 +65,7 @@ class Client:
         path_or_url: str,
         *,
         json: Any = None,
-        params: dict[str, str] | None = None,
+        params: dict[str, str | None] | None = None,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """The response (status < 400), or :class:`ApiError`."""
@@ -92,7 +92,7 @@ class Client:
         """Every item of a collection, following ``nextLink``: ``{"value": [...], "nextLink": url-or-None}`` (the
         API's own list shape; ``nextLink`` is not None only when ``max_items`` stopped it early)."""
         items: list[Any] = []
-        url, query = path, dict(params or {})
+        url, query = path, dict[str, str | None](params or {})
         while True:
             if max_items is not None:
                 query["$top"] = str(min(max_items - len(items), MAX_PAGE))

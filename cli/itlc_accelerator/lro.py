@@ -101,7 +101,7 @@ class Waiter:
         then what the server said (``Retry-After``), else ``every``, else :data:`DEFAULT_RETRY_AFTER`. Ctrl-C:
         :func:`interrupted` (exit 130) naming :attr:`resume`."""
         start = self.runtime.clock()
-        status, body = "Accepted", {}
+        status, body = "Accepted", dict[str, Any]()
         delay = first_delay or 0.0
         try:
             while True:

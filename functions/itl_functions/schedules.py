@@ -7,6 +7,7 @@ did as CloudWatch metrics (Powertools EMF) and returns it.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -113,5 +114,5 @@ def _log(message: str, report: dict[str, Any], event: dict[str, Any]) -> None:
     log(message, extra={"report": report, "scheduled_time": event.get("scheduledTime")})
 
 
-def _publish(prefix: str, counts: dict[str, int | float]) -> None:
+def _publish(prefix: str, counts: Mapping[str, int | float]) -> None:
     publish_counts(metrics, prefix, counts)

@@ -23,13 +23,13 @@ class Console:
     """Writes whole lines to ``stream`` (stdout), one write each, so threads never interleave within a line."""
 
     def __init__(self, stream: TextIO | None = None):
-        self.stream = stream or sys.stdout
+        self._out = stream or sys.stdout
         self._lock = threading.Lock()
 
     def write(self, text: str) -> None:
         with self._lock:
-            self.stream.write(text.rstrip("\n") + "\n")
-            self.stream.flush()
+            self._out.write(text.rstrip("\n") + "\n")
+            self._out.flush()
 
     def request(
         self,

@@ -94,6 +94,7 @@ class ApiGatewayEmulator:
         await response(scope, receive, send)
 
     def _report(self, request: Request, response: Response, duration_ms: float) -> None:
+        assert self.console is not None
         route, _ = self._match(request.method, request.url.path)
         self.console.request(
             request.method,
@@ -179,8 +180,8 @@ class ApiGatewayEmulator:
             # API Gateway hands header values to Lambda as (JSON) text decoded from UTF-8
             multi_headers[key.decode("latin-1").title()].append(value.decode("utf-8", errors="replace"))
         multi_query: dict[str, list[str]] = defaultdict(list)
-        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
-            multi_query[key].append(value)
+        for name, text_value in parse_qsl(request.url.query, keep_blank_values=True):
+            multi_query[name].append(text_value)
         try:
             text, is_b64 = body.decode("utf-8"), False
         except UnicodeDecodeError:

@@ -54,11 +54,12 @@ class Schedule:
             elapsed = (moment - started).total_seconds()
             return started + timedelta(seconds=period * (int(elapsed // period) + 1))
         if cron := _CRON.match(self.expression):
-            return croniter(unix_cron(cron.group(1)), moment).get_next(datetime)
+            following: datetime = croniter(unix_cron(cron.group(1)), moment).get_next(datetime)
+            return following
         if every := _EVERY.match(self.expression):
-            period = float(every.group(1))
+            seconds = float(every.group(1))
             elapsed = (moment - started).total_seconds()
-            return started + timedelta(seconds=period * (int(elapsed // period) + 1))
+            return started + timedelta(seconds=seconds * (int(elapsed // seconds) + 1))
         if at := _AT.match(self.expression):
             when = datetime.fromisoformat(at.group(1)).replace(tzinfo=UTC)
             return when if when > moment else None
@@ -74,7 +75,8 @@ class Schedule:
             "<aws.scheduler.attempt-number>": str(attempt),
         }.items():
             text = text.replace(attribute, value)
-        return json.loads(text)
+        payload: dict[str, Any] = json.loads(text)
+        return payload
 
 
 def unix_cron(aws_fields: str) -> str:

@@ -179,7 +179,8 @@ class Template:
 
     @property
     def resources(self) -> dict[str, Any]:
-        return self.doc["Resources"]
+        resources: dict[str, Any] = self.doc["Resources"]
+        return resources
 
     def functions(self) -> dict[str, dict[str, Any]]:
         """Logical id → Properties of every AWS::Serverless::Function."""
@@ -239,7 +240,7 @@ class Template:
         auth = self.api()["Auth"]
         arn = auth["Authorizers"][auth["DefaultAuthorizer"]]["FunctionArn"]
         logical_id = arn["Fn::GetAtt"][0] if isinstance(arn["Fn::GetAtt"], list) else arn["Fn::GetAtt"].split(".")[0]
-        return self.functions()[logical_id]["Handler"]
+        return str(self.functions()[logical_id]["Handler"])
 
     def authorizer_identity_headers(self) -> list[str]:
         """Identity source headers: API Gateway answers 401 without calling the authorizer when one is missing."""

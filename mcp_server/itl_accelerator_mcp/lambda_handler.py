@@ -58,7 +58,8 @@ def settings() -> McpSettings:
     with _lock:
         if "settings" not in _shared:
             _shared["settings"] = McpSettings.from_environment()
-        return _shared["settings"]
+        found: McpSettings = _shared["settings"]
+        return found
 
 
 def quote_signer() -> QuoteSigner:
@@ -84,7 +85,7 @@ def quote_signer() -> QuoteSigner:
 def _header(event: dict[str, Any], name: str) -> str | None:
     for key, value in (event.get("headers") or {}).items():
         if key.lower() == name.lower():
-            return value
+            return str(value)
     return None
 
 

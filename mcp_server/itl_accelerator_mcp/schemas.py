@@ -26,7 +26,8 @@ _DEFS_PREFIX = "#/$defs/"
 @cache
 def components() -> dict[str, Any]:
     """The API's component schemas by name (``SparkJob``, ``SparkJobPropertiesWrite``, ...)."""
-    return json.loads(SCHEMA_FILE.read_text())
+    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())
+    return loaded
 
 
 def _rewrite(node: Any, found: set[str]) -> Any:
@@ -58,7 +59,7 @@ def model(name: str) -> dict[str, Any]:
 def field(model_name: str, field_name: str, description: str | None = None) -> dict[str, Any]:
     """The schema of one field of an API model (refs rewritten), with ``description`` when given. ``KeyError`` when
     the model has no such field."""
-    schema = _rewrite(components()[model_name]["properties"][field_name], set())
+    schema: dict[str, Any] = _rewrite(components()[model_name]["properties"][field_name], set())
     if description:
         schema["description"] = description
     return schema
@@ -67,7 +68,7 @@ def field(model_name: str, field_name: str, description: str | None = None) -> d
 def complete(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with ``$defs`` holding every API model it refers to, directly or through other models."""
     found: set[str] = set()
-    out = _rewrite(copy.deepcopy(schema), found)
+    out: dict[str, Any] = _rewrite(copy.deepcopy(schema), found)
     defs: dict[str, Any] = {}
     pending = sorted(found)
     while pending:
@@ -98,7 +99,8 @@ def obj(properties: dict[str, dict[str, Any]], required: list[str] | None = None
 
 def extract(openapi: dict[str, Any]) -> dict[str, Any]:
     """``components.schemas`` of an OpenAPI document (what ``api_schemas.json`` holds)."""
-    return openapi["components"]["schemas"]
+    schemas: dict[str, Any] = openapi["components"]["schemas"]
+    return schemas
 
 
 def render(openapi: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ def _pricing(price: float | None, currency: str | None, increment: int | None, m
     return pricing
 
 
-class Price(click.ParamType):
+class Price(click.ParamType[float]):
     """A price per GPU-hour: a finite decimal number >= 0 (``nan``, ``inf`` and negatives are usage errors, exit 2)."""
 
     name = "PRICE"

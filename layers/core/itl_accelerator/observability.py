@@ -14,7 +14,7 @@ process, and each line still names its own function and request.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -34,7 +34,7 @@ class InvocationLocalFormatter(LambdaPowertoolsFormatter):
 
     _base: dict[str, Any] | None = None
 
-    @property  # type: ignore[override]
+    @property
     def log_format(self) -> dict[str, Any]:
         keys = _INVOCATION_KEYS.get()
         if keys is None:
@@ -96,7 +96,8 @@ class LambdaTracer:
             from aws_lambda_powertools.tracing import Tracer
 
             self._tracer = Tracer(service=self._service)
-        return self._tracer.capture_lambda_handler(handler, capture_response=capture_response)
+        traced: Handler = self._tracer.capture_lambda_handler(handler, capture_response=capture_response)
+        return traced
 
 
 logger = Logger(service=SERVICE, logger_formatter=InvocationLocalFormatter())
@@ -104,7 +105,7 @@ tracer = LambdaTracer(SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
-def publish_counts(target: Metrics, prefix: str, counts: dict[str, int | float]) -> None:
+def publish_counts(target: Metrics, prefix: str, counts: Mapping[str, int | float]) -> None:
     """Each count of a run as the metric ``{prefix}{Name}`` (``windows_written`` → ``UsageSyncWindowsWritten``)."""
     from aws_lambda_powertools.metrics import MetricUnit
 

@@ -56,7 +56,8 @@ class StateMachines:
             if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
                 return "NOT_FOUND"
             raise
-        return found["status"]
+        status: ExecutionStatus = found["status"]
+        return status
 
     def complete_task(self, token: str, output: dict[str, Any]) -> bool:
         """Resume the execution waiting on ``token`` (a ``.waitForTaskToken`` Task) with ``output`` as that

@@ -15,7 +15,8 @@ from itl_accelerator.wiring import Wiring
 
 def get_wiring(request: Request) -> Wiring:
     """The process's wiring (built on first request by the app factory's provider)."""
-    return request.app.state.wiring()
+    wiring: Wiring = request.app.state.wiring()
+    return wiring
 
 
 def _authorizer_context(request: Request) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def cors_headers(origin: str | None, allowed_origin: str) -> list[tuple[bytes, b
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
-            return value.decode("latin-1")
+            text: str = value.decode("latin-1")
+            return text
     return None
 
 

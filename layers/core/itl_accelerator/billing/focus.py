@@ -351,7 +351,7 @@ def write_focus_csv_gz(lines: Iterable[ChargeLine], out: BinaryIO) -> ExportSumm
     sink = _HashingSink(out)
     totals: dict[str, Decimal] = {}
     rows = gpu_seconds = billable_gpu_seconds = 0
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=0)  # type: ignore[arg-type]
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=0)
     with gz, io.TextIOWrapper(gz, encoding="utf-8", newline="") as text:
         writer = csv.writer(text)
         writer.writerow(FOCUS_COLUMNS)

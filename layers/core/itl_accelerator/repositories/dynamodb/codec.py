@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -18,7 +19,7 @@ _deserializer = TypeDeserializer()
 MAX_ITEM_BYTES = 400 * 1024 - 8 * 1024
 
 
-def plain(item: dict[str, Any]) -> dict[str, Any]:
+def plain(item: Mapping[str, Any]) -> dict[str, Any]:
     """DynamoDB typed JSON (``{"S": "x"}``) → Python values (numbers as ``Decimal``)."""
     return {k: _deserializer.deserialize(v) for k, v in item.items()}
 

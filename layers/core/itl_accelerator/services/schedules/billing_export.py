@@ -271,7 +271,8 @@ class BillingExport:
             body = self._s3.get_object(Bucket=self._settings.billing_export_bucket, Key=key)["Body"].read()
         except self._s3.exceptions.NoSuchKey:
             return None
-        return json.loads(body)
+        manifest: dict[str, Any] = json.loads(body)
+        return manifest
 
     def _claim_usage(self, day: str, time_left: Callable[[], float] | None = None) -> int:
         """Claim every record of ``day`` not yet claimed (each as it is when claimed)."""
