@@ -35,6 +35,23 @@ def wait_for(
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_for_progress(
+    count: Callable[[], int], target: int, *, stall: float = 90.0, interval: float = 1.0, what: str = "progress"
+) -> None:
+    """Poll ``count`` until it reaches ``target``; fail only when it stopped growing for ``stall`` seconds — a busy
+    machine slows the work down, a stuck one stops it."""
+    best, moved = -1, time.monotonic()
+    while True:
+        now = count()
+        if now >= target:
+            return
+        if now > best:
+            best, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall:
+            raise AssertionError(f"{what}: stuck at {now} of {target} for {stall:.0f} s")
+        time.sleep(interval)
+
+
 def wait_state(caller: Any, path: str, states: tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
     """GET ``path`` until ``properties.provisioningState`` is one of ``states``; returns the body."""
 
