@@ -59,3 +59,32 @@ def test_with_metrics_disabled_runs_print_nothing_and_keep_nothing(monkeypatch, 
     # Then no EMF line was printed, and nothing is left over in the process
     assert "_aws" not in capsys.readouterr().out
     assert not metrics.metric_set
+
+
+def test_the_stacks_powertools_variables_name_the_service_and_the_metrics_namespace():
+    """template.yaml's Globals set POWERTOOLS_SERVICE_NAME and POWERTOOLS_METRICS_NAMESPACE: what they say is what
+    the log lines and the EMF metrics carry (a fresh interpreter: the objects are made at import)."""
+    import os
+    import subprocess
+    import sys
+
+    child = (
+        "import json, io, contextlib\n"
+        "from itl_accelerator.observability import logger, metrics\n"
+        "from aws_lambda_powertools.metrics import MetricUnit\n"
+        "metrics.add_metric(name='Runs', unit=MetricUnit.Count, value=1)\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    metrics.flush_metrics()\n"
+        "emf = json.loads(out.getvalue().strip().splitlines()[-1])\n"
+        "print(json.dumps([logger.service, emf['_aws']['CloudWatchMetrics'][0]['Namespace'], emf['service']]))\n"
+    )
+    env = {
+        **os.environ,
+        "POWERTOOLS_SERVICE_NAME": "accelerator-eu",
+        "POWERTOOLS_METRICS_NAMESPACE": "ITL/AcceleratorEU",
+        "POWERTOOLS_METRICS_DISABLED": "false",
+    }
+    done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["accelerator-eu", "ITL/AcceleratorEU", "accelerator-eu"]

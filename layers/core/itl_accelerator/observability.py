@@ -2,8 +2,11 @@
 
 Every module logs through :data:`logger`; handlers are wrapped with :data:`tracer` (X-Ray, loaded only when tracing
 is on: :class:`LambdaTracer`); scheduled handlers publish
-what operators watch through :data:`metrics` (CloudWatch embedded metric format). Service name and log level
-come from ``POWERTOOLS_SERVICE_NAME`` / ``POWERTOOLS_LOG_LEVEL`` (set in template.yaml Globals).
+what operators watch through :data:`metrics` (CloudWatch embedded metric format). The service name, log level and
+metrics namespace are Powertools' own variables — ``POWERTOOLS_SERVICE_NAME``, ``POWERTOOLS_LOG_LEVEL``,
+``POWERTOOLS_METRICS_NAMESPACE`` (template.yaml Globals set them) — read here as Powertools reads them, at import
+(the one read of the environment outside settings.py: these objects exist before any settings do), with the
+provider's defaults where nothing sets them.
 
 The log keys an invocation sets (``inject_lambda_context``'s ``function_name``, ``request_id``, ``operation_id``...)
 belong to that invocation's context (:class:`InvocationLocalFormatter`). In Lambda a process runs one invocation
@@ -14,6 +17,7 @@ process, and each line still names its own function and request.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -49,9 +53,11 @@ class InvocationLocalFormatter(LambdaPowertoolsFormatter):
         _INVOCATION_KEYS.set(value)
 
 
-SERVICE = "itl-accelerator"
-#: CloudWatch namespace of the provider's metrics (EMF lines Powertools prints; template.yaml sets the same).
-METRICS_NAMESPACE = "ITL/Accelerator"
+#: The service name in every log line, trace and metric dimension: ``POWERTOOLS_SERVICE_NAME``, else this default.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "itl-accelerator"
+#: CloudWatch namespace of the provider's metrics: ``POWERTOOLS_METRICS_NAMESPACE``, else this default (the
+#: template's alarms read the namespace the stack sets).
+METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "ITL/Accelerator"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

@@ -1,4 +1,5 @@
-"""The one settings model. Nothing else in the project reads ``os.environ``.
+"""The one settings model. Nothing else in the project reads ``os.environ`` (but for Powertools' own variables, which
+observability.py reads as Powertools does).
 
 Names follow the original service description (``CONTROL_PLANE_API_URL``, ``CONTROL_PLANE_AUTH_URL``,
 ``DGX_PLATFORM_API_URL``, ``DGX_PLATFORM_API_KEY``, ``SERVICE_NAME``, ``SERVICE_PORT``, ``LOG_LEVEL``) plus the
