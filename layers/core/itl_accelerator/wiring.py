@@ -12,6 +12,7 @@ AWS clients are injectable.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,10 @@ class Wiring:
         s3_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
+        self.clock = clock
         self._repositories = repositories
         self._dgx = dgx
         self._dynamodb_client = dynamodb_client
@@ -74,9 +77,10 @@ class Wiring:
         s3_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> Wiring:
         """The wiring over ``settings`` (default: :func:`get_settings`) and optional injected AWS clients, repositories
-        and DGX client (each created on first use otherwise)."""
+        and DGX client (each created on first use otherwise); ``clock`` (epoch seconds) is every service's time."""
         return cls(
             settings or get_settings(),
             dynamodb_client=dynamodb_client,
@@ -84,6 +88,7 @@ class Wiring:
             s3_client=s3_client,
             repositories=repositories,
             dgx=dgx,
+            clock=clock,
         )
 
     # ------------------------------------------------------------------------------------------- clients, repositories
@@ -138,13 +143,13 @@ class Wiring:
     def instances(self) -> SparkOllamaInstanceService:
         from itl_accelerator.services.api.instances import SparkOllamaInstanceService
 
-        return SparkOllamaInstanceService(self.kernel, self.state_machines, self.settings)
+        return SparkOllamaInstanceService(self.kernel, self.state_machines, self.settings, self.clock)
 
     @cached_property
     def jobs(self) -> SparkJobService:
         from itl_accelerator.services.api.jobs import SparkJobService
 
-        return SparkJobService(self.kernel, self.state_machines, self.settings)
+        return SparkJobService(self.kernel, self.state_machines, self.settings, self.clock)
 
     @cached_property
     def operations(self) -> OperationService:
@@ -168,20 +173,22 @@ class Wiring:
     def usage_stats(self) -> UsageStatsService:
         from itl_accelerator.services.api.usage_stats import UsageStatsService
 
-        return UsageStatsService(self.kernel, self.instances, self.jobs, self.repositories.usage)
+        return UsageStatsService(self.kernel, self.instances, self.jobs, self.repositories.usage, self.clock)
 
     # ------------------------------------------------------------------------------------------- workflows, schedules
     @cached_property
     def placement(self) -> Placement:
         from itl_accelerator.services.common.placement import Placement
 
-        return Placement(self.kernel, self.state_machines, self.settings)
+        return Placement(self.kernel, self.state_machines, self.settings, self.clock)
 
     @cached_property
     def instance_steps(self) -> InstanceSteps:
         from itl_accelerator.services.workflows.instance_steps import InstanceSteps
 
-        steps = InstanceSteps(self.kernel, self.dgx, lease_grace_seconds=self.settings.workflow_lease_grace_seconds)
+        steps = InstanceSteps(
+            self.kernel, self.dgx, lease_grace_seconds=self.settings.workflow_lease_grace_seconds, clock=self.clock
+        )
         steps.on_release = lambda ctx, subscription_id: self.placement.dispatch(ctx, subscription_id)
         return steps
 
@@ -189,13 +196,13 @@ class Wiring:
     def job_steps(self) -> JobSteps:
         from itl_accelerator.services.workflows.job_steps import JobSteps
 
-        return JobSteps(self.kernel, self.placement, self.state_machines, self.dgx, self.settings)
+        return JobSteps(self.kernel, self.placement, self.state_machines, self.dgx, self.settings, self.clock)
 
     @cached_property
     def job_tracker(self) -> JobTracker:
         from itl_accelerator.services.schedules.job_tracker import JobTracker
 
-        return JobTracker(self.repositories, self.job_steps, self.state_machines, self.settings)
+        return JobTracker(self.repositories, self.job_steps, self.state_machines, self.settings, self.clock)
 
     @cached_property
     def fleet_changes(self) -> FleetChanges:
@@ -208,14 +215,20 @@ class Wiring:
         from itl_accelerator.services.schedules.reconciler import Reconciler
 
         return Reconciler(
-            self.kernel, self.instance_steps, self.job_steps, self.placement, self.state_machines, self.settings
+            self.kernel,
+            self.instance_steps,
+            self.job_steps,
+            self.placement,
+            self.state_machines,
+            self.settings,
+            self.clock,
         )
 
     @cached_property
     def usage_sync(self) -> UsageSync:
         from itl_accelerator.services.schedules.usage_sync import UsageSync
 
-        return UsageSync(self.repositories, self.dgx, self.settings)
+        return UsageSync(self.repositories, self.dgx, self.settings, self.clock)
 
     @cached_property
     def usage_rollups(self) -> UsageRollups:
@@ -228,7 +241,11 @@ class Wiring:
         from itl_accelerator.services.schedules.billing_export import BillingExport
 
         return BillingExport(
-            self.repositories.usage, self.repositories.billing, self._s3_client or boto3.client("s3"), self.settings
+            self.repositories.usage,
+            self.repositories.billing,
+            self._s3_client or boto3.client("s3"),
+            self.settings,
+            self.clock,
         )
 
 

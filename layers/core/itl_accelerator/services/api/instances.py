@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -52,8 +53,15 @@ class SparkOllamaInstanceService:
     """Instance operations. ``state_machines`` starts executions; ``settings`` gives the state machine ARNs, the poll
     interval / timeout that go into each execution's input, and the lease a new operation starts with."""
 
-    def __init__(self, kernel: ResourceKernel, state_machines: StateMachines, settings: Settings):
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        state_machines: StateMachines,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
         self._kernel = kernel
+        self._clock = clock
         self._instances = kernel.repositories.instances
         self._operations = kernel.repositories.operations
         self._state_machines = state_machines
@@ -71,7 +79,7 @@ class SparkOllamaInstanceService:
 
     def _start_lease(self) -> Lease:
         """The lease a new operation starts with: its workflow must make its first step by then."""
-        return Lease.owned(time.time() + self._settings.workflow_start_grace_seconds)
+        return Lease.owned(self._clock() + self._settings.workflow_start_grace_seconds)
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, node: str, name: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -58,8 +59,15 @@ def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
 class SparkJobService:
     """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones."""
 
-    def __init__(self, kernel: ResourceKernel, state_machines: StateMachines, settings: Settings):
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        state_machines: StateMachines,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
         self._kernel = kernel
+        self._clock = clock
         self._jobs = kernel.repositories.jobs
         self._state_machines = state_machines
         self._settings = settings
@@ -211,7 +219,7 @@ class SparkJobService:
             gpus=props.requested_gpus,
             memory_gb=props.requested_memory_gb,
             location=normalize_location(location) if location else "",
-            lease=Lease.owned(time.time() + self._settings.workflow_start_grace_seconds),
+            lease=Lease.owned(self._clock() + self._settings.workflow_start_grace_seconds),
             status=JobStatus.PENDING,
             priority=props.priority,
             submitted_by=ctx.principal.subject,

@@ -38,12 +38,13 @@ SYSTEM_PRINCIPAL = Principal(
 )
 
 
-def system_context(operation_id: str, correlation_id: str) -> CallContext:
+def system_context(operation_id: str, correlation_id: str, clock: Callable[[], float] | None = None) -> CallContext:
     """The caller of changes made by workflows, schedules and stream consumers: audited as ``SYSTEM``, under the
-    operation's correlation id."""
+    operation's correlation id; ``clock`` (epoch seconds) dates what it stamps (default: now)."""
     return CallContext(
         principal=SYSTEM_PRINCIPAL,
         request_id=f"workflow-{operation_id}",
         correlation_id=correlation_id or operation_id,
         audit_actor_type="SYSTEM",
+        clock=(lambda: datetime.fromtimestamp(clock(), UTC)) if clock is not None else utc_now,
     )

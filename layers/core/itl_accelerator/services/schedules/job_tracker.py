@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from itl_accelerator.dgx.errors import DgxNotFound
-from itl_accelerator.domain.records import Job, Lease
+from itl_accelerator.domain.records import Job, Lease, ResourceKey
 from itl_accelerator.domain.states import JobStatus, LeaseKind
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import Expect, Repositories
@@ -43,33 +43,40 @@ class JobTracker:
         self._clock = clock
 
     def run(self, *, now: float | None = None, limit: int | None = None) -> dict[str, int]:
-        """One pass; returns counts: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended here)."""
+        """One pass; returns counts: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended here),
+        ``errors`` (jobs whose check failed — the DGX Platform unavailable — logged and looked at again next run;
+        they never keep the others from being checked)."""
         now = self._clock() if now is None else now
-        counts = {"checked": 0, "ended": 0, "finished": 0}
+        counts = {"checked": 0, "ended": 0, "finished": 0, "errors": 0}
         for key in self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK):
-            job = self._jobs.get(key)
-            if job is None or job.status != JobStatus.RUNNING or (job.lease.until if job.lease else 0) > now:
-                continue
-            counts["checked"] += 1
-            outcome = self._check(job, now)
-            if outcome is None:
-                continue
-            if job.task_token and self._state_machines.complete_task(
-                job.task_token, StepOutcome(end=outcome).as_output()
-            ):
-                counts["ended"] += 1
-                # checked again after the stop's time, in case its execution cannot finish it
-                recheck = now + self._settings.job_stop_timeout_seconds + self._settings.workflow_lease_grace_seconds
-                self._recheck_at(job, recheck)
-                continue
-            inp = JobStepInput.starting(self._settings, key, str(job.operation_id), "", job.max_duration_seconds // 60)
-            stopped = self._steps.stop(inp, None) if outcome.stop else None
-            if stopped is not None and not stopped.stopped:
-                self._recheck_at(job, now + self._settings.job_poll_interval_seconds)
-                continue  # not confirmed stopped: the GPUs stay reserved until it is
-            self._steps.finish(inp, outcome, stopped.platform if stopped else None)
-            counts["finished"] += 1
+            try:
+                self._track(key, now, counts)
+            except Exception:  # noqa: BLE001 - one job that cannot be checked must not hold back the others
+                logger.exception("Tracking a job failed; it is looked at again next run", extra={"job": key.name})
+                counts["errors"] += 1
         return counts
+
+    def _track(self, key: ResourceKey, now: float, counts: dict[str, int]) -> None:
+        job = self._jobs.get(key)
+        if job is None or job.status != JobStatus.RUNNING or (job.lease.until if job.lease else 0) > now:
+            return
+        counts["checked"] += 1
+        outcome = self._check(job, now)
+        if outcome is None:
+            return
+        if job.task_token and self._state_machines.complete_task(job.task_token, StepOutcome(end=outcome).as_output()):
+            counts["ended"] += 1
+            # checked again after the stop's time, in case its execution cannot finish it
+            recheck = now + self._settings.job_stop_timeout_seconds + self._settings.workflow_lease_grace_seconds
+            self._recheck_at(job, recheck)
+            return
+        inp = JobStepInput.starting(self._settings, key, str(job.operation_id), "", job.max_duration_seconds // 60)
+        stopped = self._steps.stop(inp, None) if outcome.stop else None
+        if stopped is not None and not stopped.stopped:
+            self._recheck_at(job, now + self._settings.job_poll_interval_seconds)
+            return  # not confirmed stopped: the GPUs stay reserved until it is
+        self._steps.finish(inp, outcome, stopped.platform if stopped else None)
+        counts["finished"] += 1
 
     def _recheck_at(self, job: Job, until: float, track_checks: int | None = None) -> None:
         """Set the job's next check (bookkeeping: no audit, no new etag), unless it changed meanwhile; count the

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey, Workload
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, JobStatus, ProvisioningState
+from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import Expect
 from itl_accelerator.resources import INSTANCES, JOBS, RESOURCE_TYPES
 from itl_accelerator.services.common.context import system_context
@@ -49,7 +50,8 @@ RECHECK_SECONDS = 60
 @dataclass
 class ReconcileReport:
     """Counts of one run (each workload counts once, under what was done to it), and ``repaired``: the ARM id and
-    outcome of each workload the run acted on (not those it skipped)."""
+    outcome of each workload the run acted on (not those it skipped); ``failed``: workloads whose repair raised
+    (logged; looked at again next run, without holding back the others)."""
 
     examined: int = 0
     restarted: int = 0
@@ -59,6 +61,7 @@ class ReconcileReport:
     deleted: int = 0
     ended: int = 0
     skipped: int = 0
+    failed: int = 0
     repaired: list[dict[str, str]] = field(default_factory=list)
 
     def as_metrics(self) -> dict[str, int]:
@@ -101,14 +104,20 @@ class Reconciler:
             if time_left is not None and time_left() < 10:
                 break
             report.examined += 1
-            if key.type_segment == INSTANCES.segment:
-                outcome = self._reconcile(key, now)
-            elif key.type_segment == JOBS.segment:
-                outcome = self._reconcile_job(key, now, dispatched)
-            else:
-                outcome = "skipped"
+            try:
+                if key.type_segment == INSTANCES.segment:
+                    outcome = self._reconcile(key, now)
+                elif key.type_segment == JOBS.segment:
+                    outcome = self._reconcile_job(key, now, dispatched)
+                else:
+                    outcome = "skipped"
+            except Exception:  # noqa: BLE001 - one workload that cannot be repaired now must not hold back the others
+                logger.exception(
+                    "Reconciling a workload failed; it is looked at again next run", extra={"key": key.name}
+                )
+                outcome = "failed"
             setattr(report, outcome, getattr(report, outcome) + 1)
-            if outcome != "skipped":
+            if outcome not in ("skipped", "failed"):
                 resource = RESOURCE_TYPES[key.type_segment].id(key.subscription_id, key.resource_group, key.names)
                 report.repaired.append({"resource": resource, "outcome": outcome})
         return report

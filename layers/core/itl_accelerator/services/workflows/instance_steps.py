@@ -82,10 +82,14 @@ class InstanceSteps:
         #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
         self.on_release: Callable[[CallContext, str], Any] | None = None
 
+    def _context(self, inp: InstanceStepInput) -> CallContext:
+        """The SYSTEM caller of this execution's changes, dated by the steps' clock."""
+        return system_context(inp.operationId, inp.correlationId, self._clock)
+
     def _released(self, inp: InstanceStepInput) -> None:
         if self.on_release is not None:
             try:
-                self.on_release(system_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+                self.on_release(self._context(inp), inp.subscriptionId)
             except Exception:  # noqa: BLE001 - the release is done; waiting jobs are also retried periodically
                 logger.exception("Serving the waiting jobs after a release failed")
 
@@ -106,7 +110,7 @@ class InstanceSteps:
         found = self._operations.get(inp.subscriptionId, operation_id) or placeholder_operation(
             operation_id, kind, inp.resourceGroup
         )
-        now = system_context(inp.operationId, inp.correlationId).now_iso()
+        now = self._context(inp).now_iso()
         return found.moved(status, now, error.as_dict() if error else None)
 
     def _transition(
@@ -127,7 +131,7 @@ class InstanceSteps:
         """One transaction: the instance to ``state`` (if ``expect`` holds) with ``changes`` to its record and
         ``properties`` in its document, its operation moved on, its capacity released, its meter started, and the
         SYSTEM audit event. Raises :class:`WorkloadChanged`."""
-        ctx = system_context(inp.operationId, inp.correlationId)
+        ctx = self._context(inp)
         props = {**instance.document["properties"], "provisioningState": str(state), **(properties or {})}
         document = {
             **instance.document,
@@ -265,7 +269,7 @@ class InstanceSteps:
             return CompletionResult(canceled=True)
         if instance.state == ProvisioningState.SUCCEEDED:
             return CompletionResult(canceled=False)
-        ready = int(system_context(inp.operationId, inp.correlationId).clock().timestamp())
+        ready = int(self._clock())
         meter = meter_for(
             instance,
             self._nodes.get(instance.node_key),
@@ -322,7 +326,7 @@ class InstanceSteps:
                     instance,
                     replace(instance, compensation_error=error.as_dict(), lease=self._lease(inp)),
                     self._kernel.audit(
-                        system_context(inp.operationId, inp.correlationId),
+                        self._context(inp),
                         INSTANCES,
                         instance.key,
                         rbac.INSTANCES_WRITE,
@@ -431,7 +435,7 @@ class InstanceSteps:
         if instance is None:
             self._finish_operation(inp, inp.operationId, OperationStatus.SUCCEEDED, OperationKind.DEPROVISION)
             return OutcomeResult(outcome="AlreadyDone")
-        ctx = system_context(inp.operationId, inp.correlationId)
+        ctx = self._context(inp)
         gpus, memory = (instance.gpus, instance.memory_gb) if instance.capacity_reserved else (0, 0)
         try:
             self._instances.remove(

@@ -19,8 +19,8 @@ from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.settings import Settings
 
 #: The fields of an execution's input (what the API writes when it starts one); the rest of a step's state is what
-#: earlier steps stored.
-_INSTANCE_INPUT = {
+#: earlier steps stored at their ``ResultPath``.
+INSTANCE_EXECUTION_INPUT = {
     "operationId",
     "subscriptionId",
     "resourceGroup",
@@ -30,7 +30,7 @@ _INSTANCE_INPUT = {
     "pollIntervalSeconds",
     "timeoutSeconds",
 }
-_JOB_INPUT = {
+JOB_EXECUTION_INPUT = {
     "operationId",
     "subscriptionId",
     "resourceGroup",
@@ -186,7 +186,7 @@ class InstanceStepInput(BaseModel):
 
     def execution_input(self) -> dict[str, Any]:
         """The JSON an execution starts with."""
-        return self.model_dump(mode="json", include=_INSTANCE_INPUT)
+        return self.model_dump(mode="json", include=INSTANCE_EXECUTION_INPUT)
 
     @property
     def key(self) -> ResourceKey:
@@ -293,7 +293,7 @@ class JobStepInput(BaseModel):
 
     def execution_input(self) -> dict[str, Any]:
         """The JSON an execution starts with."""
-        return self.model_dump(mode="json", include=_JOB_INPUT)
+        return self.model_dump(mode="json", include=JOB_EXECUTION_INPUT)
 
     @property
     def key(self) -> ResourceKey:

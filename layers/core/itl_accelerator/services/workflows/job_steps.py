@@ -34,7 +34,7 @@ from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS, NODES
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.context import system_context
+from itl_accelerator.services.common.context import CallContext, system_context
 from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.lro import placeholder_operation
 from itl_accelerator.services.common.metering import meter_for
@@ -153,6 +153,10 @@ class JobSteps:
         self._clock = clock
 
     # ----------------------------------------------------------------------------------------------- helpers
+    def _context(self, inp: JobStepInput) -> CallContext:
+        """The SYSTEM caller of this execution's changes, dated by the steps' clock."""
+        return system_context(inp.operationId, inp.correlationId, self._clock)
+
     def _current(self, inp: JobStepInput) -> Job | None:
         """The job this execution runs (None when it is gone, or the name now holds another submission)."""
         job = self._jobs.get(inp.key)
@@ -173,7 +177,7 @@ class JobSteps:
         """One audited transition of the job (status and reason in its document) with ``changes`` to its record and
         ``effects`` (its meter, its operation moved on), if ``expect`` holds and the job is still this execution's.
         Raises :class:`WorkloadChanged`."""
-        ctx = system_context(inp.operationId, inp.correlationId)
+        ctx = self._context(inp)
         props = {**job.document["properties"], "statusReason": reason, **(properties or {})}
         if status:
             props["status"] = str(status)
@@ -242,7 +246,7 @@ class JobSteps:
             return StepOutcome(end=canceled, placed=False)
         if job.status != JobStatus.PENDING:
             return StepOutcome(placed=True)  # placed already (a retried step)
-        placed = self._placement.place(system_context(inp.operationId, inp.correlationId), job)
+        placed = self._placement.place(self._context(inp), job)
         return StepOutcome(placed=placed is not None)
 
     def await_capacity(self, inp: JobStepInput, token: str) -> None:
@@ -278,7 +282,7 @@ class JobSteps:
                 return
             self.await_capacity(inp, token)  # a cancel came, or it was placed: the checks above decide
             return
-        self._placement.dispatch(system_context(inp.operationId, inp.correlationId), inp.subscriptionId)
+        self._placement.dispatch(self._context(inp), inp.subscriptionId)
 
     # ----------------------------------------------------------------------------------------------- submit
     def submit(self, inp: JobStepInput) -> StepOutcome:
@@ -413,7 +417,7 @@ class JobSteps:
         reason = outcome.reason or str(final)
         if outcome.exitCode is not None:
             reason = f"{reason} (exit code {outcome.exitCode})"
-        ctx = system_context(inp.operationId, inp.correlationId)
+        ctx = self._context(inp)
         started = job.started_at is not None
         properties = {
             "status": str(final),
@@ -481,8 +485,9 @@ class JobSteps:
             return self.finish(inp, outcome, platform, attempt + 1)  # re-read: a cancel or the tracker changed it
         if job.drain_node is not None:
             self._nodes.set_draining(job.drain_node, None)
-        if job.capacity_reserved:
-            self._placement.dispatch(ctx, inp.subscriptionId)  # capacity freed: serve the waiting jobs
+        if job.capacity_reserved or job.drain_node is not None:
+            # capacity freed, or a node drained for this job takes others again: serve the waiting jobs
+            self._placement.dispatch(ctx, inp.subscriptionId)
         return FinishResult(status=final)
 
     def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
@@ -508,7 +513,7 @@ class JobSteps:
     ) -> list[Operation]:
         """The job's operation (ends with the job) and its cancel operation, if any (Succeeded when the job ended
         Canceled; Failed with the job's status otherwise)."""
-        now = system_context(inp.operationId, inp.correlationId).now_iso()
+        now = self._context(inp).now_iso()
         operations = [self._moved(inp, inp.operationId, OperationStatus(str(final)), now, error)]
         if job.cancel_operation_id:
             cancel = self._operations.get(inp.subscriptionId, job.cancel_operation_id)
@@ -526,5 +531,5 @@ class JobSteps:
     def _end_operation(self, inp: JobStepInput, status: OperationStatus) -> None:
         found = self._operations.get(inp.subscriptionId, inp.operationId)
         if found is not None:
-            now = system_context(inp.operationId, inp.correlationId).now_iso()
+            now = self._context(inp).now_iso()
             self._operations.finish(inp.subscriptionId, found.moved(status, now))

@@ -1,0 +1,276 @@
+"""Placement (services/common/placement.py) as the job lifecycle drives it: admission, best fit, the waiting queue
+(priority, submission order, backfill), the starvation drain, and a node written between placement's read and its
+reservation."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from itl_accelerator.domain.states import JobStatus
+from tests.services.conftest import Allocation, Env
+
+
+def running_on(env: Env, name: str) -> str:
+    """The node a running job is on (its name)."""
+    assert env.status(name) == "Running", env.job_props(name)["statusReason"]
+    return env.job_props(name)["assignedNode"].rsplit("/", 1)[-1]
+
+
+# ------------------------------------------------------------------------------------------------ admission
+def test_a_job_in_a_subscription_without_nodes_fails_at_once_as_inadmissible(env):
+    accepted = env.submit("j", 1, 80)
+    env.run()
+    props = env.job_props("j")
+    assert props["status"] == "Failed"
+    assert props["statusReason"] == "Inadmissible: The subscription has no nodes."
+    operation = env.operation(accepted.operation_id)
+    assert operation.status == "Failed" and operation.body["error"]["code"] == "JobFailed"
+    assert env.dgx.jobs == {}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "memory_gb", "props", "why"),
+    [
+        (16, 1280, {}, "the largest node has 8 GPUs and 640 GiB"),
+        (1, 80, {"gpuModel": "B200"}, "No node of the subscription has GPU model 'b200'."),
+        (1, 80, {"location": "westeurope"}, "No node of the subscription has location 'westeurope'."),
+        (1, 200, {}, "the largest node has 8 GPUs and 640 GiB"),  # more GPU memory than one GPU carries
+    ],
+    ids=["too-many-gpus", "no-such-model", "no-such-location", "too-much-memory-per-gpu"],
+)
+def test_a_job_no_node_could_ever_hold_fails_at_once_saying_why(env, node, gpus, memory_gb, props, why):
+    env.submit("big", gpus, memory_gb, **props)
+    env.run()
+    done = env.job_props("big")
+    assert done["status"] == "Failed" and done["statusReason"].startswith("Inadmissible: ")
+    assert why in done["statusReason"]
+    assert "assignedNode" not in done and done["gpuSeconds"] == 0 and "cost" not in done
+    assert env.allocation() == Allocation(0, 0)
+
+
+def test_a_job_that_only_waits_for_capacity_is_admitted_and_waits(env):
+    env.add_node(availability="Cordoned")
+    env.submit("j", 2, 160)
+    env.run()
+    job = env.job("j")
+    assert job.status == JobStatus.PENDING and job.queued and job.task_token
+    assert env.job_props("j")["statusReason"].startswith("Waiting for capacity: no node of the subscription has 2 free")
+
+
+# ------------------------------------------------------------------------------------------------ best fit
+def test_best_fit_prefers_the_node_left_fullest(env):
+    env.add_node("big", gpus=8)
+    env.add_node("small", gpus=4)
+    env.add_node("medium", gpus=6)
+    env.submit("fit", 3, 240)
+    env.run()
+    # the small node is left with 1 free GPU; the others would keep 3 or 5
+    assert running_on(env, "fit") == "small"
+    assert env.allocation("small") == Allocation(3, 240)
+    assert env.allocation("big") == env.allocation("medium") == Allocation(0, 0)
+
+
+def test_best_fit_counts_what_a_node_already_holds(env):
+    env.add_node("busy", gpus=8)
+    env.add_node("idle", gpus=4)
+    env.submit("first", 6, 480)
+    env.run()
+    assert running_on(env, "first") == "busy"
+    # 2 GPUs: the busy node keeps 0 free, the idle one would keep 2
+    env.submit("second", 2, 160)
+    env.run()
+    assert running_on(env, "second") == "busy"
+    assert env.allocation("busy") == Allocation(8, 640)
+
+
+def test_best_fit_only_considers_nodes_that_meet_the_jobs_constraints(env):
+    env.add_node("h100-small", gpus=2, model="H100")
+    env.add_node("h200", gpus=8, model="H200", gpu_memory_gb=141)
+    env.add_node("far", gpus=2, model="H200", gpu_memory_gb=141, location="westeurope")
+    env.submit("j", 1, 100, gpuModel="H200", location="East US")
+    env.run()
+    assert running_on(env, "j") == "h200"
+
+
+def test_a_job_locks_the_billing_terms_of_the_node_it_is_placed_on(env):
+    env.add_node("cheap", gpus=8, price=1.25, increment=1, minimum=0)
+    env.submit("j", 2, 160)
+    env.run()
+    job = env.job("j")
+    assert job.billing_terms is not None and job.billing_terms.price_per_gpu_hour == Decimal("1.25")
+    terms = env.job_props("j")["billingTerms"]
+    assert terms["pricePerGpuHour"] == 1.25 and terms["billingIncrementSeconds"] == 1
+    # a later price change does not reprice it
+    env.patch_node("cheap", {"properties": {"pricing": {"pricePerGpuHour": 9.0}}})
+    assert env.job("j").billing_terms.price_per_gpu_hour == Decimal("1.25")
+
+
+# ------------------------------------------------------------------------------------------------ the queue
+def fill_node(env: Env, name: str = "a", gpus: int = 8) -> None:
+    """A job holding ``gpus`` GPUs of the node, running until ended."""
+    env.submit(name, gpus, gpus * 80)
+    env.run()
+    assert env.status(name) == "Running"
+
+
+def test_waiting_jobs_are_served_by_priority_first(env, node):
+    fill_node(env)
+    env.clock.advance(10)
+    env.submit("low", 8, 640, priority=1)
+    env.clock.advance(10)
+    env.submit("high", 8, 640, priority=9)
+    env.run()
+    assert env.status("low") == env.status("high") == "Pending"
+    # When the running job ends and frees the node
+    env.clock.advance(60)
+    env.end_job("a")
+    # Then the job of higher priority gets it, though it came later
+    assert env.status("high") == "Running" and env.status("low") == "Pending"
+    assert env.job("low").queued and env.job("low").task_token
+
+
+def test_waiting_jobs_of_equal_priority_are_served_in_submission_order(env, node):
+    fill_node(env)
+    env.clock.advance(10)
+    env.submit("second-name-first", 8, 640)  # submitted first, named to sort last
+    env.clock.advance(10)
+    env.submit("a-later", 8, 640)
+    env.run()
+    env.clock.advance(60)
+    env.end_job("a")
+    assert env.status("second-name-first") == "Running" and env.status("a-later") == "Pending"
+
+
+def test_a_small_job_backfills_while_a_large_one_waits_then_the_large_one_runs(env, node):
+    fill_node(env, gpus=6)
+    env.submit("large", 4, 320, priority=9)
+    env.run()
+    assert env.status("large") == "Pending"
+    # When a job that fits now comes, it runs now: not held behind the large one
+    env.submit("small", 2, 160)
+    env.run()
+    assert env.status("small") == "Running" and env.status("large") == "Pending"
+    assert env.allocation() == Allocation(8, 640)
+    # And the large one runs once the first frees its GPUs
+    env.clock.advance(120)
+    env.end_job("a")
+    assert env.status("large") == "Running"
+    assert env.allocation() == Allocation(6, 480)
+
+
+def test_a_job_starving_at_the_head_of_the_queue_has_a_node_drained_for_it(env, node):
+    # Given a 6-GPU job running, and a 4-GPU job waiting at the head of the queue
+    fill_node(env, gpus=6)
+    env.clock.advance(10)
+    env.submit("starving", 4, 320)
+    env.run()
+    assert env.status("starving") == "Pending"
+    # When it has waited longer than JOB_STARVATION_SECONDS and the waiting jobs are served again (the reconciler's
+    # periodic retry of placement)
+    env.clock.advance(env.settings.job_starvation_seconds + 1)
+    report = env.w.reconciler.run()
+    assert report.still_running == 1
+    drained = env.job("starving").drain_node
+    assert drained is not None and drained.name == "dgx-1"
+    # Then a job that would fit in the 2 free GPUs is not placed there: the node is kept for the starving job
+    env.submit("small", 2, 160)
+    env.run()
+    assert env.status("small") == "Pending" and env.allocation() == Allocation(6, 480)
+    # And once the running job ends, the starving job is placed first, then the small one, and the drain ends
+    env.clock.advance(60)
+    env.end_job("a")
+    assert env.status("starving") == "Running" and env.status("small") == "Running"
+    assert env.job("starving").drain_node is None
+    assert env.allocation() == Allocation(6, 480)
+
+
+def test_a_starving_job_canceled_ends_its_drain_and_the_jobs_it_held_back_run_at_once(env, node):
+    fill_node(env, gpus=6)
+    env.clock.advance(10)
+    env.submit("starving", 4, 320)
+    env.run()
+    env.clock.advance(env.settings.job_starvation_seconds + 1)
+    env.w.reconciler.run()
+    env.submit("small", 2, 160)
+    env.run()
+    assert env.status("small") == "Pending"
+    # When the starving job is canceled
+    env.w.jobs.cancel(env.admin(), env.sub, "rg1", "starving")
+    env.run()
+    # Then the node is no longer kept for it: the small job, which fits, runs
+    assert env.status("starving") == "Canceled"
+    assert env.status("small") == "Running"
+
+
+def test_before_starving_a_waiting_job_does_not_hold_back_others(env, node):
+    fill_node(env, gpus=6)
+    env.submit("waiting", 4, 320)
+    env.run()
+    env.clock.advance(env.settings.job_starvation_seconds - 60)
+    env.w.reconciler.run()
+    assert env.job("waiting").drain_node is None
+    env.submit("small", 2, 160)
+    env.run()
+    assert env.status("small") == "Running"
+
+
+# ------------------------------------------------------------------------------------------------ read, then write
+def test_a_node_repriced_between_placements_read_and_its_reservation_locks_the_new_price(env, node):
+    # Given the node's price changes right after placement read its candidates (at 2.50)
+    def reprice(candidates: object) -> None:
+        env.patch_node("dgx-1", {"properties": {"pricing": {"pricePerGpuHour": 4.0}}})
+
+    env.nodes_hooks.after["candidates"] = reprice
+    env.submit("j", 2, 160)
+    env.run()
+    # Then the reservation is refused as stale, the node read again, and the job placed at the price now in force
+    assert env.status("j") == "Running"
+    assert env.job("j").billing_terms.price_per_gpu_hour == Decimal("4")
+    assert env.job_props("j")["billingTerms"]["pricePerGpuHour"] == 4.0
+    meter = env.meter(str(env.job("j").operation_id))
+    assert meter is not None and meter.terms.price_per_gpu_hour == Decimal("4")
+    assert env.allocation() == Allocation(2, 160)
+
+
+def test_a_candidate_that_filled_up_after_it_was_read_is_passed_over_for_the_next(env):
+    env.add_node("small", gpus=4)
+    env.add_node("big", gpus=8)
+
+    # Given an instance takes the small node's GPUs right after placement read it as the best fit
+    def fill_small(candidates: object) -> None:
+        accepted, _ = env.provision("squatter", "small", gpus=2, memory_gb=160)
+        assert accepted is not None
+
+    env.nodes_hooks.after["candidates"] = fill_small
+    env.submit("j", 3, 240)
+    env.run()
+    # Then the job goes to the next candidate; nothing is over-committed
+    assert running_on(env, "j") == "big"
+    assert env.allocation("small") == Allocation(2, 160, 1)
+    assert env.allocation("big") == Allocation(3, 240)
+
+
+def test_capacity_is_never_over_committed_by_many_jobs(env):
+    env.add_node("n1", gpus=8)
+    env.add_node("n2", gpus=4)
+    names = [f"job-{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        env.submit(name, 1 + i % 4, 80 * (1 + i % 4))
+        env.clock.advance(1)
+    env.run()
+    running = [n for n in names if env.status(n) == "Running"]
+    held = {n: env.allocation(n) for n in ("n1", "n2")}
+    assert held["n1"].gpus <= 8 and held["n2"].gpus <= 4
+    assert sum(a.gpus for a in held.values()) == sum(env.job(j).gpus for j in running)
+    # And as each running job ends, the waiting ones run, until every job has run once
+    for _ in names:
+        running = [n for n in names if env.status(n) == "Running"]
+        if not running:
+            break
+        env.clock.advance(60)
+        env.end_job(running[0])
+        assert env.allocation("n1").gpus <= 8 and env.allocation("n2").gpus <= 4
+    assert [env.status(n) for n in names] == ["Succeeded"] * len(names)
+    assert env.allocation("n1") == env.allocation("n2") == Allocation(0, 0)
