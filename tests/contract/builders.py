@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import (
     Instance,
     Job,
@@ -30,6 +31,8 @@ TERMS = BillingTerms(Decimal("2.5"), "USD")
 DAY1_START = int(datetime(2024, 5, 1, tzinfo=UTC).timestamp())
 HOUR = 3600
 _clock = itertools.count(1)
+#: The quotas a reservation on a default node (:func:`make_node`: H100 in eastus) counts in.
+DEFAULT_QUOTA = QuotaScope("eastus", "h100")
 
 
 def arm_id(key: ResourceKey) -> str:
@@ -104,7 +107,7 @@ def make_instance(
         node=node,
         node_owner="supplier-1",
         billing_terms=TERMS,
-        **fields,
+        **{"quota": DEFAULT_QUOTA, **fields},
     )
 
 

@@ -19,6 +19,7 @@ from itl_accelerator.repositories.errors import (
 )
 from itl_accelerator.repositories.protocols import Effects, Expect, Repositories, Scope
 from tests.contract.builders import (
+    DEFAULT_QUOTA,
     TERMS,
     all_pages,
     audit_events,
@@ -219,6 +220,7 @@ def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos
         expect=Expect(etag="j1", status=(JobStatus.PENDING,), capacity_reserved=False),
         effects=Effects(reservation=Reservation.on(node, 4, 320, for_job=job.key)),
     )
+    placed = replace(placed, quota=DEFAULT_QUOTA)  # the reservation records the quotas it counts in
     assert repos.jobs.get(job.key) == placed
     assert counters(repos.nodes.get(node.key)) == (4, 320, 0)
     assert repos.jobs.waiting(sub, 10) == []

@@ -45,6 +45,8 @@ SERVICE_OF_OPERATION = {
     "Subscriptions": "subscriptions",
     "AuditEvents": "audit",
     "Operations": None,
+    "Quotas": "quotas",
+    "Usages": "quotas",
 }
 #: The wiring attribute a workflow step or schedule builds on its first invocation.
 SERVICE_OF_HANDLER = {
@@ -64,6 +66,7 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.operations",
     "itl_accelerator.api.routes.provider",
     "itl_accelerator.api.routes.usage_stats",
+    "itl_accelerator.api.routes.quotas",
 }
 NEVER_IN_API = (
     "aws_xray_sdk",

@@ -140,6 +140,13 @@ class InsufficientCapacity(Conflict):
     code = "InsufficientCapacity"
 
 
+class QuotaExceeded(Conflict):
+    """409 ``QuotaExceeded``: the allocation would take the subscription past a GPU quota; the message names the
+    quota, its limit and what is in use."""
+
+    code = "QuotaExceeded"
+
+
 class NodeNotAvailable(Conflict):
     """409 ``NodeNotAvailable``: the node is Cordoned, in Maintenance or Offline and takes no new work."""
 

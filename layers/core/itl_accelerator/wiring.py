@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.api.jobs import SparkJobService
     from itl_accelerator.services.api.nodes import SparkNodeService
     from itl_accelerator.services.api.operations import OperationService
+    from itl_accelerator.services.api.quotas import QuotaService
     from itl_accelerator.services.api.subscriptions import SubscriptionService
     from itl_accelerator.services.api.usage_stats import UsageStatsService
     from itl_accelerator.services.common.access import Access
@@ -174,6 +175,12 @@ class Wiring:
         from itl_accelerator.services.api.usage_stats import UsageStatsService
 
         return UsageStatsService(self.kernel, self.instances, self.jobs, self.repositories.usage, self.clock)
+
+    @cached_property
+    def quotas(self) -> QuotaService:
+        from itl_accelerator.services.api.quotas import QuotaService
+
+        return QuotaService(self.repositories.quotas, self.access)
 
     # ------------------------------------------------------------------------------------------- workflows, schedules
     @cached_property

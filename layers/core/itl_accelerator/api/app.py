@@ -41,6 +41,7 @@ def all_routers() -> tuple[APIRouter, ...]:
     from itl_accelerator.api.routes import (
         operations,
         provider,
+        quotas,
         spark_jobs,
         spark_nodes,
         spark_ollama_instances,
@@ -53,6 +54,7 @@ def all_routers() -> tuple[APIRouter, ...]:
         spark_ollama_instances.router,
         spark_jobs.router,
         usage_stats.router,
+        quotas.router,
         operations.router,
     )
 

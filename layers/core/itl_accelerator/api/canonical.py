@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from itl_accelerator.api import paths
 
-_OPERATIONS = paths.SUBSCRIPTION + "/locations/{location}"
+_OPERATIONS = paths.LOCATION
 
 #: Every API route path of template.yaml, the catch-all excepted.
 ROUTE_PATHS: tuple[str, ...] = (
@@ -34,6 +34,9 @@ ROUTE_PATHS: tuple[str, ...] = (
     paths.JOB,
     paths.JOB + "/cancel",
     paths.JOB + "/stats",
+    paths.QUOTAS,
+    paths.QUOTA,
+    paths.USAGES,
 )
 
 

@@ -14,3 +14,8 @@ INSTANCE = INSTANCES + "/{instanceName}"
 JOBS = RESOURCE_GROUP + "/sparkJobs"
 JOBS_OF_SUBSCRIPTION = SUBSCRIPTION + "/sparkJobs"
 JOB = JOBS + "/{jobName}"
+
+LOCATION = SUBSCRIPTION + "/locations/{location}"
+QUOTAS = LOCATION + "/quotas"
+QUOTA = QUOTAS + "/{quotaName}"
+USAGES = LOCATION + "/usages"

@@ -85,6 +85,18 @@ OPERATIONS_READ = _permission(
     "Read operation status",
     "Reads the status of a long-running operation on a resource the caller may see.",
 )
+QUOTAS_READ = _permission(
+    "locations/quotas/read",
+    "Quotas",
+    "Read GPU quotas",
+    "Reads the GPU quotas of a subscription and what is in use against them.",
+)
+QUOTAS_WRITE = _permission(
+    "locations/quotas/write",
+    "Quotas",
+    "Set GPU quotas",
+    "Sets or removes a GPU quota of a subscription (the provider's operators).",
+)
 AUDIT_READ = _permission(
     "auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription."
 )
@@ -109,6 +121,8 @@ PERMISSIONS: tuple[Permission, ...] = (
     JOBS_DELETE,
     JOBS_CANCEL,
     OPERATIONS_READ,
+    QUOTAS_READ,
+    QUOTAS_WRITE,
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
@@ -131,6 +145,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             JOBS_DELETE.name,
             JOBS_CANCEL.name,
             OPERATIONS_READ.name,
+            QUOTAS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),
@@ -142,6 +157,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             INSTANCES_READ.name,
             JOBS_READ.name,
             OPERATIONS_READ.name,
+            QUOTAS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),

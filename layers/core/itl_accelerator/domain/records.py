@@ -20,6 +20,7 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.states import (
     Availability,
     JobStatus,
@@ -212,24 +213,35 @@ class Reservation:
     etag: str
     child: int = 0
     for_job: ResourceKey | None = None
+    quota: QuotaScope | None = None
 
     @classmethod
     def on(
         cls, node: Node, gpus: int, memory_gb: int, *, child: int = 0, for_job: ResourceKey | None = None
     ) -> Reservation:
-        """A reservation of ``gpus``/``memory_gb`` on ``node`` as read."""
-        return cls(node.key, gpus, memory_gb, node.gpu_total, node.memory_gb_total, node.etag, child, for_job)
+        """A reservation of ``gpus``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
+        node's location and GPU model (domain/quotas.py)."""
+        quota = QuotaScope(node.shape.location, node.shape.gpu_model)
+        return cls(node.key, gpus, memory_gb, node.gpu_total, node.memory_gb_total, node.etag, child, for_job, quota)
 
 
 @dataclass(frozen=True)
 class Release:
     """``gpus``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
-    goes)."""
+    goes); ``quota``: the quotas the GPUs were counted in when reserved (None: none — a workload reserved before
+    quotas were counted)."""
 
     node: ResourceKey
     gpus: int
     memory_gb: int
     child: int = 0
+    quota: QuotaScope | None = None
+
+    @classmethod
+    def of(cls, workload: Workload, *, child: int = 0, all_held: bool = True) -> Release:
+        """What ``workload`` gives back: everything it holds (``all_held`` False: nothing but ``child``)."""
+        gpus, memory = (workload.gpus, workload.memory_gb) if all_held else (0, 0)
+        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None)
 
 
 @dataclass
@@ -240,7 +252,8 @@ class Workload:
     a cancel asked for (``cancel_requested``); its DGX Platform id (``dgx_id``); its location constraint or place
     (normalised); the node it holds capacity on (``node``: an instance's parent, a job's placement) and that node's
     owner then (``node_owner``: whose earnings it makes); the billing terms it locked when it reserved GPUs; its
-    meter while billed (``meter_id``); the lease of the workflow that owns it."""
+    meter while billed (``meter_id``); the lease of the workflow that owns it; the quotas its GPUs count in while
+    it holds them (``quota``: domain/quotas.py)."""
 
     key: ResourceKey
     document: dict[str, Any]
@@ -259,6 +272,7 @@ class Workload:
     billing_terms: BillingTerms | None = None
     meter_id: str | None = None
     lease: Lease | None = None
+    quota: QuotaScope | None = None
 
     @property
     def arm_id(self) -> str:

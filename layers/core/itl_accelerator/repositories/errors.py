@@ -74,6 +74,18 @@ class CapacityShortfall(StoreError):
         self.free_memory_gb = free_memory_gb
 
 
+class QuotaExceeded(StoreError):
+    """The allocation would take the subscription past a GPU quota: quota ``name`` in ``location`` allows ``limit``
+    GPUs and ``current`` are held (as stored at the moment of the refusal)."""
+
+    def __init__(self, location: str, name: str, limit: int, current: int):
+        super().__init__(f"quota {name} in {location}: {current} of {limit} GPUs held")
+        self.location = location
+        self.name = name
+        self.limit = limit
+        self.current = current
+
+
 class StoreBusy(StoreError):
     """DynamoDB refused the write for now (a conflicting concurrent transaction, throttling): nothing was written,
     the same request may be retried. Step Functions retries it by this name."""

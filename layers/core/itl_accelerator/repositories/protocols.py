@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from itl_accelerator.billing.rollup import Rollup, Totals
+from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import (
     Demand,
     FleetShape,
@@ -234,6 +235,26 @@ class LeaseIndex(Protocol):
         ...
 
 
+class QuotaRepository(Protocol):
+    """The subscriptions' GPU quotas (domain/quotas.py): GPUs held per location and quota (counted by every
+    reservation and release, in their own transactions) and the limits operators set."""
+
+    def get(self, subscription_id: str, location: str, name: str) -> QuotaUsage | None:
+        """One quota's usage and limit (None: never used nor limited)."""
+        ...
+
+    def in_location(self, subscription_id: str, location: str) -> list[QuotaUsage]:
+        """Every quota of a location that was used or limited, by name."""
+        ...
+
+    def set_limit(self, usage: QuotaUsage, audit: AuditEvent, *, expected_etag: str | None) -> None:
+        """Set ``usage.limit`` (with its ``document`` and ``etag``), or remove the limit (``limit`` None), with the
+        audit event — together; ``expected_etag``: the etag it must still have (None: any). A limit below the
+        current use is allowed: new allocations are refused until enough GPUs are given back. Raises
+        ``EtagMismatch``."""
+        ...
+
+
 class OperationRepository(Protocol):
     """Long-running operations (their start and moves happen in the workloads' transactions)."""
 
@@ -390,6 +411,7 @@ class Repositories:
     instances: InstanceRepository
     jobs: JobRepository
     leases: LeaseIndex
+    quotas: QuotaRepository
     operations: OperationRepository
     audit: AuditRepository
     subscriptions: SubscriptionRepository

@@ -40,6 +40,7 @@ CREATE_ERRORS = (
     e.Conflict,
     e.AnotherOperationInProgress,
     e.InsufficientCapacity,
+    e.QuotaExceeded,
     e.NodeNotAvailable,
     e.PropertyChangeNotAllowed,
     e.ReadOnlyDisabledSubscription,

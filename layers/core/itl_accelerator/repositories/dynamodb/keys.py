@@ -13,6 +13,7 @@ SparkOllamaInst.   ``SUB#{sub}``                  ``INSTANCE#{rg}#{node}#{instan
 OperationStatus    ``SUB#{sub}``                  ``OP#{operationId}``                        —
 AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``                   ``SUB#{sub}#RES#{resourceId}`` / ``{timestamp}#{eventId}``
 Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``                    —  (GSI2: ``METER#{shard}``)
+QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``                 —  (counts GPUs held; its limit)
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 =================  =============================  ==========================================  ==========================
 
@@ -149,6 +150,16 @@ def export_day_sk(day: str) -> str:
 def correction_lines_pk(day: str) -> str:
     """Partition of the correction lines one day's export carries."""
     return f"SYS{SEP}BILL{SEP}{day}"
+
+
+def quota_sk(location: str, name: str) -> str:
+    """Sort key of a GPU quota's counter (in the subscription's partition): ``QUOTA#{location}#{name}``."""
+    return f"QUOTA{SEP}{location.lower()}{SEP}{name.lower()}"
+
+
+def quota_prefix(location: str) -> str:
+    """``begins_with`` prefix of the quota counters of one location."""
+    return f"QUOTA{SEP}{location.lower()}{SEP}"
 
 
 def resource_pk(key: ResourceKey) -> str:

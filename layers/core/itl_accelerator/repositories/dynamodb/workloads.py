@@ -21,8 +21,10 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
+from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Lease, Node, Operation, Release, Reservation, ResourceKey, Workload
 from itl_accelerator.domain.states import FINAL_OPERATION_STATUSES, Availability, LeaseKind
 from itl_accelerator.models.audit import AuditEvent
@@ -30,6 +32,7 @@ from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
 from itl_accelerator.repositories.dynamodb.meters import meter_end_item, meter_start_item
 from itl_accelerator.repositories.dynamodb.nodes import job_ref, node_from_item
+from itl_accelerator.repositories.dynamodb.quotas import quota_charge_items, quota_exceeded, quota_release_items
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
@@ -100,6 +103,7 @@ def common_attributes(workload: Workload) -> dict[str, Any]:
         "nodeOwner": workload.node_owner or None,
         "billingTerms": to_json(workload.billing_terms.as_stored()) if workload.billing_terms else None,
         "meterId": workload.meter_id or None,
+        "quotaScope": workload.quota.encode() if workload.quota else None,
         **lease_attributes(key, workload.lease),
     }
 
@@ -132,6 +136,7 @@ def common_fields(key: ResourceKey, item: dict[str, Any]) -> dict[str, Any]:
         else None,
         "meter_id": item.get("meterId"),
         "lease": lease_from_item(item),
+        "quota": QuotaScope.decode(item["quotaScope"]) if item.get("quotaScope") else None,
     }
 
 
@@ -216,7 +221,10 @@ class WorkloadTable:
         replacing_etag: str | None = None,
     ) -> None:
         """A new workload (or one replaced while still at ``replacing_etag``), its operation, audit event, the
-        subscription's state check and its reservation — one transaction."""
+        subscription's state check and its reservation (the workload records the quotas it counts in) — one
+        transaction."""
+        if reservation is not None:
+            workload = replace(workload, quota=reservation.quota)
         item = {k: v for k, v in self._attributes(workload).items() if v is not None}
         put: dict[str, Any] = {
             "TableName": self._t.name,
@@ -234,18 +242,25 @@ class WorkloadTable:
             self._t.audit_put(audit),
             self._t.subscription_check(workload.key.subscription_id),
         ]
+        quotas: tuple[int, ...] = ()
         if reservation is not None:
             items.append(self._node_reserve(reservation))
+            quotas = self._add_quota_charge(items, workload.key.subscription_id, reservation)
         try:
             self._t.transact(items)
         except TransactionFailed as exc:
-            self._raise_typed(exc, subscription=3, node=4 if reservation else None, reservation=reservation)
+            self._raise_typed(
+                exc, subscription=3, node=4 if reservation else None, quotas=quotas, reservation=reservation
+            )
 
     def update(
         self, before: Workload, after: Workload, audit: AuditEvent | None, expect: Expect, effects: Effects
     ) -> None:
         """The transition ``before`` → ``after`` (only the attributes that differ), with its audit event and
-        ``effects`` — one transaction (module docstring)."""
+        ``effects`` — one transaction (module docstring). A reservation records the quotas it counts in on the
+        workload."""
+        if effects.reservation is not None:
+            after = replace(after, quota=effects.reservation.quota)
         items: list[dict[str, Any]] = [self._diff_update(before, after, expect)]
         if audit is not None:
             items.append(self._t.audit_put(audit))
@@ -254,7 +269,11 @@ class WorkloadTable:
             self._t.transact(items)
         except TransactionFailed as exc:
             self._raise_typed(
-                exc, operation=positions.get("operation"), node=positions.get("node"), reservation=effects.reservation
+                exc,
+                operation=positions.get("operation"),
+                node=positions.get("node"),
+                quotas=tuple(range(positions["quotas"], positions["quotas_end"])),
+                reservation=effects.reservation,
             )
 
     def remove(self, workload: Workload, audit: AuditEvent, expect: Expect, effects: Effects) -> None:
@@ -331,16 +350,33 @@ class WorkloadTable:
         items.extend(self._operation_update(o, key.subscription_id) for o in effects.more_operations)
         if effects.new_operation is not None:
             items.append(self._operation_put(effects.new_operation, key))
+        positions["quotas"] = positions["quotas_end"] = 0
         if effects.reservation is not None:
             positions["node"] = len(items)
             items.append(self._node_reserve(effects.reservation))
+            charged = self._add_quota_charge(items, key.subscription_id, effects.reservation)
+            if charged:
+                positions["quotas"], positions["quotas_end"] = charged[0], charged[-1] + 1
         if effects.release is not None:
             items.append(self._node_release(effects.release))
+            if effects.release.quota is not None and effects.release.gpus:
+                items.extend(
+                    quota_release_items(self._t.name, key.subscription_id, effects.release.quota, effects.release.gpus)
+                )
         if effects.meter_start is not None:
             items.append(meter_start_item(self._t.name, effects.meter_start))
         if effects.meter_end is not None:
             items.append(meter_end_item(self._t.name, effects.meter_end))
         return positions
+
+    def _add_quota_charge(self, items: list[dict[str, Any]], subscription_id: str, r: Reservation) -> tuple[int, ...]:
+        """Append the quota counters ``r`` charges (domain/quotas.py); their positions."""
+        if r.quota is None or not r.gpus:
+            return ()
+        charge = quota_charge_items(self._t.name, subscription_id, r.quota, r.gpus)
+        start = len(items)
+        items.extend(charge)
+        return tuple(range(start, start + len(charge)))
 
     def _node_reserve(self, r: Reservation) -> dict[str, Any]:
         add = "gpuAllocated :g, memoryGbAllocated :m" + (", childCount :child" if r.child else "")
@@ -412,14 +448,16 @@ class WorkloadTable:
         operation: int | None = None,
         subscription: int | None = None,
         node: int | None = None,
+        quotas: tuple[int, ...] = (),
         reservation: Reservation | None = None,
     ) -> None:
         """The typed error of a cancelled workload transaction, from the positions its items were given (item 0 is
-        the workload)."""
+        the workload): the subscription's state, then the workload and its operations, then the node, then the
+        quotas."""
         failed = exc.failed
         if subscription is not None and subscription in failed:
             raise SubscriptionNotWritable(str(failed[subscription].get("state", "Unregistered"))) from exc
-        if 0 in failed or (operation is not None and operation in failed) or set(failed) - {node}:
+        if 0 in failed or (operation is not None and operation in failed) or set(failed) - {node, *quotas}:
             raise WorkloadChanged() from exc
         if node is not None and node in failed:
             current = failed[node]
@@ -433,6 +471,9 @@ class WorkloadTable:
                 int(current.get("gpuTotal", 0)) - int(current.get("gpuAllocated", 0)),
                 int(current.get("memoryGbTotal", 0)) - int(current.get("memoryGbAllocated", 0)),
             ) from exc
+        for position in quotas:
+            if position in failed:
+                raise quota_exceeded(failed[position]) from exc
         raise exc
 
 

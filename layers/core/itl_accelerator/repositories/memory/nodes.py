@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
@@ -18,6 +19,7 @@ from itl_accelerator.repositories.errors import (
     NodeChanged,
     NodeMissing,
     NodeUnavailable,
+    QuotaExceeded,
     StoreError,
     SubscriptionNotWritable,
 )
@@ -25,6 +27,7 @@ from itl_accelerator.repositories.memory import paging
 from itl_accelerator.repositories.memory.state import (
     MemoryState,
     StoredNode,
+    StoredQuota,
     StoredShape,
     audit_size,
     check_size,
@@ -93,12 +96,36 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
         and (r.for_job is None or stored.draining_for in (None, fold(r.for_job)))
     )
     if fits:
-        return None
+        return quota_refusal(state, r)
     if node.availability != Availability.AVAILABLE:
         return NodeUnavailable(str(node.availability))
     if node.etag != r.etag:
         return NodeChanged()
     return CapacityShortfall(node.free_gpus, node.free_memory_gb)
+
+
+def quota_refusal(state: MemoryState, r: Reservation) -> QuotaExceeded | None:
+    """The first quota of ``r`` it would take past its limit (the table's ``headroom >= gpus`` condition on each
+    quota counter, repositories/dynamodb/quotas.py), or None."""
+    if r.quota is None or not r.gpus:
+        return None
+    for name in r.quota.names:
+        stored = state.quotas.get(quota_key(r.node.subscription_id, r.quota.location, name))
+        if stored is not None and stored.limit is not None and stored.limit - stored.used < r.gpus:
+            return QuotaExceeded(stored.location, stored.name, stored.limit, stored.used)
+    return None
+
+
+def quota_key(subscription_id: str, location: str, name: str) -> tuple[str, str, str]:
+    return (subscription_id.lower(), location.lower(), name.lower())
+
+
+def count_quota(state: MemoryState, subscription_id: str, scope: QuotaScope, gpus: int) -> None:
+    """Add ``gpus`` (negative: give back) to every quota of ``scope``, creating its counter at its first use."""
+    for name in scope.names:
+        key = quota_key(subscription_id, scope.location, name)
+        stored = state.quotas.setdefault(key, StoredQuota(scope.location, name))
+        stored.used += gpus
 
 
 def reserve(state: MemoryState, r: Reservation) -> None:
@@ -107,6 +134,8 @@ def reserve(state: MemoryState, r: Reservation) -> None:
     node.gpu_allocated += r.gpus
     node.memory_gb_allocated += r.memory_gb
     node.child_count += r.child
+    if r.quota is not None and r.gpus:
+        count_quota(state, r.node.subscription_id, r.quota, r.gpus)
 
 
 def release_refused(state: MemoryState, r: Release) -> bool:
@@ -120,6 +149,8 @@ def release(state: MemoryState, r: Release) -> None:
     node.gpu_allocated -= r.gpus
     node.memory_gb_allocated -= r.memory_gb
     node.child_count += r.child
+    if r.quota is not None and r.gpus:
+        count_quota(state, r.node.subscription_id, r.quota, -r.gpus)
 
 
 class MemoryNodeRepository:

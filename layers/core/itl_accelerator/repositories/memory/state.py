@@ -128,6 +128,18 @@ class StoredMeter:
 
 
 @dataclass
+class StoredQuota:
+    """A ``QuotaUsage`` item: GPUs held (``used``) and the limit when one is set, with its envelope and etag."""
+
+    location: str
+    name: str
+    used: int = 0
+    limit: int | None = None
+    document: dict[str, Any] | None = None
+    etag: str | None = None
+
+
+@dataclass
 class MemoryState:
     """Every item of the store, by kind. Only the repositories of this package touch it, under :attr:`lock`."""
 
@@ -158,6 +170,8 @@ class MemoryState:
     correction_lines: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     #: (subscription (lower), scope (lower)) → hour → totals
     rollups: dict[tuple[str, str], dict[str, Totals]] = field(default_factory=dict)
+    #: (subscription (lower), location (lower), quota name (lower)) → quota counter
+    quotas: dict[tuple[str, str, str], StoredQuota] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------- shared conditions
     def refusing_state(self, subscription_id: str) -> str | None:

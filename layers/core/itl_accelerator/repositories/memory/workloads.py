@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from itl_accelerator.billing.metering import BillingTerms
@@ -319,6 +320,8 @@ class WorkloadTable(Generic[W]):
                 refusal = node_items.reservation_refusal(self._s, reservation)
                 if refusal is not None:
                     raise refusal
+            if reservation is not None:  # the workload records the quotas its reservation counts in
+                workload = replace(workload, quota=reservation.quota)
             self._s.workloads[fold(workload.key)] = stored_form(workload)
             self._s.operations[operation_key(subscription, operation.operation_id)] = stored_operation(operation)
             self._s.put_audit(audit)
@@ -329,6 +332,8 @@ class WorkloadTable(Generic[W]):
         """The transition ``before`` → ``after`` (the fields that differ) if ``expect`` holds, with its audit event
         and ``effects`` — all or nothing (``WorkloadTable.update``)."""
         with self._s.lock:
+            if effects.reservation is not None:  # the workload records the quotas its reservation counts in
+                after = replace(after, quota=effects.reservation.quota)
             written = changes(before, after)
             check_size(*([after.document] if "document" in written else []), audit_size(audit), *_effect_sizes(effects))
             refuse_repeated_items(after.key, effects)

@@ -29,6 +29,7 @@ from itl_accelerator.repositories.errors import (
     NodeChanged,
     NodeMissing,
     NodeUnavailable,
+    QuotaExceeded,
     SubscriptionNotWritable,
     WorkloadChanged,
 )
@@ -269,7 +270,7 @@ class SparkOllamaInstanceService:
                 create_only=create_only,
                 _attempt=_attempt + 1,
             )
-        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing) as exc:
+        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded) as exc:
             raise self._kernel.write_error(exc, node=node, gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
         self._start_provision(ctx, key, operation_id)
         return self._accepted(instance, operation_id, created=existing is None), render(instance)

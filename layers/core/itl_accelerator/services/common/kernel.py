@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from itl_accelerator import errors
 from itl_accelerator.auth.rbac import Permission
 from itl_accelerator.domain.records import ResourceKey
 from itl_accelerator.errors import (
@@ -31,6 +32,7 @@ from itl_accelerator.repositories.errors import (
     ItemMissing,
     NodeMissing,
     NodeUnavailable,
+    QuotaExceeded,
     StoreError,
     SubscriptionNotWritable,
     WorkloadChanged,
@@ -43,6 +45,15 @@ from itl_accelerator.services.common.capacity import insufficient
 from itl_accelerator.services.common.context import CallContext
 
 T = TypeVar("T")
+
+
+def quota_exceeded(exc: QuotaExceeded, gpus: int) -> ArmError:
+    """409 ``QuotaExceeded`` naming the quota, its limit and what the subscription holds against it."""
+    return errors.QuotaExceeded(
+        f"The GPU quota '{exc.name}' of the subscription in '{exc.location}' allows {exc.limit} GPUs and "
+        f"{exc.current} are in use; the request needs {gpus} more. Free some, or ask the provider's operators to "
+        "raise the quota."
+    )
 
 
 def with_etag(document: dict[str, Any], etag: str) -> dict[str, Any]:
@@ -167,6 +178,8 @@ class ResourceKernel:
             return subscription_conflict(exc)
         if isinstance(exc, CapacityShortfall):
             return insufficient(node, exc.free_gpus, exc.free_memory_gb, gpus, memory_gb)
+        if isinstance(exc, QuotaExceeded):
+            return quota_exceeded(exc, gpus)
         if isinstance(exc, NodeUnavailable):
             return NodeNotAvailable(f"The node '{node}' is {exc.availability} and takes no new work.")
         if isinstance(exc, NodeMissing):

@@ -27,6 +27,7 @@ from datetime import datetime
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms, terms_properties
+from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import Demand, FleetShape, Job, Lease, Node, Reservation, ResourceKey, gpu_model_key
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.observability import logger
@@ -35,6 +36,7 @@ from itl_accelerator.repositories.errors import (
     NodeChanged,
     NodeMissing,
     NodeUnavailable,
+    QuotaExceeded,
     StoreBusy,
     WorkloadChanged,
 )
@@ -90,6 +92,7 @@ class Placement:
         self._kernel = kernel
         self._jobs = kernel.repositories.jobs
         self._nodes = kernel.repositories.nodes
+        self._quotas = kernel.repositories.quotas
         self._state_machines = state_machines
         self._settings = settings
         self._clock = clock
@@ -121,12 +124,68 @@ class Placement:
             and per_gpu_memory_fits(s.gpu_total, s.memory_gb_total, job.gpus, job.memory_gb)
         ]
         if fits:
-            return None
+            return self._beyond_quota(job, fits)
         largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
         return (
             f"The job asks for {job.gpus} GPUs and {job.memory_gb} GiB of GPU memory; the largest node"
             f"{' with ' + wanted if wanted else ''} has {largest.gpu_total} GPUs and "
             f"{largest.memory_gb_total} GiB."
+        )
+
+    def _limits(self, subscription_id: str, location: str) -> dict[str, QuotaUsage]:
+        return {u.name: u for u in self._quotas.in_location(subscription_id, location) if u.limit is not None}
+
+    def _beyond_quota(self, job: Job, fits: list[FleetShape]) -> str | None:
+        """Why no quota would ever let ``job`` run on any of the shapes that could hold it (None when one would): a
+        limit below what it asks. One read of the quotas per location of those shapes."""
+        refusals: list[str] = []
+        limits: dict[str, dict[str, QuotaUsage]] = {}
+        for shape in fits:
+            if shape.location not in limits:
+                limits[shape.location] = self._limits(job.key.subscription_id, shape.location)
+            blocking = [
+                limits[shape.location][name]
+                for name in quota_names(shape.gpu_model)
+                if name in limits[shape.location] and (limits[shape.location][name].limit or 0) < job.gpus
+            ]
+            if not blocking:
+                return None
+            quota = blocking[0]
+            refusals.append(f"the GPU quota '{quota.name}' in '{quota.location}' allows {quota.limit}")
+        return f"The job asks for {job.gpus} GPUs; " + "; ".join(dict.fromkeys(refusals)) + "."
+
+    def waiting_reason(self, job: Job) -> str:
+        """Why ``job`` waits: every node that could take it now is held back by a full GPU quota (saying which),
+        or no node has room."""
+        room = [
+            n
+            for n in self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
+            if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+        ]
+        full: list[QuotaUsage] = []
+        limits: dict[str, dict[str, QuotaUsage]] = {}
+        for node in room:
+            shape = node.shape
+            if shape.location not in limits:
+                limits[shape.location] = self._limits(job.key.subscription_id, shape.location)
+            blocking = [
+                limits[shape.location][name]
+                for name in quota_names(shape.gpu_model)
+                if name in limits[shape.location] and (limits[shape.location][name].headroom or 0) < job.gpus
+            ]
+            if not blocking:
+                break
+            full.append(blocking[0])
+        else:
+            if full:
+                quota = full[0]
+                return (
+                    f"Waiting for quota: the GPU quota '{quota.name}' of the subscription in '{quota.location}' "
+                    f"allows {quota.limit} GPUs and {quota.current} are in use; the job needs {job.gpus}."
+                )
+        return (
+            f"Waiting for capacity: no node of the subscription has {job.gpus} free GPUs and {job.memory_gb} "
+            "GiB of GPU memory now."
         )
 
     # ----------------------------------------------------------------------------------------------- best fit
@@ -161,8 +220,8 @@ class Placement:
                     if refreshed is None or not self._matches(job, refreshed):
                         break
                     node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
-                except (CapacityShortfall, NodeUnavailable, NodeMissing):
-                    break  # the index was behind: the next candidate
+                except (CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded):
+                    break  # the index was behind, or the node's quotas are full: the next candidate
                 except WorkloadChanged:
                     return None
         return None
@@ -184,6 +243,7 @@ class Placement:
                 "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
             },
         }
+        reservation = Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)
         scheduled = replace(
             job,
             document=document,
@@ -203,7 +263,7 @@ class Placement:
             scheduled,
             self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
             expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False, operation_id=job.operation_id),
-            effects=Effects(reservation=Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)),
+            effects=Effects(reservation=reservation),
         )
         if job.drain_node is not None:
             self._nodes.set_draining(job.drain_node, None)

@@ -146,7 +146,7 @@ class InstanceSteps:
             expect=expect,
             effects=Effects(
                 operation=operation,
-                release=Release(instance.node_key, instance.gpus, instance.memory_gb) if release else None,
+                release=Release.of(instance) if release else None,
                 meter_start=meter_start,
             ),
         )
@@ -379,6 +379,7 @@ class InstanceSteps:
                 operation=self._operation(inp, inp.operationId, OperationStatus.FAILED, error),
                 release=True,
                 capacity_reserved=False,
+                quota=None,
                 dgx_id=None,
                 compensation_error=None,
                 lease=None,
@@ -458,7 +459,7 @@ class InstanceSteps:
                     operation=self._operation(
                         inp, inp.operationId, OperationStatus.SUCCEEDED, kind=OperationKind.DEPROVISION
                     ),
-                    release=Release(instance.node_key, gpus, memory, child=-1),
+                    release=Release.of(instance, child=-1, all_held=instance.capacity_reserved),
                 ),
             )
         except WorkloadChanged:
@@ -484,6 +485,7 @@ class InstanceSteps:
                 expect=Expect(state=(ProvisioningState.FAILED,), capacity_reserved=True, etag=instance.etag),
                 release=True,
                 capacity_reserved=False,
+                quota=None,
                 dgx_id=None,
                 lease=None,
             )

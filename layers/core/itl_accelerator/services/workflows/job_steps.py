@@ -263,10 +263,7 @@ class JobSteps:
         if job.status != JobStatus.PENDING:
             self._state_machines.complete_task(token, StepOutcome(placed=True).as_output())
             return
-        reason = (
-            f"Waiting for capacity: no node of the subscription has {job.gpus} free GPUs and {job.memory_gb} "
-            "GiB of GPU memory now."
-        )
+        reason = self._placement.waiting_reason(job)
         try:
             self._note(
                 inp,
@@ -449,6 +446,7 @@ class JobSteps:
             billable_gpu_seconds=billable,
             cost=format(cost, "f"),
             capacity_reserved=False,
+            quota=None,
             task_token=None,
             track_checks=0,
             queued=False,
@@ -472,7 +470,7 @@ class JobSteps:
                 effects=Effects(
                     operation=operations[0],
                     more_operations=tuple(operations[1:]),
-                    release=Release(job.node_key, job.gpus, job.memory_gb) if job.capacity_reserved else None,
+                    release=Release.of(job) if job.capacity_reserved else None,
                     # billing stops with the job: its meter ends in the same transaction
                     meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
                     if job.meter_id

@@ -1,0 +1,205 @@
+"""GPU quotas (domain/quotas.py) as the API serves them: the quotas a subscription's operators set per location —
+``gpus`` (every model) and ``gpus-{model}`` — and the usages every member of the subscription may read.
+
+Rules: reading quotas and usages needs ``locations/quotas/read`` in the subscription (consumers, suppliers, admins);
+setting or removing one needs ``locations/quotas/write`` over the whole subscription (admins: the provider's
+operators). A ``PUT`` is idempotent (the same limit again writes nothing) and honours ``If-Match``; a ``DELETE``
+removes the limit (204 when none was set). Enforcement is not here: the reservation of an instance or a job counts
+its GPUs in the quotas of its node's location and model in its own transaction (repositories), refused with 409
+``QuotaExceeded`` past a limit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.domain.quotas import ALL_GPUS, QuotaUsage, localized_name
+from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.models.quotas import QuotaWrite
+from itl_accelerator.repositories.errors import EtagMismatch
+from itl_accelerator.repositories.protocols import QuotaRepository
+from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.audit_events import build_event
+from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.kernel import ResourceKernel
+
+TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
+_QUOTA_NAME = re.compile(r"^gpus(-[a-z0-9]{1,48})?$")
+_LOCATION = re.compile(r"^[A-Za-z0-9 ]{1,64}$")
+
+
+def quota_id(subscription_id: str, location: str, name: str) -> str:
+    """The ARM id of a quota."""
+    return f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{location}/quotas/{name}"
+
+
+def render(usage: QuotaUsage) -> dict[str, Any]:
+    """A quota with a limit as returned: its envelope, the limit and the GPUs held now."""
+    document = dict(usage.document or {})
+    return {
+        **document,
+        "etag": usage.etag,
+        "properties": {
+            "limit": {"limitObjectType": "LimitValue", "value": usage.limit},
+            "name": {"value": usage.name, "localizedValue": localized_name(usage.name)},
+            "unit": "Count",
+            "currentValue": usage.current,
+            "isQuotaApplicable": True,
+        },
+    }
+
+
+def render_usage(usage: QuotaUsage) -> dict[str, Any]:
+    """One entry of a usages list (``limit`` -1: none set)."""
+    return {
+        "name": {"value": usage.name, "localizedValue": localized_name(usage.name)},
+        "currentValue": usage.current,
+        "limit": usage.limit if usage.limit is not None else -1,
+        "unit": "Count",
+    }
+
+
+class QuotaService:
+    """Quota and usage operations over the quota repository."""
+
+    def __init__(self, quotas: QuotaRepository, access: Access):
+        self._quotas = quotas
+        self._access = access
+
+    # ----------------------------------------------------------------------------------------------- helpers
+    @staticmethod
+    def _location(location: str) -> str:
+        if not _LOCATION.match(location):
+            raise InvalidParameter(f"'{location}' is not a location.", target="location")
+        return normalize_location(location)
+
+    @staticmethod
+    def _name(name: str) -> str:
+        lowered = name.lower()
+        if not _QUOTA_NAME.match(lowered):
+            raise InvalidParameter(
+                f"'{name}' is not a GPU quota: 'gpus' (every GPU model) or 'gpus-{{model}}' (one model, as nodes "
+                "name it, lower case without spaces: 'gpus-h100').",
+                target="quotaName",
+            )
+        return lowered
+
+    def _read(self, ctx: CallContext, subscription_id: str, location: str, name: str = "*") -> None:
+        """404 outside the caller's scopes of the subscription, 403 (audited) without the read permission."""
+        validate_subscription_id(subscription_id)
+        self._access.require_any(
+            ctx,
+            (rbac.QUOTAS_READ,),
+            subscription_id=subscription_id,
+            resource_group=None,
+            resource_id=quota_id(subscription_id, location, name),
+            resource_type=TYPE,
+            resource_name=name,
+            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        )
+
+    # ----------------------------------------------------------------------------------------------- reads
+    def get(self, ctx: CallContext, subscription_id: str, location: str, name: str) -> dict[str, Any]:
+        """A quota; 404 ``ResourceNotFound`` when no limit is set for it (its use is in the usages)."""
+        where, quota = self._location(location), self._name(name)
+        self._read(ctx, subscription_id, where, quota)
+        usage = self._quotas.get(subscription_id, where, quota)
+        if usage is None or usage.limit is None:
+            raise ResourceNotFound(f"No GPU quota '{quota}' is set in '{where}'.")
+        return render(usage)
+
+    def in_location(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
+        """The quotas set in a location, by name."""
+        where = self._location(location)
+        self._read(ctx, subscription_id, where)
+        return [render(u) for u in self._quotas.in_location(subscription_id, where) if u.limit is not None]
+
+    def usages(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
+        """What the subscription holds in a location against every quota in use or limited; ``gpus`` first,
+        always (0 before any allocation)."""
+        where = self._location(location)
+        self._read(ctx, subscription_id, where)
+        found = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
+        everything = found.pop(ALL_GPUS, None) or QuotaUsage(subscription_id, where, ALL_GPUS)
+        return [render_usage(everything), *(render_usage(found[n]) for n in sorted(found))]
+
+    # ----------------------------------------------------------------------------------------------- writes
+    def put(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        location: str,
+        name: str,
+        body: QuotaWrite,
+        *,
+        if_match: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Set a quota's limit (GPUs). Returns ``(quota, created)``: 201 when no limit was set before, else 200.
+        The same limit again writes nothing. 412 on a stale ``If-Match``."""
+        validate_subscription_id(subscription_id)
+        where, quota = self._location(location), self._name(name)
+        self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
+        current = self._quotas.get(subscription_id, where, quota) or QuotaUsage(subscription_id, where, quota)
+        arm_rules.check_preconditions(
+            current.etag if current.limit is not None else None, if_match=if_match, if_none_match=None
+        )
+        limit = body.properties.limit.value
+        if current.limit == limit and current.document is not None:
+            return render(current), False
+        document = {
+            "id": quota_id(subscription_id, where, quota),
+            "name": quota,
+            "type": TYPE,
+            "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
+        }
+        changed = QuotaUsage(subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag())
+        audit = self._audit(ctx, changed, f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}")
+        try:
+            self._quotas.set_limit(changed, audit, expected_etag=current.etag if if_match else None)
+        except EtagMismatch as exc:
+            raise ResourceKernel.write_error(exc, if_match=if_match or "*") from exc
+        fresh = self._quotas.get(subscription_id, where, quota) or changed
+        return render(fresh), current.limit is None
+
+    def delete(
+        self, ctx: CallContext, subscription_id: str, location: str, name: str, *, if_match: str | None = None
+    ) -> bool:
+        """Remove a quota's limit. False when none was set (ARM RPC: 204)."""
+        validate_subscription_id(subscription_id)
+        where, quota = self._location(location), self._name(name)
+        self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
+        current = self._quotas.get(subscription_id, where, quota)
+        if current is None or current.limit is None:
+            if if_match is not None:
+                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            return False
+        arm_rules.check_preconditions(current.etag, if_match=if_match, if_none_match=None)
+        removed = QuotaUsage(subscription_id, where, quota, current.current, None)
+        audit = self._audit(ctx, removed, f"GPU quota {quota} in {where}: {current.limit} -> no limit")
+        try:
+            self._quotas.set_limit(removed, audit, expected_etag=current.etag)
+        except EtagMismatch as exc:
+            raise ResourceKernel.write_error(exc, if_match=if_match or "*") from exc
+        return True
+
+    @staticmethod
+    def _audit(ctx: CallContext, usage: QuotaUsage, summary: str) -> Any:
+        return build_event(
+            ctx,
+            subscription_id=usage.subscription_id,
+            action=rbac.QUOTAS_WRITE.name,
+            resource_id=quota_id(usage.subscription_id, usage.location, usage.name),
+            resource_type=TYPE,
+            resource_name=usage.name,
+            change_summary=summary,
+            new_state=render(usage) if usage.limit is not None else None,
+        )
+
+
+def _limit_text(limit: int | None) -> str:
+    return "no limit" if limit is None else str(limit)

@@ -1,0 +1,129 @@
+"""GPU quotas: every reservation counts its GPUs in the quotas of its node's location and model, a limit refuses an
+allocation past it in the reservation's own transaction (nothing else written), releases count them out, and a limit
+can be set below what is held (new allocations wait until enough ends)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from itl_accelerator.domain.quotas import QuotaUsage
+from itl_accelerator.domain.records import Release, Reservation
+from itl_accelerator.repositories.errors import CapacityShortfall, EtagMismatch, QuotaExceeded
+from itl_accelerator.repositories.protocols import Effects, Expect, Repositories
+from tests.contract.builders import (
+    counters,
+    create_node,
+    make_audit,
+    make_instance,
+    make_node,
+    make_operation,
+    place_instance,
+)
+
+
+def limit(repos: Repositories, sub: str, value: int | None, name: str = "gpus", location: str = "eastus") -> None:
+    usage = QuotaUsage(sub, location, name, limit=value, document={"name": name} if value is not None else None,
+                       etag=f"q{value}" if value is not None else None)  # fmt: skip
+    repos.quotas.set_limit(usage, make_audit(sub, f"/quotas/{name}"), expected_etag=None)
+
+
+def used(repos: Repositories, sub: str, name: str = "gpus", location: str = "eastus") -> int:
+    found = repos.quotas.get(sub, location, name)
+    return found.current if found else 0
+
+
+def test_every_allocation_counts_in_its_locations_quotas_limit_or_not(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub, model="H100 SXM", location="East US"))
+    place_instance(repos, node, gpus=2, memory_gb=160)
+    assert used(repos, sub) == 2 and used(repos, sub, "gpus-h100sxm") == 2
+    assert {(u.name, u.current, u.limit) for u in repos.quotas.in_location(sub, "eastus")} == {
+        ("gpus", 2, None),
+        ("gpus-h100sxm", 2, None),
+    }
+
+
+def test_an_allocation_past_a_limit_is_refused_and_writes_nothing(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub, gpus=8))
+    limit(repos, sub, 3)
+    place_instance(repos, node, "a", gpus=2, memory_gb=160)
+    node = repos.nodes.get(node.key)
+    assert node is not None
+    with pytest.raises(QuotaExceeded) as refused:
+        place_instance(repos, node, "b", gpus=2, memory_gb=160)
+    assert (refused.value.name, refused.value.location, refused.value.limit, refused.value.current) == (
+        "gpus",
+        "eastus",
+        3,
+        2,
+    )
+    assert counters(repos.nodes.get(node.key)) == (2, 160, 1)
+    assert used(repos, sub) == 2
+    assert repos.instances.get(replace(node.key, type_segment="sparkOllamaInstances", names=("dgx-1", "b"))) is None
+
+
+def test_a_model_quota_binds_only_its_model(repos: Repositories, sub: str) -> None:
+    h100 = create_node(repos, make_node(sub, "h", model="H100"))
+    a100 = create_node(repos, make_node(sub, "a", model="A100"))
+    limit(repos, sub, 1, "gpus-h100")
+    with pytest.raises(QuotaExceeded):
+        place_instance(repos, h100, "x", gpus=2, memory_gb=160)
+    place_instance(repos, a100, "y", gpus=2, memory_gb=160)
+    assert used(repos, sub, "gpus-a100") == 2 and used(repos, sub, "gpus-h100") == 0 and used(repos, sub) == 2
+
+
+def test_a_release_counts_out_what_its_reservation_counted_in(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    limit(repos, sub, 4)
+    instance = place_instance(repos, node, gpus=4, memory_gb=320)
+    stored = repos.instances.get(instance.key)
+    assert stored is not None and stored.quota is not None
+    released = replace(stored, capacity_reserved=False, quota=None, etag="i2")
+    repos.instances.update(
+        stored,
+        released,
+        make_audit(sub, instance.arm_id),
+        expect=Expect(etag=stored.etag),
+        effects=Effects(release=Release.of(stored)),
+    )
+    assert used(repos, sub) == 0 and used(repos, sub, "gpus-h100") == 0
+    node = repos.nodes.get(node.key)
+    assert node is not None
+    place_instance(repos, node, "again", gpus=4, memory_gb=320)  # the quota is free again
+
+
+def test_a_limit_below_the_use_refuses_until_enough_is_given_back(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    place_instance(repos, node, "a", gpus=4, memory_gb=320)
+    limit(repos, sub, 2)
+    assert repos.quotas.get(sub, "eastus", "gpus") == QuotaUsage(sub, "eastus", "gpus", 4, 2, {"name": "gpus"}, "q2")
+    node = repos.nodes.get(node.key)
+    assert node is not None
+    with pytest.raises(QuotaExceeded):
+        place_instance(repos, node, "b", gpus=1, memory_gb=80)
+    limit(repos, sub, None)  # no limit any more
+    place_instance(repos, node, "b", gpus=1, memory_gb=80)
+    assert used(repos, sub) == 5
+
+
+def test_setting_a_limit_honours_the_etag_it_expects(repos: Repositories, sub: str) -> None:
+    limit(repos, sub, 8)
+    usage = QuotaUsage(sub, "eastus", "gpus", limit=16, document={}, etag="q16")
+    with pytest.raises(EtagMismatch):
+        repos.quotas.set_limit(usage, make_audit(sub, "/quotas/gpus"), expected_etag="not-it")
+    repos.quotas.set_limit(usage, make_audit(sub, "/quotas/gpus"), expected_etag="q8")
+    found = repos.quotas.get(sub, "eastus", "gpus")
+    assert found is not None and found.limit == 16
+
+
+def test_a_reservation_refused_by_its_node_is_not_counted(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub, gpus=2, memory_gb=160))
+    with pytest.raises(CapacityShortfall):
+        repos.instances.accept(
+            make_instance(node.key, "big", operation_id="op-big", gpus=4, memory_gb=320),
+            make_operation("op-big", rg="rg1", resource_id="/big"),
+            make_audit(sub, "/big"),
+            Reservation.on(node, 4, 320, child=1),
+        )
+    assert used(repos, sub) == 0
