@@ -30,7 +30,7 @@ from itl_accelerator.services.common.kernel import ResourceKernel
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
 _QUOTA_NAME = re.compile(r"^gpus(-[a-z0-9]{1,48})?$")
-_LOCATION = re.compile(r"^[A-Za-z0-9 ]{1,64}$")
+_LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
 
 
 def quota_id(subscription_id: str, location: str, name: str) -> str:
