@@ -9,10 +9,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from tests.conftest import ADMIN, CONSUMER, node_body, nodes_path
 from tests.integration.instance_helpers import instances_path, node_counters, wait_for, wait_state
 from tests.integration.test_bad_input import assert_refused
 from tests.integration.test_jobs import job_body, jobs_path, sim, wait_job
+
+pytestmark = pytest.mark.usefixtures("schedules")  # the job tracker ends the jobs the simulator ran
 
 LOCATION = "us-east-1"
 
