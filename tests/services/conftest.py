@@ -124,11 +124,20 @@ def node_body(
     }
 
 
-def job_body(gpus: int = 1, memory_gb: int = 80, *, location: str | None = None, **properties: Any) -> SparkJobWrite:
+def job_body(
+    gpus: int = 1,
+    memory_gb: int = 80,
+    *,
+    location: str | None = None,
+    tags: dict[str, str] | None = None,
+    **properties: Any,
+) -> SparkJobWrite:
     """A job PUT body: ``properties`` in wire names (``priority``, ``maxDurationMinutes``, ``gpuModel``...)."""
     body: dict[str, Any] = {"properties": {"requestedGpus": gpus, "requestedMemoryGb": memory_gb, **properties}}
     if location:
         body["location"] = location
+    if tags:
+        body["tags"] = tags
     return SparkJobWrite.model_validate(body)
 
 

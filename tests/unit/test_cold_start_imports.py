@@ -47,6 +47,7 @@ SERVICE_OF_OPERATION = {
     "Operations": None,
     "Quotas": "quotas",
     "Usages": "quotas",
+    "Costs": "costs",
 }
 #: The wiring attribute a workflow step or schedule builds on its first invocation.
 SERVICE_OF_HANDLER = {
@@ -67,6 +68,7 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.provider",
     "itl_accelerator.api.routes.usage_stats",
     "itl_accelerator.api.routes.quotas",
+    "itl_accelerator.api.routes.costs",
 }
 NEVER_IN_API = (
     "aws_xray_sdk",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from itl_accelerator.dgx.client import DgxPlatformClient
     from itl_accelerator.repositories.protocols import Repositories
     from itl_accelerator.services.api.audit_query import AuditQueryService
+    from itl_accelerator.services.api.costs import CostQueryService
     from itl_accelerator.services.api.instances import SparkOllamaInstanceService
     from itl_accelerator.services.api.jobs import SparkJobService
     from itl_accelerator.services.api.nodes import SparkNodeService
@@ -181,6 +182,12 @@ class Wiring:
         from itl_accelerator.services.api.quotas import QuotaService
 
         return QuotaService(self.repositories.quotas, self.access)
+
+    @cached_property
+    def costs(self) -> CostQueryService:
+        from itl_accelerator.services.api.costs import CostQueryService
+
+        return CostQueryService(self.repositories.usage, self.access, self.clock)
 
     # ------------------------------------------------------------------------------------------- workflows, schedules
     @cached_property

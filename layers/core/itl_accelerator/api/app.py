@@ -39,6 +39,7 @@ def all_routers() -> tuple[APIRouter, ...]:
     """Every router of the API, in the order of the OpenAPI document (the full app: docs, the local runtime's
     tests). A Lambda function imports only its own router (functions/itl_functions/adapter.py)."""
     from itl_accelerator.api.routes import (
+        costs,
         operations,
         provider,
         quotas,
@@ -55,6 +56,7 @@ def all_routers() -> tuple[APIRouter, ...]:
         spark_jobs.router,
         usage_stats.router,
         quotas.router,
+        costs.router,
         operations.router,
     )
 

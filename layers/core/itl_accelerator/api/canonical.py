@@ -37,6 +37,7 @@ ROUTE_PATHS: tuple[str, ...] = (
     paths.QUOTAS,
     paths.QUOTA,
     paths.USAGES,
+    paths.COST_QUERY,
 )
 
 

@@ -97,6 +97,12 @@ QUOTAS_WRITE = _permission(
     "Set GPU quotas",
     "Sets or removes a GPU quota of a subscription (the provider's operators).",
 )
+COSTS_READ = _permission(
+    "costQuery/action",
+    "Costs",
+    "Query costs",
+    "Queries what the subscription's work cost (consumers: their own work; suppliers: their nodes' earnings).",
+)
 AUDIT_READ = _permission(
     "auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription."
 )
@@ -123,6 +129,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     OPERATIONS_READ,
     QUOTAS_READ,
     QUOTAS_WRITE,
+    COSTS_READ,
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
@@ -146,6 +153,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             JOBS_CANCEL.name,
             OPERATIONS_READ.name,
             QUOTAS_READ.name,
+            COSTS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),
@@ -158,6 +166,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             JOBS_READ.name,
             OPERATIONS_READ.name,
             QUOTAS_READ.name,
+            COSTS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),

@@ -45,6 +45,17 @@ def supplier_node_scope(supplier: str, resource_group: str, node: str, created_a
     return f"SUPPLIER{SEP}{token}{SEP}{node_scope(resource_group, node, created_at)}"
 
 
+def resource_group_scope(resource_group: str) -> str:
+    """Scope of every resource of one resource group (budgets filtered by resource group)."""
+    return f"RG{SEP}{resource_group.lower()}"
+
+
+def tag_scope(key: str, value: str) -> str:
+    """Scope of every resource carrying tag ``key`` = ``value`` (budgets filtered by tag; compared lower case, as
+    ARM tag names are case-insensitive — values are folded too, in the key)."""
+    return f"TAG{SEP}{key.lower()}{SEP}{value.lower()}"
+
+
 def _decimal(value: Any) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
@@ -136,12 +147,72 @@ class Rollup:
     ttl: int
 
 
+@dataclass(frozen=True)
+class CostDimensions:
+    """What a cost query groups and filters one resource lifetime's charges by: the resource (ARM id, name, type,
+    resource group, tags), who asked for it (``submitted_by``), the node it ran on (``node_id``) and that node's
+    supplier then (``supplier``)."""
+
+    resource_scope: str
+    resource_id: str
+    resource_name: str
+    resource_type: str
+    resource_group: str
+    submitted_by: str
+    node_id: str
+    supplier: str
+    tags: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, descriptor: dict[str, Any]) -> CostDimensions:
+        """From a usage record's descriptor (domain/usage.py ``Meter.descriptor``)."""
+        tags = descriptor.get("tags") or {}
+        return cls(
+            resource_scope=resource_scope(descriptor["resourceId"], str(descriptor.get("resourceCreatedAt", ""))),
+            resource_id=str(descriptor["resourceId"]),
+            resource_name=str(descriptor.get("resourceName", "")),
+            resource_type=str(descriptor.get("resourceType", "")),
+            resource_group=str(descriptor.get("resourceGroup", "")),
+            submitted_by=str(descriptor.get("submittedBy", "")),
+            node_id=str(descriptor.get("nodeId", "")),
+            supplier=str(descriptor.get("supplier", "")),
+            tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+        )
+
+
+@dataclass(frozen=True)
+class CostHour:
+    """One resource lifetime's charges in one UTC hour of a subscription (what cost queries read: kept by day, every
+    resource's, deleted or not)."""
+
+    subscription_id: str
+    hour: str
+    dimensions: CostDimensions
+    totals: Totals
+    ttl: int
+
+    @property
+    def day(self) -> str:
+        return self.hour[:10]
+
+
+@dataclass
+class CostDay:
+    """One resource lifetime's charges in one UTC day: its dimensions and its totals by hour (``YYYY-MM-DDTHH``)."""
+
+    subscription_id: str
+    day: str
+    dimensions: CostDimensions
+    hours: dict[str, Totals] = field(default_factory=dict)
+
+
 class HourRollup:
     """Accumulates the records of one hour into totals per (subscription, scope)."""
 
     def __init__(self, hour: str):
         self.hour = hour
         self.scopes: dict[tuple[str, str], Totals] = {}
+        self.resources: dict[tuple[str, str], tuple[CostDimensions, Totals]] = {}
         self.records = 0
 
     def add(
@@ -153,23 +224,39 @@ class HourRollup:
         metrics: dict[str, Any] | None,
     ) -> None:
         """Count one usage record (its descriptor: ``subscriptionId``, ``resourceId``, ``resourceCreatedAt``,
-        ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``, ``supplier``) in its four scopes; ``costs`` by
-        currency (a subscription's or node's hour may hold several: each allocation has the currency it locked)."""
+        ``resourceGroup``, ``tags``, ``nodeResourceGroup``, ``nodeName``, ``nodeCreatedAt``, ``supplier``) in its
+        scopes — the resource lifetime, the subscription, the node lifetime, the supplier's share of it, the resource
+        group and each tag — and in its resource's cost hour; ``costs`` by currency (a subscription's or node's hour
+        may hold several: each allocation has the currency it locked)."""
         self.records += 1
         subscription = str(descriptor["subscriptionId"]).lower()
         node_args = (descriptor["nodeResourceGroup"], descriptor["nodeName"], str(descriptor.get("nodeCreatedAt", "")))
-        for scope in (
-            resource_scope(descriptor["resourceId"], str(descriptor.get("resourceCreatedAt", ""))),
+        dimensions = CostDimensions.of(descriptor)
+        scopes = [
+            dimensions.resource_scope,
             SUBSCRIPTION_SCOPE,
             node_scope(*node_args),
             supplier_node_scope(str(descriptor.get("supplier", "")), *node_args),
-        ):
+        ]
+        if dimensions.resource_group:
+            scopes.append(resource_group_scope(dimensions.resource_group))
+        scopes.extend(tag_scope(k, v) for k, v in dimensions.tags)
+        for scope in scopes:
             totals = self.scopes.get((subscription, scope))
             if totals is None:
                 totals = self.scopes[(subscription, scope)] = Totals()
             totals.add_record(gpu_seconds, billable, costs, metrics)
+        resource = (subscription, dimensions.resource_scope)
+        if resource not in self.resources:
+            self.resources[resource] = (dimensions, Totals())
+        self.resources[resource][1].add_record(gpu_seconds, billable, costs, metrics)
 
     def rollups(self, ttl: int) -> Iterable[Rollup]:
         """The roll-ups of the hour, each kept until ``ttl`` (epoch s)."""
         for (subscription, scope), totals in self.scopes.items():
             yield Rollup(subscription, scope, self.hour, totals, ttl)
+
+    def cost_hours(self, ttl: int) -> Iterable[CostHour]:
+        """Every resource lifetime's charges in the hour, each kept until ``ttl`` (epoch s)."""
+        for (subscription, _), (dimensions, totals) in self.resources.items():
+            yield CostHour(subscription, self.hour, dimensions, totals, ttl)

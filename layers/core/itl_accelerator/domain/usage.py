@@ -112,7 +112,8 @@ class Meter:
     node, its supplier, region and SKU), how many (``gpus``), under which locked ``terms``, and when
     (``start``/``end``, epoch seconds; ``end`` None while it runs). ``metered_until``: usage is recorded up to there
     (epoch seconds). ``service``: the provider's service the allocation is billed under (``instances`` or
-    ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's."""
+    ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's;
+    ``submitted_by``: who asked for the work (a job's submitter, an instance's creator)."""
 
     allocation_id: str
     subscription_id: str
@@ -138,6 +139,33 @@ class Meter:
     metered_until: int = 0
     metrics_retry_from: int | None = None
     active: bool = True
+    submitted_by: str = ""
+
+    @classmethod
+    def described(cls, allocation_id: str, d: dict[str, Any], **state: Any) -> Meter:
+        """The meter of ``allocation_id`` whose :meth:`descriptor` is ``d``, with its ``state`` (``gpus``, ``terms``,
+        ``start``, ``end``, ``dgx_id``, ``metered_until``, ``metrics_retry_from``, ``active``): how a repository reads
+        one back."""
+        return cls(
+            allocation_id=allocation_id,
+            subscription_id=d["subscriptionId"],
+            resource_group=d["resourceGroup"],
+            resource_id=d["resourceId"],
+            resource_name=d["resourceName"],
+            resource_type=d["resourceType"],
+            service=d["service"],
+            node_resource_group=d["nodeResourceGroup"],
+            node_name=d["nodeName"],
+            node_id=d["nodeId"],
+            supplier=d["supplier"],
+            region=d["region"],
+            sku=d["sku"],
+            tags=d.get("tags") or {},
+            resource_created_at=str(d.get("resourceCreatedAt", "")),
+            node_created_at=str(d.get("nodeCreatedAt", "")),
+            submitted_by=str(d.get("submittedBy", "")),
+            **state,
+        )
 
     @property
     def node_key(self) -> ResourceKey:
@@ -162,6 +190,7 @@ class Meter:
             "tags": self.tags,
             "resourceCreatedAt": self.resource_created_at,
             "nodeCreatedAt": self.node_created_at,
+            "submittedBy": self.submitted_by,
         }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from itl_accelerator.billing.rollup import Rollup, Totals
+from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import (
     Demand,
@@ -350,6 +350,16 @@ class UsageRepository(Protocol):
 
     def rollup_done(self, hour: str, version: str) -> bool:
         """Clear an hour's due mark unless newer usage marked it again meanwhile."""
+        ...
+
+    def put_cost_hours(self, hours: list[CostHour]) -> None:
+        """Write resources' charges of an hour (each replaces what that resource's hour held). Raises
+        ``StoreBusy``."""
+        ...
+
+    def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """Every resource lifetime's charges by day of a subscription, ``first_day`` to ``last_day`` (``YYYY-MM-DD``)
+        inclusive, by day — deleted resources included: what cost queries read."""
         ...
 
     def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:

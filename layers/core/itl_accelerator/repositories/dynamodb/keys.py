@@ -15,6 +15,7 @@ AuditEvent         ``SUB#{sub}#AUDIT``            ``{timestamp}#{eventId}``     
 Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``                    —  (GSI2: ``METER#{shard}``)
 QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``                 —  (counts GPUs held; its limit)
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
+CostDay            ``SUB#{sub}#COST#{month}``     ``{day}#{resource scope}``                  —  (``h00``..``h23``)
 =================  =============================  ==========================================  ==========================
 
 Billing works across tenants by nature (a day's export, an hour's roll-up), so the usage records and the billing
@@ -150,6 +151,11 @@ def export_day_sk(day: str) -> str:
 def correction_lines_pk(day: str) -> str:
     """Partition of the correction lines one day's export carries."""
     return f"SYS{SEP}BILL{SEP}{day}"
+
+
+def cost_pk(subscription_id: str, month: str) -> str:
+    """Partition of a subscription's charges by resource and day in one month (``YYYY-MM``)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}COST{SEP}{month}"
 
 
 def quota_sk(location: str, name: str) -> str:

@@ -114,29 +114,14 @@ class DynamoMeterRepository:
         item = self._t.get_item(pk, sk)
         if item is None:
             return None
-        d = json.loads(item["descriptor"])
-        return Meter(
-            allocation_id=sk.split(keys.SEP, 1)[1],
-            subscription_id=d["subscriptionId"],
-            resource_group=d["resourceGroup"],
-            resource_id=d["resourceId"],
-            resource_name=d["resourceName"],
-            resource_type=d["resourceType"],
-            service=d["service"],
-            node_resource_group=d["nodeResourceGroup"],
-            node_name=d["nodeName"],
-            node_id=d["nodeId"],
-            supplier=d["supplier"],
-            region=d["region"],
-            sku=d["sku"],
+        return Meter.described(
+            sk.split(keys.SEP, 1)[1],
+            json.loads(item["descriptor"]),
             gpus=int(item["gpus"]),
             terms=BillingTerms.from_pricing(json.loads(item.get("pricing") or "{}")),
             start=int(item["start"]),
             end=int(item["end"]) if item.get("end") is not None else None,
             dgx_id=str(item.get("dgxId", "")),
-            tags=d.get("tags") or {},
-            resource_created_at=str(d.get("resourceCreatedAt", "")),
-            node_created_at=str(d.get("nodeCreatedAt", "")),
             metered_until=int(item.get("meteredUntil", item["start"])),
             metrics_retry_from=int(item["metricsRetryFrom"]) if item.get("metricsRetryFrom") is not None else None,
             active="GSI2PK" in item,

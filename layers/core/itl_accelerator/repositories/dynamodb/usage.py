@@ -15,11 +15,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from itl_accelerator.billing.rollup import Rollup, Totals
+from botocore.exceptions import ClientError
+
+from itl_accelerator.billing.rollup import CostDay, CostDimensions, CostHour, Rollup, Totals
 from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, UsageRecord, WriteOutcome, hour_key
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
-from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
+from itl_accelerator.repositories.dynamodb.table import BUSY_ERROR_CODES, Table, TransactionFailed
 from itl_accelerator.repositories.errors import StoreBusy
 
 
@@ -224,6 +226,52 @@ class DynamoUsageRepository:
             return False
         return True
 
+    # ------------------------------------------------------------------------------------------- cost days
+    def put_cost_hours(self, hours: list[CostHour]) -> None:
+        """One ``UpdateItem`` each: the hour's totals in attribute ``h{HH}`` of the resource's day item, its
+        dimensions beside them — so an hour rolled up again replaces only itself, and no read is needed."""
+        for hour in hours:
+            d = hour.dimensions
+            values = {
+                ":t": "CostDay",
+                ":rid": d.resource_id,
+                ":rname": d.resource_name,
+                ":rtype": d.resource_type,
+                ":rg": d.resource_group,
+                ":by": d.submitted_by,
+                ":node": d.node_id,
+                ":supplier": d.supplier,
+                ":tags": to_json(dict(d.tags)),
+                ":h": json.dumps(hour.totals.as_stored(), default=str, separators=(",", ":")),  # exact decimals
+                ":ttl": hour.ttl,
+            }
+            try:
+                self._t.client.update_item(
+                    TableName=self._t.name,
+                    Key=typed({"PK": keys.cost_pk(hour.subscription_id, hour.day[:7]), "SK": _cost_sk(hour.day, d)}),
+                    UpdateExpression="SET entityType = :t, resourceId = :rid, resourceName = :rname, "
+                    "resourceType = :rtype, resourceGroup = :rg, submittedBy = :by, nodeId = :node, "
+                    f"supplier = :supplier, tags = :tags, h{hour.hour[11:13]} = :h, #ttl = :ttl",
+                    ExpressionAttributeNames={"#ttl": "ttl"},
+                    ExpressionAttributeValues=typed(values),
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in BUSY_ERROR_CODES:
+                    raise StoreBusy("cost hour writes throttled") from exc
+                raise
+
+    def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """One ``Query`` per month (paged), ``SK BETWEEN`` the days."""
+        for month in _months(first_day, last_day):
+            items = self._t.query_all(
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :a AND :b",
+                ExpressionAttributeValues=typed(
+                    {":pk": keys.cost_pk(subscription_id, month), ":a": first_day, ":b": last_day + "#~"}
+                ),
+            )
+            for item in items:
+                yield _cost_day(subscription_id, item)
+
     def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:
         """One ``Query`` (paged; at most 720 hours)."""
         items = self._t.query_all(
@@ -233,3 +281,40 @@ class DynamoUsageRepository:
             ),
         )
         return {str(item["SK"]): Totals.from_stored(item) for item in items}
+
+
+def _cost_sk(day: str, d: CostDimensions) -> str:
+    return f"{day}{keys.SEP}{d.resource_scope}"
+
+
+def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
+    """A resource's day from its item (plain values)."""
+    day, _, scope = str(item["SK"]).partition(keys.SEP)
+    dimensions = CostDimensions(
+        resource_scope=scope,
+        resource_id=str(item.get("resourceId", "")),
+        resource_name=str(item.get("resourceName", "")),
+        resource_type=str(item.get("resourceType", "")),
+        resource_group=str(item.get("resourceGroup", "")),
+        submitted_by=str(item.get("submittedBy", "")),
+        node_id=str(item.get("nodeId", "")),
+        supplier=str(item.get("supplier", "")),
+        tags=tuple(sorted(json.loads(item.get("tags") or "{}").items())),
+    )
+    hours = {
+        f"{day}T{name[1:]}": Totals.from_stored(json.loads(value))
+        for name, value in item.items()
+        if len(name) == 3 and name[0] == "h" and name[1:].isdigit()
+    }
+    return CostDay(subscription_id, day, dimensions, hours)
+
+
+def _months(first_day: str, last_day: str) -> list[str]:
+    """The months (``YYYY-MM``) from ``first_day``'s to ``last_day``'s."""
+    year, month = int(first_day[:4]), int(first_day[5:7])
+    end = (int(last_day[:4]), int(last_day[5:7]))
+    months = []
+    while (year, month) <= end:
+        months.append(f"{year:04d}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return months

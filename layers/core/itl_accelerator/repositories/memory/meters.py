@@ -13,29 +13,14 @@ from itl_accelerator.repositories.memory.workloads import meter_key
 
 def meter_of(stored: StoredMeter) -> Meter:
     """The meter a stored one reads as (its descriptor's fields; ``active`` while it is in the due index)."""
-    d = copy.deepcopy(stored.descriptor)
-    return Meter(
-        allocation_id=stored.allocation_id,
-        subscription_id=d["subscriptionId"],
-        resource_group=d["resourceGroup"],
-        resource_id=d["resourceId"],
-        resource_name=d["resourceName"],
-        resource_type=d["resourceType"],
-        service=d["service"],
-        node_resource_group=d["nodeResourceGroup"],
-        node_name=d["nodeName"],
-        node_id=d["nodeId"],
-        supplier=d["supplier"],
-        region=d["region"],
-        sku=d["sku"],
+    return Meter.described(
+        stored.allocation_id,
+        copy.deepcopy(stored.descriptor),
         gpus=stored.gpus,
         terms=stored.terms,
         start=stored.start,
         end=stored.end,
         dgx_id=stored.dgx_id,
-        tags=d.get("tags") or {},
-        resource_created_at=str(d.get("resourceCreatedAt", "")),
-        node_created_at=str(d.get("nodeCreatedAt", "")),
         metered_until=stored.metered_until,
         metrics_retry_from=stored.metrics_retry_from,
         active=stored.due is not None,

@@ -9,7 +9,7 @@ import copy
 import uuid
 from collections.abc import Iterator
 
-from itl_accelerator.billing.rollup import Rollup, Totals
+from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
 from itl_accelerator.domain.usage import UsageRecord, WriteOutcome, hour_key
 from itl_accelerator.repositories.memory.state import MemoryState, check_size
 
@@ -100,6 +100,29 @@ class MemoryUsageRepository:
                 return False
             del self._s.rollup_due[hour]
             return True
+
+    def put_cost_hours(self, hours: list[CostHour]) -> None:
+        """Each hour replaces only itself in its resource's day (``DynamoUsageRepository.put_cost_hours``)."""
+        with self._s.lock:
+            for hour in hours:
+                key = (hour.subscription_id.lower(), hour.day, hour.dimensions.resource_scope.lower())
+                day = self._s.cost_days.get(key)
+                if day is None:
+                    day = self._s.cost_days[key] = CostDay(hour.subscription_id, hour.day, hour.dimensions)
+                day.dimensions = hour.dimensions
+                day.hours[hour.hour] = copy.deepcopy(hour.totals)
+
+    def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """By day, then resource scope (the table's sort key)."""
+        with self._s.lock:
+            found = sorted(
+                (key, copy.deepcopy(day))
+                for key, day in self._s.cost_days.items()
+                if key[0] == subscription_id.lower() and first_day <= key[1] <= last_day
+            )
+        for _, day in found:
+            day.subscription_id = subscription_id
+            yield day
 
     def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:
         with self._s.lock:

@@ -5,7 +5,7 @@ services/common/placement.py), never the node's prices now (billing/metering.py)
 from __future__ import annotations
 
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.records import Node, Workload
+from itl_accelerator.domain.records import Job, Node, Workload
 from itl_accelerator.domain.usage import Meter
 from itl_accelerator.resources import NODES
 
@@ -47,4 +47,12 @@ def meter_for(
         tags=dict(workload.document.get("tags") or {}),
         resource_created_at=workload.created_at,
         node_created_at=node.created_at if node else "",
+        submitted_by=_submitter(workload),
     )
+
+
+def _submitter(workload: Workload) -> str:
+    """Who asked for the work: a job's submitter, an instance's creator (``systemData.createdBy``)."""
+    if isinstance(workload, Job):
+        return workload.submitted_by
+    return str((workload.document.get("systemData") or {}).get("createdBy", ""))

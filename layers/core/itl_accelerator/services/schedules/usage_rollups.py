@@ -1,6 +1,7 @@
 """The hourly roll-ups: every hour whose usage records changed (marked due by each record write) is recomputed from
-its records — per resource lifetime, per subscription, per node lifetime (billing/rollup.py) — never incremented, so
-a repeated or overlapping run changes nothing. Bounded by ``rollup_batch_hours`` and the Lambda's time left; an
+its records — per resource lifetime, per subscription, per node lifetime, per resource group and tag
+(billing/rollup.py), and each resource's charges of the hour for cost queries — never incremented, so a repeated or
+overlapping run changes nothing. Bounded by ``rollup_batch_hours`` and the Lambda's time left; an
 hour that fails is logged and stays due.
 """
 
@@ -77,4 +78,5 @@ class UsageRollups:
             ttl = ttl or record.window_start + USAGE_RETENTION_SECONDS
             rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
         self._usage.put_rollups(list(rollup.rollups(ttl)))
+        self._usage.put_cost_hours(list(rollup.cost_hours(ttl)))
         return rollup

@@ -1,13 +1,15 @@
-"""GPU quotas: every reservation counts its GPUs in the quotas of its node's location and model, a limit refuses an
+"""GPU quotas and cost days. Quotas: every reservation counts its GPUs in the quotas of its node's location and model, a limit refuses an
 allocation past it in the reservation's own transaction (nothing else written), releases count them out, and a limit
 can be set below what is held (new allocations wait until enough ends)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
+from itl_accelerator.billing.rollup import CostDimensions, CostHour, Totals
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import Release, Reservation
 from itl_accelerator.repositories.errors import CapacityShortfall, EtagMismatch, QuotaExceeded
@@ -127,3 +129,39 @@ def test_a_reservation_refused_by_its_node_is_not_counted(repos: Repositories, s
             Reservation.on(node, 4, 320, child=1),
         )
     assert used(repos, sub) == 0
+
+
+# ---------------------------------------------------------------------------------------------- cost days
+def _cost_hour(sub: str, hour: str, resource: str, cost: str, *, submitted_by: str = "ann") -> CostHour:
+    dims = CostDimensions(
+        resource_scope=f"RES#/r/{resource}#2024",
+        resource_id=f"/r/{resource}",
+        resource_name=resource,
+        resource_type="ITL.Accelerator/sparkJobs",
+        resource_group="rg1",
+        submitted_by=submitted_by,
+        node_id="/n/1",
+        supplier="sup",
+        tags=(("team", "nlp"),),
+    )
+    totals = Totals(gpu_seconds=3600, billable_gpu_seconds=3600, costs={"USD": Decimal(cost)})
+    return CostHour(sub, hour, dims, totals, 10**10)
+
+
+def test_cost_hours_are_kept_by_resource_and_day_each_hour_replacing_only_itself(repos: Repositories, sub: str) -> None:
+    repos.usage.put_cost_hours(
+        [_cost_hour(sub, "2024-05-31T23", "a", "1.5"), _cost_hour(sub, "2024-06-01T00", "a", "2")]
+    )
+    repos.usage.put_cost_hours(
+        [_cost_hour(sub, "2024-05-31T23", "a", "1.25"), _cost_hour(sub, "2024-05-31T22", "b", "3")]
+    )
+    days = list(repos.usage.cost_days(sub, "2024-05-31", "2024-06-01"))
+    assert [(d.day, d.dimensions.resource_name, sorted(d.hours)) for d in days] == [
+        ("2024-05-31", "a", ["2024-05-31T23"]),
+        ("2024-05-31", "b", ["2024-05-31T22"]),
+        ("2024-06-01", "a", ["2024-06-01T00"]),
+    ]
+    assert days[0].hours["2024-05-31T23"].costs == {"USD": Decimal("1.25")}
+    assert days[0].dimensions.tags == (("team", "nlp"),) and days[0].dimensions.submitted_by == "ann"
+    assert [d.day for d in repos.usage.cost_days(sub, "2024-06-01", "2024-06-30")] == ["2024-06-01"]
+    assert list(repos.usage.cost_days(f"{sub}-other", "2024-05-01", "2024-06-30")) == []

@@ -1,0 +1,6 @@
+"""The cost query function (POST .../costQuery; see template.yaml)."""
+
+from itl_accelerator.api.routes import costs as routes
+from itl_functions.adapter import operation_handler
+
+query = operation_handler(routes.router, "Costs_Query")

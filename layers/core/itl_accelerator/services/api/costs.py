@@ -1,0 +1,219 @@
+"""Cost queries (models/costs.py): what a subscription's work cost, over any past period, grouped and filtered by
+resource group, resource type, resource, submitter, node, supplier or tag — answered from each resource's charges by
+hour, which the hourly roll-up keeps (billing/rollup.py ``CostHour``) for every resource, deleted or not. The figures
+are those of the usage records the FOCUS export bills: a query and the export agree for the same period.
+
+Who sees what (docs/RBAC.md): admins every charge; consumers the charges of the work they asked for (their jobs);
+suppliers the charges of the work on their nodes while they owned them (their earnings) — whoever holds several
+roles, the union; a caller holding only some resource groups, those groups only. Needs ``costQuery/action``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.arm import validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.billing.rollup import CostDay, CostDimensions, Totals
+from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.models.costs import CostQuery, QueryFilter
+from itl_accelerator.repositories.protocols import UsageRepository
+from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.context import CallContext
+
+#: The longest period one query covers (days).
+MAX_DAYS = 366
+#: The most rows one answer holds.
+MAX_ROWS = 50_000
+
+
+def _dimension(d: CostDimensions, name: str) -> str:
+    return {
+        "ResourceGroupName": d.resource_group,
+        "ResourceType": d.resource_type,
+        "ResourceId": d.resource_id,
+        "ResourceName": d.resource_name,
+        "SubmittedBy": d.submitted_by,
+        "NodeId": d.node_id,
+        "Supplier": d.supplier,
+    }[name]
+
+
+def _tag(d: CostDimensions, key: str) -> str:
+    """The value of tag ``key`` (names are case-insensitive, as ARM's), "" when the resource has none."""
+    return next((v for k, v in d.tags if k.lower() == key.lower()), "")
+
+
+def _matches(d: CostDimensions, f: QueryFilter | None) -> bool:
+    if f is None:
+        return True
+    if f.and_ is not None:
+        return all(_matches(d, x) for x in f.and_)
+    if f.or_ is not None:
+        return any(_matches(d, x) for x in f.or_)
+    if f.dimensions is not None:
+        wanted = {v.lower() for v in f.dimensions.values}
+        return _dimension(d, f.dimensions.name).lower() in wanted
+    assert f.tags is not None
+    return _tag(d, f.tags.name) in f.tags.values
+
+
+def period_of(query: CostQuery, now: datetime) -> tuple[datetime, datetime]:
+    """``[start, end)`` of the query (UTC): this month so far, last month, this week so far (from Monday), or the
+    custom period. 400 for a period that ends before it starts or is longer than :data:`MAX_DAYS`."""
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if query.timeframe == "MonthToDate":
+        return today.replace(day=1), now
+    if query.timeframe == "TheLastMonth":
+        first = today.replace(day=1)
+        return (first - timedelta(days=1)).replace(day=1), first
+    if query.timeframe == "WeekToDate":
+        return today - timedelta(days=today.weekday()), now
+    assert query.time_period is not None
+    start, end = query.time_period.from_, query.time_period.to
+    if start.tzinfo is None or end.tzinfo is None:
+        raise InvalidParameter("'timePeriod' times must carry a time zone (e.g. 'Z').", target="timePeriod")
+    if end < start:
+        raise InvalidParameter("'timePeriod.to' is before 'timePeriod.from'.", target="timePeriod.to")
+    if end - start > timedelta(days=MAX_DAYS):
+        raise InvalidParameter(f"A query covers at most {MAX_DAYS} days.", target="timePeriod")
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+class CostQueryService:
+    """Cost queries over the usage repository's cost days. ``clock`` returns epoch seconds."""
+
+    def __init__(self, usage: UsageRepository, access: Access, clock: Callable[[], float] = time.time):
+        self._usage = usage
+        self._access = access
+        self._clock = clock
+
+    def query(self, ctx: CallContext, subscription_id: str, query: CostQuery) -> dict[str, Any]:
+        """The answer (module docstring): ``{"id", "name", "type", "properties": {"columns", "rows"}}``; rows
+        ordered by time bucket, then group values, then currency. 400 for a bad period or too many rows; 404
+        outside the caller's scopes; 403 (audited) without the permission."""
+        validate_subscription_id(subscription_id)
+        self._access.require_any(
+            ctx,
+            (rbac.COSTS_READ,),
+            subscription_id=subscription_id,
+            resource_group=None,
+            resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/costQuery",
+            resource_type=f"{PROVIDER_NAMESPACE}/costQuery",
+            resource_name="costQuery",
+            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        )
+        start, end = period_of(query, datetime.fromtimestamp(self._clock(), UTC))
+        days = self._usage.cost_days(
+            subscription_id, start.date().isoformat(), (end - timedelta(microseconds=1)).date().isoformat()
+        )
+        sums = self._aggregate(query, self._visible(ctx, subscription_id, days), start, end)
+        return self._answer(subscription_id, query, sums)
+
+    # ----------------------------------------------------------------------------------------------- who sees what
+    @staticmethod
+    def _visible(ctx: CallContext, subscription_id: str, days: Iterable[CostDay]) -> Iterable[CostDay]:
+        principal = ctx.principal
+        groups = principal.resource_groups_in(subscription_id)
+        visible_groups = {g.lower() for g in groups} if groups is not None else None
+        for day in days:
+            d = day.dimensions
+            if visible_groups is not None and d.resource_group.lower() not in visible_groups:
+                continue
+            if (
+                rbac.ROLE_ADMIN in principal.roles
+                or (rbac.ROLE_CONSUMER in principal.roles and d.submitted_by == principal.subject)
+                or (rbac.ROLE_SUPPLIER in principal.roles and d.supplier == principal.subject)
+            ):
+                yield day
+
+    # ----------------------------------------------------------------------------------------------- sums
+    @staticmethod
+    def _bucket(query: CostQuery, hour: str) -> str:
+        granularity = query.dataset.granularity
+        if granularity == "Hourly":
+            return f"{hour}:00:00Z"
+        if granularity == "Daily":
+            return hour[:10].replace("-", "")
+        if granularity == "Monthly":
+            return hour[:7]
+        return ""
+
+    def _aggregate(
+        self, query: CostQuery, days: Iterable[CostDay], start: datetime, end: datetime
+    ) -> dict[tuple[str, tuple[str, ...]], Totals]:
+        """Totals by (time bucket, group values)."""
+        first, last = start.strftime("%Y-%m-%dT%H"), end.strftime("%Y-%m-%dT%H")
+        partial_last_hour = end != end.replace(minute=0, second=0, microsecond=0)
+        sums: dict[tuple[str, tuple[str, ...]], Totals] = {}
+        for day in days:
+            d = day.dimensions
+            if not _matches(d, query.dataset.filter):
+                continue
+            group = tuple(
+                _dimension(d, g.name) if g.type == "Dimension" else _tag(d, g.name) for g in query.dataset.grouping
+            )
+            for hour, totals in day.hours.items():
+                if hour < first or hour > last or (hour == last and not partial_last_hour):
+                    continue
+                key = (self._bucket(query, hour), group)
+                if key not in sums:
+                    sums[key] = Totals()
+                sums[key].merge(totals)
+        return sums
+
+    def _answer(
+        self, subscription_id: str, query: CostQuery, sums: dict[tuple[str, tuple[str, ...]], Totals]
+    ) -> dict[str, Any]:
+        measures = [a.name for a in query.dataset.aggregation.values()]
+        names = list(query.dataset.aggregation)
+        by_cost = "Cost" in measures
+        columns = [{"name": n, "type": "Number"} for n in names]
+        granularity = query.dataset.granularity
+        if granularity == "Daily":
+            columns.append({"name": "UsageDate", "type": "Number"})
+        elif granularity == "Monthly":
+            columns.append({"name": "BillingMonth", "type": "String"})
+        elif granularity == "Hourly":
+            columns.append({"name": "UsageDateTime", "type": "String"})
+        columns += [{"name": g.name, "type": "String"} for g in query.dataset.grouping]
+        if by_cost:
+            columns.append({"name": "Currency", "type": "String"})
+        rows: list[list[Any]] = []
+        for (bucket, group), totals in sorted(sums.items()):
+            currencies = sorted(totals.costs) if by_cost else [""]
+            for currency in currencies or [""]:
+                row: list[Any] = []
+                for measure in measures:
+                    if measure == "Cost":
+                        row.append(float(totals.costs.get(currency, Decimal(0))))
+                    elif measure == "GpuSeconds":
+                        row.append(totals.gpu_seconds)
+                    else:
+                        row.append(totals.billable_gpu_seconds)
+                if granularity == "Daily":
+                    row.append(int(bucket))
+                elif granularity in ("Monthly", "Hourly"):
+                    row.append(bucket)
+                row.extend(group)
+                if by_cost:
+                    row.append(currency)
+                rows.append(row)
+                if len(rows) > MAX_ROWS:
+                    raise InvalidParameter(
+                        f"The query answers more than {MAX_ROWS} rows: narrow its period, granularity or groups.",
+                        target="dataset",
+                    )
+        name = str(uuid.uuid4())
+        return {
+            "id": f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/costQuery/{name}",
+            "name": name,
+            "type": f"{PROVIDER_NAMESPACE}/costQuery",
+            "properties": {"columns": columns, "rows": rows, "nextLink": None},
+        }
