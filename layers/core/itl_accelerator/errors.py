@@ -147,6 +147,13 @@ class QuotaExceeded(Conflict):
     code = "QuotaExceeded"
 
 
+class BudgetExceeded(Conflict):
+    """409 ``BudgetExceeded``: a budget of the subscription is spent this month and refuses new allocations; the
+    message names it, its amount and the spend."""
+
+    code = "BudgetExceeded"
+
+
 class NodeNotAvailable(Conflict):
     """409 ``NodeNotAvailable``: the node is Cordoned, in Maintenance or Offline and takes no new work."""
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from itl_accelerator.dgx.client import DgxPlatformClient
     from itl_accelerator.repositories.protocols import Repositories
     from itl_accelerator.services.api.audit_query import AuditQueryService
+    from itl_accelerator.services.api.budgets import BudgetService
     from itl_accelerator.services.api.costs import CostQueryService
     from itl_accelerator.services.api.instances import SparkOllamaInstanceService
     from itl_accelerator.services.api.jobs import SparkJobService
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.common.kernel import ResourceKernel
     from itl_accelerator.services.common.placement import Placement
     from itl_accelerator.services.schedules.billing_export import BillingExport
+    from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
     from itl_accelerator.services.schedules.job_tracker import JobTracker
     from itl_accelerator.services.schedules.reconciler import Reconciler
     from itl_accelerator.services.schedules.usage_rollups import UsageRollups
@@ -249,6 +251,18 @@ class Wiring:
         from itl_accelerator.services.schedules.usage_rollups import UsageRollups
 
         return UsageRollups(self.repositories.usage, self.settings)
+
+    @cached_property
+    def budget_monitor(self) -> BudgetMonitor:
+        from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
+
+        return BudgetMonitor(self.repositories, self.jobs, self.instances, clock=self.clock)
+
+    @cached_property
+    def budgets(self) -> BudgetService:
+        from itl_accelerator.services.api.budgets import BudgetService
+
+        return BudgetService(self.repositories.budgets, self.access)
 
     @cached_property
     def billing_export(self) -> BillingExport:

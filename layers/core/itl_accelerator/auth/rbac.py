@@ -103,6 +103,15 @@ COSTS_READ = _permission(
     "Query costs",
     "Queries what the subscription's work cost (consumers: their own work; suppliers: their nodes' earnings).",
 )
+BUDGETS_READ = _permission(
+    "budgets/read", "Budgets", "Read budgets", "Reads the budgets of a subscription and where they stand."
+)
+BUDGETS_WRITE = _permission(
+    "budgets/write",
+    "Budgets",
+    "Set budgets",
+    "Creates, changes or deletes a budget of a subscription (the provider's operators).",
+)
 AUDIT_READ = _permission(
     "auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription."
 )
@@ -130,6 +139,8 @@ PERMISSIONS: tuple[Permission, ...] = (
     QUOTAS_READ,
     QUOTAS_WRITE,
     COSTS_READ,
+    BUDGETS_READ,
+    BUDGETS_WRITE,
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
@@ -154,6 +165,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             OPERATIONS_READ.name,
             QUOTAS_READ.name,
             COSTS_READ.name,
+            BUDGETS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),
@@ -167,6 +179,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             OPERATIONS_READ.name,
             QUOTAS_READ.name,
             COSTS_READ.name,
+            BUDGETS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
+from itl_accelerator.domain.budgets import Budget, BudgetState
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import (
     Demand,
@@ -255,6 +256,37 @@ class QuotaRepository(Protocol):
         ...
 
 
+class BudgetRepository(Protocol):
+    """Budgets (domain/budgets.py): set by operators, evaluated by the budget monitor."""
+
+    def get(self, subscription_id: str, name: str) -> Budget | None:
+        """The budget (case-insensitive name), or None."""
+        ...
+
+    def in_subscription(self, subscription_id: str) -> list[Budget]:
+        """Every budget of a subscription, by name."""
+        ...
+
+    def every(self, limit: int, token: str | None) -> Page[Budget]:
+        """A page of every budget of every subscription (the monitor's work list). Raises ``InvalidSkipToken``."""
+        ...
+
+    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None) -> None:
+        """Create (``expected_etag`` None: the name must be free) or replace (still at ``expected_etag``) a budget,
+        with its audit event — together; a replace keeps the monitor's state. Raises ``ItemExists``,
+        ``EtagMismatch``, ``ItemMissing``."""
+        ...
+
+    def delete(self, budget: Budget, audit: AuditEvent) -> None:
+        """Remove a budget still at its etag, with its audit event. Raises ``EtagMismatch``."""
+        ...
+
+    def record(self, budget: Budget, state: BudgetState, audits: list[AuditEvent]) -> bool:
+        """Write the monitor's ``state`` (its ``version`` the one read plus one) and the audit items of the thresholds
+        it crossed — together, and only if no evaluation was written since ``budget`` was read (False then)."""
+        ...
+
+
 class OperationRepository(Protocol):
     """Long-running operations (their start and moves happen in the workloads' transactions)."""
 
@@ -422,6 +454,7 @@ class Repositories:
     jobs: JobRepository
     leases: LeaseIndex
     quotas: QuotaRepository
+    budgets: BudgetRepository
     operations: OperationRepository
     audit: AuditRepository
     subscriptions: SubscriptionRepository

@@ -7,6 +7,7 @@ from typing import Any
 
 from itl_accelerator.repositories.dynamodb.audit import DynamoAuditRepository
 from itl_accelerator.repositories.dynamodb.billing import DynamoBillingRepository
+from itl_accelerator.repositories.dynamodb.budgets import DynamoBudgetRepository
 from itl_accelerator.repositories.dynamodb.instances import DynamoInstanceRepository
 from itl_accelerator.repositories.dynamodb.jobs import DynamoJobRepository
 from itl_accelerator.repositories.dynamodb.meters import DynamoMeterRepository
@@ -28,6 +29,7 @@ def dynamodb_repositories(client: Any, table_name: str) -> Repositories:
         jobs=DynamoJobRepository(table),
         leases=DynamoLeaseIndex(table),
         quotas=DynamoQuotaRepository(table),
+        budgets=DynamoBudgetRepository(table),
         operations=DynamoOperationRepository(table),
         audit=DynamoAuditRepository(table),
         subscriptions=DynamoSubscriptionRepository(table),

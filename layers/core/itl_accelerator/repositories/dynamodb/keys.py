@@ -16,6 +16,7 @@ Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``      
 QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``                 —  (counts GPUs held; its limit)
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 CostDay            ``SUB#{sub}#COST#{month}``     ``{day}#{resource scope}``                  —  (``h00``..``h23``)
+Budget             ``SUB#{sub}``                  ``BUDGET#{name}``                           —  (listed in ``SYS#BUDGETS``)
 =================  =============================  ==========================================  ==========================
 
 Billing works across tenants by nature (a day's export, an hour's roll-up), so the usage records and the billing
@@ -151,6 +152,15 @@ def export_day_sk(day: str) -> str:
 def correction_lines_pk(day: str) -> str:
     """Partition of the correction lines one day's export carries."""
     return f"SYS{SEP}BILL{SEP}{day}"
+
+
+def budget_sk(name: str) -> str:
+    """Sort key of a budget (in the subscription's partition)."""
+    return f"BUDGET{SEP}{name.lower()}"
+
+
+#: The system partition listing every budget (``{sub}#{name}``), which the budget monitor pages through.
+BUDGETS_PK = f"SYS{SEP}BUDGETS"
 
 
 def cost_pk(subscription_id: str, month: str) -> str:

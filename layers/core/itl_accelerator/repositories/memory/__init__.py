@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from itl_accelerator.repositories.memory.audit import MemoryAuditRepository
 from itl_accelerator.repositories.memory.billing import MemoryBillingRepository
+from itl_accelerator.repositories.memory.budgets import MemoryBudgetRepository
 from itl_accelerator.repositories.memory.instances import MemoryInstanceRepository
 from itl_accelerator.repositories.memory.jobs import MemoryJobRepository
 from itl_accelerator.repositories.memory.meters import MemoryMeterRepository
@@ -29,6 +30,7 @@ def memory_repositories(state: MemoryState | None = None) -> Repositories:
         jobs=MemoryJobRepository(state),
         leases=MemoryLeaseIndex(state),
         quotas=MemoryQuotaRepository(state),
+        budgets=MemoryBudgetRepository(state),
         operations=MemoryOperationRepository(state),
         audit=MemoryAuditRepository(state),
         subscriptions=MemorySubscriptionRepository(state),

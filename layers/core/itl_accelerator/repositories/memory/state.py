@@ -18,6 +18,7 @@ from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.billing.rollup import CostDay, Totals
+from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.records import FleetShape, Node, Operation, ResourceKey, Workload
 from itl_accelerator.domain.usage import ExportDay, UsageRecord
 from itl_accelerator.models.audit import AuditEvent
@@ -172,6 +173,8 @@ class MemoryState:
     rollups: dict[tuple[str, str], dict[str, Totals]] = field(default_factory=dict)
     #: (subscription (lower), day, resource scope (lower)) → that resource's charges of the day by hour
     cost_days: dict[tuple[str, str, str], CostDay] = field(default_factory=dict)
+    #: (subscription (lower), budget name (lower)) → budget
+    budgets: dict[tuple[str, str], Budget] = field(default_factory=dict)
     #: (subscription (lower), location (lower), quota name (lower)) → quota counter
     quotas: dict[tuple[str, str, str], StoredQuota] = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from itl_accelerator.billing.metering import terms_properties
@@ -36,6 +37,7 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.budgets import refusal
 from itl_accelerator.services.common.capacity import Capacity, insufficient
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
@@ -192,6 +194,10 @@ class SparkOllamaInstanceService:
         capacity = Capacity.of(node_record)
         if not capacity.fits(spec.gpus, spec.memory_gb):
             raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        refused = refusal(self._kernel.repositories.budgets.in_subscription(subscription_id), now, resource_group, {})
+        if refused is not None:
+            raise refused
         operation_id = str(uuid.uuid4())
         terms = node_record.terms
         document: dict[str, Any] = {

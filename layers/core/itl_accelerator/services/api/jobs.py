@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from itl_accelerator.arm import normalize_location
@@ -33,6 +34,7 @@ from itl_accelerator.repositories.errors import SubscriptionNotWritable, Workloa
 from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.budgets import refusal
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -69,6 +71,7 @@ class SparkJobService:
         self._kernel = kernel
         self._clock = clock
         self._jobs = kernel.repositories.jobs
+        self._jobs_budgets = kernel.repositories.budgets
         self._state_machines = state_machines
         self._settings = settings
 
@@ -181,6 +184,14 @@ class SparkJobService:
         self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, spec: dict[str, Any], fingerprint: str
     ) -> Accepted:
         props = body.properties
+        refused = refusal(
+            self._jobs_budgets.in_subscription(key.subscription_id),
+            datetime.fromtimestamp(self._clock(), UTC),
+            key.resource_group,
+            dict(body.tags or {}),
+        )
+        if refused is not None:
+            raise refused
         secrets = dict(spec["workload"].get("secretEnv") or {})
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()

@@ -23,13 +23,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms, terms_properties
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import Demand, FleetShape, Job, Lease, Node, Reservation, ResourceKey, gpu_model_key
 from itl_accelerator.domain.states import JobStatus
+from itl_accelerator.errors import BudgetExceeded
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
@@ -43,6 +44,7 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.budgets import refusal
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -93,6 +95,7 @@ class Placement:
         self._jobs = kernel.repositories.jobs
         self._nodes = kernel.repositories.nodes
         self._quotas = kernel.repositories.quotas
+        self._budgets = kernel.repositories.budgets
         self._state_machines = state_machines
         self._settings = settings
         self._clock = clock
@@ -155,8 +158,10 @@ class Placement:
         return f"The job asks for {job.gpus} GPUs; " + "; ".join(dict.fromkeys(refusals)) + "."
 
     def waiting_reason(self, job: Job) -> str:
-        """Why ``job`` waits: every node that could take it now is held back by a full GPU quota (saying which),
-        or no node has room."""
+        """Why ``job`` waits: a spent budget, or every node that could take it now held back by a full GPU quota
+        (saying which), or no node with room."""
+        if (budget := self._budget_refusal(job)) is not None:
+            return f"Waiting for budget: {budget.message}"
         room = [
             n
             for n in self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
@@ -205,10 +210,18 @@ class Placement:
             and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
         )
 
+    def _budget_refusal(self, job: Job) -> BudgetExceeded | None:
+        """Why a spent budget holds ``job`` back now (one read of the subscription's budgets), or None."""
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        tags = dict(job.document.get("tags") or {})
+        return refusal(self._budgets.in_subscription(job.key.subscription_id), now, job.key.resource_group, tags)
+
     def place(self, ctx: CallContext, job: Job) -> Placed | None:
         """Reserve ``job``'s GPUs on the best-fitting node and move it Pending → Scheduled, one transaction (the
-        node's conditional update judges). None when no candidate could take it now, or the job changed (e.g. a
-        cancel came)."""
+        node's conditional update judges). None when no candidate could take it now, a spent budget holds it back,
+        or the job changed (e.g. a cancel came)."""
+        if self._budget_refusal(job) is not None:
+            return None
         for node in self.candidates(job)[:MAX_ATTEMPTS]:
             for _ in range(3):  # again on a busy store, or on the node as it is now
                 try:

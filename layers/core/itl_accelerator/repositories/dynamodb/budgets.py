@@ -1,0 +1,201 @@
+"""Budgets in the table (item type ``Budget``: ``SUB#{sub}`` / ``BUDGET#{name}``; domain/budgets.py), each listed in
+the system partition ``SYS#BUDGETS`` (``{sub}#{name}``) the budget monitor pages through — the budget and its entry
+written together. A budget's state (its period, spend, thresholds notified) is written only by the monitor,
+conditioned on the version it read, with the audit items of the thresholds it crossed."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import decode_token, encode_token, plain, to_json, typed
+from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing
+from itl_accelerator.repositories.protocols import Page
+
+
+def _spec(budget: Budget) -> dict[str, Any]:
+    return {
+        "amount": str(budget.amount),
+        "currency": budget.currency,
+        "thresholds": [str(t) for t in budget.thresholds],
+        "action": str(budget.action),
+        "resourceGroups": list(budget.filter.resource_groups),
+        "tagKey": budget.filter.tag_key,
+        "tagValues": list(budget.filter.tag_values),
+        "start": budget.start.isoformat(),
+        "end": budget.end.isoformat() if budget.end else None,
+    }
+
+
+def budget_from_item(subscription_id: str, item: dict[str, Any]) -> Budget:
+    """A budget from its item (plain values)."""
+    spec = json.loads(item["spec"])
+    return Budget(
+        subscription_id=subscription_id,
+        name=str(item["budgetName"]),
+        document=json.loads(item["doc"]),
+        etag=str(item["etag"]),
+        amount=Decimal(spec["amount"]),
+        currency=spec["currency"],
+        thresholds=tuple(Decimal(t) for t in spec["thresholds"]),
+        action=BudgetAction(spec["action"]),
+        filter=BudgetFilter(tuple(spec["resourceGroups"]), spec["tagKey"], tuple(spec["tagValues"])),
+        start=datetime.fromisoformat(spec["start"]),
+        end=datetime.fromisoformat(spec["end"]) if spec.get("end") else None,
+        state=BudgetState(
+            period=str(item.get("statePeriod", "")),
+            spend=Decimal(str(item.get("stateSpend", "0"))),
+            notified=tuple(Decimal(t) for t in json.loads(item.get("stateNotified") or "[]")),
+            exceeded=bool(item.get("stateExceeded", False)),
+            version=int(item.get("stateVersion", 0)),
+        ),
+    )
+
+
+def _index_key(budget: Budget) -> dict[str, str]:
+    return {"PK": keys.BUDGETS_PK, "SK": f"{budget.subscription_id.lower()}{keys.SEP}{budget.name.lower()}"}
+
+
+class DynamoBudgetRepository:
+    """:class:`~itl_accelerator.repositories.protocols.BudgetRepository` over the table."""
+
+    def __init__(self, table: Table):
+        self._t = table
+
+    def _key(self, subscription_id: str, name: str) -> dict[str, str]:
+        return {"PK": keys.subscription_pk(subscription_id), "SK": keys.budget_sk(name)}
+
+    def get(self, subscription_id: str, name: str) -> Budget | None:
+        key = self._key(subscription_id, name)
+        item = self._t.get_item(key["PK"], key["SK"])
+        return budget_from_item(subscription_id, item) if item else None
+
+    def in_subscription(self, subscription_id: str) -> list[Budget]:
+        """One ``Query`` (consistent; a subscription has a few budgets)."""
+        items = self._t.query_all(
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :prefix)",
+            ExpressionAttributeValues=typed(
+                {":pk": keys.subscription_pk(subscription_id), ":prefix": keys.budget_sk("")}
+            ),
+            ConsistentRead=True,
+        )
+        return [budget_from_item(subscription_id, i) for i in items]
+
+    def every(self, limit: int, token: str | None) -> Page[Budget]:
+        """A page of the index, then one consistent read per budget."""
+        request: dict[str, Any] = {
+            "TableName": self._t.name,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": typed({":pk": keys.BUDGETS_PK}),
+            "Limit": limit,
+        }
+        if token:
+            request["ExclusiveStartKey"] = decode_token(
+                token, pk_attr="PK", pk=keys.BUDGETS_PK, sk_attr="SK", sk_prefix=""
+            )
+        response = self._t.client.query(**request)
+        found = []
+        for entry in map(plain, response.get("Items", [])):
+            budget = self.get(str(entry["subscriptionId"]), str(entry["budgetName"]))
+            if budget is not None:
+                found.append(budget)
+        last = response.get("LastEvaluatedKey")
+        return Page(found, encode_token(last) if last else None)
+
+    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None) -> None:
+        """Create (``expected_etag`` None: the name must be free) or replace (at ``expected_etag``) a budget with its
+        index entry and audit event, in one transaction; a replace keeps the monitor's state."""
+        key = self._key(budget.subscription_id, budget.name)
+        values: dict[str, Any] = {
+            ":t": "Budget",
+            ":n": budget.name,
+            ":doc": to_json(budget.document),
+            ":etag": budget.etag,
+            ":spec": to_json(_spec(budget)),
+        }
+        update: dict[str, Any] = {
+            "TableName": self._t.name,
+            "Key": typed(key),
+            "UpdateExpression": "SET entityType = :t, budgetName = :n, doc = :doc, etag = :etag, spec = :spec",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if expected_etag is None:
+            update["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            update["ConditionExpression"] = "etag = :expected"
+            values[":expected"] = expected_etag
+        update["ExpressionAttributeValues"] = typed(values)
+        entry = {**_index_key(budget), "subscriptionId": budget.subscription_id, "budgetName": budget.name}
+        try:
+            self._t.transact(
+                [
+                    {"Update": update},
+                    {"Put": {"TableName": self._t.name, "Item": typed(entry)}},
+                    self._t.audit_put(audit),
+                ]
+            )
+        except TransactionFailed as exc:
+            if 0 in exc.failed:
+                if expected_etag is None:
+                    raise ItemExists() from exc
+                raise (EtagMismatch() if exc.failed[0] else ItemMissing()) from exc
+            raise ItemExists() from exc
+
+    def delete(self, budget: Budget, audit: AuditEvent) -> None:
+        """Remove a budget (still at its etag) and its index entry, with its audit event. Raises ``EtagMismatch``."""
+        key = self._key(budget.subscription_id, budget.name)
+        try:
+            self._t.transact(
+                [
+                    {
+                        "Delete": {
+                            "TableName": self._t.name,
+                            "Key": typed(key),
+                            "ConditionExpression": "etag = :etag",
+                            "ExpressionAttributeValues": typed({":etag": budget.etag}),
+                        }
+                    },
+                    {"Delete": {"TableName": self._t.name, "Key": typed(_index_key(budget))}},
+                    self._t.audit_put(audit),
+                ]
+            )
+        except TransactionFailed as exc:
+            raise EtagMismatch() from exc
+
+    def record(self, budget: Budget, state: BudgetState, audits: list[AuditEvent]) -> bool:
+        """Write the monitor's ``state`` (version one past the one read) and the audit items of what it crossed, in
+        one transaction — only if no other evaluation was written since ``budget`` was read. False otherwise."""
+        key = self._key(budget.subscription_id, budget.name)
+        values: dict[str, Any] = {
+            ":p": state.period,
+            ":s": str(state.spend),
+            ":n": json.dumps([str(t) for t in state.notified]),
+            ":x": state.exceeded,
+            ":v": budget.state.version + 1,
+        }
+        if budget.state.version:
+            values[":read"] = budget.state.version
+            unchanged = "stateVersion = :read"
+        else:
+            unchanged = "attribute_not_exists(stateVersion)"
+        update = {
+            "Update": {
+                "TableName": self._t.name,
+                "Key": typed(key),
+                "UpdateExpression": "SET statePeriod = :p, stateSpend = :s, stateNotified = :n, stateExceeded = :x, "
+                "stateVersion = :v",
+                "ConditionExpression": f"attribute_exists(PK) AND {unchanged}",
+                "ExpressionAttributeValues": typed(values),
+            }
+        }
+        try:
+            self._t.transact([update, *(self._t.audit_put(a) for a in audits)])
+        except TransactionFailed:
+            return False
+        return True
