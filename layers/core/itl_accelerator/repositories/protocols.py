@@ -18,6 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from itl_accelerator.billing.rollup import Rollup, Totals
 from itl_accelerator.domain.quotas import QuotaUsage
+from itl_accelerator.domain.rate_limits import RateCounter
 from itl_accelerator.domain.records import (
     Demand,
     FleetShape,
@@ -255,6 +256,17 @@ class QuotaRepository(Protocol):
         ...
 
 
+class RateLimitRepository(Protocol):
+    """Request counters (domain/rate_limits.py): how many requests of a kind a subscription, or one caller in it,
+    made in a one-minute window."""
+
+    def count(self, counter: RateCounter) -> int:
+        """Count one more request on ``counter`` (made by its first request) and return its count, this request
+        included. Atomic: concurrent counts of one counter each return a different value, none lost. A counter
+        is forgotten some minutes after its window ended."""
+        ...
+
+
 class OperationRepository(Protocol):
     """Long-running operations (their start and moves happen in the workloads' transactions)."""
 
@@ -412,6 +424,7 @@ class Repositories:
     jobs: JobRepository
     leases: LeaseIndex
     quotas: QuotaRepository
+    rate_limits: RateLimitRepository
     operations: OperationRepository
     audit: AuditRepository
     subscriptions: SubscriptionRepository
