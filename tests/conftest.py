@@ -121,6 +121,9 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
+        # Rate limits on, so every request counts (the request budgets and the IAM check see the counters), but
+        # out of reach: tests send bursts and poll by design. test_rate_limits.py spends a subscription's budget.
+        **{f"RATE_LIMIT_{name}_PER_MINUTE": str(SUITE_RATE_LIMIT) for name in RATE_LIMITS},
     }
     saved = {
         k: os.environ.get(k)
@@ -146,6 +149,10 @@ def template() -> Any:
 
     return Template()
 
+
+#: The suite's rate limit per minute, every scope and kind (the environment fixture).
+SUITE_RATE_LIMIT = 1_000_000
+RATE_LIMITS = ("SUBSCRIPTION_READS", "SUBSCRIPTION_WRITES", "CALLER_READS", "CALLER_WRITES")
 
 WORKFLOW_VARIABLES = ("PROVISION_STATE_MACHINE_ARN", "DEPROVISION_STATE_MACHINE_ARN", "JOB_STATE_MACHINE_ARN")
 DGX_SECRET_VARIABLE = "DGX_PLATFORM_API_KEY_SECRET_ID"
@@ -247,10 +254,12 @@ def schedules(aws: Any, template: Any) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def gateway(aws: Any, template: Any) -> Iterator[TestClient]:
-    """The API Gateway emulator of template.yaml (real authorizer, real function handlers)."""
+    """The API Gateway emulator of template.yaml (real authorizer, real function handlers). Without the stage's
+    throttling: the suite is no traffic to shield against, and a fast machine answering gateway refusals in a
+    millisecond could drain the bucket (test_rate_limits.py checks the throttling on an emulator of its own)."""
     from itl_local.gateway import ApiGatewayEmulator
 
-    with TestClient(ApiGatewayEmulator(template), base_url="http://testserver") as client:
+    with TestClient(ApiGatewayEmulator(template, throttle=False), base_url="http://testserver") as client:
         yield client
 
 
@@ -260,7 +269,7 @@ def gateway_url(gateway: TestClient, template: Any) -> Iterator[str]:
     (each handler invocation runs on the emulator's pool, like concurrent Lambda execution environments)."""
     from itl_local.gateway import ApiGatewayEmulator
 
-    server, port = serve(ApiGatewayEmulator(template))
+    server, port = serve(ApiGatewayEmulator(template, throttle=False))
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
 

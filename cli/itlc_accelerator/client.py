@@ -6,12 +6,19 @@
 - Every request names ``api-version`` (:data:`paths.API_VERSION`) unless its URL does already.
 - A status >= 400 raises :class:`ApiError` with the ARM body's ``error.code`` and ``error.message``; a connection
   failure or timeout raises ``ConnectionFailed``. Both exit 1.
+- 429 (``TooManyRequests``: the API's rate limits, or API Gateway's throttling) is retried: after the response's
+  ``Retry-After`` seconds (at most :data:`MAX_THROTTLE_WAIT`), or without one after a back-off doubling from
+  :data:`THROTTLE_BACKOFF` seconds, each wait said on stderr; after :data:`THROTTLE_ATTEMPTS` attempts, the 429 is
+  the command's error. Retrying any method is safe: a throttled request was refused before the API did anything
+  (docs/API_REFERENCE.md, "Rate limits").
 - :meth:`Client.list` follows ``nextLink`` to the end, or until ``max_items`` (then asks each page for no more than
   it still needs, so the ``nextLink`` it returns resumes exactly after the last item).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,10 +30,17 @@ from itlc_accelerator.paths import API_VERSION
 
 #: The largest page the API serves (``$top`` 1-1000).
 MAX_PAGE = 1000
+#: Attempts of a throttled request (429), the first included.
+THROTTLE_ATTEMPTS = 4
+#: The first wait (seconds) after a 429 without ``Retry-After``; it doubles on each further one.
+THROTTLE_BACKOFF = 1.0
+#: The longest wait (seconds) honoured after a 429, whatever ``Retry-After`` says (the API's windows are a minute).
+MAX_THROTTLE_WAIT = 60.0
 
 
 class Client:
-    """``Client(api_url, token)``; ``transport`` is for tests (``httpx.MockTransport``)."""
+    """``Client(api_url, token)``; ``transport`` is for tests (``httpx.MockTransport``). ``sleep`` waits out a 429
+    (seconds) and ``notice`` says so (default: a line on stderr)."""
 
     def __init__(
         self,
@@ -35,7 +49,11 @@ class Client:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
+        sleep: Callable[[float], None] | None = None,
+        notice: Callable[[str], None] | None = None,
     ):
+        self._sleep = sleep or time.sleep
+        self._notice = notice or (lambda text: click.echo(text, err=True))
         self.api_url = api_url.rstrip("/")
         headers = {"Accept": "application/json", "User-Agent": f"itlc-accelerator/{__version__}"}
         if token:
@@ -68,18 +86,38 @@ class Client:
         params: dict[str, str | None] | None = None,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """The response (status < 400), or :class:`ApiError`."""
+        """The response (status < 400), or :class:`ApiError`; a 429 is retried first (module docstring)."""
         url = self.url(path_or_url)
         if params:
             url = url.copy_merge_params({k: v for k, v in params.items() if v is not None})
-        try:
-            response = self._http.request(method, url, json=json, headers=headers)
-        except httpx.TransportError as exc:
+        waited = 0.0
+        for attempt in range(1, THROTTLE_ATTEMPTS + 1):
+            try:
+                response = self._http.request(method, url, json=json, headers=headers)
+            except httpx.TransportError as exc:
+                raise ApiError(
+                    "ConnectionFailed",
+                    f"could not reach {url.scheme}://{url.netloc.decode()} ({exc or type(exc).__name__}). Is the API "
+                    "running (./dev up), and is --api-url (CONTROLPLANE_API_URL) right?",
+                ) from None
+            if response.status_code != 429 or attempt == THROTTLE_ATTEMPTS:
+                break
+            delay = throttle_delay(response, attempt)
+            self._notice(
+                f"throttled: the API answered 429 TooManyRequests to {method} {url.path}; retrying in {delay:g}s"
+                f" ({'as its Retry-After says' if 'Retry-After' in response.headers else 'back-off'}, attempt"
+                f" {attempt + 1} of {THROTTLE_ATTEMPTS})"
+            )
+            self._sleep(delay)
+            waited += delay
+        if response.status_code == 429:
+            error = ApiError.from_body(429, _json_or_none(response), response.text)
             raise ApiError(
-                "ConnectionFailed",
-                f"could not reach {url.scheme}://{url.netloc.decode()} ({exc or type(exc).__name__}). Is the API "
-                "running (./dev up), and is --api-url (CONTROLPLANE_API_URL) right?",
-            ) from None
+                error.code,
+                f"{error.message} (still throttled after {THROTTLE_ATTEMPTS} attempts over {waited:g}s: the "
+                "subscription's or your request rate limit is reached; try again later)",
+                429,
+            )
         if response.status_code >= 400:
             raise ApiError.from_body(response.status_code, _json_or_none(response), response.text)
         return response
@@ -102,6 +140,16 @@ class Client:
             if not next_link or (max_items is not None and len(items) >= max_items):
                 return {"value": items if max_items is None else items[:max_items], "nextLink": next_link}
             url, query = next_link, {}
+
+
+def throttle_delay(response: httpx.Response, attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1`` of a request answered 429 by ``response``: its
+    ``Retry-After`` (whole seconds, capped at :data:`MAX_THROTTLE_WAIT`), else :data:`THROTTLE_BACKOFF` doubled
+    for each attempt made."""
+    try:
+        return min(max(float(response.headers["Retry-After"]), 0.0), MAX_THROTTLE_WAIT)
+    except (KeyError, ValueError):
+        return float(min(THROTTLE_BACKOFF * 2 ** (attempt - 1), MAX_THROTTLE_WAIT))
 
 
 def _origin(url: httpx.URL) -> str:

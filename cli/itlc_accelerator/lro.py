@@ -4,6 +4,8 @@ An accepted request (202, or 201 for an ARM PUT) carries ``Azure-AsyncOperation`
 ``{"status": "Accepted"|"Running"|"Succeeded"|"Failed"|"Canceled", "error"?: {"code", "message"}}``), ``Location``
 (the result URL: the resource when done, 204 after a delete) and ``Retry-After`` (seconds). :class:`Waiter` polls the
 status URL, pausing as long as the server's latest ``Retry-After`` says (:data:`DEFAULT_RETRY_AFTER` without one).
+A poll answered 429 (throttled) is retried by the client (client.py) after its ``Retry-After``; when the retries
+run out, the wait stops with the 429 and says how to wait again — the operation itself goes on.
 
 Progress goes to stderr: on a terminal one line redrawn in place (spinner, state, elapsed time); otherwise a plain
 line each time the state changes. Ctrl-C stops waiting, not the operation: it prints how to wait again
@@ -115,6 +117,14 @@ class Waiter:
             self._clear()
             raise interrupted(
                 f"Stopped waiting; {self.label} goes on ({status}). To wait again:\n  {self.resume}"
+            ) from None
+        except ApiError as error:
+            if error.status != 429:
+                raise
+            # the client's retries of a throttled poll ran out: the operation is not affected, only the watching
+            self._clear()
+            raise ApiError(
+                error.code, f"{error.message}. {self.label} goes on ({status}); to wait again:\n  {self.resume}", 429
             ) from None
         self._clear()
         click.echo(f"{self.label}: {status} ({elapsed(self.runtime.clock() - start)})", err=True)

@@ -96,6 +96,11 @@ def token_subject(token: str) -> str:
     return subject
 
 
+def _notice(runtime: Runtime, text: str) -> None:
+    """A line on stderr (a wait's spinner line cleared first on a terminal, so the two never share a line)."""
+    click.echo(("\r\x1b[K" if runtime.is_tty(err=True) else "") + text, err=True)
+
+
 def _group_path(ctx: click.Context) -> str:
     """How the user called this CLI: ``itlc-accelerator`` standalone, ``itlc accelerator`` mounted."""
     from itlc_accelerator.main import accelerator
@@ -119,7 +124,13 @@ def pass_session(*, subscription: bool = True, resource_group: bool = True) -> C
             output = kwargs.pop("output") or ("table" if runtime.is_tty() else "json")
             token = kwargs.pop("token") or None
             session = Session(
-                client=Client(kwargs.pop("api_url"), token, transport=runtime.transport),
+                client=Client(
+                    kwargs.pop("api_url"),
+                    token,
+                    transport=runtime.transport,
+                    sleep=runtime.sleep,
+                    notice=lambda text: _notice(runtime, text),
+                ),
                 token=token,
                 subscription=kwargs.pop("subscription", None) or None,
                 resource_group=kwargs.pop("resource_group", None) or None,

@@ -164,6 +164,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     template = Template(parameters={"PortalOrigin": portal_origins(port)[0]})
     # the functions answer the portal's origin with CORS as the template configures them (Globals)
     os.environ["CORS_ALLOWED_ORIGIN"] = str(template.global_environment().get("CORS_ALLOWED_ORIGIN", ""))
+    # ... and count requests against the template's rate limits (Globals; a RATE_LIMIT_* variable set in the shell
+    # wins, as a parameter override would)
+    for name, value in template.global_environment().items():
+        if name.startswith("RATE_LIMIT_"):
+            os.environ.setdefault(name, value)
     get_settings.cache_clear()
     settings = get_settings()
     console = None if args.quiet else Console()

@@ -7,8 +7,9 @@ call the function's real handler, and turn its proxy result into the HTTP respon
 rendered from the template's ``GatewayResponses`` (headers and the ``application/json`` template). The API's
 ``Cors`` settings are honoured as API Gateway's generated ``OPTIONS`` methods answer them: a preflight to any declared
 path is answered by the gateway itself (200, no authorizer, no function) with the configured
-``Access-Control-Allow-*`` headers. Given a :class:`~itl_local.console.Console`, each request is reported on it in
-one line once answered.
+``Access-Control-Allow-*`` headers. The stage's throttling (the ``MethodSettings`` rate and burst) is enforced as
+API Gateway does, with a token bucket over every request before anything else (the THROTTLED gateway response).
+Given a :class:`~itl_local.console.Console`, each request is reported on it in one line once answered.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
@@ -41,6 +44,7 @@ _DEFAULT_STATUS = {
     "ACCESS_DENIED": 403,
     "MISSING_AUTHENTICATION_TOKEN": 403,
     "REQUEST_TOO_LARGE": 413,
+    "THROTTLED": 429,
     "AUTHORIZER_FAILURE": 500,
     "INTEGRATION_TIMEOUT": 504,
     "DEFAULT_4XX": 400,
@@ -48,9 +52,33 @@ _DEFAULT_STATUS = {
 }
 
 
+class TokenBucket:
+    """API Gateway's throttling algorithm: a bucket of ``burst`` tokens (requests at once), refilled at ``rate``
+    tokens per second up to ``burst``; each request takes one, and a request finding none is throttled.
+    ``clock`` is monotonic seconds. Thread-safe (the emulator serves requests concurrently)."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic):
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Take a token: True when there was one (the request passes), False when throttled."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
 class ApiGatewayEmulator:
     """An ASGI app serving ``template``'s API. ``stage`` appears in ``requestContext.stage`` only: paths are
-    served at the root, as behind a custom domain."""
+    served at the root, as behind a custom domain. ``throttle``: enforce the stage's throttling (tests that send
+    bursts by design turn it off; ``clock``, monotonic seconds, is the bucket's)."""
 
     def __init__(
         self,
@@ -59,10 +87,14 @@ class ApiGatewayEmulator:
         stage: str = "local",
         pool: ThreadPoolExecutor | None = None,
         console: Console | None = None,
+        throttle: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.template = template
         self.console = console
         self.stage = stage
+        throttling = template.api_throttling() if throttle else None
+        self.bucket = TokenBucket(*throttling, clock=clock) if throttling else None
         self.routes = template.routes
         self.responses = template.gateway_responses()
         self.identity_headers = [h.lower() for h in template.authorizer_identity_headers()]
@@ -107,8 +139,10 @@ class ApiGatewayEmulator:
         )
 
     async def handle(self, request: Request) -> Response:
-        """One request through route match → authorizer → function."""
+        """One request through stage throttling → route match → authorizer → function."""
         request_id = str(uuid.uuid4())
+        if self.bucket is not None and not self.bucket.take():
+            return self.gateway_response("THROTTLED", request_id, request)
         body = await request.body()
         if len(body) > MAX_PAYLOAD_BYTES:
             return self.gateway_response("REQUEST_TOO_LARGE", request_id, request)

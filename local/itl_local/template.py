@@ -1,6 +1,6 @@
 """Reads template.yaml (CloudFormation tags included, via cfn-lint's decoder) into what the local runtime needs:
-the API routes and their handlers, the authorizer, gateway responses, the DynamoDB table definition (its stream
-included) and the functions that consume the table's stream.
+the API routes and their handlers, the authorizer, gateway responses, the stage's throttling, the DynamoDB table
+definition (its stream included) and the functions that consume the table's stream.
 
 Only what the template declares is served locally: a route missing from the template is missing here too.
 """
@@ -246,6 +246,19 @@ class Template:
         """Identity source headers: API Gateway answers 401 without calling the authorizer when one is missing."""
         auth = self.api()["Auth"]
         return list(auth["Authorizers"][auth["DefaultAuthorizer"]].get("Identity", {}).get("Headers", []))
+
+    def api_throttling(self) -> tuple[float, int] | None:
+        """The API stage's throttling as ``(rate, burst)``: ``ThrottlingRateLimit`` (requests per second, the steady
+        rate) and ``ThrottlingBurstLimit`` (requests at once: the bucket's size) of its ``MethodSettings`` entry for
+        every resource and method (``ResourcePath`` ``/*``, ``HttpMethod`` ``*``), parameters resolved; None
+        without one."""
+        for setting in self.api().get("MethodSettings") or []:
+            if setting.get("ResourcePath") == "/*" and setting.get("HttpMethod") == "*":
+                rate, burst = setting.get("ThrottlingRateLimit"), setting.get("ThrottlingBurstLimit")
+                if rate is None or burst is None:
+                    return None
+                return float(self.resolve(rate)), int(self.resolve(burst))
+        return None
 
     def gateway_responses(self) -> dict[str, dict[str, Any]]:
         """GatewayResponses by type (UNAUTHORIZED, MISSING_AUTHENTICATION_TOKEN, ...)."""

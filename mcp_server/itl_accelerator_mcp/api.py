@@ -5,12 +5,21 @@ Every request carries the caller's ``Authorization`` header unchanged, ``api-ver
 transport=http; client=Visual Studio Code/1.107.0)``: the API's audit trail records it as ``user_agent``, which is
 how an audit item says it came through MCP), and one
 ``x-ms-correlation-request-id`` per tool call, so the API calls a tool makes share one correlation id.
+
+A 429 (``TooManyRequests``: the API's rate limits, or API Gateway's throttling) is retried after its
+``Retry-After`` seconds (a doubling back-off from 1 s without one), at most :data:`THROTTLE_ATTEMPTS` attempts per
+request and ``throttle_budget`` seconds of waiting in all for the client: the Lambda function answers within API
+Gateway's 29 s, so it waits a little and then hands the 429 to the MCP client as the tool's error, with
+``retryAfter`` (seconds) for the assistant to tell the user. A throttled request was refused before the API did
+anything, so retrying any method is safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import uuid
+from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
 from urllib.parse import quote
@@ -24,21 +33,32 @@ API_VERSION = "2026-11-01"
 NAMESPACE = "ITL.Accelerator"
 #: The largest page the API serves (``$top`` 1-1000).
 MAX_PAGE = 1000
+#: Attempts of a throttled request (429), the first included.
+THROTTLE_ATTEMPTS = 3
+#: Seconds a client may spend waiting out 429s in all, by transport: the Lambda function (``http``) must answer
+#: within API Gateway's 29 s; on the user's machine (``stdio``) a minute's window may be waited out.
+THROTTLE_BUDGETS = {"http": 8.0, "stdio": 60.0}
 
 
 class ApiError(Exception):
-    """The API answered ``status`` >= 400 with the ARM error ``code`` and ``message`` (``target`` when given), or
-    it could not be reached (``status`` 0, code ``ConnectionFailed``)."""
+    """The API answered ``status`` >= 400 with the ARM error ``code`` and ``message`` (``target`` when given;
+    ``retry_after`` seconds from a 429's ``Retry-After``), or it could not be reached (``status`` 0, code
+    ``ConnectionFailed``)."""
 
-    def __init__(self, status: int, code: str, message: str, target: str | None = None):
+    def __init__(
+        self, status: int, code: str, message: str, target: str | None = None, retry_after: float | None = None
+    ):
         super().__init__(f"{code}: {message}")
         self.status, self.code, self.message, self.target = status, code, message, target
+        self.retry_after = retry_after
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"status", "code", "message", "target"?}``: what a tool's error result carries."""
+        """``{"status", "code", "message", "target"?, "retryAfter"?}``: what a tool's error result carries."""
         body: dict[str, Any] = {"status": self.status, "code": self.code, "message": self.message}
         if self.target:
             body["target"] = self.target
+        if self.retry_after is not None:
+            body["retryAfter"] = self.retry_after
         return body
 
 
@@ -75,7 +95,9 @@ def _tls() -> ssl.SSLContext:
 
 class ApiClient:
     """``ApiClient(base_url, token, transport_name)``: the API at ``base_url`` (``scheme://host[/stage]``) as the
-    holder of ``token``. ``http_transport`` is for tests. Use as an async context manager, or call :meth:`aclose`."""
+    holder of ``token``. ``http_transport`` and ``sleep`` are for tests; ``throttle_budget``: seconds it may wait
+    out 429s in all (default: :data:`THROTTLE_BUDGETS` of the transport). Use as an async context manager, or call
+    :meth:`aclose`."""
 
     def __init__(
         self,
@@ -85,7 +107,11 @@ class ApiClient:
         transport_name: str = "http",
         http_transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 25.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        throttle_budget: float | None = None,
     ):
+        self._sleep = sleep
+        self._throttle_left = THROTTLE_BUDGETS.get(transport_name, 8.0) if throttle_budget is None else throttle_budget
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.transport_name = transport_name
@@ -139,12 +165,20 @@ class ApiClient:
         if params:
             url = url.copy_merge_params({k: str(v) for k, v in params.items() if v is not None})
         headers = {"x-ms-correlation-request-id": self.correlation_id}
-        try:
-            response = await self._http.request(method, url, json=json, headers=headers)
-        except httpx.TransportError as exc:
-            raise ApiError(
-                0, "ConnectionFailed", f"could not reach the API at {self.base_url} ({exc or type(exc).__name__})"
-            ) from None
+        for attempt in range(1, THROTTLE_ATTEMPTS + 1):
+            try:
+                response = await self._http.request(method, url, json=json, headers=headers)
+            except httpx.TransportError as exc:
+                raise ApiError(
+                    0, "ConnectionFailed", f"could not reach the API at {self.base_url} ({exc or type(exc).__name__})"
+                ) from None
+            if response.status_code != 429 or attempt == THROTTLE_ATTEMPTS:
+                break
+            delay = _retry_after(response) or float(2 ** (attempt - 1))
+            if delay > self._throttle_left:
+                break  # not worth this answer's time: the 429 goes to the MCP client, with its retryAfter
+            self._throttle_left -= delay
+            await self._sleep(delay)
         if response.status_code >= 400:
             raise _error(response)
         return response
@@ -177,9 +211,19 @@ def _json(response: httpx.Response) -> Any:
         return None
 
 
+def _retry_after(response: httpx.Response) -> float | None:
+    """A response's ``Retry-After`` seconds (a number; an HTTP date is not used by this API), None without one."""
+    try:
+        return max(float(response.headers["Retry-After"]), 0.0)
+    except (KeyError, ValueError):
+        return None
+
+
 def _error(response: httpx.Response) -> ApiError:
     body = _json(response)
     error = body.get("error") if isinstance(body, dict) else None
+    retry_after = _retry_after(response) if response.status_code == 429 else None
     if isinstance(error, dict) and error.get("code"):
-        return ApiError(response.status_code, str(error["code"]), str(error.get("message") or ""), error.get("target"))
-    return ApiError(response.status_code, f"HttpError{response.status_code}", response.text[:500])
+        message = str(error.get("message") or "")
+        return ApiError(response.status_code, str(error["code"]), message, error.get("target"), retry_after)
+    return ApiError(response.status_code, f"HttpError{response.status_code}", response.text[:500], None, retry_after)

@@ -1,6 +1,8 @@
 """Given the store's request budget (a read is 1 GetItem, a list page 1 Query, a write 1 TransactWriteItems plus at
-most 1 read, a refusal at most its audit PutItem, never a Scan), when each sparkNodes operation runs through API
-Gateway (emulated from template.yaml) on moto, then the DynamoDB calls it makes, counted at botocore, stay within it.
+most 1 read, a refusal at most its audit PutItem, never a Scan) and the rate limits' price (every request first
+counts itself: 2 UpdateItem, its caller's and its subscription's counter), when each sparkNodes operation runs
+through API Gateway (emulated from template.yaml) on moto, then the DynamoDB calls it makes, counted at botocore,
+stay within it.
 
 This asserts request counts, not timings (the timings are benchmarks/requests_and_cold_start.py's business).
 """
@@ -11,7 +13,15 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.requests_and_cold_start import BUDGETS, LABELS, Measured, dynamodb_calls, fits_budget, measure_requests
+from benchmarks.requests_and_cold_start import (
+    BUDGETS,
+    LABELS,
+    RATE_COUNTERS,
+    Measured,
+    dynamodb_calls,
+    fits_budget,
+    measure_requests,
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +69,20 @@ def test_every_change_is_exactly_one_transaction(measured, label):
         assert m.calls["TransactWriteItems"] == 0, describe(m)
 
 
-def test_identical_put_reads_once_and_writes_nothing(measured):
+def test_identical_put_reads_once_and_writes_nothing_but_its_rate_counters(measured):
     m = measured["identical PUT (no-op)"]
-    assert +m.calls == Counter({"GetItem": 1}), describe(m)
+    assert +m.calls == Counter({"GetItem": 1, "UpdateItem": RATE_COUNTERS}), describe(m)
 
 
 def test_refused_read_audits_the_refusal_and_reads_nothing(measured):
     m = measured["get refused (403, no role)"]
-    assert +m.calls == Counter({"PutItem": 1}), describe(m)
+    assert +m.calls == Counter({"PutItem": 1, "UpdateItem": RATE_COUNTERS}), describe(m)
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_every_request_counts_itself_on_two_counters_first(measured, label):
+    m = measured[label]
+    assert m.calls["UpdateItem"] == RATE_COUNTERS, describe(m)
 
 
 # ------------------------------------------------------------------------------------------------ the counter itself
@@ -100,4 +116,7 @@ def test_the_counter_sees_calls_of_clients_created_before_it(aws):
     ],
 )
 def test_budget_rules(kind, calls, fits):
-    assert fits_budget(kind, Counter(calls)) is fits
+    # every request's own budget comes on top of its rate counters, which must be exactly there
+    assert fits_budget(kind, Counter({**calls, "UpdateItem": RATE_COUNTERS})) is fits
+    assert fits_budget(kind, Counter(calls)) is False
+    assert fits_budget(kind, Counter({**calls, "UpdateItem": RATE_COUNTERS + 1})) is False

@@ -219,7 +219,9 @@ class RequestTooLarge(ArmError):
 
 
 class TooManyRequests(ArmError):
-    """429 ``TooManyRequests``: API Gateway throttled the call (``Retry-After``)."""
+    """429 ``TooManyRequests`` with ``Retry-After`` (seconds): a request rate limit of the subscription or of the
+    caller in it is reached (services/api/rate_limits.py), or API Gateway's stage throttle refused the call (its
+    ``THROTTLED`` gateway response)."""
 
     status = 429
     code = "TooManyRequests"

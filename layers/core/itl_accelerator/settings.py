@@ -109,6 +109,14 @@ class Settings(BaseSettings):
     # carry Access-Control-Allow-Origin (CORS; API Gateway answers the preflight). Empty: no CORS headers.
     cors_allowed_origin: str = ""
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
+
+    # Request rate limits (services/api/rate_limits.py; ARM's model: reads are GET/HEAD, writes everything else),
+    # requests per UTC minute: every caller of a subscription together, and one caller in a subscription. 0: no
+    # limit. Defaults as template.yaml's RateLimit* parameters.
+    rate_limit_subscription_reads_per_minute: int = Field(default=1200, ge=0)
+    rate_limit_subscription_writes_per_minute: int = Field(default=300, ge=0)
+    rate_limit_caller_reads_per_minute: int = Field(default=600, ge=0)
+    rate_limit_caller_writes_per_minute: int = Field(default=150, ge=0)
     default_page_size: int = Field(default=100, ge=1, le=1000)
 
     # Local runtime only (itl_local): where dev keys and saved data live, and loopback ports.

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.api.nodes import SparkNodeService
     from itl_accelerator.services.api.operations import OperationService
     from itl_accelerator.services.api.quotas import QuotaService
+    from itl_accelerator.services.api.rate_limits import RateLimiter
     from itl_accelerator.services.api.subscriptions import SubscriptionService
     from itl_accelerator.services.api.usage_stats import UsageStatsService
     from itl_accelerator.services.common.access import Access
@@ -130,6 +131,13 @@ class Wiring:
         from itl_accelerator.services.common.access import Access
 
         return Access(self.repositories.audit)
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        """Counts every API request against the subscription's and the caller's rate limits (api/routing.py)."""
+        from itl_accelerator.services.api.rate_limits import RateLimiter, limits_of
+
+        return RateLimiter(self.repositories.rate_limits, limits_of(self.settings), self.clock)
 
     @cached_property
     def kernel(self) -> ResourceKernel:

@@ -5,6 +5,8 @@
 - ``api-version`` optional, unknown values refused (25).
 - Bodies above ``MAX_BODY_BYTES`` refused with 413 before any parsing.
 - Any unexpected exception → 500 ``InternalServerError`` with a fixed message (the stack trace goes to the log).
+- Headers a route decided before it ran (the request rate limits' ``x-ms-ratelimit-remaining-*``, api/rate_limits.py,
+  left in the scope's ``state``) on whatever response follows, errors included.
 - CORS for the web portal: a request whose ``Origin`` is ``CORS_ALLOWED_ORIGIN`` gets ``Access-Control-Allow-Origin``
   and the headers a browser must let the portal read (``Location``, ``Azure-AsyncOperation``, ``ETag``, ...).
   API Gateway answers the preflight itself (template.yaml's ``Cors``): with Lambda proxy integrations the function
@@ -28,9 +30,15 @@ CORRELATION_ID = "x-ms-correlation-request-id"
 ITL_CORRELATION_ID = "x-correlation-id"
 
 
+#: Key in the ASGI scope's ``state`` of headers decided before a route ran (api/rate_limits.py); every response to
+#: the request carries them, errors included.
+RESPONSE_HEADERS = "arm_response_headers"
+
 #: Response headers the portal reads across origins (a browser hides all but the CORS-safelisted ones otherwise).
 CORS_EXPOSED_HEADERS = (
-    "Location, Azure-AsyncOperation, Retry-After, ETag, x-ms-request-id, x-ms-correlation-request-id, X-Correlation-Id"
+    "Location, Azure-AsyncOperation, Retry-After, ETag, x-ms-request-id, x-ms-correlation-request-id, X-Correlation-Id, "
+    "x-ms-ratelimit-remaining-subscription-reads, x-ms-ratelimit-remaining-subscription-writes, "
+    "x-ms-ratelimit-remaining-subscription-global-reads, x-ms-ratelimit-remaining-subscription-global-writes"
 )
 
 
@@ -100,7 +108,8 @@ class ArmProtocolMiddleware:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                decided = state.get(RESPONSE_HEADERS) or []  # the rate limits' (api/rate_limits.py), if counted
+                message = {**message, "headers": [*message.get("headers", []), *extra, *decided]}
             await send(message)
 
         async def fail(error: ArmError) -> None:

@@ -1,10 +1,12 @@
-"""The order every request with a body is judged in: authenticate → authorise → validate → apply.
+"""The order every request with a body is judged in: authenticate → count → authorise → validate → apply.
 
 API Gateway's authorizer has authenticated the caller before a function runs. FastAPI would then read and validate
 the body before anything else, so a consumer sending an invalid body to a write it may not make would learn about
 its body (400) instead of its permission (403) — ARM answers 403 before the provider ever sees the request.
 :class:`ArmRoute` (the route class of every router) puts the permission check first:
 
+0. :class:`ArmRoute` counts the request against its subscription's and its caller's rate limits
+   (:mod:`itl_accelerator.api.rate_limits`): over one, 429 ``TooManyRequests`` and nothing else happens;
 1. the route declares the permissions it needs with :func:`requires` (also written into the OpenAPI document as
    ``x-itl-permissions``);
 2. :class:`ArmRoute` checks them — scope (404, existence not leaked), then role (403, audited) — before the body is
@@ -29,6 +31,7 @@ from starlette.responses import Response
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.api.deps import get_context, get_wiring
 from itl_accelerator.api.json_input import parse_json_body
+from itl_accelerator.api.rate_limits import count_request
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Permission
@@ -75,8 +78,11 @@ class ArmRoute(APIRoute):
         resource_type, name_param = resource_of_path(self.path)
         path = self.path
         known = _query_names(self.dependant)
+        counted = "{subscriptionId}" in path
 
         async def guarded(request: Request) -> Response:
+            if counted:
+                await run_in_threadpool(count_request, request)
             if actions:
                 await run_in_threadpool(_authorize, request, actions, scope, path, resource_type, name_param)
             unknown = sorted(set(request.query_params) - known)

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
 from itl_accelerator.domain.budgets import Budget, BudgetState
 from itl_accelerator.domain.quotas import QuotaUsage
+from itl_accelerator.domain.rate_limits import RateCounter
 from itl_accelerator.domain.records import (
     Demand,
     FleetShape,
@@ -287,6 +288,17 @@ class BudgetRepository(Protocol):
         ...
 
 
+class RateLimitRepository(Protocol):
+    """Request counters (domain/rate_limits.py): how many requests of a kind a subscription, or one caller in it,
+    made in a one-minute window."""
+
+    def count(self, counter: RateCounter) -> int:
+        """Count one more request on ``counter`` (made by its first request) and return its count, this request
+        included. Atomic: concurrent counts of one counter each return a different value, none lost. A counter
+        is forgotten some minutes after its window ended."""
+        ...
+
+
 class OperationRepository(Protocol):
     """Long-running operations (their start and moves happen in the workloads' transactions)."""
 
@@ -455,6 +467,7 @@ class Repositories:
     leases: LeaseIndex
     quotas: QuotaRepository
     budgets: BudgetRepository
+    rate_limits: RateLimitRepository
     operations: OperationRepository
     audit: AuditRepository
     subscriptions: SubscriptionRepository

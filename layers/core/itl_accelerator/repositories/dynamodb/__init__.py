@@ -14,6 +14,7 @@ from itl_accelerator.repositories.dynamodb.meters import DynamoMeterRepository
 from itl_accelerator.repositories.dynamodb.nodes import DynamoNodeRepository
 from itl_accelerator.repositories.dynamodb.operations import DynamoLeaseIndex, DynamoOperationRepository
 from itl_accelerator.repositories.dynamodb.quotas import DynamoQuotaRepository
+from itl_accelerator.repositories.dynamodb.rate_limits import DynamoRateLimitRepository
 from itl_accelerator.repositories.dynamodb.subscriptions import DynamoSubscriptionRepository
 from itl_accelerator.repositories.dynamodb.table import Table
 from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
@@ -30,6 +31,7 @@ def dynamodb_repositories(client: Any, table_name: str) -> Repositories:
         leases=DynamoLeaseIndex(table),
         quotas=DynamoQuotaRepository(table),
         budgets=DynamoBudgetRepository(table),
+        rate_limits=DynamoRateLimitRepository(table),
         operations=DynamoOperationRepository(table),
         audit=DynamoAuditRepository(table),
         subscriptions=DynamoSubscriptionRepository(table),

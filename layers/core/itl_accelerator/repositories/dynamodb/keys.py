@@ -17,7 +17,13 @@ QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``   
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 CostDay            ``SUB#{sub}#COST#{month}``     ``{day}#{resource scope}``                  —  (``h00``..``h23``)
 Budget             ``SUB#{sub}``                  ``BUDGET#{name}``                           —  (listed in ``SYS#BUDGETS``)
+RateCounter        ``SUB#{sub}#RATE``             ``{kind}#{minute}[#CALLER#{hash}]``         —  (TTL: minutes)
 =================  =============================  ==========================================  ==========================
+
+A ``RateCounter`` counts the requests of one kind (``reads``/``writes``) in one UTC minute (``{minute}``:
+``YYYY-MM-DDTHH:MM``) of a subscription — of every caller, or of one (``#CALLER#{hash}``: the SHA-256 of its token
+subject, so no identity is spelt in a key). Its partition is its own, so IAM can let every API function count
+(``SUB#*#RATE``) and write nothing else.
 
 Billing works across tenants by nature (a day's export, an hour's roll-up), so the usage records and the billing
 bookkeeping live in *system* partitions (``SYS#...``) that only the scheduled functions write:
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 
 from itl_accelerator.domain.records import ResourceKey
 from itl_accelerator.resources import RESOURCE_TYPES
@@ -176,6 +183,26 @@ def quota_sk(location: str, name: str) -> str:
 def quota_prefix(location: str) -> str:
     """``begins_with`` prefix of the quota counters of one location."""
     return f"QUOTA{SEP}{location.lower()}{SEP}"
+
+
+def rate_counter_pk(subscription_id: str) -> str:
+    """Partition of a subscription's request counters (``SUB#{sub}#RATE``; ``{sub}`` lower-cased, so no resource,
+    audit or roll-up partition ends in ``#RATE``: template.yaml's ``RateCounterPolicy`` grants it alone)."""
+    return f"{subscription_pk(subscription_id)}{SEP}RATE"
+
+
+def caller_hash(subject: str) -> str:
+    """A caller's token subject as a key part: the hex SHA-256 of its UTF-8 (fixed length, any subject, and no
+    user id written into the key)."""
+    return hashlib.sha256(subject.encode()).hexdigest()
+
+
+def rate_counter_sk(kind: str, window_start: int, caller: str | None = None) -> str:
+    """Sort key of a request counter: ``{kind}#{YYYY-MM-DDTHH:MM}`` (the UTC minute starting at ``window_start``,
+    epoch seconds) for the subscription's, ``...#CALLER#{caller_hash}`` for one caller's."""
+    minute = datetime.fromtimestamp(window_start, UTC).strftime("%Y-%m-%dT%H:%M")
+    sk = f"{kind}{SEP}{minute}"
+    return f"{sk}{SEP}CALLER{SEP}{caller_hash(caller)}" if caller is not None else sk
 
 
 def resource_pk(key: ResourceKey) -> str:

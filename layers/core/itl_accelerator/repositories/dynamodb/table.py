@@ -67,6 +67,20 @@ class Table:
             if not start:
                 return
 
+    def update_item(self, pk: str, sk: str, **kwargs: Any) -> dict[str, Any]:
+        """One ``UpdateItem`` of the item ``pk``/``sk``; ``kwargs`` are the request's other parameters (the update
+        expression, its names and typed values, ``ReturnValues``). Returns the attributes DynamoDB returned, as
+        plain values ({} for none). Raises :class:`StoreBusy` when DynamoDB throttled it (nothing was written;
+        retrying is safe); any other ``ClientError`` unchanged."""
+        try:
+            response = self._db.update_item(TableName=self._table, Key=typed({"PK": pk, "SK": sk}), **kwargs)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in BUSY_ERROR_CODES:
+                raise StoreBusy(code) from exc
+            raise
+        return plain(response.get("Attributes") or {})
+
     def transact(self, items: list[dict[str, Any]]) -> None:
         """Run one ``TransactWriteItems``.
 

@@ -13,6 +13,7 @@ from itl_accelerator.repositories.memory.meters import MemoryMeterRepository
 from itl_accelerator.repositories.memory.nodes import MemoryNodeRepository
 from itl_accelerator.repositories.memory.operations import MemoryLeaseIndex, MemoryOperationRepository
 from itl_accelerator.repositories.memory.quotas import MemoryQuotaRepository
+from itl_accelerator.repositories.memory.rate_limits import MemoryRateLimitRepository
 from itl_accelerator.repositories.memory.state import MemoryState
 from itl_accelerator.repositories.memory.subscriptions import MemorySubscriptionRepository
 from itl_accelerator.repositories.memory.usage import MemoryUsageRepository
@@ -31,6 +32,7 @@ def memory_repositories(state: MemoryState | None = None) -> Repositories:
         leases=MemoryLeaseIndex(state),
         quotas=MemoryQuotaRepository(state),
         budgets=MemoryBudgetRepository(state),
+        rate_limits=MemoryRateLimitRepository(state),
         operations=MemoryOperationRepository(state),
         audit=MemoryAuditRepository(state),
         subscriptions=MemorySubscriptionRepository(state),

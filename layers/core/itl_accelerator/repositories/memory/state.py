@@ -177,6 +177,8 @@ class MemoryState:
     budgets: dict[tuple[str, str], Budget] = field(default_factory=dict)
     #: (subscription (lower), location (lower), quota name (lower)) → quota counter
     quotas: dict[tuple[str, str, str], StoredQuota] = field(default_factory=dict)
+    #: (subscription (lower), kind, window start, caller subject or None) → requests counted
+    rate_counters: dict[tuple[str, str, int, str | None], int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------- shared conditions
     def refusing_state(self, subscription_id: str) -> str | None:
