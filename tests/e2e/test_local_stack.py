@@ -105,9 +105,11 @@ class Stack:
             self.simulator_config(hold_provisioning=False)
 
     def stop(self) -> int:
+        """Ctrl-C, then wait for the stack to stop: usually 4-5 s (3 of them the interpreter's own exit), much longer
+        on a busy machine while schedules and stream batches finish — the limit only catches a stack that hangs."""
         self.proc.send_signal(signal.SIGINT)
         try:
-            code = self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=120)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
