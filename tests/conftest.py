@@ -99,9 +99,26 @@ def dgx(dgx_simulator: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
+def itl_gateway() -> Iterator[Any]:
+    """A fake ITL Control Plane API gateway on a free loopback port (tests/fake_itl_gateway.py): the provider
+    registers with it."""
+    from tests.fake_itl_gateway import FakeItlGateway
+
+    gateway = FakeItlGateway()
+    server, port = serve(gateway.app)
+    gateway.url = f"http://127.0.0.1:{port}"
+    yield gateway
+    server.should_exit = True
+
+
+@pytest.fixture(scope="session")
+def environment(idp: str, dgx_simulator: Any, itl_gateway: Any) -> Iterator[None]:
     """Process environment for the handlers, set before anything reads settings."""
     values = {
+        # the ITL gateway the provider registers with, and the base URL it tells it
+        "CONTROL_PLANE_API_URL": itl_gateway.url,
+        "PROVIDER_BASE_URL": "https://provider.test/v1",
+        "PROVIDER_REGISTRATION_INTERVAL_SECONDS": "0.05",
         "DGX_PLATFORM_API_URL": dgx_simulator.url,
         "DGX_PLATFORM_API_KEY": DGX_API_KEY,
         "DGX_READ_TIMEOUT_SECONDS": "1",

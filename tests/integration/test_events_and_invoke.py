@@ -146,8 +146,14 @@ def test_api_event_matches_a_route_of_its_function(function_id):
 AUTHORIZED_API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes if r.authorized})
 
 
-def test_only_the_catch_all_route_has_no_authorizer():
-    assert set(API_FUNCTIONS) - set(AUTHORIZED_API_FUNCTIONS) == {"CanonicalPathFunction"}
+#: Routes without the authorizer: the catch-all (it sends a request on through the authorizer, or answers 404) and the
+#: probes /health and /ready (unauthenticated, as the ITL SDK's provider server serves them: the ITL gateway and the
+#: canary call them without a token).
+UNAUTHENTICATED = {"CanonicalPathFunction", "HealthFunction", "ReadyFunction"}
+
+
+def test_only_the_catch_all_route_and_the_probes_have_no_authorizer():
+    assert set(API_FUNCTIONS) - set(AUTHORIZED_API_FUNCTIONS) == UNAUTHENTICATED
 
 
 @pytest.mark.parametrize("function_id", AUTHORIZED_API_FUNCTIONS)
@@ -172,8 +178,9 @@ def test_every_handler_of_the_template_imports_and_is_callable(function_id):
     assert callable(handler)
 
 
-#: API functions that serve an operation of the app (all but the catch-all route's, itl_functions/canonical_path.py).
-OPERATION_FUNCTIONS = sorted(set(API_FUNCTIONS) - {"CanonicalPathFunction"})
+#: API functions that serve an operation of the app (all but the catch-all route's, itl_functions/canonical_path.py,
+#: and the probes', itl_functions/health.py: plain handlers, no app).
+OPERATION_FUNCTIONS = sorted(set(API_FUNCTIONS) - UNAUTHENTICATED)
 
 
 @pytest.mark.parametrize("function_id", OPERATION_FUNCTIONS)
@@ -223,6 +230,8 @@ JOB = "SparkJobsCreateFunction"
 #: event's path names), and the status its event then answers (each test stands alone).
 GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "CanonicalPathFunction": ((), (404,)),  # its sample: a path no route matches in any casing
+    "HealthFunction": ((), (200,)),
+    "ReadyFunction": ((), (200,)),
     "SubscriptionsCreateOrUpdateFunction": ((), (200, 201)),
     "SubscriptionsGetFunction": (("SubscriptionsCreateOrUpdateFunction",), (200,)),
     "SparkNodesCreateFunction": ((), (201,)),

@@ -32,6 +32,8 @@ API = {r.function_id for r in TEMPLATE.routes}
 AUTHORIZER = TEMPLATE.authorizer_handler()
 #: The catch-all route's function: no operation of the app, a client of the API (itl_functions/canonical_path.py).
 CANONICAL_PATH = "CanonicalPathFunction"
+#: The probes /health and /ready: plain handlers, no operation of the app (itl_functions/health.py).
+PROBES = ("HealthFunction", "ReadyFunction")
 
 #: The container attribute an API operation's route calls, by operation id prefix (None: it calls none).
 SERVICE_OF_OPERATION = {
@@ -54,6 +56,8 @@ SERVICE_OF_HANDLER = {
     "itl_functions.schedules.roll_up_usage": "usage_rollups",
     "itl_functions.schedules.export_billing": "billing_export",
     "itl_functions.streams.fleet_changes": "fleet_changes",
+    # the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client
+    "itl_functions.registration.handler": "settings",
 }
 ROUTE_MODULES = {
     "itl_accelerator.api.routes.spark_nodes",
@@ -113,7 +117,7 @@ def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
 def _api_groups() -> dict[tuple[str, str | None], list[str]]:
     """(handler module, service) → the API functions that share them."""
     groups: dict[tuple[str, str | None], list[str]] = {}
-    for function_id in sorted(API - {CANONICAL_PATH}):
+    for function_id in sorted(API - {CANONICAL_PATH, *PROBES}):
         handler = FUNCTIONS[function_id]["Handler"]
         module = handler.rpartition(".")[0]
         operation_id = str(load_handler(handler).operation_id)
@@ -162,6 +166,17 @@ def test_the_canonical_path_function_loads_no_web_framework_and_no_aws_sdk():
     names = loaded(FUNCTIONS[CANONICAL_PATH]["Handler"], "")
     never = ("fastapi", "starlette", "mangum", "boto3", "httpx", "aws_xray_sdk", "itl_accelerator.services")
     assert not within(names, never), f"the canonical path function loads {sorted(within(names, never))}"
+
+
+@pytest.mark.parametrize("function_id", PROBES)
+def test_the_probes_load_no_web_framework_and_no_x_ray(function_id):
+    # /ready builds its container's table probe (a DynamoDB client) on its first invocation; /health builds nothing
+    build = "from itl_accelerator.container import Container\nContainer.build(" + CLIENTS + ").table_probe\n"
+    names = loaded(FUNCTIONS[function_id]["Handler"], build if function_id == "ReadyFunction" else "")
+    never = ("fastapi", "starlette", "mangum", "httpx", "aws_xray_sdk", "itl_accelerator.services")
+    assert not within(names, never), f"{function_id} loads {sorted(within(names, never))}"
+    if function_id == "HealthFunction":
+        assert not within(names, ("boto3",)), "/health needs no AWS SDK"
 
 
 def _service_of(handler: str) -> str:

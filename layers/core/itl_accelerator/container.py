@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from itl_accelerator.services.usage_rollups import UsageRollups
     from itl_accelerator.services.usage_stats import UsageStatsService
     from itl_accelerator.store.jobs import JobStore
+    from itl_accelerator.store.meter_lag import MeterLag
+    from itl_accelerator.store.probe import TableProbe
     from itl_accelerator.workflows import WorkflowStarter
 
 
@@ -82,6 +84,20 @@ class Container:
         from itl_accelerator.store.jobs import JobStore
 
         return JobStore(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def table_probe(self) -> TableProbe:
+        """Whether the table answers (``GET /ready``)."""
+        from itl_accelerator.store.probe import TableProbe
+
+        return TableProbe(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def meter_lag(self) -> MeterLag:
+        """How far the usage sync lags (``UsageSyncLagSeconds``)."""
+        from itl_accelerator.store.meter_lag import MeterLag
+
+        return MeterLag(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
 
     @cached_property
     def workflows(self) -> WorkflowStarter:
