@@ -260,6 +260,8 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "SparkNodesGetStatsFunction": ((NODE,), (200,)),
     "SparkOllamaInstancesGetStatsFunction": ((NODE, INSTANCE), (200,)),
     "SparkJobsGetStatsFunction": ((NODE, JOB), (200,)),
+    "SparkJobsGetLogsFunction": ((NODE, JOB), (200,)),
+    "SloReportFunction": ((), (200,)),
 }
 #: Functions whose event submits a job (or follows one that did): the test waits for the job to end.
 JOB_FUNCTIONS = {f for f in GIVEN_THEN if f.startswith("SparkJobs")}

@@ -140,7 +140,7 @@ def _published_metric_names() -> set[str]:
     counts each ``publish_counts``/``_publish`` prefix is given (report fields, snake_case → CamelCase)."""
     sources = [*(REPO_ROOT / "functions").rglob("*.py"), *(REPO_ROOT / "layers").rglob("*.py")]
     text = "\n".join(p.read_text() for p in sources)
-    names = set(re.findall(r'add_metric\(name="(\w+)"', text))
+    names = set(re.findall(r'add_metric\(\s*name="(\w+)"', text))
     prefixes = set(re.findall(r'(?:publish_counts\(\w+, |_publish\()"(\w+)"', text))
     fields = {m.group(1) for m in re.finditer(r"^\s+(\w+): (?:int|bool) = 0", text, re.M)}
     fields |= {m.group(1) for m in re.finditer(r'"(\w+)": (?:self\.|len|sum|counts)', text)}

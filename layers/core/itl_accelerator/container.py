@@ -20,6 +20,7 @@ import boto3
 from itl_accelerator.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from itl_accelerator.api_metrics import ApiMetrics
     from itl_accelerator.dgx.client import DgxPlatformClient
     from itl_accelerator.services.access import Access
     from itl_accelerator.services.audit import AuditQueryService
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.fleet import FleetChanges
     from itl_accelerator.services.instance_workflow import InstanceWorkflow
     from itl_accelerator.services.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.job_logs import JobLogService
     from itl_accelerator.services.job_workflow import JobTracker, JobWorkflow
     from itl_accelerator.services.jobs import SparkJobService
     from itl_accelerator.services.kernel import ResourceKernel
@@ -34,10 +36,12 @@ if TYPE_CHECKING:
     from itl_accelerator.services.operations import OperationService
     from itl_accelerator.services.placement import Placement
     from itl_accelerator.services.reconciler import Reconciler
+    from itl_accelerator.services.slo_report import SloReportService
     from itl_accelerator.services.subscriptions import SubscriptionService
     from itl_accelerator.services.usage import UsageSync
     from itl_accelerator.services.usage_rollups import UsageRollups
     from itl_accelerator.services.usage_stats import UsageStatsService
+    from itl_accelerator.state_events import StateEventPublisher
     from itl_accelerator.store.jobs import JobStore
     from itl_accelerator.store.meter_lag import MeterLag
     from itl_accelerator.store.probe import TableProbe
@@ -54,11 +58,15 @@ class Container:
         dynamodb_client: Any | None = None,
         stepfunctions_client: Any | None = None,
         s3_client: Any | None = None,
+        events_client: Any | None = None,
+        cloudwatch_client: Any | None = None,
     ):
         self.settings = settings
         self._dynamodb_client = dynamodb_client
         self._stepfunctions_client = stepfunctions_client
         self._s3_client = s3_client
+        self._events_client = events_client
+        self._cloudwatch_client = cloudwatch_client
 
     @classmethod
     def build(
@@ -68,6 +76,8 @@ class Container:
         dynamodb_client: Any | None = None,
         stepfunctions_client: Any | None = None,
         s3_client: Any | None = None,
+        events_client: Any | None = None,
+        cloudwatch_client: Any | None = None,
     ) -> Container:
         """A container over ``settings`` (default: :func:`get_settings`) and optional injected AWS clients (each
         created on first use otherwise)."""
@@ -76,6 +86,8 @@ class Container:
             dynamodb_client=dynamodb_client,
             stepfunctions_client=stepfunctions_client,
             s3_client=s3_client,
+            events_client=events_client,
+            cloudwatch_client=cloudwatch_client,
         )
 
     # ------------------------------------------------------------------------------------------- clients, store
@@ -230,6 +242,38 @@ class Container:
         from itl_accelerator.services.usage_rollups import UsageRollups
 
         return UsageRollups(self.store, self.settings)
+
+    @cached_property
+    def job_logs(self) -> JobLogService:
+        """A job's log, proxied from the DGX Platform (the one API service that calls the platform)."""
+        from itl_accelerator.services.job_logs import JobLogService
+
+        return JobLogService(self.kernel, self.dgx)
+
+    @cached_property
+    def slo_report(self) -> SloReportService:
+        """The SLO report, counting requests in the local emulator's request log when ``API_REQUEST_LOG`` names one,
+        else in CloudWatch (API Gateway's metrics of ``API_NAME``/``API_STAGE``)."""
+        from itl_accelerator.api_metrics import CloudWatchApiMetrics, RequestLogMetrics
+        from itl_accelerator.services.slo_report import SloReportService
+
+        settings = self.settings
+        metrics: ApiMetrics
+        if settings.api_request_log:
+            metrics = RequestLogMetrics(settings.api_request_log, settings.slo_latency_threshold_ms)
+        else:
+            client = self._cloudwatch_client or boto3.client("cloudwatch")
+            metrics = CloudWatchApiMetrics(
+                client, settings.api_name, settings.api_stage, settings.slo_latency_threshold_ms
+            )
+        return SloReportService(metrics, settings)
+
+    @cached_property
+    def state_events(self) -> StateEventPublisher:
+        """State-change events from the table's stream onto ``EVENT_BUS_NAME`` (raises ``ValueError`` when unset)."""
+        from itl_accelerator.state_events import StateEventPublisher
+
+        return StateEventPublisher(self._events_client or boto3.client("events"), self.settings.event_bus_name)
 
     @cached_property
     def billing_export(self) -> BillingExport:

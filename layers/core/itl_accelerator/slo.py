@@ -25,6 +25,7 @@ tests/unit/test_slo_template.py checks that they agree.
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -132,7 +133,8 @@ _MONTH = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])")
 
 
 def month_period(month: str, now: float) -> Period:
-    """The UTC calendar month ``YYYY-MM`` as a :class:`Period`, cut at ``now`` (epoch seconds) while it runs.
+    """The UTC calendar month ``YYYY-MM`` as a :class:`Period`, cut at ``now`` (epoch seconds, rounded up to the
+    second so that what happened during the current second is in) while it runs.
     Raises ``ValueError`` for another format or a month that has not begun."""
     found = _MONTH.fullmatch(month)
     if found is None:
@@ -143,7 +145,7 @@ def month_period(month: str, now: float) -> Period:
     end = start + days * DAY
     if start > now:
         raise ValueError(f"the month {month} has not begun")
-    return Period(month=month, start=start, end=end, until=min(end, int(now)))
+    return Period(month=month, start=start, end=end, until=min(end, math.ceil(now)))
 
 
 def current_month(now: float) -> str:

@@ -90,6 +90,12 @@ REGISTER = _op(
 SUBSCRIPTION_READ = _op(
     "subscriptions/read", "Subscriptions", "Read subscription", "Gets the registration state of a subscription."
 )
+SLO_READ = _op(
+    "slo/read",
+    "Service level objectives",
+    "Read SLO report",
+    "Reads the API's attainment of its service level objectives and the error budget left (the whole provider's).",
+)
 
 OPERATIONS: tuple[Operation, ...] = (
     NODES_READ,
@@ -108,6 +114,7 @@ OPERATIONS: tuple[Operation, ...] = (
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
+    SLO_READ,
 )
 
 #: Permission by ARM action string.
