@@ -131,8 +131,20 @@ def test_bad_parameters_are_400_naming_them(admin, sub, params, target):
 
 
 def test_a_job_waiting_for_capacity_has_no_lines_yet(admin, sub, dgx, people):
-    # no node in the subscription: the job waits (Pending), with nothing on the platform
+    # a node that could hold the job but takes no work (cordoned): the job waits (Pending), nothing on the platform
+    cordoned = {**SEED_NODE, "properties": {**SEED_NODE["properties"], "availability": "Cordoned"}}
+    assert admin.post(nodes_path(sub), json=cordoned).status_code == 201
     logs = submit(admin, sub, "waiting", seconds=1)
+    waiting = wait_for(
+        lambda: (
+            (job := admin.get(jobs_path(sub, "waiting")).json())["properties"]["statusReason"]
+            != "Admitted; looking for a node."
+            and job
+        ),
+        timeout=30,
+        what="the job to wait for capacity",
+    )
+    assert waiting["properties"]["status"] == "Pending", waiting
     page = admin.get(logs).json()
     assert page == {"value": [], "nextLink": page["nextLink"], "jobStatus": "Pending", "complete": False}
     assert page["nextLink"].endswith("%24skipToken=0")
