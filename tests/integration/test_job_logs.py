@@ -137,8 +137,9 @@ def test_a_job_waiting_for_capacity_has_no_lines_yet(admin, sub, dgx, people):
     logs = submit(admin, sub, "waiting", seconds=1)
     waiting = wait_for(
         lambda: (
-            (job := admin.get(jobs_path(sub, "waiting")).json())["properties"]["statusReason"]
-            != "Admitted; looking for a node."
+            (job := admin.get(jobs_path(sub, "waiting")).json())["properties"]["statusReason"].startswith(
+                "Waiting for capacity"
+            )
             and job
         ),
         timeout=30,
