@@ -43,9 +43,11 @@ class EventTap:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop reading. The thread (a daemon) is not waited for beyond a moment: a read under way ends with the
+        embedded AWS, and what it reads then is not printed (the stack is stopping)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=WAIT_SECONDS + 5)
+            self._thread.join(timeout=0.2)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -54,6 +56,8 @@ class EventTap:
                     QueueUrl=self._queue, MaxNumberOfMessages=10, WaitTimeSeconds=WAIT_SECONDS
                 ).get("Messages", [])
                 for message in messages:
+                    if self._stop.is_set():
+                        return
                     self._deliver(json.loads(message["Body"]))
                     self._sqs.delete_message(QueueUrl=self._queue, ReceiptHandle=message["ReceiptHandle"])
             except Exception:  # the console's tap must not die on one bad read

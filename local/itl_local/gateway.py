@@ -65,6 +65,7 @@ class RequestLog:
             self._lock = RequestLog._locks.setdefault(self.path, threading.Lock())
 
     def record(self, status: int, duration_ms: float, at: float | None = None) -> None:
+        """Append ``{"t": at (epoch seconds, default now), "status": status, "ms": duration_ms}`` as one line."""
         line = json.dumps(
             {"t": round(time.time() if at is None else at, 3), "status": status, "ms": round(duration_ms, 1)}
         )

@@ -50,11 +50,23 @@ class Subscriber:
         return [(e["detail"]["previousState"], e["detail"]["state"]) for e in mine]
 
     def wait_until(self, resource_id: str, state: str, timeout: float = 60) -> list[tuple[str | None, str]]:
+        """The changes of ``resource_id`` received once one of them reached ``state`` (it and all before it)."""
         return wait_for(
             lambda: (s := self.states(resource_id)) and s[-1][1] == state and s,
             timeout=timeout,
             interval=0.2,
             what=f"an event of {resource_id} reaching {state}",
+        )
+
+    def wait_for_changes(
+        self, resource_id: str, changes: list[tuple[str | None, str]], timeout: float = 60
+    ) -> list[tuple[str | None, str]]:
+        """The changes of ``resource_id`` received, once they are ``changes`` (failing when more or others come)."""
+        return wait_for(
+            lambda: (s := self.states(resource_id)) == changes and s,
+            timeout=timeout,
+            interval=0.2,
+            what=f"the events of {resource_id} to be {changes} (so far {self.states(resource_id)})",
         )
 
     def close(self) -> None:
@@ -108,11 +120,8 @@ def test_an_instances_life_and_a_nodes_changes_reach_the_target(admin, sub, dgx,
     assert admin.patch(node, json={"properties": {"pricing": {"pricePerGpuHour": 3.0}}}).status_code == 200
     assert admin.patch(node, json={"properties": {"availability": "Cordoned"}}).status_code == 200
     assert admin.patch(node, json={"properties": {"availability": "Available"}}).status_code == 200
-    assert subscriber.wait_until(node, "Available", timeout=30)[-3:] == [
-        (None, "Available"),
-        ("Available", "Cordoned"),
-        ("Cordoned", "Available"),
-    ]
+    node_changes = [(None, "Available"), ("Available", "Cordoned"), ("Cordoned", "Available")]
+    assert subscriber.wait_for_changes(node, node_changes, timeout=30) == node_changes
     # an instance provisioned, then deleted: its states, then Deleted
     assert admin.post(instances_path(sub), json=SEED_INSTANCE).status_code == 202
     instance = instances_path(sub, name="instance-1")

@@ -114,6 +114,7 @@ class RequestLogMetrics:
         self.description = f"the local stack's request log ({self._path.name})"
 
     def totals(self, start: int, end: int) -> ApiTotals:
+        """The requests answered in ``[start, end)`` (epoch seconds), read from the whole file."""
         requests = errors = slow = 0
         try:
             lines = self._path.read_text().splitlines()

@@ -116,6 +116,7 @@ class RegistrationOutcome:
     reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        """The outcome in JSON's camelCase (what the registration function returns and logs)."""
         return {
             "registered": self.registered,
             "gateway": self.gateway,

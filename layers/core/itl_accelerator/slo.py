@@ -126,6 +126,7 @@ class Period:
 
     @property
     def complete(self) -> bool:
+        """Whether the month has ended (the figures cover all of it)."""
         return self.until >= self.end
 
 

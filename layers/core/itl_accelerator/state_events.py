@@ -193,6 +193,7 @@ class PublishReport:
     retried: int = 0
 
     def as_metrics(self) -> dict[str, int]:
+        """Counts as metrics (``publish_counts`` prefixes them ``StateEvents``)."""
         return {"published": self.published, "ignored": self.ignored, "retried": self.retried}
 
 
