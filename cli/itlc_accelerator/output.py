@@ -103,6 +103,17 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Ended", field("endTime")),
         ("Error", field("error.code")),
     ],
+    "slo": [
+        ("Objective", field("name")),
+        ("Goal %", field("goalPercent")),
+        ("Requests", field("requests")),
+        ("Bad", field("badRequests")),
+        ("Attainment %", field("attainmentPercent")),
+        ("Met", field("met")),
+        ("Burn rate", field("burnRate")),
+        ("Budget left", field("errorBudget.remainingFraction")),
+        ("Budget left (min)", field("errorBudget.remainingMinutes")),
+    ],
     "audit": [
         ("Time", field("timestamp")),
         ("Action", field("action")),
@@ -112,7 +123,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Summary", field("change_summary")),
     ],
 }
-ID_FIELDS = {"audit": "event_id", "usage": "resourceId"}
+ID_FIELDS = {"audit": "event_id", "usage": "resourceId", "slo": "name"}
 
 
 def emit(output: str, kind: str, body: Any, *, many: bool = False) -> None:

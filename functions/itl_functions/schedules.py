@@ -54,11 +54,15 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every 5 minutes: record the usage of every meter that is due (services/schedules/usage_sync.py) and publish how far
-    the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm)."""
+    the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm) and how far the sync
+    itself lags (``UsageSyncLagSeconds``: how long the most overdue meter has waited, 0 while it keeps up)."""
     wiring = _wiring()
     report = wiring.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("UsageSync", report.as_metrics())
     metrics.add_metric(name="UsageSyncRuns", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(
+        name="UsageSyncLagSeconds", unit=MetricUnit.Seconds, value=wiring.usage_sync.lag_seconds(time.time())
+    )
     lag = wiring.billing_export.lag_hours(time.time())
     if lag is not None:
         metrics.add_metric(name="BillingExportLagHours", unit=MetricUnit.Count, value=lag)

@@ -70,6 +70,8 @@ SCRIPT: dict[str, list[str]] = {
     "job cancel": ["job", "cancel", "j-1"],
     "job wait": ["job", "wait", "j-1"],
     "job delete": ["job", "delete", "j-1"],
+    "job logs": ["job", "logs", "j-1", "--tail", "10", "--since", "1h"],
+    "slo show": ["slo", "show", "--month", "2026-11"],
     "usage show": ["usage", "show", "--node", "dgx-1"],
     "audit list": ["audit", "list", "--resource", f"{RG_PATH}/sparkNodes/dgx-1", "--since", "1h", "--until", "1m"],
     "operation show": ["operation", "show", "op-1", "-l", "global"],
@@ -81,6 +83,8 @@ MORE = [
     ["job", "list", "-g", "", "--submitted-by", "bob"],
     ["usage", "show", "--node", "dgx-1", "--instance", "i-1"],
     ["usage", "show", "--job", "j-1"],
+    ["job", "logs", "j-1", "--follow"],
+    ["slo", "show"],
 ]
 
 

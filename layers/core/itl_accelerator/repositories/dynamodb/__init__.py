@@ -12,6 +12,7 @@ from itl_accelerator.repositories.dynamodb.jobs import DynamoJobRepository
 from itl_accelerator.repositories.dynamodb.meters import DynamoMeterRepository
 from itl_accelerator.repositories.dynamodb.nodes import DynamoNodeRepository
 from itl_accelerator.repositories.dynamodb.operations import DynamoLeaseIndex, DynamoOperationRepository
+from itl_accelerator.repositories.dynamodb.probe import DynamoTableProbe
 from itl_accelerator.repositories.dynamodb.subscriptions import DynamoSubscriptionRepository
 from itl_accelerator.repositories.dynamodb.table import Table
 from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
@@ -32,4 +33,5 @@ def dynamodb_repositories(client: Any, table_name: str) -> Repositories:
         meters=DynamoMeterRepository(table),
         usage=DynamoUsageRepository(table),
         billing=DynamoBillingRepository(table),
+        probe=DynamoTableProbe(table),
     )
