@@ -405,7 +405,17 @@ SERVICES = {
     "itl_functions.schedules.sync_usage": "usage_sync",
     "itl_functions.schedules.roll_up_usage": "usage_rollups",
     "itl_functions.schedules.export_billing": "billing_export",
+    "itl_functions.streams.fleet_changes": "fleet_changes",
+    "itl_functions.state_events.publish": "state_events",
+    "itl_functions.registration.handler": "settings",
 }
+#: API functions that serve no operation of the app (plain handlers: the catch-all route, the probes): their import.
+PLAIN_API_FUNCTIONS = ("CanonicalPathFunction", "HealthFunction", "ReadyFunction")
+
+_PLAIN_FUNCTION = """
+import importlib
+handler = getattr(importlib.import_module({module!r}), {attr!r})
+"""
 
 _AUTHORIZER = """
 import importlib
@@ -436,6 +446,10 @@ def _child_environment() -> dict[str, str]:
             "TABLE_NAME": TABLE,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "WARNING",
+            # what the template gives the state-change events' and the SLO report's functions
+            "EVENT_BUS_NAME": "bench-bus",
+            "API_NAME": "bench-api",
+            "API_STAGE": "v1",
         }
     )
     return env
@@ -457,6 +471,8 @@ def cold_start_targets() -> list[tuple[str, str, str]]:
         module, _, attr = handler.rpartition(".")
         if name == "McpFunction":
             targets.append((name, f"{handler} + MCP app", _MCP_FUNCTION.format(module=module, attr=attr)))
+        elif name in PLAIN_API_FUNCTIONS:
+            targets.append((name, handler, _PLAIN_FUNCTION.format(module=module, attr=attr)))
         elif name in api_functions:
             targets.append((name, f"{handler} + build_app", _API_FUNCTION.format(module=module, attr=attr)))
         elif handler == authorizer:

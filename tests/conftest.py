@@ -27,6 +27,7 @@ from starlette.testclient import TestClient
 ADMIN, CONSUMER, SUPPLIER = "itl-accelerator-admin", "itl-accelerator-consumer", "itl-accelerator-supplier"
 TABLE = "itl-accelerator-test"
 BUCKET = "itl-billing-export-test"
+EVENT_BUS = "itl-accelerator-events-test"
 
 
 def free_port() -> int:
@@ -99,9 +100,30 @@ def dgx(dgx_simulator: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
+def itl_gateway() -> Iterator[Any]:
+    """A fake ITL Control Plane API gateway on a free loopback port (tests/fake_itl_gateway.py): the provider
+    registers with it."""
+    from tests.fake_itl_gateway import FakeItlGateway
+
+    gateway = FakeItlGateway()
+    server, port = serve(gateway.app)
+    gateway.url = f"http://127.0.0.1:{port}"
+    yield gateway
+    server.should_exit = True
+
+
+@pytest.fixture(scope="session")
+def environment(
+    idp: str, dgx_simulator: Any, itl_gateway: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """Process environment for the handlers, set before anything reads settings."""
     values = {
+        # the API Gateway emulators' request log, which the SLO report reads locally (as CloudWatch in AWS)
+        "API_REQUEST_LOG": str(tmp_path_factory.mktemp("api") / "requests.jsonl"),
+        # the ITL gateway the provider registers with, and the base URL it tells it
+        "CONTROL_PLANE_API_URL": itl_gateway.url,
+        "PROVIDER_BASE_URL": "https://provider.test/v1",
+        "PROVIDER_REGISTRATION_INTERVAL_SECONDS": "0.05",
         "DGX_PLATFORM_API_URL": dgx_simulator.url,
         "DGX_PLATFORM_API_KEY": DGX_API_KEY,
         "DGX_READ_TIMEOUT_SECONDS": "1",
@@ -117,6 +139,7 @@ def environment(idp: str, dgx_simulator: Any) -> Iterator[None]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "TABLE_NAME": TABLE,
         "BILLING_EXPORT_BUCKET": BUCKET,
+        "EVENT_BUS_NAME": EVENT_BUS,
         "CONTROL_PLANE_AUTH_URL": idp.rsplit("/realms/", 1)[0],
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
@@ -209,6 +232,7 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
         dynamodb = boto3.client("dynamodb")
         create_table(dynamodb, template, TABLE)
         boto3.client("s3").create_bucket(Bucket=BUCKET)
+        boto3.client("events").create_event_bus(Name=EVENT_BUS)  # template.yaml's EventBus (state-change events)
         machines = deploy_workflows(
             template, iam=boto3.client("iam"), lambda_client=boto3.client("lambda"), sfn=boto3.client("stepfunctions")
         )
@@ -223,13 +247,18 @@ def aws(environment: None, template: Any, aws_calls: Any) -> Iterator[Any]:
         )
         os.environ[MCP_QUOTE_SECRET_VARIABLE] = quote_key["ARN"]
         aws_calls.bind(
-            Table=TABLE, DgxApiKeySecret=secret["ARN"], McpQuoteSecret=quote_key["ARN"], BillingExportBucket=BUCKET
+            Table=TABLE,
+            DgxApiKeySecret=secret["ARN"],
+            McpQuoteSecret=quote_key["ARN"],
+            BillingExportBucket=BUCKET,
+            EventBus=EVENT_BUS,
         )
         get_settings.cache_clear()
         from itl_local.aws import trim_stream
         from itl_local.streams import StreamPoller
 
-        # the table's stream delivered to its functions, as Lambda's event source mappings do (fleet changes)
+        # the table's stream delivered to its functions, as Lambda's event source mappings do (fleet changes,
+        # state-change events)
         poller = StreamPoller(template, TABLE, trim=lambda sequence: trim_stream(TABLE, sequence))
         poller.start()
         yield dynamodb

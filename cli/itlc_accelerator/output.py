@@ -103,6 +103,38 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Ended", field("endTime")),
         ("Error", field("error.code")),
     ],
+    "slo": [
+        ("Objective", field("name")),
+        ("Goal %", field("goalPercent")),
+        ("Requests", field("requests")),
+        ("Bad", field("badRequests")),
+        ("Attainment %", field("attainmentPercent")),
+        ("Met", field("met")),
+        ("Burn rate", field("burnRate")),
+        ("Budget left", field("errorBudget.remainingFraction")),
+        ("Budget left (min)", field("errorBudget.remainingMinutes")),
+    ],
+    "quota": [
+        ("Name", field("name")),
+        ("Limit", field("properties.limit.value")),
+        ("In use", field("properties.currentValue")),
+        ("Unit", field("properties.unit")),
+    ],
+    "quotaUsage": [
+        ("Name", field("name.value")),
+        ("In use", field("currentValue")),
+        ("Limit", field("limit")),
+        ("Unit", field("unit")),
+    ],
+    "budget": [
+        ("Name", field("name")),
+        ("Amount", field("properties.amount")),
+        ("Currency", field("properties.currency")),
+        ("Spent", field("properties.currentSpend.amount")),
+        ("Period", field("properties.status.period")),
+        ("Exceeded", field("properties.status.exceeded")),
+        ("At limit", field("properties.actionAtLimit")),
+    ],
     "audit": [
         ("Time", field("timestamp")),
         ("Action", field("action")),
@@ -112,7 +144,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Summary", field("change_summary")),
     ],
 }
-ID_FIELDS = {"audit": "event_id", "usage": "resourceId"}
+ID_FIELDS = {"audit": "event_id", "usage": "resourceId", "slo": "name", "quotaUsage": "name"}
 
 
 def emit(output: str, kind: str, body: Any, *, many: bool = False) -> None:

@@ -61,3 +61,25 @@ def operation_status(subscription: str, location: str, operation_id: str) -> str
 def stats(resource: str) -> str:
     """A node's, instance's or job's usage statistics: the resource's path (or ARM id) + ``/stats``."""
     return resource.rstrip("/") + "/stats"
+
+
+def quotas(subscription: str, location: str, name: str | None = None) -> str:
+    """The GPU quotas of a subscription in a location, or one."""
+    base = provider(subscription) + f"/locations/{_seg(location)}/quotas"
+    return f"{base}/{_seg(name)}" if name else base
+
+
+def usages(subscription: str, location: str) -> str:
+    """What a subscription holds against its quotas in a location."""
+    return provider(subscription) + f"/locations/{_seg(location)}/usages"
+
+
+def budgets(subscription: str, name: str | None = None) -> str:
+    """The budgets of a subscription, or one."""
+    base = provider(subscription) + "/budgets"
+    return f"{base}/{_seg(name)}" if name else base
+
+
+def cost_query(subscription: str) -> str:
+    """The subscription's cost query."""
+    return provider(subscription) + "/costQuery"

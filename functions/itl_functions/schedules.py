@@ -54,11 +54,15 @@ def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 def sync_usage(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Every 5 minutes: record the usage of every meter that is due (services/schedules/usage_sync.py) and publish how far
-    the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm)."""
+    the billing export lags (``BillingExportLagHours``, watched by the missing-export alarm) and how far the sync
+    itself lags (``UsageSyncLagSeconds``: how long the most overdue meter has waited, 0 while it keeps up)."""
     wiring = _wiring()
     report = wiring.usage_sync.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("UsageSync", report.as_metrics())
     metrics.add_metric(name="UsageSyncRuns", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(
+        name="UsageSyncLagSeconds", unit=MetricUnit.Seconds, value=wiring.usage_sync.lag_seconds(time.time())
+    )
     lag = wiring.billing_export.lag_hours(time.time())
     if lag is not None:
         metrics.add_metric(name="BillingExportLagHours", unit=MetricUnit.Count, value=lag)
@@ -105,6 +109,18 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
     }
     _log("Exported billing", result, event)
     return result
+
+
+@logger.inject_lambda_context(clear_state=True)
+@log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def monitor_budgets(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Every 15 minutes, after the roll-ups: evaluate every budget (services/schedules/budget_monitor.py: notify
+    the thresholds crossed, once a month each; stop what a spent ``StopAll`` budget covers)."""
+    report = _wiring().budget_monitor.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    _publish("BudgetMonitor", report.as_metrics())
+    _log("Evaluated budgets", asdict(report), event)
+    return asdict(report)
 
 
 def _log(message: str, report: dict[str, Any], event: dict[str, Any]) -> None:

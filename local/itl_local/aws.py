@@ -203,6 +203,22 @@ def create_buckets(s3: Any, template: Template) -> dict[str, str]:
     return names
 
 
+def local_event_bus_name(logical_id: str) -> str:
+    """The embedded AWS's name of a template event bus: ``EventBus`` → ``itl-accelerator-events``."""
+    words = re.findall(r"[A-Z][a-z0-9]*", logical_id.removesuffix("Bus").removesuffix("Event"))
+    return "-".join(["itl-accelerator", *(w.lower() for w in words), "events"])
+
+
+def create_event_buses(events: Any, template: Template) -> dict[str, str]:
+    """Create every EventBridge bus the template declares (idempotent); returns logical id → local bus name."""
+    names = {logical_id: local_event_bus_name(logical_id) for logical_id in template.event_buses()}
+    existing = {b["Name"] for b in events.list_event_buses().get("EventBuses", [])}
+    for name in names.values():
+        if name not in existing:
+            events.create_event_bus(Name=name)
+    return names
+
+
 def save_items(dynamodb: Any, table_name: str, path: Path) -> int:
     """Write every item to ``path`` (JSON lines of DynamoDB JSON). Local tooling only: a full Scan. Returns count."""
     count = 0

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def portal_origins(port: int) -> list[str]:
 
 
 def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str, str]:
-    from itl_local.aws import aws_environment, local_bucket_name
+    from itl_local.aws import aws_environment, local_bucket_name, local_event_bus_name
 
     return {
         **aws_environment(aws_port),
@@ -104,6 +105,8 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
         "DGX_PLATFORM_API_KEY": settings.dgx_platform_api_key.get_secret_value() or LOCAL_DGX_API_KEY,
         # the embedded S3's bucket for template.yaml's BillingExportBucket (created by `up`)
         "BILLING_EXPORT_BUCKET": settings.billing_export_bucket or local_bucket_name("BillingExportBucket"),
+        # the embedded AWS's bus for template.yaml's EventBus (state-change events; created by `up`)
+        "EVENT_BUS_NAME": settings.event_bus_name or local_event_bus_name("EventBus"),
         # Local default: poll every 2 s (settings default 10 s for real hardware); explicit values win.
         "INSTANCE_POLL_INTERVAL_SECONDS": str(
             settings.instance_poll_interval_seconds
@@ -141,13 +144,25 @@ def cmd_up(args: argparse.Namespace) -> int:
         }
     )
     os.environ.update(_local_environment(settings, settings.local_aws_port, settings.local_idp_port))
+    registration = _registration_environment(settings, port)
+    os.environ.update(registration.environment)
+    # the API Gateway emulator's request log: what the SLO report counts locally (CloudWatch's metrics in AWS)
+    os.environ["API_REQUEST_LOG"] = str(_home(settings) / f"api-requests-{port}.jsonl")
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
     settings = get_settings()
 
     from itl_accelerator.observability import logger
-    from itl_local.aws import EmbeddedAws, create_buckets, create_table, load_items, make_dynamodb_faithful, save_items
+    from itl_local.aws import (
+        EmbeddedAws,
+        create_buckets,
+        create_event_buses,
+        create_table,
+        load_items,
+        make_dynamodb_faithful,
+        save_items,
+    )
     from itl_local.console import Console
     from itl_local.devauth import PORTAL_CLIENT_ID, idp_app, load_or_create_key
     from itl_local.dgx_simulator import DgxSimulator, SimulatorConfig
@@ -189,6 +204,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     dynamodb = aws.client("dynamodb")
     create_table(dynamodb, template, settings.table_name)
     create_buckets(aws.client("s3"), template)
+    create_event_buses(aws.client("events"), template)
     machines = deploy_workflows(
         template, iam=aws.client("iam"), lambda_client=aws.client("lambda"), sfn=aws.client("stepfunctions")
     )
@@ -223,16 +239,26 @@ def cmd_up(args: argparse.Namespace) -> int:
         trim=lambda sequence: trim_stream(settings.table_name, sequence),
     )
     poller.start()
-    runner = None
+    tap = None
+    if console is not None:
+        from itl_local.event_tap import EventTap
+
+        tap = EventTap(aws.client("events"), aws.client("sqs"), settings.event_bus_name, console.event)
+        tap.start()
+    runners = []
     if not args.no_schedules:
         from itl_local.schedules import ScheduleRunner, schedules
 
-        runner = ScheduleRunner(
-            schedules(template),
-            report=(lambda s, o, ms: console.schedule(s.name, o, ms)) if console else None,
-            every=args.schedule_every or None,
-        )
-        runner.start()
+        report = (lambda s, o, ms: console.schedule(s.name, o, ms)) if console else None
+        every = [s for s in schedules(template) if s.function_id != REGISTRATION_FUNCTION]
+        # the ITL gateway registration keeps its own rate (every 15 minutes): a gateway is not asked every 5 s
+        own_rate = [s for s in schedules(template) if s.function_id == REGISTRATION_FUNCTION]
+        runners = [
+            ScheduleRunner(every, report=report, every=args.schedule_every or None),
+            ScheduleRunner(own_rate, report=report),
+        ]
+        for runner in runners:
+            runner.start()
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -249,10 +275,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         ),
         flush=True,
     )
+    if registration.note and console is not None:
+        console.note(registration.note)
+    if registration.register:
+        threading.Thread(
+            target=_register_with_gateway, args=(settings, console), name="itl-registration", daemon=True
+        ).start()
     stop.wait()
     print("stopping...", flush=True)
-    if runner is not None:
+    for runner in runners:
         runner.stop()
+    if tap is not None:
+        tap.stop()
     poller.stop()
     for server in servers:
         server.should_exit = True
@@ -261,6 +295,52 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"saved {save_items(dynamodb, settings.table_name, data)} items to {data}", flush=True)
     aws.stop()
     return 0
+
+
+REGISTRATION_FUNCTION = "ProviderRegistrationFunction"
+
+
+@dataclass(frozen=True)
+class _Registration:
+    """Whether ``up`` registers with an ITL gateway: the environment that says so to the stack's functions, whether
+    to register at start, and a note for the console."""
+
+    environment: dict[str, str]
+    register: bool
+    note: str = ""
+
+
+def _registration_environment(settings: Any, port: int) -> _Registration:
+    """Register only with a gateway ``CONTROLPLANE_API_URL`` (or ``CONTROL_PLANE_API_URL``) names explicitly, and
+    never with this stack itself (the CLI's walkthrough points ``CONTROLPLANE_API_URL`` at the stack's own API)."""
+    base = f"http://127.0.0.1:{port}"
+    off = {"CONTROL_PLANE_API_URL": "", "PROVIDER_BASE_URL": base}
+    if "control_plane_api_url" not in settings.model_fields_set or not settings.control_plane_api_url:
+        return _Registration(off, False)
+    from urllib.parse import urlsplit
+
+    gateway = urlsplit(settings.control_plane_api_url)
+    if gateway.hostname in ("127.0.0.1", "localhost") and (gateway.port or 80) == port:
+        note = "ITL gateway: CONTROLPLANE_API_URL is this stack's own API (the CLI's setting); not registering"
+        return _Registration(off, False, note)
+    return _Registration({"CONTROL_PLANE_API_URL": settings.control_plane_api_url, "PROVIDER_BASE_URL": base}, True)
+
+
+def _register_with_gateway(settings: Any, console: Any) -> None:
+    """Register with the ITL gateway as the ITL SDK's provider server does (wait for its /health, 30 x 2 s, then
+    POST /providers/register), and say how it went; a gateway that is away is a note, not an error."""
+    from itl_accelerator.gateway_registration import register_provider
+
+    outcome = register_provider(settings)
+    if outcome.registered:
+        text = (
+            f"ITL gateway: registered ITL.Accelerator with {outcome.gateway} (base URL {settings.provider_base_url}, "
+            f"answered {outcome.status})"
+        )
+    else:
+        text = f"ITL gateway: not registered with {outcome.gateway}: {outcome.reason} (the stack works without it)"
+    if console is not None:
+        console.note(text)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -289,9 +369,12 @@ def running_stack_environment(settings: Any, template: Any) -> dict[str, str]:
     from itl_local.workflows import workflow_environment
 
     machines = {name: f"arn:aws:states:{REGION}:123456789012:stateMachine:{name}" for name in template.state_machines()}
+    port = settings.service_port
     return {
         **_local_environment(settings, settings.local_aws_port, settings.local_idp_port),
         **workflow_environment(machines),
+        **_registration_environment(settings, port).environment,
+        "API_REQUEST_LOG": str(_home(settings) / f"api-requests-{port}.jsonl"),
     }
 
 

@@ -5,6 +5,7 @@ stack trace, readable. ``--quiet`` shows none of it.
     12:03:04 PUT /subscriptions/sub-123/.../sparkNodes/dgx-1 201 SparkNodesCreateOrUpdateFunction 43ms req=6f1c...
     12:03:06 step InstancePollFunction op=0d9e... ok 12ms
     12:03:08 GET /subscriptions/sub-123/.../unknownThings 404 - 1ms req=2b7a... (MISSING_AUTHENTICATION_TOKEN)
+    12:03:09 event Job State Changed /subscriptions/sub-123/.../sparkJobs/job-1 Running -> Succeeded
 
 Local runtime only: nothing here is shipped.
 """
@@ -57,6 +58,17 @@ class Console:
     def stream(self, function: str, records: int, outcome: str, duration_ms: float) -> None:
         """One batch of the table's stream delivered to a function: ``outcome`` is ``ok`` or the exception's type."""
         self.write(f"{_now()} stream {function} records={records} {outcome} {duration_ms:.0f}ms")
+
+    def event(self, event: dict[str, Any]) -> None:
+        """One state-change event as a rule on the bus received it: its detail-type, the resource's ARM id, and the
+        change (``(new)`` before a resource's first state)."""
+        detail = event.get("detail") or {}
+        change = f"{detail.get('previousState') or '(new)'} -> {detail.get('state')}"
+        self.write(f"{_now()} event {event.get('detail-type')} {detail.get('resourceId')} {change}")
+
+    def note(self, text: str) -> None:
+        """A line of the stack's own (the ITL gateway registration, for one)."""
+        self.write(f"{_now()} {text}")
 
     def show_function_logs(self, logger: Any) -> logging.Handler:
         """Keep the functions' log lines (``logger``: the Powertools logger, at POWERTOOLS_LOG_LEVEL) and print the

@@ -83,6 +83,11 @@ def _iso_at(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+def _iso_ms(epoch: float) -> str:
+    """Epoch seconds → ISO 8601 UTC with milliseconds and ``Z`` (a log line's time)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1000):03d}Z"
+
+
 def _iso_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -369,18 +374,74 @@ class DgxSimulator:
                 job["status"], job["exitCode"], job["endedAt"] = "Canceled", 137, _iso_now()
         return JSONResponse(self._public_job(job), status_code=202)
 
+    def _log_lines(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The job's log as it stands (call with the lock held, the job refreshed): a line when it was queued, two
+        when it started, one per second while it ran (a training step), one when it ended — each with the wall time
+        it was written at, numbered from 1 in order."""
+        mono_to_wall = job["wallStart"] - job["created"]
+        lines: list[tuple[float, str]] = [
+            (job["created"], f"[dgx] job {job['id']} ({job['name']}) queued on {job['nodeId']}: {job['gpus']} GPUs")
+        ]
+        if job["startedAt"] is not None:
+            started = job["runAt"]
+            lines += [
+                (started, f"[dgx] pulling {job['image']}"),
+                (started, f"[dgx] container started with {job['gpus']} GPUs"),
+            ]
+            ended_at = _epoch(job["endedAt"]) - mono_to_wall if job["endedAt"] else None
+            until = ended_at if ended_at is not None else time.monotonic()
+            steps = max(0, int(until - started))
+            for step in range(1, steps + 1):
+                loss = 2.5 / (1 + 0.3 * step)
+                lines.append((started + step, f"step {step}: loss={loss:.4f} throughput={812 + step % 7} samples/s"))
+            if job["status"] in ("Succeeded", "Failed", "Canceled"):
+                last = f"[dgx] container exited with code {job['exitCode']}: job {job['status']}"
+                lines.append((max(until, started), last))
+        elif job["status"] == "Canceled":
+            lines.append((_epoch(job["endedAt"]) - mono_to_wall, "[dgx] job canceled before it ran"))
+        return [
+            {"number": n, "time": _iso_ms(moment + mono_to_wall), "text": text}
+            for n, (moment, text) in enumerate(lines, start=1)
+        ]
+
     async def job_logs(self, request: Request) -> Response:
+        """The job's log (the contract's getJobLogs): plain text, or with ``Accept: application/json`` numbered lines
+        after ``after``, written at or after ``since``, the last ``tail`` of them, ``limit`` per page."""
         with self.lock:
             job = self.jobs.get(request.path_params["job_id"])
             job = self._refresh_job(job) if job else None
+            lines = self._log_lines(job) if job else []
         if job is None:
             return _error(404, "NotFound", "No such job.")
-        lines = [f"[dgx-simulator] job {job['id']} ({job['name']}) on {job['nodeId']}: {job['gpus']} GPUs"]
-        lines.append(
-            f"[dgx-simulator] status {job['status']}"
-            + (f", exit code {job['exitCode']}" if job["exitCode"] is not None else "")
+        if "application/json" not in request.headers.get("accept", ""):
+            return Response("".join(line["text"] + "\n" for line in lines), media_type="text/plain")
+        query = request.query_params
+        try:
+            after = int(query.get("after", 0))
+            limit = int(query.get("limit", 1000))
+            tail = int(query["tail"]) if "tail" in query else None
+            since = _epoch(query["since"]) if "since" in query else None
+            if after < 0 or not 1 <= limit <= 5000 or (tail is not None and not 1 <= tail <= 10000):
+                raise ValueError
+        except (ValueError, KeyError):
+            return _error(400, "InvalidRequest", "after >= 0, limit 1-5000, tail 1-10000, since an ISO 8601 time.")
+        chosen = [line for line in lines if line["number"] > after]
+        if since is not None:
+            chosen = [line for line in chosen if _epoch(line["time"]) >= since]
+        if tail is not None:
+            chosen = chosen[-tail:]
+        page = chosen[:limit]
+        ended = job["status"] in ("Succeeded", "Failed", "Canceled")
+        return JSONResponse(
+            {
+                "jobId": job["id"],
+                "status": job["status"],
+                "lines": page,
+                "nextAfter": page[-1]["number"] if page else after,
+                "more": len(chosen) > limit,
+                "ended": ended,
+            }
         )
-        return Response("\n".join(lines) + "\n", media_type="text/plain")
 
     async def usage(self, request: Request) -> JSONResponse:
         """Metrics of one resource over ``[start, end)``: utilisation is a deterministic function of the resource

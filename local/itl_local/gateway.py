@@ -9,7 +9,10 @@ rendered from the template's ``GatewayResponses`` (headers and the ``application
 path is answered by the gateway itself (200, no authorizer, no function) with the configured
 ``Access-Control-Allow-*`` headers. The stage's throttling (the ``MethodSettings`` rate and burst) is enforced as
 API Gateway does, with a token bucket over every request before anything else (the THROTTLED gateway response).
-Given a :class:`~itl_local.console.Console`, each request is reported on it in one line once answered.
+Given a :class:`~itl_local.console.Console`, each request is reported on it in one line once answered. Every
+request answered is appended to the request log (``API_REQUEST_LOG``, when set): one JSON object a line,
+``{"t": epoch seconds, "status": HTTP status, "ms": latency}`` — the local stand-in for API Gateway's
+``Count``/``5XXError``/``Latency`` metrics, which the SLO report reads (itl_accelerator/api_metrics.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -75,6 +79,27 @@ class TokenBucket:
             return True
 
 
+class RequestLog:
+    """Appends one line per request to ``path`` (module docstring); safe across threads and emulators of one process."""
+
+    _locks: dict[Path, threading.Lock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).resolve()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with RequestLog._guard:
+            self._lock = RequestLog._locks.setdefault(self.path, threading.Lock())
+
+    def record(self, status: int, duration_ms: float, at: float | None = None) -> None:
+        """Append ``{"t": at (epoch seconds, default now), "status": status, "ms": duration_ms}`` as one line."""
+        line = json.dumps(
+            {"t": round(time.time() if at is None else at, 3), "status": status, "ms": round(duration_ms, 1)}
+        )
+        with self._lock, self.path.open("a") as out:
+            out.write(line + "\n")
+
+
 class ApiGatewayEmulator:
     """An ASGI app serving ``template``'s API. ``stage`` appears in ``requestContext.stage`` only: paths are
     served at the root, as behind a custom domain. ``throttle``: enforce the stage's throttling (tests that send
@@ -89,9 +114,16 @@ class ApiGatewayEmulator:
         console: Console | None = None,
         throttle: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        request_log: str | Path | None = None,
     ):
+        """``request_log``: where the request log goes (default: ``API_REQUEST_LOG``; none when empty)."""
         self.template = template
         self.console = console
+        if request_log is None:
+            from itl_accelerator.settings import get_settings
+
+            request_log = get_settings().api_request_log or None
+        self.request_log = RequestLog(request_log) if request_log else None
         self.stage = stage
         throttling = template.api_throttling() if throttle else None
         self.bucket = TokenBucket(*throttling, clock=clock) if throttling else None
@@ -121,8 +153,11 @@ class ApiGatewayEmulator:
         request = Request(scope, receive)
         started = time.perf_counter()
         response = await self.handle(request)
+        duration_ms = (time.perf_counter() - started) * 1000
+        if self.request_log is not None:
+            self.request_log.record(response.status_code, duration_ms)
         if self.console is not None:
-            self._report(request, response, (time.perf_counter() - started) * 1000)
+            self._report(request, response, duration_ms)
         await response(scope, receive, send)
 
     def _report(self, request: Request, response: Response, duration_ms: float) -> None:

@@ -44,6 +44,7 @@ _ARNS: dict[str, str] = {
     "AWS::S3::Bucket": "arn:aws:s3:::{ref}",
     "AWS::Scheduler::ScheduleGroup": "arn:aws:scheduler:{region}:{account}:schedule-group/{ref}",
     "AWS::SQS::Queue": "arn:aws:sqs:{region}:{account}:{name}",
+    "AWS::Events::EventBus": "arn:aws:events:{region}:{account}:event-bus/{ref}",
 }
 #: Ref of a resource named ``name`` locally, for types whose Ref is an ARN or a URL.
 _REFS: dict[str, str] = {
@@ -216,6 +217,18 @@ def authorizations(call: Call, resources: Resources) -> list[Authorization]:
         arn = name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{ACCOUNT}:function:{name}"
         qualifier = f":{p['Qualifier']}" if p.get("Qualifier") else ""
         return [Authorization(f"lambda:{_LAMBDA_ACTIONS.get(call.operation, call.operation)}", arn + qualifier)]
+    if call.service == "events" and call.operation == "PutEvents":
+        # one authorization per bus the entries name (a name or an ARN; none: the account's default bus)
+        buses = {str(e.get("EventBusName") or "default") for e in p.get("Entries", [])}
+        return [
+            Authorization(
+                "events:PutEvents", b if b.startswith("arn:") else f"arn:aws:events:{region}:{ACCOUNT}:event-bus/{b}"
+            )
+            for b in sorted(buses)
+        ]
+    if call.service == "cloudwatch":
+        # the IAM prefix of CloudWatch is "cloudwatch" (its signing name is "monitoring"); metric reads take no resource
+        return [Authorization(f"cloudwatch:{call.operation}", "*")]
     if call.service == "scheduler" and "Name" in p:
         arn = f"arn:aws:scheduler:{region}:{ACCOUNT}:schedule/{p.get('GroupName') or 'default'}/{p['Name']}"
         needed = [Authorization(f"scheduler:{call.operation}", arn)]

@@ -191,6 +191,10 @@ class Template:
         own = self.functions()[logical_id].get("Timeout")
         return int(own or self.doc.get("Globals", {}).get("Function", {}).get("Timeout", 3))
 
+    def event_buses(self) -> list[str]:
+        """Logical ids of the template's EventBridge buses."""
+        return sorted(k for k, v in self.resources.items() if v["Type"] == "AWS::Events::EventBus")
+
     def buckets(self) -> list[str]:
         """Logical ids of the template's S3 buckets."""
         return sorted(k for k, v in self.resources.items() if v["Type"] == "AWS::S3::Bucket")

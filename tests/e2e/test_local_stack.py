@@ -33,6 +33,9 @@ def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
     from itl_accelerator.settings import Settings
 
     settings = {name.upper() for name in Settings.model_fields}
+    for field in Settings.model_fields.values():  # and the other names a setting is read by (CONTROLPLANE_API_URL)
+        choices = getattr(field.validation_alias, "choices", None) or []
+        settings |= {str(choice).upper() for choice in choices}
     env = {
         k: v
         for k, v in os.environ.items()
@@ -54,10 +57,11 @@ class Stack:
         *,
         ports: tuple[int, int, int, int] | None = None,
         options: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ):
         self.ports = ports or (free_port(), free_port(), free_port(), free_port())
         self.port, self.aws_port, self.idp_port, self.dgx_port = self.ports
-        self.env = stack_env(home, self.ports)
+        self.env = {**stack_env(home, self.ports), **(env or {})}
         args = [str(BIN / "itl-local"), "up", *options] + (["--data", str(data)] if data else [])
         self.proc = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
@@ -105,9 +109,11 @@ class Stack:
             self.simulator_config(hold_provisioning=False)
 
     def stop(self) -> int:
+        """Ctrl-C, then wait for the stack to stop: usually 4-5 s (3 of them the interpreter's own exit), much longer
+        on a busy machine while schedules and stream batches finish — the limit only catches a stack that hangs."""
         self.proc.send_signal(signal.SIGINT)
         try:
-            code = self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=120)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

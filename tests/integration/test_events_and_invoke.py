@@ -36,8 +36,10 @@ API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes})
 MCP_FUNCTION = "McpFunction"
 #: The catch-all route's function (itl_functions/canonical_path.py): a client of the API too, for paths in any casing.
 CANONICAL_PATH_FUNCTION = "CanonicalPathFunction"
+#: The probes /health and /ready (itl_functions/health.py): plain handlers, no app.
+PROBE_FUNCTIONS = ("HealthFunction", "ReadyFunction")
 #: API functions that serve an operation of the provider's app.
-OPERATION_FUNCTIONS = [f for f in API_FUNCTIONS if f not in (MCP_FUNCTION, CANONICAL_PATH_FUNCTION)]
+OPERATION_FUNCTIONS = [f for f in API_FUNCTIONS if f not in (MCP_FUNCTION, CANONICAL_PATH_FUNCTION, *PROBE_FUNCTIONS)]
 #: The subscription the sample events name (in paths, path parameters and the principal's scope).
 EVENT_SUBSCRIPTION = "sub-123"
 
@@ -152,8 +154,14 @@ def test_api_event_matches_a_route_of_its_function(function_id):
 AUTHORIZED_API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes if r.authorized})
 
 
-def test_only_the_catch_all_route_has_no_authorizer():
-    assert set(API_FUNCTIONS) - set(AUTHORIZED_API_FUNCTIONS) == {"CanonicalPathFunction"}
+#: Routes without the authorizer: the catch-all (it sends a request on through the authorizer, or answers 404) and the
+#: probes /health and /ready (unauthenticated, as the ITL SDK's provider server serves them: the ITL gateway and the
+#: canary call them without a token).
+UNAUTHENTICATED = {"CanonicalPathFunction", "HealthFunction", "ReadyFunction"}
+
+
+def test_only_the_catch_all_route_and_the_probes_have_no_authorizer():
+    assert set(API_FUNCTIONS) - set(AUTHORIZED_API_FUNCTIONS) == UNAUTHENTICATED
 
 
 @pytest.mark.parametrize("function_id", AUTHORIZED_API_FUNCTIONS)
@@ -225,6 +233,8 @@ JOB = "SparkJobsCreateFunction"
 #: event's path names), and the status its event then answers (each test stands alone).
 GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "CanonicalPathFunction": ((), (404,)),  # its sample: a path no route matches in any casing
+    "HealthFunction": ((), (200,)),
+    "ReadyFunction": ((), (200,)),
     "SubscriptionsCreateOrUpdateFunction": ((), (200, 201)),
     "SubscriptionsGetFunction": (("SubscriptionsCreateOrUpdateFunction",), (200,)),
     "SparkNodesCreateFunction": ((), (201,)),
@@ -255,6 +265,8 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "SparkJobsGetStatsFunction": ((NODE, JOB), (200,)),
     # tools/list of the 2026-07-28 revision (no call of the API, whose host in the event is not this machine)
     MCP_FUNCTION: ((), (200,)),
+    "SparkJobsGetLogsFunction": ((NODE, JOB), (200,)),
+    "SloReportFunction": ((), (200,)),
 }
 #: Functions whose event submits a job (or follows one that did): the test waits for the job to end.
 JOB_FUNCTIONS = {f for f in GIVEN_THEN if f.startswith("SparkJobs")}

@@ -111,13 +111,14 @@ def test_api_conforms_to_its_openapi_document(case: schemathesis.Case, gateway: 
 def test_document_declares_every_operation_of_the_template(template: Any) -> None:
     # Given the OpenAPI document and the routes API Gateway serves (template.yaml)
     documented = {(method.upper(), path) for path, item in schema.raw_schema["paths"].items() for method in item}
-    # (but the MCP endpoint and its OAuth metadata: JSON-RPC and RFC 9728, not the ARM contract; docs/MCP.md,
-    # tests/integration/test_mcp.py; and the catch-all that answers the documented paths in any casing:
-    # tests/integration/test_trust.py)
+    # (but the routes that are no operation of the app: the MCP endpoint and its OAuth metadata, JSON-RPC and RFC 9728,
+    # not the ARM contract, docs/MCP.md, tests/integration/test_mcp.py; the catch-all that answers the documented paths
+    # in any casing, tests/integration/test_trust.py; the unauthenticated probes /health and /ready, plain handlers
+    # documented in docs/API_REFERENCE.md, tests/integration/test_itl_control_plane.py)
     served = {
         (route.method.upper(), route.path)
         for route in template.routes
-        if route.function_id not in ("McpFunction", "CanonicalPathFunction")
+        if route.function_id not in ("McpFunction", "CanonicalPathFunction", "HealthFunction", "ReadyFunction")
     }
     # Then they are the same set, so the fuzzing above reaches every route
     assert documented == served

@@ -28,7 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
-from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxUsage
+from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogLine, DgxLogPage, DgxUsage
 
 
 def client_error(code: str, operation: str, message: str = "") -> ClientError:
@@ -123,6 +123,7 @@ class _Job:
     error_code: str | None = None
     error_message: str | None = None
     ended: float | None = None
+    log: list[tuple[float, str]] = field(default_factory=list)
 
     def public(self) -> DgxJob:
         return DgxJob(
@@ -340,6 +341,37 @@ class FakeDgx:
     def find_job(self, idempotency_key: str) -> DgxJob | None:
         self._enter("find_job", idempotency_key)
         return next((j.public() for j in self.jobs.values() if j.key == idempotency_key), None)
+
+    def get_job_logs(
+        self,
+        job_id: str,
+        *,
+        after: int = 0,
+        since: str | None = None,
+        tail: int | None = None,
+        limit: int = 1000,
+    ) -> DgxLogPage:
+        self._enter("get_job_logs", job_id)
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise DgxNotFound(f"DGX Platform has no such resource: GET /v1/jobs/{job_id}/logs", status=404)
+        numbered = [DgxLogLine(number=n, time=iso(t), text=text) for n, (t, text) in enumerate(job.log, 1)]
+        lines = [x for x in numbered if x.number > after and (since is None or x.time >= since)]
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
+        page = lines[:limit]
+        return DgxLogPage(
+            job_id=job_id,
+            status=job.status,
+            lines=page,
+            next_after=page[-1].number if page else after,
+            more=len(lines) > len(page),
+            ended=job.ended is not None,
+        )
+
+    def write_log(self, job_id: str, text: str) -> None:
+        """The job writes a line to its log, now."""
+        self.jobs[job_id].log.append((self.clock(), text))
 
     def finish_job(
         self, job_id: str, status: str = "Succeeded", *, exit_code: int = 0, at: float | None = None

@@ -5,7 +5,8 @@ token validator; a workflow step's or schedule's service — then look at ``sys.
 
 - No function loads the X-Ray SDK while tracing is off.
 - API functions never load the DGX client (nor httpx), the token library, another operation's routes, the workflow
-  or billing services: they store and read, nothing else.
+  or billing services: they store and read, nothing else — except the job log's, which proxies the DGX Platform
+  (:data:`DGX_PROXIES`).
 - The authorizer loads neither FastAPI nor Mangum nor boto3 (it checks a JWT).
 - Workflow steps and schedules load neither FastAPI nor Mangum.
 
@@ -34,6 +35,8 @@ MCP = "McpFunction"
 AUTHORIZER = TEMPLATE.authorizer_handler()
 #: The catch-all route's function: no operation of the app, a client of the API (itl_functions/canonical_path.py).
 CANONICAL_PATH = "CanonicalPathFunction"
+#: The probes /health and /ready: plain handlers, no operation of the app (itl_functions/health.py).
+PROBES = ("HealthFunction", "ReadyFunction")
 
 #: The wiring attribute an API operation's route calls, by operation id prefix (None: it calls none).
 SERVICE_OF_OPERATION = {
@@ -48,7 +51,16 @@ SERVICE_OF_OPERATION = {
     "Quotas": "quotas",
     "Usages": "quotas",
     "Costs": "costs",
+    "Budgets": "budgets",
+    "Slo": "slo_report",
 }
+#: API operations that call the DGX Platform, and why: they load the DGX client (httpx) and nothing else of the list.
+DGX_PROXIES = {
+    "SparkJobs_GetLogs": "a job's log lives on the DGX Platform, whose logsUrl answers 401 to a user's token: the "
+    "function reads it with the provider's key and pages it (services/api/job_logs.py)",
+}
+#: Handler modules whose functions call a service other than their operation prefix's.
+SERVICE_OF_MODULE = {"itl_functions.usage_stats": "usage_stats", "itl_functions.job_logs": "job_logs"}
 #: The wiring attribute a workflow step or schedule builds on its first invocation.
 SERVICE_OF_HANDLER = {
     "itl_functions.instance_workflow": "instance_steps",
@@ -58,7 +70,11 @@ SERVICE_OF_HANDLER = {
     "itl_functions.schedules.sync_usage": "usage_sync",
     "itl_functions.schedules.roll_up_usage": "usage_rollups",
     "itl_functions.schedules.export_billing": "billing_export",
+    "itl_functions.schedules.monitor_budgets": "budget_monitor",
     "itl_functions.streams.fleet_changes": "fleet_changes",
+    "itl_functions.state_events.publish": "state_events",
+    # the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client
+    "itl_functions.registration.handler": "settings",
 }
 ROUTE_MODULES = {
     "itl_accelerator.api.routes.spark_nodes",
@@ -69,6 +85,9 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.usage_stats",
     "itl_accelerator.api.routes.quotas",
     "itl_accelerator.api.routes.costs",
+    "itl_accelerator.api.routes.budgets",
+    "itl_accelerator.api.routes.job_logs",
+    "itl_accelerator.api.routes.slo",
 }
 NEVER_IN_API = (
     "aws_xray_sdk",
@@ -84,7 +103,10 @@ NEVER_IN_API = (
     "itl_accelerator.services.streams",
     "itl_accelerator.billing.focus",
 )
-CLIENTS = "dynamodb_client=object(), stepfunctions_client=object(), s3_client=object()"
+CLIENTS = (
+    "dynamodb_client=object(), stepfunctions_client=object(), s3_client=object(), events_client=object(), "
+    "cloudwatch_client=object()"
+)
 
 _CHILD = """
 import importlib, json, sys
@@ -97,7 +119,11 @@ print(json.dumps(sorted(sys.modules)))
 def loaded(handler: str, build: str) -> set[str]:
     """The modules loaded once ``handler``'s module is imported and ``build`` ran, in a fresh interpreter."""
     module, _, attr = handler.rpartition(".")
-    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
+    # EVENT_BUS_NAME: the state-change events' function is given its bus by the template (it refuses to start without)
+    # API_NAME/API_STAGE: the SLO report's, likewise (where it reads the API's metrics)
+    given = {"EVENT_BUS_NAME": "cold-start-bus", "API_NAME": "cold-start-api", "API_STAGE": "v1"}
+    env = {**given, **os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
     done = subprocess.run(
         [sys.executable, "-c", _CHILD.format(module=module, attr=attr, build=build)],
         cwd=REPO_ROOT,
@@ -119,13 +145,11 @@ def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
 def _api_groups() -> dict[tuple[str, str | None], list[str]]:
     """(handler module, service) → the API functions that share them."""
     groups: dict[tuple[str, str | None], list[str]] = {}
-    for function_id in sorted(API - {MCP, CANONICAL_PATH}):
+    for function_id in sorted(API - {MCP, CANONICAL_PATH, *PROBES}):
         handler = FUNCTIONS[function_id]["Handler"]
         module = handler.rpartition(".")[0]
         operation_id = str(load_handler(handler).operation_id)
-        service = (
-            "usage_stats" if module == "itl_functions.usage_stats" else SERVICE_OF_OPERATION[operation_id.split("_")[0]]
-        )
+        service = SERVICE_OF_MODULE.get(module) or SERVICE_OF_OPERATION[operation_id.split("_")[0]]
         groups.setdefault((module, service), []).append(function_id)
     return groups
 
@@ -147,8 +171,12 @@ def test_an_api_function_loads_its_own_operation_only(module, service):
         f"c = Wiring.build({CLIENTS})\n" + (f"c.{service}\n" if service else "")
     )
     names = loaded(handler, build)
-    # Then nothing its operations never use is loaded
-    assert not within(names, NEVER_IN_API), f"{functions} load {sorted(within(names, NEVER_IN_API))}"
+    # Then nothing its operations never use is loaded (a DGX proxy: the DGX client and httpx, for the reason given)
+    proxies = {str(load_handler(FUNCTIONS[f]["Handler"]).operation_id) for f in functions} & set(DGX_PROXIES)
+    never = tuple(n for n in NEVER_IN_API if not (proxies and n in ("httpx", "itl_accelerator.dgx")))
+    assert not within(names, never), f"{functions} load {sorted(within(names, never))}"
+    if proxies:
+        assert within(names, ("itl_accelerator.dgx.client",)), "the job log proxy builds its DGX client at once"
     others = (ROUTE_MODULES - {own_router}) & names
     assert not others, f"{functions} load the routes of other operations: {sorted(others)}"
 
@@ -185,6 +213,17 @@ def test_the_canonical_path_function_loads_no_web_framework_and_no_aws_sdk():
     names = loaded(FUNCTIONS[CANONICAL_PATH]["Handler"], "")
     never = ("fastapi", "starlette", "mangum", "boto3", "httpx", "aws_xray_sdk", "itl_accelerator.services")
     assert not within(names, never), f"the canonical path function loads {sorted(within(names, never))}"
+
+
+@pytest.mark.parametrize("function_id", PROBES)
+def test_the_probes_load_no_web_framework_and_no_x_ray(function_id):
+    # /ready builds its wiring's store probe (a DynamoDB client) on its first invocation; /health builds nothing
+    build = "from itl_accelerator.wiring import Wiring\nWiring.build(" + CLIENTS + ").repositories.probe\n"
+    names = loaded(FUNCTIONS[function_id]["Handler"], build if function_id == "ReadyFunction" else "")
+    never = ("fastapi", "starlette", "mangum", "httpx", "aws_xray_sdk", "itl_accelerator.services")
+    assert not within(names, never), f"{function_id} loads {sorted(within(names, never))}"
+    if function_id == "HealthFunction":
+        assert not within(names, ("boto3",)), "/health needs no AWS SDK"
 
 
 def _service_of(handler: str) -> str:

@@ -63,7 +63,11 @@ def test_role_table():
         rbac.JOBS_CANCEL.name,
         rbac.OPERATIONS_READ.name,
         rbac.SUBSCRIPTION_READ.name,
+        rbac.QUOTAS_READ.name,
+        rbac.COSTS_READ.name,
+        rbac.BUDGETS_READ.name,
     }
+    assert {rbac.QUOTAS_WRITE.name, rbac.BUDGETS_WRITE.name} & perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER) == set()
     assert {rbac.JOBS_WRITE.name, rbac.JOBS_CANCEL.name} & perms(rbac.ROLE_SUPPLIER) == set()
     assert rbac.JOBS_READ.name in perms(rbac.ROLE_SUPPLIER)
     assert rbac.INSTANCES_WRITE.name not in perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER)

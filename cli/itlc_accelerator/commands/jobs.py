@@ -1,4 +1,4 @@
-"""``job submit|show|list|cancel|wait|delete``: GPU jobs (sparkJobs) placed on the subscription's nodes.
+"""``job submit|show|list|cancel|wait|logs|delete``: GPU jobs (sparkJobs) placed on the subscription's nodes.
 
 Requests: submit ``POST .../resourceGroups/{rg}/providers/ITL.Accelerator/sparkJobs`` with ``{"name", "location"?,
 "tags"?, "properties": {"requestedGpus", "requestedMemoryGb", "jobType"?, "workload"?: {"image", "command", "env"},
@@ -7,20 +7,24 @@ Requests: submit ``POST .../resourceGroups/{rg}/providers/ITL.Accelerator/sparkJ
 (``/subscriptions/{sub}/providers/ITL.Accelerator/sparkJobs``) without one, ``?submitted_by=`` for one submitter;
 cancel ``POST .../sparkJobs/{name}/cancel`` (202 + operation; 409 when it has ended); delete ``DELETE`` (a finished
 job; 204 when there was none). Submit and cancel wait for their operation unless ``--no-wait``; ``job wait`` polls
-the job itself until it ends.
+the job itself until it ends. ``job logs`` reads ``GET .../sparkJobs/{name}/logs`` (``?tail=&since=``), following
+``nextLink`` to the lines there are, or with ``--follow`` until the job has ended (``complete``), pausing
+``--interval`` seconds whenever a page brought no new line.
 
 Exit codes beyond 0/1/2: a waited-for job that ends ``Failed`` or ``Canceled`` exits 1 (``ERROR: JobFailed: <why>``).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
 import click
 
 from itlc_accelerator import paths
-from itlc_accelerator.errors import ApiError
+from itlc_accelerator.commands.audit import to_time
+from itlc_accelerator.errors import ApiError, interrupted
 from itlc_accelerator.lro import Waiter, finish
 from itlc_accelerator.output import emit
 from itlc_accelerator.session import Session, parse_tags, pass_session, tag_option
@@ -144,6 +148,44 @@ def wait(s: Session, name: str, interval: float) -> None:
     if status != "Succeeded":
         reason = body["properties"].get("statusReason") or f"The job ended {status}."
         raise ApiError("JobFailed" if status == "Failed" else "JobCanceled", reason)
+
+
+@job.command("logs")
+@click.argument("name")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing its new lines until the job ends.")
+@click.option("--tail", type=click.IntRange(1, 10000), help="Start with its last N lines.")
+@click.option("--since", help="Only lines written since: ISO 8601 with a zone, or 30m / 2h / 7d ago.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="With --follow: seconds to wait when no new line came.",
+)
+@pass_session()
+def logs(s: Session, name: str, follow: bool, tail: int | None, since: str | None, interval: float) -> None:
+    """Print job NAME's log: its lines so far, or with --follow its lines as it writes them until it ends.
+
+    Its text lines on stdout, piped or not (as `kubectl logs`); -o json: one JSON object per line ({"lineNumber",
+    "time", "text"}). Ctrl-C stops following (exit 130); the job goes on."""
+    as_json = click.get_current_context().params.get("output") == "json"  # asked for, not the piped default
+    path = paths.jobs(s.need_subscription(), s.need_resource_group(), name) + "/logs"
+    url, params = path, {"tail": str(tail) if tail else None, "since": to_time(since)}
+    try:
+        while True:
+            page = s.client.get(url, **params) or {}
+            for line in page.get("value") or []:
+                click.echo(json.dumps(line) if as_json else line.get("text", ""))
+            if page.get("complete") or not page.get("nextLink"):
+                return
+            if not page.get("value"):
+                if not follow:
+                    return  # every line there is now was printed
+                s.runtime.sleep(interval)
+            url, params = page["nextLink"], {}
+    except KeyboardInterrupt:
+        resume = f"{s.prog} job logs {shlex.quote(name)} --follow --since 1m"
+        raise interrupted(f"Stopped following; job {name} goes on. To follow it again:\n  {resume}") from None
 
 
 @job.command("delete")

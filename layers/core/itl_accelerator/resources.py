@@ -20,7 +20,7 @@ class ResourceType:
     """One resource type of ``ITL.Accelerator``.
 
     ``segment``: the ARM type segment (``sparkNodes``); ``singular``: its name in messages; ``key_code``: the sort-key
-    prefix of its items (store/keys.py); ``parent``: the type it lives under (None for a top-level type);
+    prefix of its items (repositories/dynamodb/keys.py); ``parent``: the type it lives under (None for a top-level type);
     ``name_param``: its path parameter; ``read``/``write``/``delete``: the permissions of those verbs.
     """
 

@@ -8,9 +8,10 @@ serverless ones (``TABLE_NAME``, the ``OIDC_*`` identity settings).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -26,7 +27,12 @@ class Settings(BaseSettings):
     service_port: int = 8003
     log_level: str = "INFO"
 
-    control_plane_api_url: str = "http://controlplane-api:8000"
+    # The ITL Control Plane's API gateway, which the provider registers with (gateway_registration.py): the seed's
+    # CONTROL_PLANE_API_URL, or CONTROLPLANE_API_URL as the ITL SDK and the ITL CLI name it. Empty: no registration.
+    control_plane_api_url: str = Field(
+        default="http://controlplane-api:8000",
+        validation_alias=AliasChoices("control_plane_api_url", "controlplane_api_url"),
+    )
     control_plane_auth_url: str = "https://auth.itlusions.com"
     dgx_platform_api_url: str = "http://127.0.0.1:9504"
     dgx_platform_api_key: SecretStr = SecretStr("")
@@ -69,6 +75,38 @@ class Settings(BaseSettings):
     job_stop_timeout_seconds: int = Field(default=300, ge=1, le=3600)
     # At most this many running jobs checked per tracker run.
     job_track_batch_size: int = Field(default=100, ge=1, le=1000)
+
+    # Registration with the ITL gateway (gateway_registration.py), as itl-controlplane-sdk's provider server does it:
+    # the gateway's /health is polled this many times, this many seconds apart (the SDK's API_GATEWAY_MAX_RETRIES
+    # and API_GATEWAY_RETRY_INTERVAL, read too), then the provider is registered with this base URL (empty: the
+    # public base URL; the template sets the API's URL).
+    provider_base_url: str = ""
+    provider_registration_attempts: int = Field(
+        default=30,
+        ge=1,
+        le=300,
+        validation_alias=AliasChoices("provider_registration_attempts", "api_gateway_max_retries"),
+    )
+    provider_registration_interval_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        validation_alias=AliasChoices("provider_registration_interval_seconds", "api_gateway_retry_interval"),
+    )
+
+    # State-change events (events.py): the EventBridge bus they are put on (the template's EventBus).
+    event_bus_name: str = ""
+
+    # Service level objectives (slo.py; template.yaml's AvailabilitySloPercent, LatencySloPercent,
+    # LatencyThresholdMs): goals in percent of API requests, the latency threshold in milliseconds.
+    slo_availability_percent: Decimal = Field(default=Decimal("99.9"), gt=0, lt=100)
+    slo_latency_percent: Decimal = Field(default=Decimal("99"), gt=0, lt=100)
+    slo_latency_threshold_ms: int = Field(default=1000, ge=1, le=29000)
+    # Where the SLO report reads the API's requests: API Gateway's metrics of API_NAME / API_STAGE in CloudWatch,
+    # or - when API_REQUEST_LOG names one - the local API Gateway emulator's request log (JSON lines).
+    api_name: str = ""
+    api_stage: str = ""
+    api_request_log: str = ""
 
     # Powertools' switch for X-Ray tracing (observability.LambdaTracer): the X-Ray SDK is loaded only when tracing is on.
     powertools_trace_disabled: bool = False
@@ -126,7 +164,13 @@ class Settings(BaseSettings):
     local_dgx_port: int = 9504
 
     @field_validator(
-        "control_plane_auth_url", "public_base_url", "oidc_issuer", "dgx_platform_api_url", "cors_allowed_origin"
+        "control_plane_auth_url",
+        "public_base_url",
+        "oidc_issuer",
+        "dgx_platform_api_url",
+        "cors_allowed_origin",
+        "control_plane_api_url",
+        "provider_base_url",
     )
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:

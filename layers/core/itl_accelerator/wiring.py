@@ -22,17 +22,21 @@ import boto3
 from itl_accelerator.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from itl_accelerator.api_metrics import ApiMetrics
     from itl_accelerator.dgx.client import DgxPlatformClient
+    from itl_accelerator.events import StateEventPublisher
     from itl_accelerator.repositories.protocols import Repositories
     from itl_accelerator.services.api.audit_query import AuditQueryService
     from itl_accelerator.services.api.budgets import BudgetService
     from itl_accelerator.services.api.costs import CostQueryService
     from itl_accelerator.services.api.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.api.job_logs import JobLogService
     from itl_accelerator.services.api.jobs import SparkJobService
     from itl_accelerator.services.api.nodes import SparkNodeService
     from itl_accelerator.services.api.operations import OperationService
     from itl_accelerator.services.api.quotas import QuotaService
     from itl_accelerator.services.api.rate_limits import RateLimiter
+    from itl_accelerator.services.api.slo_report import SloReportService
     from itl_accelerator.services.api.subscriptions import SubscriptionService
     from itl_accelerator.services.api.usage_stats import UsageStatsService
     from itl_accelerator.services.common.access import Access
@@ -60,11 +64,15 @@ class Wiring:
         dynamodb_client: Any | None = None,
         stepfunctions_client: Any | None = None,
         s3_client: Any | None = None,
+        events_client: Any | None = None,
+        cloudwatch_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
+        self._events_client = events_client
+        self._cloudwatch_client = cloudwatch_client
         self.clock = clock
         self._repositories = repositories
         self._dgx = dgx
@@ -80,6 +88,8 @@ class Wiring:
         dynamodb_client: Any | None = None,
         stepfunctions_client: Any | None = None,
         s3_client: Any | None = None,
+        events_client: Any | None = None,
+        cloudwatch_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
         clock: Callable[[], float] = time.time,
@@ -91,6 +101,8 @@ class Wiring:
             dynamodb_client=dynamodb_client,
             stepfunctions_client=stepfunctions_client,
             s3_client=s3_client,
+            events_client=events_client,
+            cloudwatch_client=cloudwatch_client,
             repositories=repositories,
             dgx=dgx,
             clock=clock,
@@ -199,6 +211,38 @@ class Wiring:
 
         return CostQueryService(self.repositories.usage, self.access, self.clock)
 
+    @cached_property
+    def job_logs(self) -> JobLogService:
+        """A job's log, proxied from the DGX Platform (the one API service that calls the platform)."""
+        from itl_accelerator.services.api.job_logs import JobLogService
+
+        return JobLogService(self.kernel, self.dgx)
+
+    @cached_property
+    def slo_report(self) -> SloReportService:
+        """The SLO report, counting requests in the local emulator's request log when ``API_REQUEST_LOG`` names one,
+        else in CloudWatch (API Gateway's metrics of ``API_NAME``/``API_STAGE``)."""
+        from itl_accelerator.api_metrics import CloudWatchApiMetrics, RequestLogMetrics
+        from itl_accelerator.services.api.slo_report import SloReportService
+
+        settings = self.settings
+        metrics: ApiMetrics
+        if settings.api_request_log:
+            metrics = RequestLogMetrics(settings.api_request_log, settings.slo_latency_threshold_ms)
+        else:
+            client = self._cloudwatch_client or boto3.client("cloudwatch")
+            metrics = CloudWatchApiMetrics(
+                client, settings.api_name, settings.api_stage, settings.slo_latency_threshold_ms
+            )
+        return SloReportService(metrics, settings)
+
+    @cached_property
+    def state_events(self) -> StateEventPublisher:
+        """The provider's events onto ``EVENT_BUS_NAME`` (raises ``ValueError`` when unset)."""
+        from itl_accelerator.events import StateEventPublisher
+
+        return StateEventPublisher(self._events_client or boto3.client("events"), self.settings.event_bus_name)
+
     # ------------------------------------------------------------------------------------------- workflows, schedules
     @cached_property
     def placement(self) -> Placement:
@@ -262,12 +306,15 @@ class Wiring:
 
     @cached_property
     def budget_monitor(self) -> BudgetMonitor:
+        """The budget schedule; its events go to ``EVENT_BUS_NAME`` when one is set."""
         from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
 
-        return BudgetMonitor(self.repositories, self.jobs, self.instances, clock=self.clock)
+        publish = self.state_events.put if self.settings.event_bus_name else None
+        return BudgetMonitor(self.repositories, self.jobs, self.instances, publish=publish, clock=self.clock)
 
     @cached_property
     def budgets(self) -> BudgetService:
+        """Budgets of a subscription (Azure Cost Management's shape)."""
         from itl_accelerator.services.api.budgets import BudgetService
 
         return BudgetService(self.repositories.budgets, self.access)

@@ -39,10 +39,13 @@ def all_routers() -> tuple[APIRouter, ...]:
     """Every router of the API, in the order of the OpenAPI document (the full app: docs, the local runtime's
     tests). A Lambda function imports only its own router (functions/itl_functions/adapter.py)."""
     from itl_accelerator.api.routes import (
+        budgets,
         costs,
+        job_logs,
         operations,
         provider,
         quotas,
+        slo,
         spark_jobs,
         spark_nodes,
         spark_ollama_instances,
@@ -54,10 +57,13 @@ def all_routers() -> tuple[APIRouter, ...]:
         spark_nodes.router,
         spark_ollama_instances.router,
         spark_jobs.router,
+        job_logs.router,
         usage_stats.router,
         quotas.router,
         costs.router,
+        budgets.router,
         operations.router,
+        slo.router,
     )
 
 

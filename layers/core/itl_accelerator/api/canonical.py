@@ -38,6 +38,8 @@ ROUTE_PATHS: tuple[str, ...] = (
     paths.QUOTA,
     paths.USAGES,
     paths.COST_QUERY,
+    paths.BUDGETS,
+    paths.BUDGET,
 )
 
 

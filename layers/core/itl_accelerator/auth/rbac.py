@@ -121,6 +121,12 @@ REGISTER = _permission(
 SUBSCRIPTION_READ = _permission(
     "subscriptions/read", "Subscriptions", "Read subscription", "Gets the registration state of a subscription."
 )
+SLO_READ = _permission(
+    "slo/read",
+    "Service level objectives",
+    "Read SLO report",
+    "Reads the API's attainment of its service level objectives and the error budget left (the whole provider's).",
+)
 
 PERMISSIONS: tuple[Permission, ...] = (
     NODES_READ,
@@ -144,6 +150,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
+    SLO_READ,
 )
 
 #: Permission by ARM action string.

@@ -21,7 +21,7 @@ from tenacity import (
 )
 
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
-from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxUsage
+from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogLine, DgxLogPage, DgxUsage
 from itl_accelerator.observability import logger
 
 MAX_RETRY_AFTER_SECONDS = 10.0
@@ -159,6 +159,35 @@ class DgxPlatformClient:
         """``GET /v1/jobs?idempotencyKey=``: the job a submit with this key made, if any."""
         items = self._call("GET", "/v1/jobs", params={"idempotencyKey": idempotency_key}).json().get("value", [])
         return _job(items[0]) if items else None
+
+    def get_job_logs(
+        self,
+        job_id: str,
+        *,
+        after: int = 0,
+        since: str | None = None,
+        tail: int | None = None,
+        limit: int = 1000,
+    ) -> DgxLogPage:
+        """``GET /v1/jobs/{id}/logs`` as JSON (``Accept: application/json``): the lines numbered above ``after``,
+        written at or after ``since`` (ISO 8601), the last ``tail`` of them, ``limit`` a page. Raises
+        :class:`DgxNotFound` when the platform does not know the job."""
+        params: dict[str, str | int] = {"after": after, "limit": limit}
+        if since is not None:
+            params["since"] = since
+        if tail is not None:
+            params["tail"] = tail
+        data = self._call(
+            "GET", f"/v1/jobs/{job_id}/logs", params=params, headers={"Accept": "application/json"}
+        ).json()
+        return DgxLogPage(
+            job_id=data["jobId"],
+            status=data["status"],
+            lines=[DgxLogLine(number=int(x["number"]), time=x["time"], text=x["text"]) for x in data["lines"]],
+            next_after=int(data["nextAfter"]),
+            more=bool(data["more"]),
+            ended=bool(data["ended"]),
+        )
 
     # ----------------------------------------------------------------------------------------------- usage
     def get_usage(self, resource_id: str, start: str, end: str) -> DgxUsage:

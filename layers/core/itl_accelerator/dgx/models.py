@@ -66,3 +66,28 @@ class DgxUsage(BaseModel):
     requests: int | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
+
+
+class DgxLogLine(BaseModel):
+    """One line of a job's log: ``number`` (1 the first; never changes), ``time`` (ISO 8601 UTC), ``text``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    number: int
+    time: str
+    text: str
+
+
+class DgxLogPage(BaseModel):
+    """A page of a job's log (the contract's LogPage): its ``lines``; ``next_after`` (ask again with it for the lines
+    that follow); ``more`` (more lines are there now); ``ended`` (the job ended: no line will be added); the job's
+    ``status`` now."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str
+    status: str
+    lines: list[DgxLogLine]
+    next_after: int
+    more: bool
+    ended: bool

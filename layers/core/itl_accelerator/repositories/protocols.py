@@ -349,6 +349,10 @@ class SubscriptionRepository(Protocol):
 class MeterRepository(Protocol):
     """Meters (started and ended in the workloads' transactions, :class:`Effects`) and the sync's progress."""
 
+    def oldest_due(self) -> int | None:
+        """When the most overdue meter was due (epoch s; None: no meter is due at all) — how far the sync lags."""
+        ...
+
     def due(self, now: float, limit: int) -> list[MeterRef]:
         """At most ``limit`` meters due for a sync at ``now`` (epoch s), every partition getting its share."""
         ...
@@ -457,6 +461,15 @@ class BillingRepository(Protocol):
         ...
 
 
+class StoreProbe(Protocol):
+    """Whether the store answers (``GET /ready``)."""
+
+    def reachable(self) -> tuple[bool, str]:
+        """``(True, "")`` when a read succeeds, else ``(False, the error's code)`` — never raises for the store's
+        sake."""
+        ...
+
+
 @dataclass
 class Repositories:
     """Every repository over one store (the DynamoDB table, or memory)."""
@@ -474,3 +487,4 @@ class Repositories:
     meters: MeterRepository
     usage: UsageRepository
     billing: BillingRepository
+    probe: StoreProbe

@@ -39,6 +39,7 @@ SUBMIT_ERRORS = (
     e.Conflict,
     e.AnotherOperationInProgress,
     e.PropertyChangeNotAllowed,
+    e.BudgetExceeded,
     e.ReadOnlyDisabledSubscription,
     e.SubscriptionNotRegistered,
 )

@@ -41,6 +41,7 @@ CREATE_ERRORS = (
     e.AnotherOperationInProgress,
     e.InsufficientCapacity,
     e.QuotaExceeded,
+    e.BudgetExceeded,
     e.NodeNotAvailable,
     e.PropertyChangeNotAllowed,
     e.ReadOnlyDisabledSubscription,

@@ -13,6 +13,7 @@ from itl_accelerator.repositories.dynamodb.jobs import DynamoJobRepository
 from itl_accelerator.repositories.dynamodb.meters import DynamoMeterRepository
 from itl_accelerator.repositories.dynamodb.nodes import DynamoNodeRepository
 from itl_accelerator.repositories.dynamodb.operations import DynamoLeaseIndex, DynamoOperationRepository
+from itl_accelerator.repositories.dynamodb.probe import DynamoTableProbe
 from itl_accelerator.repositories.dynamodb.quotas import DynamoQuotaRepository
 from itl_accelerator.repositories.dynamodb.rate_limits import DynamoRateLimitRepository
 from itl_accelerator.repositories.dynamodb.subscriptions import DynamoSubscriptionRepository
@@ -38,4 +39,5 @@ def dynamodb_repositories(client: Any, table_name: str) -> Repositories:
         meters=DynamoMeterRepository(table),
         usage=DynamoUsageRepository(table),
         billing=DynamoBillingRepository(table),
+        probe=DynamoTableProbe(table),
     )

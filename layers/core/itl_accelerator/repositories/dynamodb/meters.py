@@ -74,6 +74,22 @@ class DynamoMeterRepository:
     def __init__(self, table: Table):
         self._t = table
 
+    def oldest_due(self) -> int | None:
+        """One ``Query`` of one item per index partition (GSI2 ``METER#{0-3}``, sorted by due time): the sync leaves
+        every meter it synced due again half a period later, so the oldest due time is about now while it keeps up
+        and falls behind as soon as meters wait (a run cut short, a meter whose sync fails)."""
+        found: list[int] = []
+        for shard in range(METER_SHARDS):
+            response = self._t.client.query(
+                TableName=self._t.name,
+                IndexName="GSI2",
+                KeyConditionExpression="GSI2PK = :p",
+                ExpressionAttributeValues=typed({":p": f"METER#{shard}"}),
+                Limit=1,
+            )
+            found += [int(str(plain(item)["GSI2SK"])[:12]) for item in response.get("Items", [])]
+        return min(found) if found else None
+
     def due(self, now: float, limit: int) -> list[MeterRef]:
         return [
             MeterRef(str(pk).split(keys.SEP, 1)[1], str(sk).split(keys.SEP, 1)[1])

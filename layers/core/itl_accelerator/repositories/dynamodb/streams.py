@@ -1,15 +1,41 @@
 """The table's stream (DynamoDB Streams, ``NEW_AND_OLD_IMAGES``) in the provider's words: which records are node
-changes, and what each says (domain/records.py :class:`NodeChange`). Records of other items are left out."""
+changes, and what each says (domain/records.py :class:`NodeChange`), and which are state changes of instances, jobs
+and nodes (domain/events.py :class:`StateChange`):
+
+A stream record (NEW_AND_OLD_IMAGES) becomes an event when its item's state attribute differs between the images:
+
+| item (sort key) | state attribute | ``detail-type`` |
+|---|---|---|
+| ``INSTANCE#...`` | ``provisioningState`` (Accepted, Provisioning, Succeeded, Failed, Deleting, Canceled) | ``Instance State Changed`` |
+| ``JOB#...`` | ``status`` (Pending, Scheduled, Running, Succeeded, Failed, Canceled) | ``Job State Changed`` |
+| ``NODE#...`` | ``availability`` (Available, Cordoned, Maintenance, Offline) | ``Node State Changed`` |
+
+An item written for the first time has ``previousState`` null; an item removed has ``state`` ``Deleted``. Every other
+change of these items (a lease renewed, a price changed, capacity reserved) is no state change and makes no event.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.domain.events import (
+    DELETED,
+    INSTANCE_STATE_CHANGED,
+    JOB_STATE_CHANGED,
+    NODE_STATE_CHANGED,
+    StateChange,
+)
 from itl_accelerator.domain.records import FleetShape, NodeChange, NodeState
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.repositories.dynamodb import keys
+from itl_accelerator.repositories.dynamodb.codec import plain
 
 _deserializer = TypeDeserializer()
 #: Sort-key prefix of node items (keys.py).
@@ -50,3 +76,94 @@ def node_changes(records: list[dict[str, Any]]) -> list[NodeChange]:
             )
         )
     return changes
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of item whose state changes are published: its sort-key prefix, state attribute and detail-type."""
+
+    key_prefix: str
+    state_attribute: str
+    detail_type: str
+    resource_type: str
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "INSTANCE#",
+        "provisioningState",
+        INSTANCE_STATE_CHANGED,
+        f"{PROVIDER_NAMESPACE}/sparkNodes/sparkOllamaInstances",
+    ),
+    Kind("JOB#", "status", JOB_STATE_CHANGED, f"{PROVIDER_NAMESPACE}/sparkJobs"),
+    Kind("NODE#", "availability", NODE_STATE_CHANGED, f"{PROVIDER_NAMESPACE}/sparkNodes"),
+)
+
+
+def _kind_of(sort_key: str) -> Kind | None:
+    return next((k for k in KINDS if sort_key.startswith(k.key_prefix)), None)
+
+
+def _iso(moment: Any) -> str:
+    """A stream record's ``ApproximateCreationDateTime`` — epoch seconds from Lambda, a datetime from boto3 (the
+    local poller) — as ISO 8601 UTC with ``Z``; now when absent."""
+    if isinstance(moment, datetime):
+        value = moment.astimezone(UTC)
+    elif moment is not None:
+        value = datetime.fromtimestamp(float(moment), UTC)
+    else:
+        value = datetime.now(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _id_parts(resource_id: str) -> tuple[str, str]:
+    """``(subscription, resource group)`` of an ARM id, as cased in it."""
+    parts = resource_id.split("/")
+    lowered = [p.lower() for p in parts]
+    subscription = parts[lowered.index("subscriptions") + 1] if "subscriptions" in lowered else ""
+    group = parts[lowered.index("resourcegroups") + 1] if "resourcegroups" in lowered else ""
+    return subscription, group
+
+
+def state_change(record: dict[str, Any]) -> StateChange | None:
+    """The state change a stream record carries (NEW_AND_OLD_IMAGES), or None when it carries none (another item,
+    or a change that left the state as it was). Raises ``KeyError``/``ValueError`` for a record of a watched item
+    without its ARM envelope (``doc``), which no writer of the store makes."""
+    change = record.get("dynamodb") or {}
+    kind = _kind_of(str(((change.get("Keys") or {}).get("SK") or {}).get("S", "")))
+    if kind is None:
+        return None
+    old = plain(change["OldImage"]) if change.get("OldImage") else None
+    new = plain(change["NewImage"]) if change.get("NewImage") else None
+    before = str(old[kind.state_attribute]) if old and old.get(kind.state_attribute) is not None else None
+    after = DELETED if new is None else (str(new[kind.state_attribute]) if new.get(kind.state_attribute) else None)
+    if after is None or before == after:
+        return None
+    item = new or old
+    assert item is not None
+    document = json.loads(str(item["doc"]))
+    resource_id = str(document["id"])
+    subscription, group = _id_parts(resource_id)
+    extra: dict[str, Any] = {}
+    if kind.key_prefix == "JOB#":
+        properties = document.get("properties") or {}
+        extra = {"submittedBy": properties.get("submittedBy"), "statusReason": properties.get("statusReason")}
+    return StateChange(
+        detail_type=kind.detail_type,
+        resource_type=kind.resource_type,
+        resource_id=resource_id,
+        subscription_id=subscription,
+        resource_group=str(item.get("resourceGroup") or group),
+        name=str(document.get("name") or resource_id.rsplit("/", 1)[-1]),
+        previous_state=before,
+        state=after,
+        time=_iso(change.get("ApproximateCreationDateTime")),
+        event_id=str(record["eventID"]),
+        sequence_number=str(change.get("SequenceNumber", "")),
+        extra=extra,
+    )
+
+
+def state_changes(records: Iterable[dict[str, Any]]) -> list[StateChange]:
+    """The state changes of a batch of stream records, in stream order (records without one are left out)."""
+    return [c for c in map(state_change, records) if c is not None]

@@ -39,4 +39,12 @@ def memory_repositories(state: MemoryState | None = None) -> Repositories:
         meters=MemoryMeterRepository(state),
         usage=MemoryUsageRepository(state),
         billing=MemoryBillingRepository(state),
+        probe=MemoryProbe(),
     )
+
+
+class MemoryProbe:
+    """:class:`~itl_accelerator.repositories.protocols.StoreProbe` in memory: the store always answers."""
+
+    def reachable(self) -> tuple[bool, str]:
+        return True, ""

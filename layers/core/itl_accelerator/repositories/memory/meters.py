@@ -33,6 +33,11 @@ class MemoryMeterRepository:
     def __init__(self, state: MemoryState):
         self._s = state
 
+    def oldest_due(self) -> int | None:
+        with self._s.lock:
+            due = [m.due for m in self._s.meters.values() if m.due is not None]
+            return min(due) if due else None
+
     def due(self, now: float, limit: int) -> list[MeterRef]:
         """Meters due at or before ``now``'s whole second, most overdue first. (The DynamoDB implementation reads a
         share of ``limit`` from each of its index partitions, so it may return fewer than ``limit`` when more are

@@ -85,6 +85,12 @@ class UsageSync:
         self._settings = settings
         self._clock = clock
 
+    def lag_seconds(self, now: float) -> int:
+        """Seconds the most overdue meter has waited past its due time at ``now`` (0 while the sync keeps up):
+        ``UsageSyncLagSeconds``."""
+        oldest = self._meters.oldest_due()
+        return max(0, int(now) - oldest) if oldest is not None else 0
+
     def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
         """One pass over the meters due now (epoch seconds). A meter that fails is logged, counted and retried
         later; it never stops the others."""

@@ -1,0 +1,6 @@
+"""The SLO report function: ``GET /subscriptions/{sub}/providers/ITL.Accelerator/slo`` (see template.yaml)."""
+
+from itl_accelerator.api.routes import slo as routes
+from itl_functions.adapter import operation_handler
+
+get = operation_handler(routes.router, "Slo_Get")

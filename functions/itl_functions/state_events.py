@@ -1,0 +1,36 @@
+"""Handler of the table's stream that publishes state-change events (itl_accelerator/state_events.py): the second
+event source mapping on the table's stream (template.yaml ``StateEventsFunction``), filtered to instance, job and
+node items.
+
+A batch is delivered at least once, in order per item; when EventBridge does not take every event of it, the handler
+raises and the batch comes again (split in halves, up to ``MaximumRetryAttempts``, then its position goes to the
+dead-letter queue): events are never lost, and one delivered twice carries the same ``detail.eventId``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
+from itl_accelerator.repositories.dynamodb.streams import state_changes
+from itl_accelerator.wiring import Wiring
+
+_wirings: list[Wiring] = []
+
+
+def _wiring() -> Wiring:
+    if not _wirings:
+        _wirings.append(Wiring.build())
+    return _wirings[0]
+
+
+@logger.inject_lambda_context(clear_state=True)
+@log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def publish(event: dict[str, Any], context: Any) -> dict[str, int]:
+    """Stream records (``event["Records"]``) → one event per state change on the provider's bus. Returns the
+    batch's counts (``published``, ``ignored``, ``retried``), also published as ``StateEvents*`` metrics."""
+    records = event.get("Records") or []
+    report = _wiring().state_events.publish(state_changes(records), len(records))
+    publish_counts(metrics, "StateEvents", report.as_metrics())
+    return report.as_metrics()

@@ -1,0 +1,142 @@
+"""Stream records → state-change events (itl_accelerator/state_events.py), and their publishing: what makes an event,
+what it says, and that a refusal by EventBridge is retried or makes the batch come again."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from itl_accelerator.events import EventsNotPublished, StateEventPublisher
+from itl_accelerator.repositories.dynamodb.streams import state_change, state_changes
+
+SUB_ID = "/subscriptions/Sub-A/resourceGroups/RG1/providers/ITL.Accelerator"
+
+
+def image(sk: str, resource_id: str, **attributes: str) -> dict[str, Any]:
+    doc = {"id": resource_id, "name": resource_id.rsplit("/", 1)[-1], "properties": {"submittedBy": "bob"}}
+    values = {"PK": "SUB#sub-a", "SK": sk, "resourceGroup": "RG1", "doc": json.dumps(doc), **attributes}
+    return {k: {"S": v} for k, v in values.items()}
+
+
+def record(event_id: str, sk: str, resource_id: str, old: dict[str, str] | None, new: dict[str, str] | None) -> dict:
+    change: dict[str, Any] = {
+        "Keys": {"PK": {"S": "SUB#sub-a"}, "SK": {"S": sk}},
+        "SequenceNumber": "100" + event_id[-1],
+        "ApproximateCreationDateTime": 1764583200,
+    }
+    if old is not None:
+        change["OldImage"] = image(sk, resource_id, **old)
+    if new is not None:
+        change["NewImage"] = image(sk, resource_id, **new)
+    name = "INSERT" if old is None else "REMOVE" if new is None else "MODIFY"
+    return {"eventID": event_id, "eventName": name, "dynamodb": change}
+
+
+JOB = ("JOB#rg1#job-1", f"{SUB_ID}/sparkJobs/job-1")
+NODE = ("NODE#rg1#dgx-1", f"{SUB_ID}/sparkNodes/dgx-1")
+INSTANCE = ("INSTANCE#rg1#dgx-1#i-1", f"{SUB_ID}/sparkNodes/dgx-1/sparkOllamaInstances/i-1")
+
+
+def test_a_job_status_change_is_a_job_state_changed_event():
+    change = state_change(record("e1", *JOB, {"status": "Running"}, {"status": "Succeeded"}))
+    assert change is not None and change.detail_type == "Job State Changed"
+    assert change.detail() == {
+        "eventId": "e1",
+        "sequenceNumber": "1001",
+        "resourceId": JOB[1],
+        "resourceType": "ITL.Accelerator/sparkJobs",
+        "subscriptionId": "Sub-A",  # as the ARM id spells it, not the key's lower case
+        "resourceGroup": "RG1",
+        "name": "job-1",
+        "previousState": "Running",
+        "state": "Succeeded",
+        "time": "2025-12-01T10:00:00Z",
+        "submittedBy": "bob",
+        "statusReason": None,
+    }
+
+
+def test_created_and_removed_items_have_no_previous_state_and_the_deleted_state():
+    created = state_change(record("e1", *NODE, None, {"availability": "Available"}))
+    removed = state_change(record("e2", *INSTANCE, {"provisioningState": "Deleting"}, None))
+    assert created and (created.detail_type, created.previous_state, created.state) == (
+        "Node State Changed",
+        None,
+        "Available",
+    )
+    assert removed and (removed.detail_type, removed.previous_state, removed.state) == (
+        "Instance State Changed",
+        "Deleting",
+        "Deleted",
+    )
+
+
+def test_changes_that_leave_the_state_as_it_was_and_other_items_make_no_event():
+    renewed = record("e1", *INSTANCE, {"provisioningState": "Provisioning"}, {"provisioningState": "Provisioning"})
+    audit = {"eventID": "e2", "dynamodb": {"Keys": {"PK": {"S": "SUB#a#AUDIT"}, "SK": {"S": "2026#x"}}}}
+    job_state_only = record("e3", *JOB, {"status": "Running", "provisioningState": "Accepted"}, {"status": "Running"})
+    assert state_changes([renewed, audit, job_state_only]) == []
+
+
+def test_a_local_pollers_datetime_is_read_as_lambdas_epoch_seconds():
+    raw = record("e1", *JOB, {"status": "Pending"}, {"status": "Scheduled"})
+    raw["dynamodb"]["ApproximateCreationDateTime"] = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)
+    change = state_change(raw)
+    assert change is not None and change.time == "2026-12-01T10:30:00Z"
+
+
+class FakeEventBridge:
+    """Refuses the entries at the given positions of the first ``refusals`` calls."""
+
+    def __init__(self, refuse: set[int], refusals: int):
+        self.calls: list[list[dict[str, Any]]] = []
+        self.refuse, self.refusals = refuse, refusals
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls.append(Entries)
+        refusing = len(self.calls) <= self.refusals
+        results = [
+            {"ErrorCode": "InternalFailure", "ErrorMessage": "x"} if refusing and i in self.refuse else {"EventId": "i"}
+            for i in range(len(Entries))
+        ]
+        return {"FailedEntryCount": sum("ErrorCode" in r for r in results), "Entries": results}
+
+
+def batch(count: int) -> list[dict[str, Any]]:
+    return [record(f"e{i}", *JOB, {"status": "Pending"}, {"status": "Scheduled"}) for i in range(count)]
+
+
+def test_events_go_in_calls_of_ten_in_stream_order():
+    bridge = FakeEventBridge(set(), 0)
+    report = StateEventPublisher(bridge, "bus-1", sleep=lambda s: None).publish(
+        state_changes(batch(23)), len(batch(23))
+    )
+    assert [len(c) for c in bridge.calls] == [10, 10, 3]
+    assert [json.loads(e["Detail"])["eventId"] for c in bridge.calls for e in c] == [f"e{i}" for i in range(23)]
+    assert {e["EventBusName"] for c in bridge.calls for e in c} == {"bus-1"}
+    assert report.as_metrics() == {"published": 23, "ignored": 0, "retried": 0}
+
+
+def test_entries_eventbridge_refuses_are_sent_again():
+    bridge = FakeEventBridge({1, 3}, refusals=1)
+    report = StateEventPublisher(bridge, "bus-1", sleep=lambda s: None).publish(state_changes(batch(5)), len(batch(5)))
+    assert [len(c) for c in bridge.calls] == [5, 2]
+    assert [json.loads(e["Detail"])["eventId"] for e in bridge.calls[1]] == ["e1", "e3"]
+    assert report.retried == 2 and report.published == 5
+
+
+def test_a_batch_eventbridge_keeps_refusing_is_to_be_delivered_again():
+    bridge = FakeEventBridge({0}, refusals=99)
+    with pytest.raises(EventsNotPublished):
+        StateEventPublisher(bridge, "bus-1", attempts=3, sleep=lambda s: None).publish(
+            state_changes(batch(2)), len(batch(2))
+        )
+    assert len(bridge.calls) == 3
+
+
+def test_no_bus_is_refused_at_once():
+    with pytest.raises(ValueError, match="EVENT_BUS_NAME"):
+        StateEventPublisher(FakeEventBridge(set(), 0), "")
