@@ -76,10 +76,9 @@ SCRIPT: dict[str, list[str]] = {
     "quota show": ["quota", "show", "gpus", "-l", "us-east-1"],
     "quota set": ["quota", "set", "gpus-h100", "-l", "us-east-1", "--limit", "16"],
     "quota delete": ["quota", "delete", "gpus", "-l", "us-east-1"],
-    "quota usage": ["quota", "usage", "-l", "us-east-1"],
     "budget list": ["budget", "list"],
     "budget show": ["budget", "show", "team-a"],
-    "budget set": ["budget", "set", "team-a", "--amount", "1000", "--currency", "EUR", "--start", "2026-12",
+    "budget create": ["budget", "create", "team-a", "--amount", "1000", "--currency", "EUR", "--start", "2026-12",
                    "--end", "2027-12", "--threshold", "80", "--threshold", "100", "--contact", "fin@example.com",
                    "--resource-group", "rg-a", "--action", "StopAll"],
     "budget delete": ["budget", "delete", "team-a"],
@@ -87,6 +86,7 @@ SCRIPT: dict[str, list[str]] = {
                    "2026-12-01T00:00:00Z", "--granularity", "Daily", "--group-by", "ResourceGroupName",
                    "--group-by", "tag:team", "--filter", "ResourceType=ITL.Accelerator/sparkJobs"],
     "usage show": ["usage", "show", "--node", "dgx-1"],
+    "usage list": ["usage", "list", "-l", "us-east-1"],
     "audit list": ["audit", "list", "--resource", f"{RG_PATH}/sparkNodes/dgx-1", "--since", "1h", "--until", "1m"],
     "operation show": ["operation", "show", "op-1", "-l", "global"],
     "operation wait": ["operation", "wait", "op-1", "-l", "global"],
@@ -99,7 +99,7 @@ MORE = [
     ["usage", "show", "--job", "j-1"],
     ["job", "logs", "j-1", "--follow"],
     ["slo", "show"],
-    ["budget", "set", "team-b", "--amount", "5", "--tag", "team=a,b", "--threshold", "50"],
+    ["budget", "create", "team-b", "--amount", "5", "--tag", "team=a,b", "--threshold", "50"],
     ["cost", "query", "--measure", "GpuSeconds", "--filter", "tag:team=a", "--filter", "SubmittedBy=alice"],
 ]
 

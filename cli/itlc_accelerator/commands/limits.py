@@ -3,8 +3,8 @@
 Requests (docs/API_REFERENCE.md, "Quotas", "Budgets", "Cost queries"):
 
 - ``quota list|show|set|delete`` → ``GET|PUT|DELETE .../locations/{location}/quotas[/{name}]`` (``name`` ``gpus``:
-  every GPU model; ``gpus-{model}``: one), ``quota usage`` → ``GET .../locations/{location}/usages``;
-- ``budget list|show|set|delete`` → ``GET|PUT|DELETE .../budgets[/{name}]`` (Azure Cost Management's budget shape);
+  every GPU model; ``gpus-{model}``: one); ``usage list`` (commands/usage.py) → ``GET .../locations/{location}/usages``;
+- ``budget list|show|create|delete`` → ``GET|PUT|DELETE .../budgets[/{name}]`` (Azure Cost Management's budget shape);
 - ``cost query`` → ``POST .../costQuery`` with ``timeframe``, ``dataset.granularity``, ``grouping`` and ``filter``;
   a table shows the answer's columns and rows.
 """
@@ -72,14 +72,6 @@ def quota_delete(s: Session, name: str, location: str) -> None:
     _deleted(s, f"quota {name}", response.status_code)
 
 
-@quota.command("usage")
-@LOCATION
-@pass_session(resource_group=False)
-def quota_usage(s: Session, location: str) -> None:
-    """Show the GPUs held against each quota in a location (limit -1: none set)."""
-    emit(s.output, "quotaUsage", s.client.get(paths.usages(s.need_subscription(), location)), many=True)
-
-
 # ----------------------------------------------------------------------------------------------------- budgets
 @click.group("budget")
 def budget() -> None:
@@ -101,7 +93,7 @@ def budget_show(s: Session, name: str) -> None:
     emit(s.output, "budget", s.client.get(paths.budgets(s.need_subscription(), name)))
 
 
-@budget.command("set")
+@budget.command("create")
 @click.argument("name")
 @click.option("--amount", required=True, help="The monthly amount (a decimal number in --currency).")
 @click.option("--currency", default="USD", show_default=True, help="ISO 4217 code: the allocations it counts.")
@@ -119,7 +111,7 @@ def budget_show(s: Session, name: str) -> None:
     help="What happens once the budget is spent.",
 )
 @pass_session(resource_group=False)
-def budget_set(
+def budget_create(
     s: Session,
     name: str,
     amount: str,
@@ -132,7 +124,7 @@ def budget_set(
     tag: str | None,
     action: str,
 ) -> None:
-    """Create or replace a budget (operators)."""
+    """Create a budget, or replace one of that name (operators): ARM's PUT."""
     if groups and tag:
         raise click.UsageError("Filter by --resource-group or by --tag, not both.")
     first = start or datetime.now(UTC).strftime("%Y-%m")

@@ -1,4 +1,5 @@
-"""``usage show``: a node's, an instance's or a job's usage statistics for the last ``--hours``.
+"""``usage show``: a node's, an instance's or a job's usage statistics for the last ``--hours``; ``usage list``: the
+GPUs the subscription holds against its quotas in a location (``GET .../locations/{location}/usages``).
 
 Request: ``GET {resource}/stats?hours=N`` (N 1-720, default 24), answered with ``{"resourceId", "timespan",
 "interval": "PT1H", "hours", "value": [one point per hour], "totals": {...}}`` (docs/API_REFERENCE.md, "Usage
@@ -25,7 +26,7 @@ def show_stats(s: Session, resource: str, hours: int) -> None:
 
 @click.group("usage")
 def usage() -> None:
-    """Usage statistics of nodes, instances and jobs."""
+    """Usage statistics of nodes, instances and jobs; GPUs held against the quotas."""
 
 
 @usage.command("show")
@@ -55,3 +56,11 @@ def show(
     else:
         path = paths.nodes(s.need_subscription(), s.need_resource_group(), node)
     show_stats(s, path, hours)
+
+
+@usage.command("list")
+@click.option("-l", "--location", required=True, help="The location (e.g. us-east-1).")
+@pass_session(resource_group=False)
+def list_usages(s: Session, location: str) -> None:
+    """List the GPUs the subscription holds against each quota in a location (limit -1: none set)."""
+    emit(s.output, "quotaUsage", s.client.get(paths.usages(s.need_subscription(), location)), many=True)
