@@ -26,15 +26,19 @@ import warnings
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from itl_local.settings import LocalSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _settings() -> Any:
-    from itl_accelerator.settings import Settings
+def _settings() -> LocalSettings:
+    """The settings as the environment says now (read afresh: ``up`` sets variables as it goes)."""
+    from itl_local.settings import LocalSettings
 
-    return Settings()
+    return LocalSettings()
 
 
 def _home(settings: Any) -> Path:
@@ -151,7 +155,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
-    settings = get_settings()
+    settings = _settings()
 
     from itl_accelerator.observability import logger
     from itl_local.aws import (
@@ -185,7 +189,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         if name.startswith("RATE_LIMIT_"):
             os.environ.setdefault(name, value)
     get_settings.cache_clear()
-    settings = get_settings()
+    settings = _settings()
     console = None if args.quiet else Console()
     if console is not None:
         console.show_function_logs(logger)
@@ -210,7 +214,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     os.environ.update(workflow_environment(machines))
     get_settings.cache_clear()
-    settings = get_settings()
+    settings = _settings()
     data = Path(args.data) if args.data else None
     if data and data.exists():
         print(f"loaded {load_items(dynamodb, settings.table_name, data)} items from {data}", flush=True)

@@ -8,11 +8,21 @@ serverless ones (``TABLE_NAME``, the ``OIDC_*`` identity settings).
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: A Step Functions state machine's ARN (any partition; template.yaml passes ``!Ref`` of each state machine).
+STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_.-]{1,80}$")
+
+
+class SettingMissing(RuntimeError):
+    """A setting this function needs for what it was asked to do is not set: the deployment is wrong (template.yaml
+    sets it on the functions that need it). Raised before anything is written, so the call fails loudly (500, the
+    variable named in the log) instead of accepting work that cannot go on."""
 
 
 class Settings(BaseSettings):
@@ -24,7 +34,6 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
 
     service_name: str = "accelerator-provider"
-    service_port: int = 8003
     log_level: str = "INFO"
 
     # The ITL Control Plane's API gateway, which the provider registers with (gateway_registration.py): the seed's
@@ -157,12 +166,6 @@ class Settings(BaseSettings):
     rate_limit_caller_writes_per_minute: int = Field(default=150, ge=0)
     default_page_size: int = Field(default=100, ge=1, le=1000)
 
-    # Local runtime only (itl_local): where dev keys and saved data live, and loopback ports.
-    local_home: str = ".local"
-    local_aws_port: int = 5005
-    local_idp_port: int = 8180
-    local_dgx_port: int = 9504
-
     @field_validator(
         "control_plane_auth_url",
         "public_base_url",
@@ -175,6 +178,23 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("provision_state_machine_arn", "deprovision_state_machine_arn", "job_state_machine_arn")
+    @classmethod
+    def _state_machine_arn(cls, value: str) -> str:
+        """Empty (a function that starts no workflow), or a state machine's ARN: a wrong value fails the settings'
+        first read, at the function's cold start, not the first workflow it starts."""
+        if value and not STATE_MACHINE_ARN.match(value):
+            raise ValueError(f"not a Step Functions state machine ARN: {value!r}")
+        return value
+
+    def require(self, name: str) -> str:
+        """The value of the setting ``name`` (a field of this model), which the caller cannot do without. Raises
+        :class:`SettingMissing` naming its environment variable when it is empty."""
+        value = getattr(self, name)
+        if not value:
+            raise SettingMissing(f"{name.upper()} is not set: this function cannot do what it was asked without it")
+        return str(value)
 
     @property
     def issuer(self) -> str:

@@ -136,7 +136,8 @@ class SparkOllamaInstanceService:
         """Create (or re-provision a Failed) instance. Returns ``(accepted, resource)``: ``accepted`` is None when
         nothing was started (an identical PUT of a Succeeded instance → 200). The instance locks the node's pricing
         as its ``billingTerms`` in the transaction that reserves its GPUs (billing/metering.py); a node written
-        meanwhile is read again (at most 3 times).
+        meanwhile is read again (at most 3 times). Raises ``SettingMissing`` before anything is written when the
+        provisioning workflow's ARN is not set.
 
         Errors: 400 (names, body, provisioningState), 403, 404 (node), 409 ``AnotherOperationInProgress`` /
         ``InsufficientCapacity`` / ``NodeNotAvailable`` / ``PropertyChangeNotAllowed`` / ``Conflict`` (POST of an
@@ -145,6 +146,7 @@ class SparkOllamaInstanceService:
         key = self.key(subscription_id, resource_group, node, name)
         self._kernel.require(ctx, INSTANCES, key, INSTANCES.write)
         arm_rules.check_body_name(body.name, name)
+        self._settings.require("provision_state_machine_arn")
         spec = body.spec()
         fingerprint = spec.fingerprint()
         existing, node_record = self._instances.get_with_node(key)
@@ -288,10 +290,10 @@ class SparkOllamaInstanceService:
         self._state_machines.start_or_defer(arn, operation_id, inp.execution_input())
 
     def _start_provision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
-        self._start(self._settings.provision_state_machine_arn, ctx, key, operation_id)
+        self._start(self._settings.require("provision_state_machine_arn"), ctx, key, operation_id)
 
     def _start_deprovision(self, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
-        self._start(self._settings.deprovision_state_machine_arn, ctx, key, operation_id)
+        self._start(self._settings.require("deprovision_state_machine_arn"), ctx, key, operation_id)
 
     # ----------------------------------------------------------------------------------------------- delete
     def delete(
@@ -311,6 +313,7 @@ class SparkOllamaInstanceService:
         it is re-read and tried again (at most 3 times); with ``If-Match`` a changed etag is 412."""
         key = self.key(subscription_id, resource_group, node, name)
         self._kernel.require(ctx, INSTANCES, key, INSTANCES.delete)
+        self._settings.require("deprovision_state_machine_arn")
         for _ in range(3):
             existing = self._instances.get(key)
             if existing is None:

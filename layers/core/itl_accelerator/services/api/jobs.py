@@ -148,10 +148,12 @@ class SparkJobService:
         """Submit a job. Returns ``(accepted, job)``; ``accepted`` is None when nothing new was started (the same
         job submitted again: PUT 200). Errors: 400 (names, body), 403, 409 (``Conflict``: the name is taken — by a
         POST, or by another user's job; ``AnotherOperationInProgress``: a different job of that name is active;
-        ``PropertyChangeNotAllowed``: it has finished — delete it to submit again), 412."""
+        ``PropertyChangeNotAllowed``: it has finished — delete it to submit again), 412; ``SettingMissing`` (before
+        any write) when the job workflow's ARN is not set."""
         key = self.key(subscription_id, resource_group, name)
         self._kernel.require(ctx, JOBS, key, JOBS.write)
         arm_rules.check_body_name(body.name, name)
+        self._settings.require("job_state_machine_arn")  # before anything is written
         existing = self._jobs.get(key)
         if existing is not None and not may_change(ctx.principal, existing):
             # job names are unique in a resource group (ARM): the caller learns the name is taken, nothing more
@@ -264,7 +266,7 @@ class SparkJobService:
         except SubscriptionNotWritable as exc:
             raise self._kernel.write_error(exc) from exc
         self._state_machines.start_or_defer(
-            self._settings.job_state_machine_arn,
+            self._settings.require("job_state_machine_arn"),
             operation_id,
             JobStepInput.starting(
                 self._settings, key, operation_id, ctx.correlation_id, props.max_duration_minutes

@@ -150,7 +150,7 @@ class Reconciler:
         )
 
     def _provisioning(self, instance: Instance, now: float) -> str:
-        arn = self._settings.provision_state_machine_arn
+        arn = self._settings.require("provision_state_machine_arn")
         status = self._state_machines.status(arn, instance.operation_id or "")
         inp = self._input(instance, instance.operation_id)
         if status == "NOT_FOUND":
@@ -182,7 +182,7 @@ class Reconciler:
         return "awaiting_removal"
 
     def _deleting(self, instance: Instance, now: float) -> str:
-        arn = self._settings.deprovision_state_machine_arn
+        arn = self._settings.require("deprovision_state_machine_arn")
         status = self._state_machines.status(arn, instance.delete_operation_id or "")
         inp = self._input(instance, instance.delete_operation_id)
         if status == "NOT_FOUND":
@@ -245,7 +245,7 @@ class Reconciler:
         if job.status.final:
             self._repos.jobs.note(job, replace(job, lease=None), expect=Expect(etag=job.etag))
             return "skipped"
-        arn = self._settings.job_state_machine_arn
+        arn = self._settings.require("job_state_machine_arn")
         inp = JobStepInput.starting(
             self._settings, key, job.operation_id or "", f"reconciler-{uuid.uuid4()}", job.max_duration_seconds // 60
         )
