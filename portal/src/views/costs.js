@@ -221,11 +221,11 @@ class Costs extends View {
     const fdIsTag = d.fd.startsWith(TAG);
     return html`<form class="card form" @submit=${(e) => this.submit(e)} aria-label="Cost query">
       <div class="grid">
-        ${field('Timeframe', 'cost-timeframe', html`<select id="cost-timeframe" name="timeframe" @change=${(e) => this.setDraft({ timeframe: e.target.value })}>
+        ${field('Timeframe', 'cost-timeframe', html`<select id="cost-timeframe" name="timeframe" aria-describedby="cost-timeframe-help" @change=${(e) => this.setDraft({ timeframe: e.target.value })}>
           ${TIMEFRAMES.map(([k, label]) => html`<option value=${k} ?selected=${q.timeframe === k}>${label}</option>`)}</select>`, 'Periods are UTC; figures as of the last roll-up (every 15 minutes)')}
         ${d.timeframe === 'Custom' ? html`
           ${field('From (UTC day)', 'cost-from', html`<input id="cost-from" name="from" type="date" required .value=${q.from} />`)}
-          ${field('To (UTC day, included)', 'cost-to', html`<input id="cost-to" name="to" type="date" required .value=${q.to} />`, 'At most 366 days')}` : nothing}
+          ${field('To (UTC day, included)', 'cost-to', html`<input id="cost-to" name="to" type="date" required aria-describedby="cost-to-help" .value=${q.to} />`, 'At most 366 days')}` : nothing}
         ${field('Granularity', 'cost-granularity', html`<select id="cost-granularity" name="granularity">
           ${GRANULARITIES.map(([k, label]) => html`<option value=${k} ?selected=${q.granularity === k}>${label}</option>`)}</select>`)}
         ${field('Measure', 'cost-measure', html`<select id="cost-measure" name="measure">
