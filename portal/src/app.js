@@ -8,6 +8,7 @@ import './views/nodes.js';
 import './views/instances.js';
 import './views/jobs.js';
 import './views/usage.js';
+import './views/costs.js';
 import './views/activity.js';
 
 const VIEWS = [
@@ -16,6 +17,7 @@ const VIEWS = [
   ['instances', 'Instances'],
   ['jobs', 'Jobs'],
   ['usage', 'Usage and cost'],
+  ['costs', 'Costs'],
   ['activity', 'Activity log'],
 ];
 
@@ -83,6 +85,14 @@ class App extends View {
   setContext(change) {
     this.context = { ...this.context, ...change };
     sessionStorage.setItem('itl-context', JSON.stringify(this.context));
+  }
+
+  /** Put `hash` in the address bar for a bookmark, keeping the view as it is (no new view, no history entry). */
+  replaceHash(hash) {
+    history.replaceState(null, '', hash);
+    this.route = parseHash();
+    const outlet = this.querySelector('#view');
+    if (outlet) outlet.dataset.key = `${location.hash}|${this.context.sub}|${this.context.rg}`;
   }
 
   /** The resource group a create form starts with: the selected one, else the caller's first. */
@@ -159,6 +169,8 @@ class App extends View {
         return a.length >= 2 ? make('itl-job-detail', { rg: a[0], name: a[1] }) : make('itl-jobs', { mine: q.mine === '1' });
       case 'usage':
         return make('itl-usage', { resourceId: q.resource || '', hours: q.hours || '24' });
+      case 'costs':
+        return make('itl-costs', { params: q });
       case 'activity':
         return make('itl-activity', { resourceId: q.resource || '' });
       default:

@@ -16,6 +16,8 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -79,19 +81,21 @@ def sub() -> str:
 class Api:
     """The API as one principal, over HTTP (what the test checks the portal against)."""
 
-    def __init__(self, stack: Stack, subject: str, role: str, sub: str):
-        token = stack.token("--sub", subject, "--role", role, "--scope", f"/subscriptions/{sub}")
+    def __init__(self, stack: Stack, subject: str, role: str | None, sub: str):
+        roles = ("--role", role) if role else ()
+        token = stack.token("--sub", subject, *roles, "--scope", f"/subscriptions/{sub}")
         self.http = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
         self.rg = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator"
+        self.sub = f"/subscriptions/{sub}/providers/ITL.Accelerator"
 
-    def put_node(self, name: str, owner: str, price: float = 2.5) -> dict[str, Any]:
+    def put_node(self, name: str, owner: str, price: float = 2.5, currency: str = "USD") -> dict[str, Any]:
         body = {
             "location": "us-east-1",
             "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
             "properties": {
                 "owner": owner,
                 "hardwareSpecs": {"gpuModel": "H100"},
-                "pricing": {"currency": "USD", "pricePerGpuHour": price, "billingIncrementSeconds": 1},
+                "pricing": {"currency": currency, "pricePerGpuHour": price, "billingIncrementSeconds": 1},
             },
         }
         response = self.http.put(f"{self.rg}/sparkNodes/{name}", json=body)
@@ -100,6 +104,11 @@ class Api:
 
     def get(self, path: str, **params: Any) -> httpx.Response:
         return self.http.get(path if path.startswith("/") else f"{self.rg}/{path}", params=params)
+
+    def cost_query(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.http.post(f"{self.sub}/costQuery", json=body)
+        assert response.status_code == 200, response.text
+        return response.json()["properties"]
 
 
 def _contract() -> list[tuple[str, re.Pattern[str], set[str]]]:
@@ -334,6 +343,162 @@ def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):
     shot(page, "job-canceled")
 
 
+def plain(value: float) -> str:
+    """A number of a cost query's answer as the portal writes it in ``data-value`` (JavaScript's shortest form)."""
+    return f"{Decimal(repr(value)).normalize():f}"
+
+
+def test_the_cost_view_shows_each_caller_the_rows_the_api_answers_them_in_their_currency(
+    stack: Stack, portal, sub: str
+):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-g", owner="sam", price=3.6, currency="EUR")
+    cora = Api(stack, "cora", CONSUMER, sub)
+    job = {"name": "costed-1", "requested_gpus": 2, "requested_memory_gb": 80}
+    assert cora.http.post(f"{cora.rg}/sparkJobs", json=job).status_code == 202
+    ended = wait_until(
+        lambda: (j := cora.get("sparkJobs/costed-1").json())["properties"]["status"] == "Succeeded" and j,
+        "the job to end",
+    )
+    cost = ended["properties"]["cost"]
+    assert cost["currency"] == "EUR"
+    by_submitter = {"dataset": {"grouping": [{"type": "Dimension", "name": "SubmittedBy"}]}}
+
+    def rolled_up() -> list[Any] | None:
+        rows = admin.cost_query(by_submitter)["rows"]
+        return rows if rows and Decimal(repr(rows[0][0])) == Decimal(cost["amount"]) else None
+
+    # the cost query reads the roll-up's charges per hour: wait for the job's to be there, to the last digit
+    rows = wait_until(rolled_up, "the job's cost to be rolled up")
+    assert [r[1:] for r in rows] == [["cora", "EUR"]]
+
+    page = portal("ada", (ADMIN,), sub)
+    go(page, "Costs")
+    page.get_by_label("Group by 1").select_option(label="Submitted by")
+    page.get_by_role("button", name="Run query").click()
+    expect(page).to_have_url(re.compile(r"#/costs\?g1=SubmittedBy$"))
+    table = page.get_by_role("table", name="Costs")
+    expect(table.locator("thead th")).to_have_text(["Cost", "Submitted by", "Currency"])
+    row = table.locator("tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text([re.compile(r"\d"), "cora", "EUR"])
+    expect(row.locator(".money")).to_have_attribute("data-currency", "EUR")
+    expect(row.locator(".money")).to_have_attribute("data-value", plain(rows[0][0]))
+    shot(page, "costs")
+    page.reload()  # the hash carries the query: a bookmark shows the same answer
+    expect(page.get_by_label("Group by 1")).to_have_value("SubmittedBy")
+    expect(page.get_by_role("table", name="Costs").locator("tbody tr .money")).to_have_attribute(
+        "data-value", plain(rows[0][0])
+    )
+
+    # A consumer sees what the API answers them: their own work's rows; another consumer, none
+    own = cora.cost_query(by_submitter)["rows"]
+    assert [r[1:] for r in own] == [["cora", "EUR"]]
+    consumer = portal("cora", (CONSUMER,), sub)
+    consumer.goto(f"{stack.url}/portal/#/costs?g1=SubmittedBy")
+    mine = consumer.get_by_role("table", name="Costs").locator("tbody tr")
+    expect(mine).to_have_count(len(own))
+    expect(mine.locator(".money")).to_have_attribute("data-value", plain(own[0][0]))
+    assert Api(stack, "bob", CONSUMER, sub).cost_query(by_submitter)["rows"] == []
+    other = portal("bob", (CONSUMER,), sub)
+    go(other, "Costs")
+    expect(other.get_by_text("No costs in this period that you may see.")).to_be_visible()
+    expect(other.get_by_role("table", name="Costs")).to_have_count(0)
+
+
+def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    month = datetime.now(UTC).strftime("%Y-%m-01T00:00:00Z")
+    budget = {
+        "properties": {
+            "amount": "500",
+            "currency": "EUR",
+            "timePeriod": {"startDate": month},
+            "notifications": {"eighty": {"threshold": 80}},
+            "actionAtLimit": "RefuseNewAllocations",
+        }
+    }
+    assert admin.http.put(f"{admin.sub}/budgets/team-month", json=budget).status_code == 201
+    quota = {"properties": {"limit": {"limitObjectType": "LimitValue", "value": 8}}}
+    assert admin.http.put(f"{admin.sub}/locations/us-east-1/quotas/gpus", json=quota).status_code == 201
+    page = portal("ada", (ADMIN,), sub)
+    go(page, "Costs")
+
+    # The budget set through the API, with this month's spend as the API has it
+    listed = admin.get(f"{admin.sub}/budgets").json()["value"]
+    spend = listed[0]["properties"]["currentSpend"]
+    row = page.get_by_role("table", name="Budgets").locator("tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.get_by_role("rowheader")).to_have_text("team-month")
+    expect(row.locator(".budget-amount")).to_have_text("500 EUR")
+    expect(row.locator(".budget-spend")).to_contain_text(f"{plain(spend['amount'])} EUR")
+    expect(row).to_contain_text("RefuseNewAllocations")
+    # The GPU quota's usage in the location
+    gpus = page.get_by_role("table", name="GPU quota usage").locator('tr[data-quota="gpus"]')
+    expect(gpus.locator(".quota-limit")).to_have_text("8")
+    expect(gpus.locator(".quota-current")).to_have_text("0")
+
+    # The form's query is the request's body, and the URL's hash carries it
+    form = page.get_by_role("form", name="Cost query")
+    form.get_by_label("Timeframe").select_option("Custom")
+    form.get_by_label("From (UTC day)").fill("2026-01-01")
+    form.get_by_label("To (UTC day, included)").fill("2026-01-31")
+    form.get_by_label("Granularity").select_option("Daily")
+    form.get_by_label("Measure").select_option("GpuSeconds")
+    form.get_by_label("Group by 1").select_option("ResourceGroupName")
+    form.get_by_label("Group by 2").select_option(label="A tag…")
+    form.get_by_label("Tag key 2").fill("team")
+    form.get_by_label("Filter by").select_option("ResourceType")
+    form.get_by_label("is one of (one value per line)").fill("ITL.Accelerator/sparkJobs")
+    with page.expect_request(lambda r: r.method == "POST" and "/costQuery" in r.url) as sent:
+        form.get_by_role("button", name="Run query").click()
+    assert sent.value.post_data_json == {
+        "type": "ActualCost",
+        "timeframe": "Custom",
+        "timePeriod": {"from": "2026-01-01T00:00:00Z", "to": "2026-02-01T00:00:00Z"},
+        "dataset": {
+            "granularity": "Daily",
+            "aggregation": {"totalGpuSeconds": {"name": "GpuSeconds", "function": "Sum"}},
+            "grouping": [{"type": "Dimension", "name": "ResourceGroupName"}, {"type": "TagKey", "name": "team"}],
+            "filter": {
+                "dimensions": {"name": "ResourceType", "operator": "In", "values": ["ITL.Accelerator/sparkJobs"]}
+            },
+        },
+    }
+    expect(page.get_by_text("No usage in this period that you may see.")).to_be_visible()
+    query = dict(parse_qsl(urlsplit(page.url).fragment.split("?", 1)[1]))
+    assert query == {
+        "timeframe": "Custom",
+        "from": "2026-01-01",
+        "to": "2026-01-31",
+        "granularity": "Daily",
+        "measure": "GpuSeconds",
+        "g1": "ResourceGroupName",
+        "g2": "tag:team",
+        "fd": "ResourceType",
+        "fv": "ITL.Accelerator/sparkJobs",
+    }
+    expect(page.get_by_label("Tag key 2")).to_have_value("team")
+    shot(page, "costs-query")
+
+    # Another location's quotas: the hash carries it too, and the query's answer stays
+    page.get_by_label("Location", exact=True).fill("eu-west-1")
+    page.get_by_role("button", name="Show quotas").click()
+    expect(page.get_by_role("heading", name=re.compile(r"in eu-west-1$"))).to_be_visible()
+    expect(gpus.locator(".quota-limit")).to_have_text("none set")
+    expect(page).to_have_url(re.compile(r"&location=eu-west-1$"))
+    expect(page.get_by_text("No usage in this period that you may see.")).to_be_visible()
+
+    # Without a role the API refuses the query: its error is shown as it said it
+    refused = Api(stack, "nora", None, sub).http.post(f"{admin.sub}/costQuery", json={})
+    assert refused.status_code == 403
+    nobody = portal("nora", (), sub)
+    go(nobody, "Costs")
+    alert = nobody.get_by_role("region", name="Cost query answer").get_by_role("alert")
+    expect(alert.locator(".error-code")).to_have_text("AuthorizationFailed")
+    expect(alert.locator(".error-message")).to_have_text(refused.json()["error"]["message"])
+
+
 def test_a_consumer_never_sees_another_users_job_or_a_nodes_earnings(stack: Stack, portal, sub: str):
     Api(stack, "ada", ADMIN, sub).put_node("dgx-d", owner="sam")
     alice = Api(stack, "alice", CONSUMER, sub)
@@ -430,7 +595,7 @@ def test_every_view_fits_the_screen_is_labelled_and_works_from_the_keyboard(
     page = portal("ada", (ADMIN,), sub, viewport=(width, height))
     phone = width < 700
 
-    views = ["Overview", "Nodes", "Instances", "Jobs", "Usage and cost", "Activity log"]
+    views = ["Overview", "Nodes", "Instances", "Jobs", "Usage and cost", "Costs", "Activity log"]
     for view in views:
         if phone:
             page.get_by_role("button", name="Menu").click()
