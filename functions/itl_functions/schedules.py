@@ -14,15 +14,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from itl_accelerator.observability import did_something, log_metrics, logger, metrics, publish_counts, tracer
-from itl_accelerator.wiring import Wiring
-
-_wirings: list[Wiring] = []
-
-
-def _wiring() -> Wiring:
-    if not _wirings:
-        _wirings.append(Wiring.build())
-    return _wirings[0]
+from itl_functions.process import wiring as _wiring
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -13,15 +13,7 @@ from typing import Any
 
 from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
 from itl_accelerator.repositories.dynamodb.streams import state_changes
-from itl_accelerator.wiring import Wiring
-
-_wirings: list[Wiring] = []
-
-
-def _wiring() -> Wiring:
-    if not _wirings:
-        _wirings.append(Wiring.build())
-    return _wirings[0]
+from itl_functions.process import wiring as _wiring
 
 
 @logger.inject_lambda_context(clear_state=True)

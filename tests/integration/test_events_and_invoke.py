@@ -267,6 +267,16 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     MCP_FUNCTION: ((), (200,)),
     "SparkJobsGetLogsFunction": ((NODE, JOB), (200,)),
     "SloReportFunction": ((), (200,)),
+    "QuotasCreateOrUpdateFunction": ((), (201,)),
+    "QuotasGetFunction": ((), (404,)),  # its sample names a quota no event set ('gpus'; the PUT's is 'gpus-h100')
+    "QuotasListFunction": (("QuotasCreateOrUpdateFunction",), (200,)),
+    "QuotasDeleteFunction": (("QuotasCreateOrUpdateFunction",), (200,)),
+    "UsagesListFunction": ((NODE,), (200,)),
+    "CostsQueryFunction": ((), (200,)),
+    "BudgetsCreateOrUpdateFunction": ((), (201,)),
+    "BudgetsGetFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
+    "BudgetsListFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
+    "BudgetsDeleteFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
 }
 #: Functions whose event submits a job (or follows one that did): the test waits for the job to end.
 JOB_FUNCTIONS = {f for f in GIVEN_THEN if f.startswith("SparkJobs")}
