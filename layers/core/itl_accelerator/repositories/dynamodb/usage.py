@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -242,7 +243,7 @@ class DynamoUsageRepository:
                 ":node": d.node_id,
                 ":supplier": d.supplier,
                 ":tags": to_json(dict(d.tags)),
-                ":h": json.dumps(_cost_measures(hour.totals), separators=(",", ":")),
+                ":h": _cost_measures(hour.totals),
                 ":ttl": hour.ttl,
             }
             try:
@@ -283,16 +284,24 @@ class DynamoUsageRepository:
         return {str(item["SK"]): Totals.from_stored(item) for item in items}
 
 
-def _cost_measures(totals: Totals) -> dict[str, Any]:
-    """What a cost query sums of an hour (models/costs.py ``Measure``), and no more: a day item holds 24 of these and
-    every query reads it whole, so the utilisation, energy and token figures the roll-ups keep are left out (about
-    70 bytes an hour instead of 230). Costs are exact decimal strings by currency; :meth:`Totals.from_stored` reads
-    it back."""
-    return {
-        "gpuSeconds": totals.gpu_seconds,
-        "billableGpuSeconds": totals.billable_gpu_seconds,
-        "costs": {c: format(a, "f") for c, a in sorted(totals.costs.items())},
-    }
+def _cost_measures(totals: Totals) -> str:
+    """What a cost query sums of an hour (models/costs.py ``Measure``), and no more, as one short string:
+    ``"{gpuSeconds} {billableGpuSeconds} {currency}={amount}..."`` (amounts exact, as decimal strings). A day item
+    holds 24 of these and every query reads and decodes each whole, so the utilisation, energy and token figures the
+    roll-ups keep are left out and no JSON is parsed: about 30 bytes an hour instead of 230, and a split instead of
+    a JSON decode (``./dev bench``, benchmarks/limits.py)."""
+    costs = " ".join(f"{c}={format(a, 'f')}" for c, a in sorted(totals.costs.items()))
+    return f"{totals.gpu_seconds} {totals.billable_gpu_seconds} {costs}".rstrip()
+
+
+def _hour_of(text: str) -> Totals:
+    """Inverse of :func:`_cost_measures`."""
+    gpu, billable, *costs = text.split(" ")
+    return Totals(
+        gpu_seconds=int(gpu),
+        billable_gpu_seconds=int(billable),
+        costs={c: Decimal(a) for c, _, a in (x.partition("=") for x in costs)},
+    )
 
 
 def _cost_sk(day: str, d: CostDimensions) -> str:
@@ -314,7 +323,7 @@ def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
         tags=tuple(sorted(json.loads(item.get("tags") or "{}").items())),
     )
     hours = {
-        f"{day}T{name[1:]}": Totals.from_stored(json.loads(value))
+        f"{day}T{name[1:]}": _hour_of(value)
         for name, value in item.items()
         if len(name) == 3 and name[0] == "h" and name[1:].isdigit()
     }

@@ -165,7 +165,8 @@ class CostQueryService:
                 key = (self._bucket(query, hour), group)
                 if key not in sums:
                     sums[key] = Totals()
-                sums[key].merge(totals)
+                # the measures a query answers (a full merge would add the utilisation figures no query reads)
+                sums[key].add_record(totals.gpu_seconds, totals.billable_gpu_seconds, totals.costs, None)
         return sums
 
     def _answer(
