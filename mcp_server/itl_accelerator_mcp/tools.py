@@ -357,7 +357,9 @@ async def _instance_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str
     notes = [
         "An instance is billed from the moment it is ready until its deletion is accepted, rounded up to the node's "
         "billingIncrementSeconds and at least minimumBillableSeconds; it has no end of its own.",
-        "The price is the node's price in force now; a change of the node's price applies from then on.",
+        "The price is the node's price in force now. The instance locks the node's terms (price, currency, rounding) "
+        "when it is created (billingTerms, docs/BILLING.md): a later change of the node's price does not apply to it. "
+        "If the price changes before the quote is accepted, the tool quotes again instead of provisioning.",
     ]
     if availability != "Available":
         notes.append(f"The node is {availability}: the API will refuse the instance (NodeNotAvailable).")
@@ -449,7 +451,9 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         "The provider picks the node when it places the job (best fit), so the node is not known now: the estimate is "
         "an upper bound, the highest price among the nodes you can see that could hold the job, for the whole "
         "maxDurationMinutes. A job is billed only while it runs, up to its end or that limit.",
-        "A change of a node's price applies from then on.",
+        "A job locks the terms of the node it is placed on when it is placed (billingTerms, docs/BILLING.md), not "
+        "when it is submitted: a node's price changed while the job waits applies to it, so this bound holds for the "
+        "prices in force now.",
     ]
     if not candidates:
         notes.append(

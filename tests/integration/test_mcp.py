@@ -267,6 +267,40 @@ def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
     assert "client=mcp/" in created["user_agent"]  # the MCP client as it introduced itself (the SDK's own)
 
 
+def test_an_instance_is_provisioned_only_with_an_accepted_quote_at_the_quoted_terms(
+    mcp_url, make_token, admin, sub, with_node
+):
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    args = {"resourceGroup": "rg1", "node": "dgx-1", "name": "llama", "model": "mistral:7b", "gpus": 2, "memoryGb": 160}
+    instance = nodes_path(sub, name="dgx-1") + "/sparkOllamaInstances/llama"
+
+    async def quote_and_accept(reprice: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with http_session(mcp_url, token) as client:
+            out["quote"] = await client.call_tool("provision_instance", args)
+            quote_id = out["quote"].structured_content["quote"]["quoteId"]
+            if reprice:  # the supplier changes the price between the quote and its acceptance
+                patch = {"properties": {"pricing": {"pricePerGpuHour": 3.0}}}
+                assert admin.patch(nodes_path(sub, name="dgx-1"), json=patch).status_code == 200
+            out["before"] = admin.get(instance).status_code
+            out["accepted"] = await client.call_tool("provision_instance", {**args, "quoteId": quote_id})
+        return out
+
+    # A price changed after the quote: nothing is provisioned, a new quote at the new price comes back
+    repriced = run(lambda: quote_and_accept(reprice=True))
+    first = repriced["quote"].structured_content["quote"]
+    assert first["estimatedCost"][0] == {"amount": "5.000000", "currency": "USD", "basis": "per hour while it exists"}
+    assert repriced["accepted"].structured_content["status"] == "quote"
+    assert repriced["accepted"].structured_content["quote"]["estimatedCost"][0]["amount"] == "6.000000"
+    assert "price changed" in repriced["accepted"].content[0].text
+    assert admin.get(instance).status_code == 404
+    # Quoted and accepted at the same price: provisioned, with the quoted terms locked on the instance
+    accepted = run(lambda: quote_and_accept(reprice=False))
+    assert accepted["before"] == 404 and accepted["accepted"].structured_content["status"] == "accepted"
+    terms = admin.get(instance).json()["properties"]["billingTerms"]
+    assert terms["pricePerGpuHour"] == 3.0 and terms["currency"] == "USD"
+
+
 # ----------------------------------------------------------------------------------------------- read-only
 def test_read_only_mode_refuses_writes(mcp_url, make_token, admin, sub, with_node):
     token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])

@@ -36,6 +36,9 @@ class Activity extends View {
 
   load() {
     const f = this.filters;
+    // a newer load supersedes an older one still under way: only the latest answer is shown (a slow first load
+    // answering after the user's filter would otherwise replace the filtered events)
+    const generation = (this.generation = (this.generation || 0) + 1);
     return this.track('list', async () => {
       this.events = [];
       const page = await this.api.page(paths.audit(this.ctx.sub), {
@@ -44,14 +47,17 @@ class Activity extends View {
         resourceId: f.resource || undefined,
         $top: f.top,
       });
+      if (generation !== this.generation) return;
       this.events = page.value;
       this.nextLink = page.nextLink;
     });
   }
 
   loadMore() {
+    const generation = this.generation;
     return this.track('more', async () => {
       const page = await this.api.page(this.nextLink);
+      if (generation !== this.generation) return;
       this.events = [...this.events, ...page.value];
       this.nextLink = page.nextLink;
     });
