@@ -144,8 +144,9 @@ class DgxSimulator:
         # what /v1/usage reports on, kept after a resource is gone: id → {"gpus", "memoryGb", "kind", "generated"}
         self.ledger: dict[str, dict[str, Any]] = {}
         self.requests = 0
-        #: every callback delivery attempt: ``{"eventId", "url", "status", "attempt", "answer"}`` (answer: the HTTP
-        #: status, or the error's name when none came)
+        #: every callback delivery attempt: ``{"eventId", "url", "event", "attempt", "answer", "reply"}`` (answer: the
+        #: HTTP status, or the error's name when none came; reply: the answer's body) — ``answer`` "lost" for one
+        #: never sent (callbacks off, or dropped)
         self.callbacks_sent: list[dict[str, Any]] = []
         self.notifier = _Notifier(self)
         self.app = Starlette(
@@ -706,9 +707,11 @@ class _Notifier:
             "X-DGX-Signature": sign_callback(cfg.callback_secret, timestamp, body),
         }
         answer: int | str
+        reply = ""
         try:
             assert self._http is not None
-            answer = self._http.post(delivery["url"], content=body, headers=headers).status_code
+            response = self._http.post(delivery["url"], content=body, headers=headers)
+            answer, reply = response.status_code, response.text[:500]
         except httpx.HTTPError as exc:
             answer = type(exc).__name__
         with self.sim.lock:
@@ -719,6 +722,7 @@ class _Notifier:
                     "event": event,
                     "attempt": attempt,
                     "answer": answer,
+                    "reply": reply,
                 }
             )
         if isinstance(answer, int) and 200 <= answer < 300:
