@@ -145,7 +145,7 @@ class DgxSimulator:
         self.ledger: dict[str, dict[str, Any]] = {}
         self.requests = 0
         #: every callback delivery attempt: ``{"eventId", "url", "event", "attempt", "answer", "reply"}`` (answer: the
-        #: HTTP status, or the error's name when none came; reply: the answer's body) — ``answer`` "lost" for one
+        #: HTTP status, or the error's name when none came; reply: the answer's body; sentAt, answeredAt: epoch s) — ``answer`` "lost" for one
         #: never sent (callbacks off, or dropped)
         self.callbacks_sent: list[dict[str, Any]] = []
         self.notifier = _Notifier(self)
@@ -708,6 +708,7 @@ class _Notifier:
         }
         answer: int | str
         reply = ""
+        sent = time.time()
         try:
             assert self._http is not None
             response = self._http.post(delivery["url"], content=body, headers=headers)
@@ -723,6 +724,8 @@ class _Notifier:
                     "attempt": attempt,
                     "answer": answer,
                     "reply": reply,
+                    "sentAt": sent,
+                    "answeredAt": time.time(),
                 }
             )
         if isinstance(answer, int) and 200 <= answer < 300:
