@@ -41,6 +41,17 @@ def _step(run: Callable[[InstanceSteps, InstanceStepInput], StepModel]) -> StepH
     return handler
 
 
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def await_ready(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """``AwaitReady`` (a ``.waitForTaskToken`` Task: the payload is ``{"taskToken", "state"}``): record the token
+    a DGX callback completes; the state machine waits until then, or the poll interval."""
+    inp = InstanceStepInput.model_validate(event["state"])
+    logger.append_keys(operation_id=inp.operationId, correlation_id=inp.correlationId)
+    _steps(context.function_name).await_ready(inp, str(event["taskToken"]))
+    return {}
+
+
 def _requested(inp: InstanceStepInput) -> tuple[str, float]:
     assert inp.request is not None and inp.request.dgxInstanceId is not None, "RequestInstance ran before"
     return inp.request.dgxInstanceId, inp.request.deadline

@@ -90,6 +90,17 @@ def _serve_in_thread(app: Any, port: int, log_level: str = "warning") -> tuple[A
 
 #: The simulator's API key locally (DGX_PLATFORM_API_KEY overrides it).
 LOCAL_DGX_API_KEY = "local-dgx-key"
+#: The secret the simulator signs its callbacks with locally (DGX_CALLBACK_SECRET overrides it).
+LOCAL_DGX_CALLBACK_SECRET = "local-dgx-callback-secret"
+
+
+def _callback_environment(settings: Any, port: int, callbacks: bool) -> dict[str, str]:
+    """The DGX callbacks locally: the simulator calls the local API back (``POST /dgx/callbacks``, as the platform
+    calls ``PublicApiUrl/dgx/callbacks`` in AWS), signing with the local secret; without ``callbacks`` the
+    workflows are not asked for any and poll (``--no-dgx-callbacks``). An explicit ``DGX_CALLBACK_URL`` wins."""
+    url = settings.dgx_callback_url or (f"http://127.0.0.1:{port}/dgx/callbacks" if callbacks else "")
+    secret = settings.dgx_callback_secret.get_secret_value() or LOCAL_DGX_CALLBACK_SECRET
+    return {"DGX_CALLBACK_URL": url, "DGX_CALLBACK_SECRET": secret}
 
 
 def portal_origins(port: int) -> list[str]:
@@ -150,6 +161,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.environ.update(_local_environment(settings, settings.local_aws_port, settings.local_idp_port))
     registration = _registration_environment(settings, port)
     os.environ.update(registration.environment)
+    os.environ.update(_callback_environment(settings, port, not args.no_dgx_callbacks))
     # the API Gateway emulator's request log: what the SLO report counts locally (CloudWatch's metrics in AWS)
     os.environ["API_REQUEST_LOG"] = str(_home(settings) / f"api-requests-{port}.jsonl")
     from itl_accelerator.settings import get_settings
@@ -226,7 +238,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     servers = [_serve_in_thread(idp, settings.local_idp_port, level)[0]]
     simulator = DgxSimulator(
         SimulatorConfig(
-            api_key=settings.dgx_platform_api_key.get_secret_value(), provisioning_seconds=args.dgx_provisioning_seconds
+            api_key=settings.dgx_platform_api_key.get_secret_value(),
+            provisioning_seconds=args.dgx_provisioning_seconds,
+            callbacks=not args.no_dgx_callbacks,
+            callback_secret=settings.dgx_callback_secret.get_secret_value(),
         )
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port, level)[0])
@@ -602,6 +617,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=3.0,
         help="how long the DGX simulator takes to make an instance ready (default 3)",
+    )
+    up.add_argument(
+        "--no-dgx-callbacks",
+        action="store_true",
+        help="ask the DGX simulator for no callbacks: the workflows learn of ready instances and ended jobs by "
+        "polling only (as with no PublicApiUrl in AWS)",
     )
     up.add_argument(
         "--quiet",

@@ -5,20 +5,34 @@ Running after ``provisioning_seconds``; each running instance serves an Ollama-c
 ``/ollama/{id}`` (``/api/tags``, ``/api/ps``, ``/api/generate`` with a canned reply). Faults are set with
 ``POST /_simulator/config`` (JSON, fields of :class:`SimulatorConfig`) or at start; ``GET /_simulator/state`` lists
 what exists; ``POST /_simulator/reset`` forgets everything.
+
+Callbacks (the contract's ``callbacks``): an instance created, or a job submitted, with a ``callbackUrl`` is
+announced there when it is ready (``Running``) or failed, and when the job ended (``Succeeded``, ``Failed``,
+``Canceled``): a ``POST`` of ``{"eventId", "type", "id", "name", "status", "time"}`` signed with
+``callback_secret`` (``X-DGX-Timestamp`` and ``X-DGX-Signature: sha256=HMAC-SHA256(secret, timestamp + "." +
+body)``), sent again on anything but a 2xx (``callback_attempts`` in all, waiting ``callback_backoff_seconds``
+doubled each time). A background thread (:class:`_Notifier`, started with the first callback URL) notices each
+moment as the platform's clock reaches it and delivers on a small pool, so a slow receiver delays no other.
+``callbacks`` off, or ``callback_drop_rate``, loses them (polling must still work).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
+import hmac
+import json
 import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -62,6 +76,14 @@ class SimulatorConfig:
     # added to every GPU utilisation the usage endpoint reports: change it to make metrics "arrive late" for hours
     # already reported (the provider re-reads recent hours and must pick the change up)
     late_metrics_percent: float = 0.0
+    # callbacks (docs/dgx-platform.openapi.yaml, createInstance/submitJob ``callbacks``): sent to a resource's
+    # callbackUrl when on; signed with callback_secret; callback_attempts tries in all, the first retry after
+    # callback_backoff_seconds, then twice as long each time; callback_drop_rate of them lost (never sent)
+    callbacks: bool = True
+    callback_secret: str = ""
+    callback_attempts: int = 5
+    callback_backoff_seconds: float = 1.0
+    callback_drop_rate: float = 0.0
     seed: int | None = None
 
     def update(self, values: dict[str, Any]) -> None:
@@ -92,6 +114,19 @@ def _iso_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _callback_url(body: dict[str, Any]) -> str | None:
+    """The ``callbackUrl`` of a create or submit body (None when absent or empty)."""
+    value = body.get("callbackUrl")
+    return value if isinstance(value, str) and value else None
+
+
+def sign_callback(secret: str, timestamp: str, body: bytes) -> str:
+    """The ``X-DGX-Signature`` of a callback: ``sha256=`` and the hex HMAC-SHA256 under ``secret`` of the timestamp
+    header, a ``.``, and the body as sent (the contract's ``callbacks``)."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
@@ -109,6 +144,11 @@ class DgxSimulator:
         # what /v1/usage reports on, kept after a resource is gone: id → {"gpus", "memoryGb", "kind", "generated"}
         self.ledger: dict[str, dict[str, Any]] = {}
         self.requests = 0
+        #: every callback delivery attempt: ``{"eventId", "url", "event", "attempt", "answer", "reply"}`` (answer: the
+        #: HTTP status, or the error's name when none came; reply: the answer's body; sentAt, answeredAt: epoch s) — ``answer`` "lost" for one
+        #: never sent (callbacks off, or dropped)
+        self.callbacks_sent: list[dict[str, Any]] = []
+        self.notifier = _Notifier(self)
         self.app = Starlette(
             routes=[
                 Route("/v1/nodes", self.list_nodes),
@@ -137,13 +177,25 @@ class DgxSimulator:
     # ----------------------------------------------------------------------------------------------- control
     async def set_config(self, request: Request) -> JSONResponse:
         if request.method == "POST":
+            held = self.config.hold_provisioning
             try:
                 self.config.update(await request.json())
             except (KeyError, ValueError) as exc:
                 return _error(400, "InvalidConfig", f"unknown or invalid field: {exc}")
             if "seed" in (await request.json()):
                 self.rng.seed(self.config.seed)
+            if held and not self.config.hold_provisioning:
+                self.released(time.monotonic())
+            self.notifier.wake()  # a hold let go: what was due is announced now
         return JSONResponse(asdict(self.config))
+
+    def released(self, moment: float) -> None:
+        """``hold_provisioning`` was let go at ``moment`` (monotonic): instances held past their time become ready
+        then, not back when they were due."""
+        with self.lock:
+            for inst in self.instances.values():
+                if inst["status"] == "Provisioning":
+                    inst["releasedAt"] = moment
 
     async def state(self, _: Request) -> JSONResponse:
         with self.lock:
@@ -157,6 +209,7 @@ class DgxSimulator:
             self.by_key.clear()
             self.jobs.clear()
             self.ledger.clear()
+            self.callbacks_sent.clear()
         return JSONResponse({"reset": True})
 
     # ----------------------------------------------------------------------------------------------- nodes
@@ -180,6 +233,9 @@ class DgxSimulator:
             else:
                 inst["status"] = "Running"
                 inst["endpoint"] = f"{inst['baseUrl']}/ollama/{inst['id']}"
+            # when it became ready or failed (wall clock): the moment it was due, or the hold's end
+            moment = max(inst["readyAt"], inst.get("releasedAt", 0.0))
+            inst["readyAtWall"] = inst["wallStart"] + moment - inst["created"]
         if inst["status"] == "Deleting" and self.config.hold_deletion:
             inst["deleteAt"] = max(inst["deleteAt"], now)
         elif inst["status"] == "Deleting" and now >= inst["deleteAt"]:
@@ -228,10 +284,16 @@ class DgxSimulator:
                 "failOnReady": self.rng.random() < self.config.accept_then_fail_rate,
                 "neverReady": self.rng.random() < self.config.never_ready_rate,
                 "baseUrl": f"{request.url.scheme}://{request.url.netloc}",
+                "callbackUrl": _callback_url(body),
+                "wallStart": time.time(),
+                "created": time.monotonic(),
+                "announced": None,
             }
             self.instances[inst["id"]] = inst
             self.by_key[key] = inst["id"]
             self.ledger[inst["id"]] = {"gpus": gpus, "memoryGb": memory, "kind": "instance", "generated": []}
+        if inst["callbackUrl"]:
+            self.notifier.wake()
         return JSONResponse(self._public(inst), status_code=201)
 
     async def list_instances(self, request: Request) -> JSONResponse:
@@ -345,9 +407,13 @@ class DgxSimulator:
                 "endedAt": None,
                 "error": None,
                 "logsUrl": f"{request.url.scheme}://{request.url.netloc}/v1/jobs/{job_id}/logs",
+                "callbackUrl": _callback_url(body),
+                "announced": None,
             }
             self.jobs[job_id] = self._refresh_job(job)
             self.ledger[job_id] = {"gpus": gpus, "memoryGb": memory, "kind": "job", "generated": []}
+        if job["callbackUrl"]:
+            self.notifier.wake()
         return JSONResponse(self._public_job(job), status_code=201)
 
     async def list_jobs(self, request: Request) -> JSONResponse:
@@ -372,6 +438,8 @@ class DgxSimulator:
             job = self._refresh_job(job)
             if job["status"] in ("Queued", "Running"):
                 job["status"], job["exitCode"], job["endedAt"] = "Canceled", 137, _iso_now()
+        if job.get("callbackUrl"):
+            self.notifier.wake()
         return JSONResponse(self._public_job(job), status_code=202)
 
     def _log_lines(self, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -529,6 +597,145 @@ class DgxSimulator:
                 "eval_count": generated_tokens,
             }
         )
+
+
+class _Notifier:
+    """Announces what the simulator's clock brings about to the resources' callback URLs (module docstring): one
+    thread waits for the next moment something is due (an instance ready or failed, a job ended) or a retry is,
+    and hands each delivery to a pool. Started by the first :meth:`wake`; a daemon, so it never holds a process
+    up."""
+
+    def __init__(self, simulator: DgxSimulator):
+        self.sim = simulator
+        self._cv = threading.Condition()
+        self._woken = False
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._http: httpx.Client | None = None
+        self._retries: list[tuple[float, str, dict[str, Any], int]] = []  # heap of (due, eventId, delivery, attempt)
+
+    def wake(self) -> None:
+        """Something changed (a resource with a callback URL, a cancel, the configuration): look again now."""
+        with self._cv:
+            if self._thread is None:
+                self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dgx-callback")
+                self._http = httpx.Client(timeout=5.0)
+                self._thread = threading.Thread(target=self._run, name="dgx-callbacks", daemon=True)
+                self._thread.start()
+            self._woken = True
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            deliveries, next_due = self._collect()
+            now = time.monotonic()
+            with self._cv:
+                while self._retries and self._retries[0][0] <= now:
+                    _, _, delivery, attempt = heapq.heappop(self._retries)
+                    deliveries.append((delivery, attempt))
+                if self._retries:
+                    next_due = min(next_due, self._retries[0][0])
+            for delivery, attempt in deliveries:
+                assert self._pool is not None
+                self._pool.submit(self._deliver, delivery, attempt)
+            with self._cv:
+                if not self._woken:
+                    self._cv.wait(timeout=min(1.0, max(0.0, next_due - time.monotonic())))
+                self._woken = False
+
+    def _collect(self) -> tuple[list[tuple[dict[str, Any], int]], float]:
+        """The callbacks due now (first attempts), and when the next one may be (monotonic)."""
+        sim, cfg = self.sim, self.sim.config
+        due: list[tuple[dict[str, Any], int]] = []
+        next_due = time.monotonic() + 1.0
+        with sim.lock:
+            for inst in list(sim.instances.values()):
+                if not inst.get("callbackUrl") or inst["announced"] is not None:
+                    continue
+                current = sim._refresh(inst)
+                if current is None:
+                    continue
+                if current["status"] in ("Running", "Failed"):
+                    current["announced"] = current["status"]
+                    event = self._event("instance", current, current["status"], current["readyAtWall"])
+                    due.extend(self._send(current["callbackUrl"], event))
+                elif current["status"] == "Provisioning" and not (current["neverReady"] or cfg.hold_provisioning):
+                    next_due = min(next_due, current["readyAt"])
+            for job in sim.jobs.values():
+                if not job.get("callbackUrl") or job["announced"] is not None:
+                    continue
+                current = sim._refresh_job(job)
+                if current["status"] in ("Succeeded", "Failed", "Canceled"):
+                    current["announced"] = current["status"]
+                    event = self._event("job", current, current["status"], _epoch(current["endedAt"]))
+                    due.extend(self._send(current["callbackUrl"], event))
+                elif current["status"] == "Queued":
+                    next_due = min(next_due, current["runAt"])
+                elif current["endsAt"] is not None and not cfg.hold_jobs:
+                    next_due = min(next_due, current["endsAt"])
+        return due, next_due
+
+    @staticmethod
+    def _event(kind: str, resource: dict[str, Any], status: str, moment: float) -> dict[str, Any]:
+        return {
+            "eventId": str(uuid.uuid4()),
+            "type": kind,
+            "id": resource["id"],
+            "name": resource["name"],
+            "status": status,
+            "time": _iso_ms(moment),
+        }
+
+    def _send(self, url: str, event: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+        """The first attempt of a callback, unless callbacks are off or this one is lost (call with the lock)."""
+        cfg = self.sim.config
+        if not cfg.callbacks or self.sim.rng.random() < cfg.callback_drop_rate:
+            self.sim.callbacks_sent.append({"eventId": event["eventId"], "url": url, "event": event, "answer": "lost"})
+            return []
+        return [({"url": url, "event": event}, 1)]
+
+    def _deliver(self, delivery: dict[str, Any], attempt: int) -> None:
+        """POST one attempt, signed now; schedule the next on anything but a 2xx while attempts remain."""
+        cfg, event = self.sim.config, delivery["event"]
+        body = json.dumps(event).encode()
+        timestamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "dgx-platform-simulator",
+            "X-DGX-Event-Id": event["eventId"],
+            "X-DGX-Timestamp": timestamp,
+            "X-DGX-Signature": sign_callback(cfg.callback_secret, timestamp, body),
+        }
+        answer: int | str
+        reply = ""
+        sent = time.time()
+        try:
+            assert self._http is not None
+            response = self._http.post(delivery["url"], content=body, headers=headers)
+            answer, reply = response.status_code, response.text[:500]
+        except httpx.HTTPError as exc:
+            answer = type(exc).__name__
+        with self.sim.lock:
+            self.sim.callbacks_sent.append(
+                {
+                    "eventId": event["eventId"],
+                    "url": delivery["url"],
+                    "event": event,
+                    "attempt": attempt,
+                    "answer": answer,
+                    "reply": reply,
+                    "sentAt": sent,
+                    "answeredAt": time.time(),
+                }
+            )
+        if isinstance(answer, int) and 200 <= answer < 300:
+            return
+        if attempt < cfg.callback_attempts:
+            due = time.monotonic() + cfg.callback_backoff_seconds * 2 ** (attempt - 1)
+            with self._cv:
+                heapq.heappush(self._retries, (due, event["eventId"], delivery, attempt + 1))
+                self._woken = True
+                self._cv.notify()
 
 
 class _FaultMiddleware:

@@ -587,3 +587,22 @@ def test_a_note_with_nothing_to_change_still_says_whether_its_expectation_holds(
     assert same is not None
     assert repos.instances.note(same, same, expect=Expect(etag=same.etag)) is True
     assert repos.instances.note(same, same, expect=Expect(etag='"not-it"')) is False
+
+
+def test_the_readiness_wait_and_a_callbacks_signal_are_bookkeeping_that_never_overwrite_each_other(
+    repos: Repositories, sub: str, placed: Placed
+) -> None:
+    # Given the provisioning's wait recording its task token, and a DGX callback, working from the same read
+    read = placed.instance
+    events = len(audit_events(repos, sub))
+    assert repos.instances.note(read, replace(read, task_token="token-1"), expect=Expect(etag="i1")) is True
+    assert repos.instances.note(read, replace(read, ready_signal=True), expect=Expect(etag="i1")) is True
+    # Then both are kept (each wrote only what it changed), with neither a new etag nor an audit event
+    stored = repos.instances.get(read.key)
+    assert stored is not None and (stored.task_token, stored.ready_signal, stored.etag) == ("token-1", True, "i1")
+    assert len(audit_events(repos, sub)) == events
+    # And the wait takes the signal only while its token is the one recorded
+    assert repos.instances.note(stored, replace(stored, ready_signal=False), expect=Expect(task_token="other")) is False
+    assert repos.instances.note(stored, replace(stored, ready_signal=False), expect=Expect(task_token="token-1"))
+    taken = repos.instances.get(read.key)
+    assert taken is not None and (taken.task_token, taken.ready_signal) == ("token-1", False)

@@ -36,8 +36,9 @@ API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes})
 MCP_FUNCTION = "McpFunction"
 #: The catch-all route's function (itl_functions/canonical_path.py): a client of the API too, for paths in any casing.
 CANONICAL_PATH_FUNCTION = "CanonicalPathFunction"
-#: The probes /health and /ready (itl_functions/health.py): plain handlers, no app.
-PROBE_FUNCTIONS = ("HealthFunction", "ReadyFunction")
+#: The probes /health and /ready (itl_functions/health.py) and the DGX Platform's callbacks
+#: (itl_functions/dgx_callbacks.py): plain handlers, no app.
+PROBE_FUNCTIONS = ("HealthFunction", "ReadyFunction", "DgxCallbacksFunction")
 #: API functions that serve an operation of the provider's app.
 OPERATION_FUNCTIONS = [f for f in API_FUNCTIONS if f not in (MCP_FUNCTION, CANONICAL_PATH_FUNCTION, *PROBE_FUNCTIONS)]
 #: The subscription the sample events name (in paths, path parameters and the principal's scope).
@@ -156,8 +157,8 @@ AUTHORIZED_API_FUNCTIONS = sorted({r.function_id for r in _TEMPLATE.routes if r.
 
 #: Routes without the authorizer: the catch-all (it sends a request on through the authorizer, or answers 404) and the
 #: probes /health and /ready (unauthenticated, as the ITL SDK's provider server serves them: the ITL gateway and the
-#: canary call them without a token).
-UNAUTHENTICATED = {"CanonicalPathFunction", "HealthFunction", "ReadyFunction"}
+#: canary call them without a token), and the DGX Platform's callbacks (signed by the platform instead).
+UNAUTHENTICATED = {"CanonicalPathFunction", "HealthFunction", "ReadyFunction", "DgxCallbacksFunction"}
 
 
 def test_only_the_catch_all_route_and_the_probes_have_no_authorizer():
@@ -235,6 +236,7 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "CanonicalPathFunction": ((), (404,)),  # its sample: a path no route matches in any casing
     "HealthFunction": ((), (200,)),
     "ReadyFunction": ((), (200,)),
+    "DgxCallbacksFunction": ((), (401,)),  # its sample is signed long ago (and not with this session's secret)
     "SubscriptionsCreateOrUpdateFunction": ((), (200, 201)),
     "SubscriptionsGetFunction": (("SubscriptionsCreateOrUpdateFunction",), (200,)),
     "SparkNodesCreateFunction": ((), (201,)),
@@ -463,6 +465,7 @@ def test_step_event_is_a_state_its_state_machine_hands_to_the_step(function_id):
 #: ends quietly — a provisioning as canceled, a deprovisioning as already done.
 MISSING_INSTANCE_OUTCOME: dict[str, dict[str, Any]] = {
     "InstanceRequestFunction": {"canceled": True, "dgxInstanceId": None},
+    "InstanceAwaitReadyFunction": {},  # its wait ends at once (the poll that follows says why)
     "InstancePollFunction": {"status": "Canceled", "endpoint": None, "error": None},
     "InstanceCompleteFunction": {"canceled": True},
     "InstanceCompensateFunction": {"outcome": "Canceled"},

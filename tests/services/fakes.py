@@ -243,9 +243,20 @@ class FakeDgx:
 
     # ------------------------------------------------------------------------------------------- instances
     def create_instance(
-        self, *, idempotency_key: str, name: str, node_id: str, model: str, gpus: int, memory_gb: int
+        self,
+        *,
+        idempotency_key: str,
+        name: str,
+        node_id: str,
+        model: str,
+        gpus: int,
+        memory_gb: int,
+        callback_url: str | None = None,
     ) -> DgxInstance:
-        self._enter("create_instance", {"idempotency_key": idempotency_key, "name": name, "model": model})
+        self._enter(
+            "create_instance",
+            {"idempotency_key": idempotency_key, "name": name, "model": model, "callback_url": callback_url},
+        )
         for inst in list(self.instances.values()):
             if inst.key == idempotency_key and self._refresh(inst) is not None:
                 return inst.public()  # the same key: the instance already made
@@ -302,8 +313,12 @@ class FakeDgx:
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
+        callback_url: str | None = None,
     ) -> DgxJob:
-        self._enter("submit_job", {"idempotency_key": idempotency_key, "name": name, "node_id": node_id})
+        self._enter(
+            "submit_job",
+            {"idempotency_key": idempotency_key, "name": name, "node_id": node_id, "callback_url": callback_url},
+        )
         for job in self.jobs.values():
             if job.key == idempotency_key:
                 return job.public()

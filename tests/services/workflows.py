@@ -13,7 +13,10 @@ definition that disagree fail the test.
 Time is the fake clock's: a Wait state sleeps until the clock reaches its end, and :meth:`Workflows.run` moves the
 clock forward to the next such wake-up when nothing else can run (a discrete-event simulation), within
 ``advance`` seconds when given. A task token's wait ends when something completes the token (placement, the job
-tracker, a cancel) — or with ``States.Timeout`` once the clock passes the Task's timeout.
+tracker, a cancel, a DGX callback) — or with ``States.Timeout`` once the clock passes the Task's timeout. The
+timeouts of the Tasks named in :data:`TIMERS` (waits that stand for a poll interval: the provisioning's readiness
+wait) are wake-ups like a Wait state's end; the others (a job waiting for days) are reached only when a test moves
+the clock.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ STATEMACHINES = Path(__file__).resolve().parents[2] / "statemachines"
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DgxError, StoreError, ClientError, BotoCoreError)
 
 Task = Callable[[dict[str, Any]], Any]
+
+#: ``.waitForTaskToken`` Tasks whose timeout is a poll interval: :meth:`Workflows.run` moves the clock to it.
+TIMERS = frozenset({"AwaitReady"})
 
 
 class AslError(AssertionError):
@@ -77,8 +83,13 @@ def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
         assert i.deprovision is not None, "DeleteOnDgx ran before"
         return i.deprovision.deadline
 
+    def await_ready(payload: dict[str, Any]) -> dict[str, Any]:
+        steps.await_ready(InstanceStepInput.model_validate(payload["state"]), payload["taskToken"])
+        return {}
+
     return {
         "InstanceRequestFunctionArn": step(steps.request),
+        "InstanceAwaitReadyFunctionArn": await_ready,
         "InstancePollFunctionArn": step(lambda i: steps.poll(i, *requested(i))),
         "InstanceCompleteFunctionArn": step(
             lambda i: steps.complete(i, requested(i)[0], (i.poll.endpoint if i.poll else None) or "")
@@ -406,6 +417,15 @@ class Workflows:
                 e.runner.wake_at
                 for e in self.sfn.executions.values()
                 if e.status == "RUNNING" and e.runner is not None and e.runner.running and e.runner.wake_at is not None
+            ] + [
+                e.runner.token_deadline
+                for e in self.sfn.executions.values()
+                if e.status == "RUNNING"
+                and e.runner is not None
+                and e.runner.running
+                and e.runner.token is not None
+                and e.runner.at in TIMERS
+                and e.runner.token_deadline is not None
             ]
             if not wakes or (limit is not None and min(wakes) > limit):
                 break

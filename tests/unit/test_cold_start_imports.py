@@ -37,6 +37,9 @@ AUTHORIZER = TEMPLATE.authorizer_handler()
 CANONICAL_PATH = "CanonicalPathFunction"
 #: The probes /health and /ready: plain handlers, no operation of the app (itl_functions/health.py).
 PROBES = ("HealthFunction", "ReadyFunction")
+#: The DGX Platform's callbacks (POST /dgx/callbacks): a plain handler, no operation of the app; it builds the
+#: callback service, which loads the DGX client only when a job's callback comes (itl_functions/dgx_callbacks.py).
+DGX_CALLBACKS = "DgxCallbacksFunction"
 
 #: The wiring attribute an API operation's route calls, by operation id prefix (None: it calls none).
 SERVICE_OF_OPERATION = {
@@ -145,7 +148,7 @@ def within(names: set[str], packages: tuple[str, ...]) -> set[str]:
 def _api_groups() -> dict[tuple[str, str | None], list[str]]:
     """(handler module, service) → the API functions that share them."""
     groups: dict[tuple[str, str | None], list[str]] = {}
-    for function_id in sorted(API - {MCP, CANONICAL_PATH, *PROBES}):
+    for function_id in sorted(API - {MCP, CANONICAL_PATH, DGX_CALLBACKS, *PROBES}):
         handler = FUNCTIONS[function_id]["Handler"]
         module = handler.rpartition(".")[0]
         operation_id = str(load_handler(handler).operation_id)
@@ -224,6 +227,16 @@ def test_the_probes_load_no_web_framework_and_no_x_ray(function_id):
     assert not within(names, never), f"{function_id} loads {sorted(within(names, never))}"
     if function_id == "HealthFunction":
         assert not within(names, ("boto3",)), "/health needs no AWS SDK"
+
+
+def test_the_dgx_callbacks_function_loads_no_web_framework_no_dgx_client_and_no_x_ray():
+    # a cold start: the handler, then the service its first invocation builds (an instance's callback needs no more)
+    build = "from itl_accelerator.wiring import Wiring\nWiring.build(" + CLIENTS + ").dgx_callbacks\n"
+    names = loaded(FUNCTIONS[DGX_CALLBACKS]["Handler"], build)
+    never = ("fastapi", "starlette", "mangum", "httpx", "itl_accelerator.dgx.client", "aws_xray_sdk", "jwt")
+    assert not within(names, never), f"{DGX_CALLBACKS} loads {sorted(within(names, never))}"
+    workflows = ("itl_accelerator.services.workflows.instance_steps", "itl_accelerator.services.workflows.job_steps")
+    assert not within(names, workflows), f"{DGX_CALLBACKS} loads {sorted(within(names, workflows))}"
 
 
 def _service_of(handler: str) -> str:

@@ -228,7 +228,8 @@ class TooManyRequests(ArmError):
 
 
 class ServiceUnavailable(ArmError):
-    """503 ``ServiceUnavailable``: the token could not be verified now (the issuer's keys are unreachable)."""
+    """503 ``ServiceUnavailable``: the token could not be verified now (the issuer's keys are unreachable), or a DGX
+    callback could not be handled now (the platform sends it again)."""
 
     status = 503
     code = "ServiceUnavailable"

@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     # Upper bound of one client call including its retries, so a workflow step ends well within its Lambda timeout.
     dgx_call_budget_seconds: float = Field(default=20.0, gt=0, le=300)
 
+    # DGX callbacks (docs/DGX_INTEGRATION.md, "Callbacks"): the URL the platform is asked to call when an instance is
+    # ready or a job ended (the API's POST /dgx/callbacks; empty: none asked, polling alone), and the secret its
+    # callbacks are signed with - from Secrets Manager (DGX_CALLBACK_SECRET_ID, cached) in AWS, else
+    # DGX_CALLBACK_SECRET. A callback whose timestamp is further than the tolerance from now is refused (a replay).
+    dgx_callback_url: str = ""
+    dgx_callback_secret: SecretStr = SecretStr("")
+    dgx_callback_secret_id: str = ""
+    dgx_callback_tolerance_seconds: int = Field(default=300, ge=1, le=3600)
+
     # Workflows (Step Functions). Poll interval and timeout go into each execution's input.
     provision_state_machine_arn: str = ""
     deprovision_state_machine_arn: str = ""

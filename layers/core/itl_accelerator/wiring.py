@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.schedules.usage_rollups import UsageRollups
     from itl_accelerator.services.schedules.usage_sync import UsageSync
     from itl_accelerator.services.streams.fleet import FleetChanges
+    from itl_accelerator.services.workflows.callbacks import DgxCallbacks
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
     from itl_accelerator.services.workflows.job_steps import JobSteps
     from itl_accelerator.state_machines import StateMachines
@@ -255,7 +256,12 @@ class Wiring:
         from itl_accelerator.services.workflows.instance_steps import InstanceSteps
 
         steps = InstanceSteps(
-            self.kernel, self.dgx, lease_grace_seconds=self.settings.workflow_lease_grace_seconds, clock=self.clock
+            self.kernel,
+            self.dgx,
+            self.state_machines,
+            lease_grace_seconds=self.settings.workflow_lease_grace_seconds,
+            callback_url=self.settings.dgx_callback_url or None,
+            clock=self.clock,
         )
         steps.on_release = lambda ctx, subscription_id: self.placement.dispatch(ctx, subscription_id)
         return steps
@@ -265,6 +271,22 @@ class Wiring:
         from itl_accelerator.services.workflows.job_steps import JobSteps
 
         return JobSteps(self.kernel, self.placement, self.state_machines, self.dgx, self.settings, self.clock)
+
+    @cached_property
+    def dgx_callbacks(self) -> DgxCallbacks:
+        """The DGX Platform's callbacks (POST /dgx/callbacks): its secret read, and the job tracker (with the DGX
+        client) built, only when a callback needs them."""
+        from itl_accelerator.dgx.callbacks import callback_secret
+        from itl_accelerator.services.workflows.callbacks import DgxCallbacks
+
+        return DgxCallbacks(
+            self.repositories,
+            self.state_machines,
+            secret=lambda: callback_secret(self.settings),
+            tolerance_seconds=self.settings.dgx_callback_tolerance_seconds,
+            job_tracker=lambda: self.job_tracker,
+            clock=self.clock,
+        )
 
     @cached_property
     def job_tracker(self) -> JobTracker:

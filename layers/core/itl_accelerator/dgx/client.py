@@ -91,10 +91,22 @@ class DgxPlatformClient:
 
     # ----------------------------------------------------------------------------------------------- instances
     def create_instance(
-        self, *, idempotency_key: str, name: str, node_id: str, model: str, gpus: int, memory_gb: int
+        self,
+        *,
+        idempotency_key: str,
+        name: str,
+        node_id: str,
+        model: str,
+        gpus: int,
+        memory_gb: int,
+        callback_url: str | None = None,
     ) -> DgxInstance:
-        """``POST /v1/instances`` with ``Idempotency-Key``: the same key returns the instance already made."""
-        body = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        """``POST /v1/instances`` with ``Idempotency-Key``: the same key returns the instance already made.
+        ``callback_url``: where the platform announces that the instance is ready or failed (the contract's
+        ``callbacks``); None: no callback."""
+        body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        if callback_url:
+            body["callbackUrl"] = callback_url
         response = self._call("POST", "/v1/instances", json=body, headers={"Idempotency-Key": idempotency_key})
         return _instance(response.json())
 
@@ -127,10 +139,12 @@ class DgxPlatformClient:
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
+        callback_url: str | None = None,
     ) -> DgxJob:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
-        ``workload``: ``{"image", "command", "env"}``."""
-        body = {
+        ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
+        ended (None: no callback)."""
+        body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,
             "gpus": gpus,
@@ -140,6 +154,8 @@ class DgxPlatformClient:
             "env": workload.get("env", {}),
             "maxDurationSeconds": max_duration_seconds,
         }
+        if callback_url:
+            body["callbackUrl"] = callback_url
         response = self._call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": idempotency_key})
         return _job(response.json())
 

@@ -295,10 +295,15 @@ class Workload:
 @dataclass
 class Instance(Workload):
     """An Ollama instance: see :class:`Workload`; ``delete_operation_id``: the delete under way;
-    ``compensation_error``: the ARM error to report once a failed provisioning is undone (``{"code", "message"}``)."""
+    ``compensation_error``: the ARM error to report once a failed provisioning is undone (``{"code", "message"}``);
+    ``task_token``: the Step Functions token its provisioning waits on for the instance to be ready (a DGX callback
+    completes it at once; else the wait times out after the poll interval and the instance is polled);
+    ``ready_signal``: a DGX callback came while no wait held a live token — the next wait ends at once."""
 
     delete_operation_id: str | None = None
     compensation_error: dict[str, str] | None = None
+    task_token: str | None = None
+    ready_signal: bool = False
 
     @property
     def model(self) -> str:

@@ -69,6 +69,7 @@ class Expect:
     dgx_id: str | None = None
     capacity_reserved: bool | None = None
     cancel_requested: bool | None = None
+    task_token: str | None = None
 
 
 @dataclass(frozen=True)

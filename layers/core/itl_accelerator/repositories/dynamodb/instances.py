@@ -22,6 +22,8 @@ def instance_attributes(instance: Instance) -> dict[str, Any]:
         **common_attributes(instance),
         "deleteOperationId": instance.delete_operation_id or None,
         "compensationError": json.dumps(instance.compensation_error) if instance.compensation_error else None,
+        "taskToken": instance.task_token or None,
+        "readySignal": True if instance.ready_signal else None,
     }
 
 
@@ -31,6 +33,8 @@ def instance_from_item(key: ResourceKey, item: dict[str, Any]) -> Instance:
         **common_fields(key, item),
         delete_operation_id=item.get("deleteOperationId"),
         compensation_error=json.loads(item["compensationError"]) if item.get("compensationError") else None,
+        task_token=item.get("taskToken"),
+        ready_signal=bool(item.get("readySignal", False)),
     )
 
 

@@ -159,6 +159,8 @@ def expectation(expect: Expect) -> tuple[str, dict[str, str], dict[str, Any]]:
         wanted["capacityReserved"] = expect.capacity_reserved
     if expect.cancel_requested is not None:
         wanted["cancelRequested"] = expect.cancel_requested
+    if expect.task_token is not None:
+        wanted["taskToken"] = expect.task_token
     parts, names, values = ["attribute_exists(PK)"], {}, {}
     for i, (attr, value) in enumerate(wanted.items()):
         names[f"#e{i}"] = attr

@@ -71,6 +71,8 @@ def stored_form(workload: W) -> W:
     if isinstance(w, Instance):
         w.delete_operation_id = w.delete_operation_id or None
         w.compensation_error = w.compensation_error or None
+        w.task_token = w.task_token or None
+        w.ready_signal = bool(w.ready_signal)
     if isinstance(w, Job):
         w.queued = bool(w.queued and not w.node_owner)
         w.secret_env = w.secret_env or {}
@@ -120,6 +122,7 @@ def expect_holds(stored: Workload | None, expect: Expect) -> bool:
         (expect.capacity_reserved, stored.capacity_reserved),
         (expect.cancel_requested, stored.cancel_requested),
         (expect.delete_operation_id, stored.delete_operation_id if isinstance(stored, Instance) else None),
+        (expect.task_token, stored.task_token if isinstance(stored, (Instance, Job)) else None),
     ]
     if any(wanted is not None and wanted != found for wanted, found in checks):
         return False

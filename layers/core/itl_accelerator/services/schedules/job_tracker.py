@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Literal
 
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.domain.records import Job, Lease, ResourceKey
@@ -77,6 +78,26 @@ class JobTracker:
             return  # not confirmed stopped: the GPUs stay reserved until it is
         self._steps.finish(inp, outcome, stopped.platform if stopped else None)
         counts["finished"] += 1
+
+    def check_now(self, key: ResourceKey, dgx_id: str) -> Literal["resumed", "checked", "due", "ignored"]:
+        """The DGX Platform called back that the job ``dgx_id`` ended (services/workflows/callbacks.py): check it
+        now, whenever its next check was due, exactly as a run would — but never finish it here: ``resumed`` its
+        execution with its end; ``checked``: the platform has not ended it (its next check is set as a run sets
+        it); ``due``: it ended, but its execution holds no live token yet (between Submit and Track), so its next
+        check is made due now for the tracker's next run; ``ignored``: not a running job of that DGX id."""
+        job = self._jobs.get(key)
+        if job is None or job.status != JobStatus.RUNNING or job.dgx_id != dgx_id:
+            return "ignored"
+        now = self._clock()
+        outcome = self._check(job, now)
+        if outcome is None:
+            return "checked"
+        if job.task_token and self._state_machines.complete_task(job.task_token, StepOutcome(end=outcome).as_output()):
+            recheck = now + self._settings.job_stop_timeout_seconds + self._settings.workflow_lease_grace_seconds
+            self._recheck_at(job, recheck)
+            return "resumed"
+        self._recheck_at(job, now)
+        return "due"
 
     def _recheck_at(self, job: Job, until: float, track_checks: int | None = None) -> None:
         """Set the job's next check (bookkeeping: no audit, no new etag), unless it changed meanwhile; count the

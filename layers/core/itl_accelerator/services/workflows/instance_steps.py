@@ -10,6 +10,10 @@ that makes progress renews it and the final transition ends it, so the reconcile
 (services/schedules/reconciler.py) can tell a stalled operation from a running one and finish it with these same
 steps. DGX failures surface as :class:`DgxTransientError` (retried by the state machine) or
 :class:`DgxPermanentError` (caught → compensation).
+
+Between polls the provisioning waits on a task token (:meth:`InstanceSteps.await_ready`) for at most the poll
+interval: a DGX callback (services/workflows/callbacks.py) completes it as soon as the platform says the instance
+is ready or failed, and the poll that follows decides either way — a callback only says *look now*.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.lro import placeholder_operation
 from itl_accelerator.services.common.metering import meter_for
 from itl_accelerator.services.workflows.io import (
+    WOKEN,
     CaughtError,
     CompensationResult,
     CompletionResult,
@@ -46,6 +51,7 @@ from itl_accelerator.services.workflows.io import (
     RemovalResult,
     RequestResult,
 )
+from itl_accelerator.state_machines import StateMachines
 
 
 def error_from_catch(caught: CaughtError | None) -> ErrorBody:
@@ -61,15 +67,19 @@ def error_from_catch(caught: CaughtError | None) -> ErrorBody:
 
 
 class InstanceSteps:
-    """Task implementations. ``dgx`` is the DGX Platform client (made on its first call); ``clock`` returns epoch
-    seconds; ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes."""
+    """Task implementations. ``dgx`` is the DGX Platform client (made on its first call); ``state_machines``
+    completes the readiness wait's token when a callback came first; ``clock`` returns epoch seconds;
+    ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes; ``callback_url``: where the
+    DGX Platform is asked to announce readiness (None: it is not asked; polling alone)."""
 
     def __init__(
         self,
         kernel: ResourceKernel,
         dgx: DgxPlatformClient,
+        state_machines: StateMachines,
         *,
         lease_grace_seconds: int = 120,
+        callback_url: str | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self._kernel = kernel
@@ -77,7 +87,9 @@ class InstanceSteps:
         self._nodes = kernel.repositories.nodes
         self._operations = kernel.repositories.operations
         self.dgx = dgx
+        self._state_machines = state_machines
         self._grace = lease_grace_seconds
+        self._callback_url = callback_url or None
         self._clock = clock
         #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
         self.on_release: Callable[[CallContext, str], Any] | None = None
@@ -203,6 +215,7 @@ class InstanceSteps:
             model=instance.model,
             gpus=instance.gpus,
             memory_gb=instance.memory_gb,
+            callback_url=self._callback_url,
         )
         try:
             self._transition(
@@ -228,6 +241,29 @@ class InstanceSteps:
                 self.dgx.delete_instance(created.id)
                 return RequestResult(canceled=True, dgxInstanceId=created.id, deadline=deadline)
         return RequestResult(canceled=False, dgxInstanceId=created.id, deadline=deadline)
+
+    def await_ready(self, inp: InstanceStepInput, token: str) -> None:
+        """The provisioning waits (``.waitForTaskToken``, timed out after the poll interval) for the DGX Platform's
+        callback: record ``token`` on the instance, where a callback finds it. A callback that came before this
+        wait had a token left a ``ready_signal``: then the wait ends at once (and the signal is taken). The token
+        is recorded before the signal is read, and a callback sets the signal before it reads the token, so one of
+        the two always completes the wait (services/workflows/callbacks.py). Not this operation's any more, or no
+        longer provisioning: the wait ends at once and the poll that follows says why."""
+        instance = self._instances.get(inp.key)
+        if (
+            instance is None
+            or instance.operation_id != inp.operationId
+            or instance.state != ProvisioningState.PROVISIONING
+            or not self._instances.note(
+                instance, replace(instance, task_token=token), expect=Expect(operation_id=inp.operationId)
+            )
+        ):
+            self._state_machines.complete_task(token, WOKEN)
+            return
+        current = self._instances.get(inp.key)
+        if current is not None and current.ready_signal:
+            self._instances.note(current, replace(current, ready_signal=False), expect=Expect(task_token=token))
+            self._state_machines.complete_task(token, WOKEN)
 
     def poll(self, inp: InstanceStepInput, dgx_instance_id: str, deadline: float) -> PollResult:
         """How the DGX instance is (io.py :class:`PollResult`)."""
@@ -293,6 +329,8 @@ class InstanceSteps:
                 meter_start=meter,
                 lease=None,
                 meter_id=meter.allocation_id,
+                task_token=None,
+                ready_signal=False,
             )
         except WorkloadChanged:
             current = self._instances.get(inp.key)

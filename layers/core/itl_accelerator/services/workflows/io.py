@@ -90,6 +90,10 @@ class CaughtError(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------------- instances
+#: What completes the provisioning's readiness wait (``AwaitReady``, stored at ``$.wait``): a callback came, poll now.
+WOKEN: dict[str, Any] = {"woken": True}
+
+
 class RequestResult(StepModel):
     """``RequestInstance``: whether a delete came first (``canceled``), the DGX instance asked for, and the deadline
     of the provisioning."""

@@ -304,6 +304,7 @@ class JobSteps:
             memory_gb=job.memory_gb,
             workload=platform_workload(job),
             max_duration_seconds=job.max_duration_seconds,
+            callback_url=self._settings.dgx_callback_url or None,
         )
         started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
         meter = meter_for(
