@@ -2,20 +2,38 @@
 import { html, nothing } from 'lit';
 import uPlot from 'uplot';
 import { View } from './ui.js';
+import { time } from './format.js';
 
-const COLORS = ['#0b5cad', '#d9480f', '#2b8a3e', '#862e9c', '#e67700'];
+const COLORS = ['#0b5cad', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#0c8599', '#c2255c', '#5c940d'];
+const hourLocal = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+const utcDay = (t) => new Date(t * 1000).toISOString().slice(0, 10);
+const utcHour = (t) => new Date(t * 1000).toISOString().slice(11, 16);
 
 /**
- * <itl-chart .title=${'...'} .points=${[{t: epochSeconds, ...}]} .series=${[{key, label, unit}]}>
- * Draws one line per series over time (x: the points' t, shown in the user's time zone).
+ * <itl-chart .title=${'...'} .points=${[{t: epochSeconds, ...}]} .series=${[{key, label, unit, format}]}
+ *   .step=${'hour' | 'day'} .note=${caption text} .empty=${'...'}>
+ * Draws one line (or bar) per series over time. Hours (the default step) are shown in the user's time zone with UTC
+ * on hover, as every time of the portal; days are UTC days. `format` writes a series' values (legend and table);
+ * `note` follows the title in the caption (the chart's text alternative); `empty` says why there is nothing to draw.
  */
 export class Chart extends View {
-  static properties = { title: {}, points: { attribute: false }, series: { attribute: false }, bars: { type: Boolean } };
+  static properties = {
+    title: {},
+    points: { attribute: false },
+    series: { attribute: false },
+    bars: { type: Boolean },
+    step: {},
+    note: { attribute: false },
+    empty: {},
+  };
 
   constructor() {
     super();
     this.points = [];
     this.series = [];
+    this.step = 'hour';
+    this.note = nothing;
+    this.empty = 'Nothing in this period.';
     this.plot = null;
   }
 
@@ -24,6 +42,8 @@ export class Chart extends View {
     if (this.plot) this.plot.destroy();
     this.plot = null;
     if (this.resize) this.resize.disconnect();
+    this.resize = null;
+    this.observed = null;
   }
 
   updated() {
@@ -37,9 +57,11 @@ export class Chart extends View {
       width,
       height: 220,
       series: [
-        { label: 'Time' },
+        // the hover legend: the hour in the user's time zone and in UTC, or the UTC day
+        { label: this.step === 'day' ? 'Day (UTC)' : 'Time', value: (u, t) => (t === null || t === undefined ? '—' : this.when(t)) },
         ...this.series.map((s, i) => ({
           label: s.unit ? `${s.label} (${s.unit})` : s.label,
+          value: s.format ? (u, v) => (v === null || v === undefined ? '—' : s.format(v)) : undefined,
           stroke: COLORS[i % COLORS.length],
           width: 2,
           fill: this.bars ? `${COLORS[i % COLORS.length]}33` : undefined,
@@ -50,29 +72,46 @@ export class Chart extends View {
       scales: { x: { time: true } },
       legend: { live: true },
     };
+    if (this.step === 'day') opts.tzDate = (t) => uPlot.tzDate(new Date(t * 1000), 'Etc/UTC'); // UTC days on the axis
     this.plot = new uPlot(opts, data, host);
-    if (!this.resize) {
+    this.width = width;
+    if (this.observed !== host) {
+      // follow the width only: the hover legend's text changes the height, and a resize in the observer's own
+      // frame would loop (the browser reports "ResizeObserver loop completed with undelivered notifications")
+      if (this.resize) this.resize.disconnect();
+      this.observed = host;
       this.resize = new ResizeObserver(() => {
-        if (this.plot) this.plot.setSize({ width: Math.max(260, host.clientWidth), height: 220 });
+        const w = Math.max(260, host.clientWidth);
+        if (w === this.width) return;
+        this.width = w;
+        requestAnimationFrame(() => this.plot && this.plot.setSize({ width: w, height: 220 }));
       });
       this.resize.observe(host);
     }
   }
 
+  /** A point's time as text: the hour in the user's time zone with its UTC hour, or the UTC day. */
+  when(t) {
+    return this.step === 'day' ? utcDay(t) : `${hourLocal.format(new Date(t * 1000))} (${utcHour(t)} UTC)`;
+  }
+
   render() {
     const rows = this.points.filter((p) => this.series.some((s) => p[s.key]));
+    const caption = html`<figcaption>${this.title}${this.note === nothing ? nothing : html` <span class="chart-note">${this.note}</span>`}</figcaption>`;
     if (!this.series.length) {
-      return html`<figure class="chart"><figcaption>${this.title}</figcaption><p class="empty">Nothing in this period.</p></figure>`;
+      return html`<figure class="chart">${caption}<p class="empty">${this.empty}</p></figure>`;
     }
+    const unit = `${this.step === 'day' ? 'day' : 'hour'}${rows.length === 1 ? '' : 's'}`;
+    const cell = (s, p) => (p[s.key] === null || p[s.key] === undefined ? '—' : s.format ? s.format(p[s.key]) : p[s.key]);
     return html`<figure class="chart">
-      <figcaption>${this.title}</figcaption>
+      ${caption}
       <div class="chart-canvas" aria-hidden="true"></div>
       <details>
-        <summary>${this.title}: data (${rows.length} hours with values)</summary>
+        <summary>${this.title}: data (${rows.length} ${unit} with values)</summary>
         ${rows.length
           ? html`<table>
-              <thead><tr><th scope="col">Hour</th>${this.series.map((s) => html`<th scope="col">${s.label}${s.unit ? ` (${s.unit})` : nothing}</th>`)}</tr></thead>
-              <tbody>${rows.map((p) => html`<tr><td>${new Date(p.t * 1000).toLocaleString()}</td>${this.series.map((s) => html`<td>${p[s.key] ?? '—'}</td>`)}</tr>`)}</tbody>
+              <thead><tr><th scope="col">${this.step === 'day' ? 'Day (UTC)' : 'Hour'}</th>${this.series.map((s) => html`<th scope="col">${s.label}${s.unit ? ` (${s.unit})` : nothing}</th>`)}</tr></thead>
+              <tbody>${rows.map((p) => html`<tr><td>${this.step === 'day' ? utcDay(p.t) : time(new Date(p.t * 1000).toISOString(), true)}</td>${this.series.map((s) => html`<td>${cell(s, p)}</td>`)}</tr>`)}</tbody>
             </table>`
           : html`<p class="muted">Nothing in this period.</p>`}
       </details>

@@ -16,7 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -88,13 +88,15 @@ class Api:
         self.rg = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator"
         self.sub = f"/subscriptions/{sub}/providers/ITL.Accelerator"
 
-    def put_node(self, name: str, owner: str, price: float = 2.5, currency: str = "USD") -> dict[str, Any]:
+    def put_node(
+        self, name: str, owner: str, price: float = 2.5, currency: str = "USD", gpu_model: str = "H100"
+    ) -> dict[str, Any]:
         body = {
             "location": "us-east-1",
             "sku": {"name": "DGX-H100-8GPU", "capacity": 8},
             "properties": {
                 "owner": owner,
-                "hardwareSpecs": {"gpuModel": "H100"},
+                "hardwareSpecs": {"gpuModel": gpu_model, "gpuMemoryGb": 80},
                 "pricing": {"currency": currency, "pricePerGpuHour": price, "billingIncrementSeconds": 1},
             },
         }
@@ -466,6 +468,10 @@ def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(s
         },
     }
     expect(page.get_by_text("No usage in this period that you may see.")).to_be_visible()
+    # a daily answer is charted; one with no rows says there is nothing to draw (and draws nothing)
+    chart = page.get_by_role("figure", name="GPU-seconds per day (UTC), all groups together")
+    expect(chart.locator(".empty")).to_have_text("Nothing to draw: the query answered no days.")
+    expect(chart.locator("canvas")).to_have_count(0)
     query = dict(parse_qsl(urlsplit(page.url).fragment.split("?", 1)[1]))
     assert query == {
         "timeframe": "Custom",
@@ -497,6 +503,99 @@ def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(s
     alert = nobody.get_by_role("region", name="Cost query answer").get_by_role("alert")
     expect(alert.locator(".error-code")).to_have_text("AuthorizationFailed")
     expect(alert.locator(".error-message")).to_have_text(refused.json()["error"]["message"])
+
+
+def test_the_hourly_cost_chart_draws_a_series_per_currency_whose_totals_are_the_tables_and_the_apis(
+    stack: Stack, portal, sub: str
+):
+    # Two nodes billing in two currencies, a job of cora's on each (placed by GPU model)
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-eur", owner="sam", price=3.6, currency="EUR", gpu_model="H100")
+    admin.put_node("dgx-usd", owner="sam", price=2.5, currency="USD", gpu_model="A100")
+    cora = Api(stack, "cora", CONSUMER, sub)
+    costs = {}
+    for name, model in (("on-eur", "H100"), ("on-usd", "A100")):
+        job = {"name": name, "requested_gpus": 2, "requested_memory_gb": 80, "gpu_model": model}
+        assert cora.http.post(f"{cora.rg}/sparkJobs", json=job).status_code == 202
+    for name in ("on-eur", "on-usd"):
+        ended = wait_until(
+            lambda n=name: (j := cora.get(f"sparkJobs/{n}").json())["properties"]["status"] == "Succeeded" and j,
+            f"job {name} to end",
+        )
+        costs[ended["properties"]["cost"]["currency"]] = Decimal(ended["properties"]["cost"]["amount"])
+    assert set(costs) == {"EUR", "USD"}
+
+    def totals(rows: list[list[Any]]) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
+        for row in rows:  # [totalCost, UsageDateTime, Currency]
+            out[row[-1]] = out.get(row[-1], Decimal(0)) + Decimal(repr(row[0]))
+        return out
+
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    two_days = {
+        "from": f"{now - timedelta(days=2):%Y-%m-%dT%H:00:00Z}",
+        "to": f"{now + timedelta(hours=1):%Y-%m-%dT%H:00:00Z}",
+    }
+    hourly = {"timeframe": "Custom", "timePeriod": two_days, "dataset": {"granularity": "Hourly"}}
+    wait_until(lambda: totals(admin.cost_query(hourly)["rows"]) == costs, "both jobs' costs to be rolled up")
+
+    # One click from the overview: the hourly cost chart of the last 24 h, its query in the hash (a bookmark)
+    page = portal("ada", (ADMIN,), sub)
+    with page.expect_request(lambda r: r.method == "POST" and "/costQuery" in r.url) as sent:
+        page.get_by_role("link", name="Cost per hour, last 24 h").click()
+    expect(page).to_have_url(re.compile(r"#/costs\?timeframe=Custom&hours=24&granularity=Hourly$"))
+    body = sent.value.post_data_json
+    period = body["timePeriod"]
+    start, end = (datetime.fromisoformat(period[k]) for k in ("from", "to"))
+    assert (end - start).total_seconds() == 24 * 3600 and start.minute == 0 and end > datetime.now(UTC)
+    assert body["dataset"]["granularity"] == "Hourly" and body["timeframe"] == "Custom"
+    expect(page.get_by_label("Or the last hours")).to_have_value("24")
+    expect(page.get_by_label("From (UTC day)")).to_be_disabled()
+    answered = totals(admin.cost_query(body)["rows"])
+    assert answered == costs
+
+    # The chart: a canvas and a series per currency; its caption's totals are the table's and the API's
+    chart = page.get_by_role("figure", name=re.compile(r"^Cost per hour"))
+    expect(chart.locator(".chart-canvas canvas").first).to_be_visible()
+    expect(chart.locator(".u-legend .u-series .u-label")).to_have_text(["Time", "Cost (EUR)", "Cost (USD)"])
+    caption = chart.locator("figcaption .chart-total")
+    expect(caption).to_have_count(2)
+    shown = {t.get_attribute("data-currency"): Decimal(t.get_attribute("data-value")) for t in caption.all()}
+    assert shown == answered
+    table = page.get_by_role("table", name="Costs")
+    cells = table.locator("tbody .money")
+    expect(cells).to_have_count(len(admin.cost_query(body)["rows"]))
+    in_table: dict[str, Decimal] = {}
+    for cell in cells.all():
+        currency = cell.get_attribute("data-currency")
+        in_table[currency] = in_table.get(currency, Decimal(0)) + Decimal(cell.get_attribute("data-value"))
+    assert in_table == answered
+    footer = {
+        t.get_attribute("data-currency"): Decimal(t.get_attribute("data-value"))
+        for t in table.locator("tfoot .money").all()
+    }
+    assert footer == answered
+    # Hover: the hour in the user's time zone and in UTC
+    over = chart.locator(".chart-canvas .u-over")
+    over.scroll_into_view_if_needed()
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    expect(chart.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text(re.compile(r"\(\d\d:00 UTC\)$"))
+    expect(page.locator("#fatal")).to_have_count(0)  # nothing broke (a resize loop did, once)
+    shot(page, "costs-hourly-chart")
+
+    # One grouping: a series per submitter and currency
+    page.get_by_label("Group by 1").select_option(label="Submitted by")
+    page.get_by_role("button", name="Run query").click()
+    expect(chart.locator(".u-legend .u-series .u-label")).to_have_text(["Time", "cora (EUR)", "cora (USD)"])
+
+    # An hourly query of a day with nothing in it says there is nothing to draw
+    page.goto(f"{stack.url}/portal/#/costs?timeframe=Custom&from=2026-01-01&to=2026-01-01&granularity=Hourly")
+    empty = page.get_by_role("figure", name="Cost per hour")
+    expect(empty.locator(".empty")).to_have_text("Nothing to draw: the query answered no hours.")
+    expect(empty.locator("canvas")).to_have_count(0)
+    expect(page.get_by_text("No costs in this period that you may see.")).to_be_visible()
+    expect(page.locator("#fatal")).to_have_count(0)
 
 
 def test_a_consumer_never_sees_another_users_job_or_a_nodes_earnings(stack: Stack, portal, sub: str):

@@ -1,11 +1,13 @@
 // Costs: the API's cost query (POST .../costQuery) as a form whose query the URL's hash carries (a view can be
-// bookmarked), its columns and rows as a table with money beside its currency (never summed across currencies);
-// the subscription's budgets with this month's spend; the GPU quotas' usage of a location. All read-only: the API
-// decides who sees which charges (admins all, consumers their own work, suppliers their nodes' earnings).
+// bookmarked), hourly or daily answers as a chart (a series per currency, never summed across currencies; per group
+// value for one grouping), its columns and rows as a table with money beside its currency; the subscription's
+// budgets with this month's spend; the GPU quotas' usage of a location. All read-only: the API decides who sees
+// which charges (admins all, consumers their own work, suppliers their nodes' earnings).
 import { html, nothing } from 'lit';
 import { paths } from '../api.js';
 import { View, loading, error, field, formValues } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
+import '../chart.js';
 
 export const TIMEFRAMES = [
   ['MonthToDate', 'This month so far'],
@@ -47,14 +49,30 @@ const COLUMN_LABELS = {
 };
 const DAY = /^\d{4}-\d\d-\d\d$/;
 const SLOTS = [1, 2, 3];
+/** The most hours a rolling custom period covers: the API's longest period (366 days). */
+export const MAX_HOURS = 366 * 24;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
 
-/** The query of a hash's parameters, with defaults: {timeframe, from, to, granularity, measure, groups, fd, fv}. */
+/** `hours` of a hash: a whole number 1–MAX_HOURS as a string, else ''. */
+function hoursOf(v) {
+  return /^\d+$/.test(v || '') && Number(v) >= 1 && Number(v) <= MAX_HOURS ? String(Number(v)) : '';
+}
+
+/** The link to the Costs view's hourly chart of the last `hours` (rolling: the bookmark stays "the last N h"). */
+export function lastHoursLink(hours) {
+  return `#/costs?timeframe=Custom&hours=${hoursOf(String(hours)) || 24}&granularity=Hourly`;
+}
+
+/** The query of a hash's parameters, with defaults: {timeframe, from, to, hours, granularity, measure, groups, fd,
+ *  fv}. A custom period is either UTC days (from, to) or the last `hours` up to and including the current hour. */
 export function queryOf(q) {
   const pick = (value, options, fallback) => (options.some(([k]) => k === value) ? value : fallback);
   return {
     timeframe: pick(q.timeframe, TIMEFRAMES, 'MonthToDate'),
     from: DAY.test(q.from || '') ? q.from : '',
     to: DAY.test(q.to || '') ? q.to : '',
+    hours: q.timeframe === 'Custom' ? hoursOf(q.hours) : '',
     granularity: pick(q.granularity, GRANULARITIES, 'None'),
     measure: pick(q.measure, MEASURES, 'Cost'),
     groups: SLOTS.map((n) => q[`g${n}`] || '').filter(Boolean),
@@ -68,7 +86,8 @@ export function hashOf(query, location) {
   const p = new URLSearchParams();
   const put = (k, v, dflt = '') => v && v !== dflt && p.set(k, v);
   put('timeframe', query.timeframe, 'MonthToDate');
-  if (query.timeframe === 'Custom') {
+  if (query.timeframe === 'Custom' && query.hours) put('hours', query.hours);
+  else if (query.timeframe === 'Custom') {
     put('from', query.from);
     put('to', query.to);
   }
@@ -96,6 +115,8 @@ function dayBefore(iso) {
   return d.toISOString().slice(0, 10);
 }
 
+const utc = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
 function comparison(dimensionOrTag, values) {
   return dimensionOrTag.startsWith(TAG)
     ? { tags: { name: dimensionOrTag.slice(TAG.length), operator: 'In', values } }
@@ -103,10 +124,13 @@ function comparison(dimensionOrTag, values) {
 }
 
 /** The body of POST .../costQuery for a query (docs/API_REFERENCE.md, "Cost queries"); `rg`: the resource group
- *  in view, which narrows the query to it. */
-export function requestBody(query, rg) {
+ *  in view, which narrows the query to it. The last `hours` end with the current hour (UTC), as a resource's stats. */
+export function requestBody(query, rg, now = new Date()) {
   const body = { type: 'ActualCost', timeframe: query.timeframe };
-  if (query.timeframe === 'Custom') body.timePeriod = { from: `${query.from}T00:00:00Z`, to: nextDay(query.to) };
+  if (query.timeframe === 'Custom' && query.hours) {
+    const end = Math.floor(now.getTime() / HOUR_MS) * HOUR_MS + HOUR_MS;
+    body.timePeriod = { from: utc(end - Number(query.hours) * HOUR_MS), to: utc(end) };
+  } else if (query.timeframe === 'Custom') body.timePeriod = { from: `${query.from}T00:00:00Z`, to: nextDay(query.to) };
   const dataset = {
     granularity: query.granularity,
     aggregation: { [`total${query.measure}`]: { name: query.measure, function: 'Sum' } },
@@ -130,6 +154,93 @@ function decimal(n) {
 
 const money = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 6 });
 
+/** The most group values a chart draws as series of their own (per currency); the rest add up as "other". */
+export const CHART_GROUPS = 6;
+const STEP_MS = { Hourly: HOUR_MS, Daily: DAY_MS };
+
+/** [start, end) of a query body in epoch ms, as the API reads it (services/api/costs.py period_of), by `now`. */
+export function periodOf(body, now = new Date()) {
+  const y = now.getUTCFullYear();
+  const m = now.getUTCMonth();
+  const today = Date.UTC(y, m, now.getUTCDate());
+  switch (body.timeframe) {
+    case 'Custom':
+      return [Date.parse(body.timePeriod.from), Date.parse(body.timePeriod.to)];
+    case 'TheLastMonth':
+      return [Date.UTC(y, m - 1, 1), Date.UTC(y, m, 1)];
+    case 'WeekToDate':
+      return [today - ((now.getUTCDay() + 6) % 7) * DAY_MS, now.getTime()];
+    default:
+      return [Date.UTC(y, m, 1), now.getTime()];
+  }
+}
+
+/**
+ * What a chart of an hourly or daily answer draws, or null for other granularities: {step, points, series, totals,
+ * measure, overGroups}. A series per currency when the measure is Cost (amounts are never added across
+ * currencies); with one grouping, per group value too — the CHART_GROUPS largest of each currency, the others added
+ * up as one "other" series; with more groupings, the totals over the groups. Every bucket of the period is a
+ * point (0 where the answer has no row). `totals`: the exact sums per currency (or of the measure), as the table's.
+ */
+export function chartOf(body, { columns, rows }, now = new Date()) {
+  const granularity = body.dataset.granularity;
+  const stepMs = STEP_MS[granularity];
+  if (!stepMs) return null;
+  const [measureKey, aggregation] = Object.entries(body.dataset.aggregation)[0];
+  const measure = aggregation.name;
+  const valueAt = columns.findIndex((c) => c.name === measureKey);
+  const timeAt = columns.findIndex((c) => c.name === (granularity === 'Hourly' ? 'UsageDateTime' : 'UsageDate'));
+  const currencyAt = measure === 'Cost' ? columns.findIndex((c) => c.name === 'Currency') : -1;
+  const grouping = body.dataset.grouping;
+  const groupAt = grouping.length === 1 ? timeAt + 1 : -1; // columns: measures, time, groups, currency
+  const msOf = granularity === 'Hourly'
+    ? (v) => Date.parse(v)
+    : (v) => { const s = String(v); return Date.UTC(Number(s.slice(0, 4)), Number(s.slice(4, 6)) - 1, Number(s.slice(6, 8))); };
+  const measureLabel = MEASURES.find(([k]) => k === measure)[1];
+  const format = measure === 'Cost' ? (v) => money.format(v) : (v) => number(v, 3);
+  const counted = rows.filter((r) => currencyAt < 0 || r[currencyAt]); // a row without a currency charged nothing
+  const currencies = currencyAt >= 0 ? [...new Set(counted.map((r) => r[currencyAt]))].sort() : [''];
+  const series = [];
+  const keys = new Map(); // currency + '\0' + group value → series key
+  for (const currency of currencies) {
+    const add = (label, groups) => {
+      const key = `s${series.length}`;
+      series.push({ key, label, unit: currency, format });
+      for (const g of groups) keys.set(`${currency}\0${g}`, key);
+    };
+    const mine = counted.filter((r) => currencyAt < 0 || r[currencyAt] === currency);
+    if (groupAt < 0) {
+      add(measureLabel, ['']);
+      continue;
+    }
+    const byGroup = new Map();
+    for (const r of mine) byGroup.set(r[groupAt], (byGroup.get(r[groupAt]) || 0) + Number(r[valueAt]));
+    const ranked = [...byGroup].filter(([, v]) => v).sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0])));
+    ranked.slice(0, CHART_GROUPS).forEach(([g]) => add(g === '' ? '(none)' : String(g), [g]));
+    const rest = ranked.slice(CHART_GROUPS).map(([g]) => g);
+    if (rest.length) add(`Other (${rest.length} more)`, rest);
+  }
+  // every bucket of the period (the API's rows too, should the browser's clock differ), each series at 0
+  const [start, end] = periodOf(body, now);
+  const buckets = new Set();
+  for (let t = Math.floor(start / stepMs) * stepMs; t < end && buckets.size <= MAX_HOURS; t += stepMs) buckets.add(t);
+  for (const r of counted) buckets.add(msOf(r[timeAt]));
+  const points = new Map([...buckets].sort((a, b) => a - b).map((t) => [t, Object.fromEntries([['t', t / 1000], ...series.map((s) => [s.key, 0])])]));
+  for (const r of counted) {
+    const key = keys.get(`${currencyAt >= 0 ? r[currencyAt] : ''}\0${groupAt >= 0 ? r[groupAt] : ''}`);
+    if (key) points.get(msOf(r[timeAt]))[key] += Number(r[valueAt]);
+  }
+  const totals = sumCosts([counted.map((r) => ({ currency: currencyAt >= 0 ? r[currencyAt] : '', amount: decimal(r[valueAt]) }))]);
+  return {
+    step: granularity === 'Hourly' ? 'hour' : 'day',
+    points: [...points.values()],
+    series: series.length && totals.some((t) => Number(t.amount)) ? series : [],
+    totals,
+    measure,
+    overGroups: grouping.length > 1,
+  };
+}
+
 class Costs extends View {
   static properties = { params: {}, answer: { state: true }, draft: { state: true }, budgets: { state: true }, usages: { state: true } };
 
@@ -145,8 +256,8 @@ class Costs extends View {
     super.connectedCallback();
     this.query = queryOf(this.params);
     this.location = (this.params.location || '').trim() || 'us-east-1';
-    this.draft = { timeframe: this.query.timeframe, groups: [...this.query.groups], fd: this.query.fd };
-    if (this.query.timeframe !== 'Custom' || (this.query.from && this.query.to)) this.run();
+    this.draft = { timeframe: this.query.timeframe, groups: [...this.query.groups], fd: this.query.fd, hours: this.query.hours };
+    if (this.query.timeframe !== 'Custom' || this.query.hours || (this.query.from && this.query.to)) this.run();
     this.track('budgets', async () => (this.budgets = await this.api.all(`${paths.sub(this.ctx.sub)}/budgets`)));
     this.loadUsages();
   }
@@ -156,7 +267,7 @@ class Costs extends View {
     return this.track('query', async () => {
       this.answer = null;
       const r = await this.api.request('POST', `${paths.sub(this.ctx.sub)}/costQuery`, { body });
-      this.answer = { body, result: r.body };
+      this.answer = { body, result: r.body, chart: chartOf(body, r.body.properties) };
     });
   }
 
@@ -173,7 +284,8 @@ class Costs extends View {
     const v = formValues(e.target);
     const groups = SLOTS.map((n) => (v[`g${n}`] === TAG ? (v[`t${n}`] || '').trim() && TAG + v[`t${n}`].trim() : v[`g${n}`] || '')).filter(Boolean);
     const fd = v.fd === TAG ? ((v.ft || '').trim() ? TAG + v.ft.trim() : '') : v.fd || '';
-    const query = { timeframe: v.timeframe, from: v.from || '', to: v.to || '', granularity: v.granularity, measure: v.measure, groups, fd, fv: v.fv || '' };
+    const hours = v.timeframe === 'Custom' ? hoursOf(v.hours) : '';
+    const query = { timeframe: v.timeframe, from: hours ? '' : v.from || '', to: hours ? '' : v.to || '', hours, granularity: v.granularity, measure: v.measure, groups, fd, fv: v.fv || '' };
     const hash = hashOf(query, this.location === 'us-east-1' ? '' : this.location);
     if (hash === location.hash) this.run(); // the same query again: the shell keeps this view, so ask anew
     else location.hash = hash; // a new view with this query (bookmarkable)
@@ -224,8 +336,10 @@ class Costs extends View {
         ${field('Timeframe', 'cost-timeframe', html`<select id="cost-timeframe" name="timeframe" aria-describedby="cost-timeframe-help" @change=${(e) => this.setDraft({ timeframe: e.target.value })}>
           ${TIMEFRAMES.map(([k, label]) => html`<option value=${k} ?selected=${q.timeframe === k}>${label}</option>`)}</select>`, 'Periods are UTC; figures as of the last roll-up (every 15 minutes)')}
         ${d.timeframe === 'Custom' ? html`
-          ${field('From (UTC day)', 'cost-from', html`<input id="cost-from" name="from" type="date" required .value=${q.from} />`)}
-          ${field('To (UTC day, included)', 'cost-to', html`<input id="cost-to" name="to" type="date" required aria-describedby="cost-to-help" .value=${q.to} />`, 'At most 366 days')}` : nothing}
+          ${field('From (UTC day)', 'cost-from', html`<input id="cost-from" name="from" type="date" ?required=${!d.hours} ?disabled=${Boolean(d.hours)} .value=${q.from} />`)}
+          ${field('To (UTC day, included)', 'cost-to', html`<input id="cost-to" name="to" type="date" ?required=${!d.hours} ?disabled=${Boolean(d.hours)} aria-describedby="cost-to-help" .value=${q.to} />`, 'At most 366 days')}
+          ${field('Or the last hours', 'cost-hours', html`<input id="cost-hours" name="hours" type="number" min="1" max=${MAX_HOURS} step="1" aria-describedby="cost-hours-help" .value=${q.hours}
+              @input=${(e) => this.setDraft({ hours: e.target.value.trim() })} />`, `Instead of days: 1–${MAX_HOURS}, up to and including the current hour (UTC)`)}` : nothing}
         ${field('Granularity', 'cost-granularity', html`<select id="cost-granularity" name="granularity">
           ${GRANULARITIES.map(([k, label]) => html`<option value=${k} ?selected=${q.granularity === k}>${label}</option>`)}</select>`)}
         ${field('Measure', 'cost-measure', html`<select id="cost-measure" name="measure">
@@ -244,7 +358,7 @@ class Costs extends View {
     </form>`;
   }
 
-  renderAnswer({ body, result }) {
+  renderAnswer({ body, result, chart }) {
     const { columns, rows } = result.properties;
     const costColumns = new Set(Object.entries(body.dataset.aggregation).filter(([, a]) => a.name === 'Cost').map(([k]) => k));
     const tagKeys = new Set(body.dataset.grouping.filter((g) => g.type === 'TagKey').map((g) => g.name));
@@ -266,8 +380,12 @@ class Costs extends View {
     const totals = currencyAt >= 0 && costAt >= 0 && rows.length > 1
       ? sumCosts([rows.filter((r) => r[currencyAt]).map((r) => ({ currency: r[currencyAt], amount: decimal(r[costAt]) }))])
       : [];
-    const caption = `${TIMEFRAMES.find(([k]) => k === body.timeframe)[1]}${body.timePeriod ? `: ${body.timePeriod.from.slice(0, 10)} to ${dayBefore(body.timePeriod.to)} (UTC days, both included)` : ''}`;
+    const period = !body.timePeriod ? ''
+      : this.query.hours ? `: the last ${this.query.hours} hours, ${body.timePeriod.from.slice(0, 13).replace('T', ' ')}:00 to ${body.timePeriod.to.slice(0, 13).replace('T', ' ')}:00 UTC`
+        : `: ${body.timePeriod.from.slice(0, 10)} to ${dayBefore(body.timePeriod.to)} (UTC days, both included)`;
+    const caption = `${TIMEFRAMES.find(([k]) => k === body.timeframe)[1]}${period}`;
     return html`<h2>${caption}</h2>
+      ${chart ? this.renderChart(chart, rows.length) : nothing}
       ${rows.length
         ? html`<p class="muted small" role="status">${rows.length} ${rows.length === 1 ? 'row' : 'rows'}${currencyAt >= 0 ? '; amounts in the currency of their row, never added across currencies' : ''}.</p>
           <div class="table-wrap"><table class="list cost-rows" aria-label="Costs">
@@ -279,6 +397,19 @@ class Costs extends View {
               : nothing}
           </table></div>`
         : html`<p class="empty" role="status">No ${body.dataset.aggregation[Object.keys(body.dataset.aggregation)[0]].name === 'Cost' ? 'costs' : 'usage'} in this period that you may see. Work that ended since the last roll-up (every 15 minutes) is counted after the next one.</p>`}`;
+  }
+
+  /** The answer per hour or day as a chart; its caption (the chart's text alternative) the totals, per currency. */
+  renderChart(chart, rowCount) {
+    const measure = MEASURES.find(([k]) => k === chart.measure)[1];
+    const title = `${measure} per ${chart.step === 'hour' ? 'hour' : 'day (UTC)'}${chart.overGroups ? ', all groups together' : ''}`;
+    const total = (t) => html`<span class="chart-total money" data-currency=${t.currency} data-value=${t.amount}>${chart.measure === 'Cost' ? `${money.format(Number(t.amount))} ${t.currency}` : `${number(Number(t.amount), 3)} ${measure}`}</span>`;
+    const note = chart.totals.length
+      ? html`— ${chart.measure === 'Cost' && chart.totals.length > 1 ? 'totals' : 'total'}: ${chart.totals.map((t, i) => html`${i ? '; ' : ''}${total(t)}`)}${chart.measure === 'Cost' && chart.totals.length > 1 ? ' (never added across currencies)' : ''}`
+      : nothing;
+    const empty = rowCount ? `Nothing to draw: every ${chart.step} of this answer is 0.` : `Nothing to draw: the query answered no ${chart.step === 'hour' ? 'hours' : 'days'}.`;
+    return html`<itl-chart .title=${title} .note=${note} .step=${chart.step} .points=${chart.points} .series=${chart.series}
+      .empty=${empty} ?bars=${chart.series.length === 1}></itl-chart>`;
   }
 
   renderBudgets() {

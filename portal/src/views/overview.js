@@ -5,6 +5,7 @@ import { parseId } from '../api.js';
 import { View, loading, error, gpuBar, statusBadge, link } from '../ui.js';
 import { costs } from '../format.js';
 import { inventory, statsOf, spendOf } from './spend.js';
+import { lastHoursLink } from './costs.js';
 
 class Overview extends View {
   static properties = { inv: { state: true }, spend: { state: true }, earnings: { state: true } };
@@ -58,6 +59,7 @@ class Overview extends View {
         ${this.spend ? html`<p>Last 24 h: <strong data-testid="spend-day">${costs(this.spend.day)}</strong></p>
           <p>Last 30 days: <strong data-testid="spend-month">${costs(this.spend.month)}</strong></p>
           <p class="small muted">Sum of the stats of ${this.spend.read} resources you can read.</p>` : nothing}
+        <p class="small"><a href=${lastHoursLink(24)}>Cost per hour, last 24 h</a></p>
       </section>
       <section class="tile" aria-label="Node earnings">
         <h2>Node earnings</h2>

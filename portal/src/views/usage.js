@@ -6,6 +6,7 @@ import { View, loading, error, field, formValues } from '../ui.js';
 import { costs, sumCosts, number } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import { inventory, statsOf } from './spend.js';
+import { lastHoursLink } from './costs.js';
 import '../chart.js';
 
 const KIND = { node: 'Node', instance: 'Instance', job: 'Job' };
@@ -73,6 +74,7 @@ class Usage extends View {
       <section class="card" aria-label="Across the subscription">
         <h2>All resources you can read in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}, last ${this.hours} h</h2>
         <button class="secondary" @click=${() => this.summarise()} ?disabled=${!this.inv || this.summaryLoading}>Sum usage per currency</button>
+        <a href=${lastHoursLink(this.hours)}>Cost per hour of all of it, last ${this.hours} h</a>
         ${loading(this.summaryLoading, 'Reading each resource\u2019s usage')} ${error(this.summaryError)}
         ${this.summary ? this.renderSummary(this.summary) : nothing}
       </section>
