@@ -40,6 +40,9 @@ _MUTATORS = ("put_item", "update_item", "delete_item", "transact_write_items", "
 #: Reads iterate moto's item dicts, which a concurrent write mutates ("dictionary changed size during iteration"):
 #: they take the same lock. (DynamoDB's reads never fail that way.)
 _READERS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
+#: Methods that return one live item, which moto serializes after the call: they return a copy taken under the lock,
+#: so an answer is the item as this call left it (DynamoDB's ``ReturnValues``, a consistent ``GetItem``).
+_SNAPSHOT = ("update_item", "get_item")
 
 
 def make_dynamodb_faithful() -> None:
@@ -49,7 +52,9 @@ def make_dynamodb_faithful() -> None:
        two threads can both pass ``allocated <= total - requested`` and over-commit a node — something DynamoDB
        never allows (each conditional write and each transaction is atomic and serializable). One process-wide
        lock around moto's backend methods restores that guarantee locally (reads take it too: moto iterates the
-       item dicts a concurrent write changes).
+       item dicts a concurrent write changes), and an update's or a read's item is answered as a copy taken under
+       it (moto serializes the live item after the call: two concurrent counter updates could both answer the
+       second one's value).
     2. A transaction costs what it touches. moto backs up the *whole table* before every
        ``TransactWriteItems`` (one ``deepcopy`` of the table per item of the transaction) so it can roll back;
        under the write lock that makes every transaction wait O(table size) for every other one, and a busy
@@ -68,9 +73,14 @@ def make_dynamodb_faithful() -> None:
         if name == "transact_write_items":
             original = _rolled_back_by_item(original)
 
-        def locked(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+        def locked(
+            self: Any, *args: Any, __original: Any = original, __snapshot: bool = name in _SNAPSHOT, **kwargs: Any
+        ) -> Any:
             with _WRITE_LOCK:
-                return __original(self, *args, **kwargs)
+                result = __original(self, *args, **kwargs)
+                # moto answers from the live item, serialized after the lock is released: a concurrent update
+                # could change it in between (two counters answering the same UPDATED_NEW value)
+                return copy.deepcopy(result) if __snapshot and result is not None else result
 
         locked._itl_serialized = True  # type: ignore[attr-defined]
         setattr(models.DynamoDBBackend, name, locked)
