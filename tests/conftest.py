@@ -272,13 +272,18 @@ def schedules(aws: Any, template: Any) -> Iterator[None]:
     as EventBridge Scheduler would at their own rates. Tests of jobs need the tracker: a running job waits for it."""
     from itl_local.schedules import ScheduleRunner, schedules
 
-    # the usage schedules are fired by the metering tests themselves, at moments they choose
-    runner = ScheduleRunner(
-        [s for s in schedules(template) if s.function_id in ("JobTrackerFunction", "ReconcilerFunction")], every=1.0
-    )
-    runner.start()
+    # the usage schedules are fired by the metering tests themselves, at moments they choose. One runner each: a
+    # runner fires its schedules one at a time, and in AWS the tracker never waits for the reconciler (two
+    # functions) — on a busy machine a reconciler run of a minute held every job's end back with it
+    runners = [
+        ScheduleRunner([s for s in schedules(template) if s.function_id == function_id], every=1.0)
+        for function_id in ("JobTrackerFunction", "ReconcilerFunction")
+    ]
+    for runner in runners:
+        runner.start()
     yield
-    runner.stop()
+    for runner in runners:
+        runner.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from itl_accelerator.observability import did_something, log_metrics, logger, metrics, publish_counts, tracer
-from itl_functions.process import wiring as _wiring
+from itl_accelerator.wiring import Wiring
+from itl_functions.process import wiring
+
+
+def _wiring() -> Wiring:
+    return wiring(__name__)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -10,7 +10,12 @@ from typing import Any
 
 from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
 from itl_accelerator.repositories.dynamodb.streams import node_changes
-from itl_functions.process import wiring as _wiring
+from itl_accelerator.wiring import Wiring
+from itl_functions.process import wiring
+
+
+def _wiring() -> Wiring:
+    return wiring(__name__)
 
 
 @logger.inject_lambda_context(clear_state=True)
