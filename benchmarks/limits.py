@@ -44,8 +44,7 @@ API_VERSION = "api-version=2026-11-01"
 
 @contextmanager
 def api_calls(function_ids: set[str]) -> Iterator[Counter[str]]:
-    """Count DynamoDB calls by API name made by the functions ``function_ids`` meanwhile (their page sizes too:
-    ``counts["bytes"]``, the JSON size of the items returned)."""
+    """Count DynamoDB calls by API name made by the functions ``function_ids`` meanwhile."""
     from botocore.client import BaseClient
 
     from itl_local.lambda_runtime import current_function
@@ -54,13 +53,9 @@ def api_calls(function_ids: set[str]) -> Iterator[Counter[str]]:
     original = BaseClient._make_api_call
 
     def counting(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
-        started = time.perf_counter()
-        result = original(self, operation_name, api_params)
         if self.meta.service_model.service_name == "dynamodb" and current_function() in function_ids:
             counts[operation_name] += 1
-            counts["bytes"] += sum(_item_size(i) for i in result.get("Items", []))
-            counts["us"] += int((time.perf_counter() - started) * 1e6)
-        return result
+        return original(self, operation_name, api_params)
 
     with mock.patch.object(BaseClient, "_make_api_call", counting):
         yield counts
@@ -77,7 +72,7 @@ def _item_size(item: dict[str, Any]) -> int:
 
 
 def _calls(counts: Counter[str]) -> str:
-    return ", ".join(f"{n} {name}" for name, n in sorted(counts.items()) if name not in ("bytes", "us") and n) or "none"
+    return ", ".join(f"{n} {name}" for name, n in sorted(counts.items()) if n) or "none"
 
 
 # ------------------------------------------------------------------------------------------------ (a) create
@@ -106,8 +101,6 @@ def measure_creates(client: Any, token_for: Callable[..., str]) -> list[list[str
         nonlocal baseline
         with api_calls(creates) as counts:
             response = client.put(f"{node}/sparkOllamaInstances/{name}?{API_VERSION}", headers=auth, json=body)
-        counts.pop("bytes", None)
-        counts.pop("us", None)
         extra = "-" if baseline is None else _calls(counts - baseline)
         rows.append([case, str(response.status_code), _calls(counts), extra])
         if baseline is None:
