@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from itl_local.settings import LocalSettings
@@ -280,8 +280,14 @@ def cmd_up(args: argparse.Namespace) -> int:
             runner.start()
 
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():  # a second Ctrl-C while it stops: at once
+            _leave(130)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     print(
         f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | portal http://127.0.0.1:{port}/portal/ | "
         f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
@@ -312,8 +318,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     if data:
         data.parent.mkdir(parents=True, exist_ok=True)
         print(f"saved {save_items(dynamodb, settings.table_name, data)} items to {data}", flush=True)
-    aws.stop()
-    return 0
+    stopping = threading.Thread(target=aws.stop, name="embedded-aws-stop", daemon=True)
+    stopping.start()
+    stopping.join(timeout=10)  # it only waits for its server loop (0.5 s polls): a stuck request is not waited for
+    _leave(0)
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process with ``code`` now, without the interpreter's finalization. ``up`` has saved and printed
+    all it keeps by then; finalization would only tear down the servers' daemon threads, which costs seconds of CPU
+    and, on CPython 3.13.0, can hang on one of them (python/cpython#123940, #87135): a Ctrl-C then went
+    unanswered for minutes on a busy machine."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 REGISTRATION_FUNCTION = "ProviderRegistrationFunction"

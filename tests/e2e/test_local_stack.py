@@ -65,7 +65,7 @@ class Stack:
         args = [str(BIN / "itl-local"), "up", *options] + (["--data", str(data)] if data else [])
         self.proc = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # about 20 s on a busy machine: the limit only catches a hang
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line and self.proc.poll() is not None:
@@ -109,8 +109,8 @@ class Stack:
             self.simulator_config(hold_provisioning=False)
 
     def stop(self) -> int:
-        """Ctrl-C, then wait for the stack to stop: usually 4-5 s (3 of them the interpreter's own exit), much longer
-        on a busy machine while schedules and stream batches finish — the limit only catches a stack that hangs."""
+        """Ctrl-C, then wait for the stack to stop: usually about a second, longer on a busy machine while schedules
+        and stream batches finish — the limit only catches a stack that hangs."""
         self.proc.send_signal(signal.SIGINT)
         try:
             code = self.proc.wait(timeout=120)
