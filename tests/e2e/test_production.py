@@ -64,14 +64,18 @@ def test_up_registers_with_the_itl_gateway_and_says_so(stack: Stack, itl: FakeIt
 def test_a_running_jobs_log_is_followed_and_its_events_printed(stack: Stack):
     admin = Cli(stack, "alice", "itl-accelerator-admin", "sub-prod")
     admin("node", "create", "dgx-1", "--location", "us-east-1", "--sku", "DGX-H100-8GPU", "--gpus", "8")
+    # The simulator holds the job Running until the test lets it end: "while it runs" is a condition, not a window
+    # of seconds a busy machine can miss
+    stack.simulator_config(hold_jobs=True)
     admin("job", "submit", "train-1", "--gpus", "4", "--memory-gb", "320", "--image", "nvcr.io/nvidia/pytorch:24.10-py3",
-          "--env", "ITL_SIM_SECONDS=8", "--no-wait", "--", "python", "train.py")  # fmt: skip
+          "--env", "ITL_SIM_SECONDS=2", "--no-wait", "--", "python", "train.py")  # fmt: skip
     # When its log is followed from the start
     follower = admin.popen("job", "logs", "train-1", "--follow", "--interval", "0.5")
     assert follower.stdout is not None
     first_step = wait_until(lambda: (line := follower.stdout.readline()).startswith("step ") and line, 60, "a step")
     # Then its lines arrive while it runs ...
     assert admin.json("job", "show", "train-1")["properties"]["status"] == "Running", first_step
+    stack.simulator_config(hold_jobs=False)
     rest, errors = follower.communicate(timeout=90)
     # ... and the command ends with the job, after its last line
     assert follower.returncode == 0, errors
