@@ -508,7 +508,10 @@ def test_fifty_jobs_racing_for_three_nodes_never_overcommit_and_all_end(make_tok
         while not stop.is_set():
             for name in peak:
                 peak[name] = max(peak[name], node_counters(aws, sub, node=name)["gpuAllocated"])
-            time.sleep(0.01)
+            # every 50 ms: a job holds its GPUs at least for its run (0.5 s or more), so no overcommit slips between
+            # two reads; reading as fast as it could took CPU from the 50 submits, five of which then timed out at
+            # the gateway (29 s) in a loaded run
+            stop.wait(0.05)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
