@@ -325,9 +325,10 @@ class DgxSimulator:
         return JSONResponse(self._public(inst), status_code=202)
 
     # ----------------------------------------------------------------------------------------------- jobs
-    def _refresh_job(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Advance a job by the clock: Queued → Running → Succeeded/Failed (unless it runs forever)."""
-        now = time.monotonic()
+    def _refresh_job(self, job: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+        """Advance a job by the clock to ``now`` (monotonic; default: now): Queued → Running → Succeeded/Failed
+        (unless it runs forever)."""
+        now = time.monotonic() if now is None else now
         if job["status"] == "Queued" and now >= job["runAt"]:
             # the times a job reports are when it ran and ended, not when someone asked
             job["status"], job["startedAt"] = "Running", _iso_at(job["wallStart"] + job["runAt"] - job["created"])
@@ -337,6 +338,7 @@ class DgxSimulator:
             job["exitCode"] = job["plannedExitCode"]
             job["status"] = "Succeeded" if job["exitCode"] == 0 else "Failed"
             job["endedAt"] = _iso_at(job["wallStart"] + job["endsAt"] - job["created"])
+            job["endedMono"] = job["endsAt"]
             if job["exitCode"]:
                 job["error"] = {
                     "code": "NonZeroExitCode",
@@ -405,6 +407,7 @@ class DgxSimulator:
                 "exitCode": None,
                 "startedAt": None,
                 "endedAt": None,
+                "endedMono": None,  # endedAt on the monotonic clock (the log counts steps on it)
                 "error": None,
                 "logsUrl": f"{request.url.scheme}://{request.url.netloc}/v1/jobs/{job_id}/logs",
                 "callbackUrl": _callback_url(body),
@@ -438,14 +441,17 @@ class DgxSimulator:
             job = self._refresh_job(job)
             if job["status"] in ("Queued", "Running"):
                 job["status"], job["exitCode"], job["endedAt"] = "Canceled", 137, _iso_now()
+                job["endedMono"] = time.monotonic()
         if job.get("callbackUrl"):
             self.notifier.wake()
         return JSONResponse(self._public_job(job), status_code=202)
 
-    def _log_lines(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        """The job's log as it stands (call with the lock held, the job refreshed): a line when it was queued, two
-        when it started, one per second while it ran (a training step), one when it ended — each with the wall time
-        it was written at, numbered from 1 in order."""
+    def _log_lines(self, job: dict[str, Any], now: float) -> list[dict[str, Any]]:
+        """The job's log as it stands at ``now`` (monotonic; call with the lock held, the job refreshed to the same
+        ``now``): a line when it was queued, two when it started, one per second while it ran (a training step), one
+        when it ended — each with the wall time it was written at, numbered from 1 in order. A line once given keeps
+        its number: a running job's steps are counted to ``now``, which is never past its end (a held job's end
+        moves with the refresh), and an ended job's to its end on the same clock."""
         mono_to_wall = job["wallStart"] - job["created"]
         lines: list[tuple[float, str]] = [
             (job["created"], f"[dgx] job {job['id']} ({job['name']}) queued on {job['nodeId']}: {job['gpus']} GPUs")
@@ -456,8 +462,8 @@ class DgxSimulator:
                 (started, f"[dgx] pulling {job['image']}"),
                 (started, f"[dgx] container started with {job['gpus']} GPUs"),
             ]
-            ended_at = _epoch(job["endedAt"]) - mono_to_wall if job["endedAt"] else None
-            until = ended_at if ended_at is not None else time.monotonic()
+            ended_at = job.get("endedMono") if job["endedAt"] else None
+            until = ended_at if ended_at is not None else now
             steps = max(0, int(until - started))
             for step in range(1, steps + 1):
                 loss = 2.5 / (1 + 0.3 * step)
@@ -466,7 +472,7 @@ class DgxSimulator:
                 last = f"[dgx] container exited with code {job['exitCode']}: job {job['status']}"
                 lines.append((max(until, started), last))
         elif job["status"] == "Canceled":
-            lines.append((_epoch(job["endedAt"]) - mono_to_wall, "[dgx] job canceled before it ran"))
+            lines.append((job["endedMono"], "[dgx] job canceled before it ran"))
         return [
             {"number": n, "time": _iso_ms(moment + mono_to_wall), "text": text}
             for n, (moment, text) in enumerate(lines, start=1)
@@ -477,8 +483,9 @@ class DgxSimulator:
         after ``after``, written at or after ``since``, the last ``tail`` of them, ``limit`` per page."""
         with self.lock:
             job = self.jobs.get(request.path_params["job_id"])
-            job = self._refresh_job(job) if job else None
-            lines = self._log_lines(job) if job else []
+            now = time.monotonic()  # one instant for the job's state and its log
+            job = self._refresh_job(job, now) if job else None
+            lines = self._log_lines(job, now) if job else []
         if job is None:
             return _error(404, "NotFound", "No such job.")
         if "application/json" not in request.headers.get("accept", ""):
