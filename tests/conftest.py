@@ -46,16 +46,9 @@ def dev_key(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="session")
 def idp(dev_key: Any) -> Iterator[str]:
     """A dev OIDC issuer on a free loopback port; yields the issuer URL."""
-    import uvicorn
-
     from itl_local.devauth import idp_app
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(idp_app(dev_key), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
+    server, port = serve(idp_app(dev_key))
     yield f"http://127.0.0.1:{port}/realms/itl"
     server.should_exit = True
 
@@ -64,8 +57,13 @@ def serve(app: Any) -> tuple[Any, int]:
     """Run an ASGI app with uvicorn on a free loopback port in a daemon thread; returns (server, port)."""
     import uvicorn
 
+    from itl_local.cli import KEEP_ALIVE_SECONDS
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
+    )
+    server = uvicorn.Server(config)
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.01)

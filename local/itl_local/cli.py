@@ -74,10 +74,25 @@ def _require_free_ports(ports: dict[str, int]) -> None:
                 ) from None
 
 
+#: How long the stack's servers keep an idle connection open (seconds). Longer than clients keep one in their pools
+#: (httpx: 5 s), so a client never sends on a connection the server is closing at that moment: at uvicorn's own 5 s
+#: a request now and then got "connection reset by peer" (as load balancers, e.g. ALB's 60 s, outlast clients too).
+KEEP_ALIVE_SECONDS = 60
+
+
 def _serve_in_thread(app: Any, port: int, log_level: str = "warning") -> tuple[Any, threading.Thread]:
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level=log_level,
+            lifespan="off",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
+    )
     thread = threading.Thread(target=server.run, name=f"http-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
