@@ -462,8 +462,7 @@ class DgxSimulator:
                 (started, f"[dgx] pulling {job['image']}"),
                 (started, f"[dgx] container started with {job['gpus']} GPUs"),
             ]
-            ended_at = job.get("endedMono") if job["endedAt"] else None
-            until = ended_at if ended_at is not None else now
+            until = job["endedMono"] if job["endedMono"] is not None else now  # set with endedAt, always
             steps = max(0, int(until - started))
             for step in range(1, steps + 1):
                 loss = 2.5 / (1 + 0.3 * step)
