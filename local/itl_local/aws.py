@@ -6,6 +6,7 @@ Clients reach it through ``AWS_ENDPOINT_URL`` (read by boto3 itself), so handler
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 import re
@@ -61,10 +62,19 @@ def make_dynamodb_faithful() -> None:
        local stack or test session queued requests for tens of seconds. Here the backup is of the items the
        transaction touches only, restored when moto cancels it — the same all-or-nothing outcome.
 
-    Both rely on ``DynamoDBBackend`` and ``moto.dynamodb.models.copy`` (internals: moto is pinned, and
+    3. A Query costs what it finds. moto answers every Query, on the table or on a GSI, by scanning every item of
+       the table (``Table.all_items``), under the lock above: in a long test session or a busy stack every
+       reconciler, tracker and placement read cost O(table) and queued the requests behind it (a 5,000-item table:
+       84 ms a Query). Here a Query is handed only its partition's items — the table's own partition, or a GSI
+       partition kept up to date on every write (:class:`_GsiPartitions`) — and moto does the rest (range
+       conditions, sorting, paging, filters, projection) as before, so the answer is the same.
+
+    All rely on ``DynamoDBBackend``, ``Table`` and ``moto.dynamodb.models.copy`` (internals: moto is pinned, and
     tests/integration/test_local_runtime_fidelity.py fails when they move).
     """
     from moto.dynamodb import models
+
+    _index_queries(models.Table, models.DynamoDBBackend)
 
     for name in (*_MUTATORS, *_READERS):
         original = getattr(models.DynamoDBBackend, name)
@@ -134,9 +144,157 @@ def _rolled_back_by_item(transact: Any) -> Any:
                     table.items[hash_key].pop(range_key, None)
                 else:
                     table.items[hash_key][range_key] = item
+                _GsiPartitions.of(table).reindex(hash_key, range_key)
             raise
 
     return run
+
+
+class _GsiPartitions:
+    """The partitions of one moto ``Table``'s GSIs: for each GSI, its hash key value(s) → the keys ``(PK, SK)`` of
+    the items in that partition, kept in step with every write (:func:`_index_queries`). Built from the table on
+    first use, and again when moto replaces the table's items (a restore). Items without every hash attribute of
+    a GSI are not in it (DynamoDB's sparse indexes)."""
+
+    def __init__(self, table: Any):
+        self.table = table
+        self.items_id = id(table.items)
+        #: GSI name → its hash attributes, for the GSIs whose hash is not the table's own (those read partitions)
+        self.hash_attrs: dict[str, tuple[str, ...]] = {}
+        for index in table.global_indexes:
+            attrs = tuple(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH")
+            if attrs and attrs != (table.hash_key_attr,):
+                self.hash_attrs[index.name] = attrs
+        self.partitions: dict[str, dict[tuple[Any, ...], dict[tuple[Any, Any], None]]] = {
+            name: {} for name in self.hash_attrs
+        }
+        #: item key → the partition value it is filed under, per GSI
+        self.filed: dict[tuple[Any, Any], dict[str, tuple[Any, ...]]] = {}
+        for item in table.all_items():
+            self._file(item.hash_key, item.range_key, item)
+
+    @classmethod
+    def of(cls, table: Any) -> _GsiPartitions:
+        """The table's partitions, built (or rebuilt after moto replaced ``table.items``) when needed."""
+        index: _GsiPartitions | None = table.__dict__.get("_itl_gsi_partitions")
+        if index is None or index.items_id != id(table.items):
+            index = cls(table)
+            table.__dict__["_itl_gsi_partitions"] = index
+        return index
+
+    def _file(self, hash_key: Any, range_key: Any, item: Any) -> None:
+        filed = {}
+        for name, attrs in self.hash_attrs.items():
+            values = tuple(item.attrs.get(a) for a in attrs)
+            if all(values):
+                self.partitions[name].setdefault(values, {})[(hash_key, range_key)] = None
+                filed[name] = values
+        if filed:
+            self.filed[(hash_key, range_key)] = filed
+
+    def reindex(self, hash_key: Any, range_key: Any) -> None:
+        """File the item at ``(hash_key, range_key)`` as it is now (gone, new or changed)."""
+        key = (hash_key, range_key)
+        for name, values in self.filed.pop(key, {}).items():
+            partition = self.partitions[name].get(values)
+            if partition is not None:
+                partition.pop(key, None)
+                if not partition:
+                    del self.partitions[name][values]
+        item = _stored_item(self.table, hash_key, range_key)
+        if item is not None:
+            self._file(key[0], key[1], item)
+
+    def candidates(self, index_name: str, conditions: dict[str, Any]) -> list[Any] | None:
+        """The items of one GSI partition, or None when this index cannot answer (moto then scans)."""
+        attrs = self.hash_attrs.get(index_name)
+        if attrs is None or set(conditions) != set(attrs):
+            return None
+        keys = self.partitions[index_name].get(tuple(conditions[a] for a in attrs), {})
+        return [item for k in keys if (item := _stored_item(self.table, *k)) is not None]
+
+
+def _stored_item(table: Any, hash_key: Any, range_key: Any) -> Any:
+    """The item stored at a key, or None (without moto's ``defaultdict`` adding an empty partition)."""
+    stored = table.items.get(hash_key)
+    if stored is None or not table.range_key_attr:
+        return stored
+    return stored.get(range_key)
+
+
+def _partition_items(table: Any, hash_key: Any) -> list[Any]:
+    stored = table.items.get(hash_key)
+    if stored is None:
+        return []
+    return list(stored.values()) if table.range_key_attr else [stored]
+
+
+def _index_queries(table_class: Any, backend_class: Any) -> None:
+    """Hand each ``Table.query`` only the items of the partition it names, and keep the GSI partitions in step
+    with ``Table.put_item``, ``Table.delete_item`` and ``DynamoDBBackend.update_item`` (which changes an item in
+    place) — every path by which moto changes an item, transactions and batches included. Idempotent."""
+    if getattr(table_class.query, "_itl_indexed", False):
+        return
+    query, put_item, delete_item = table_class.query, table_class.put_item, table_class.delete_item
+    update_item = backend_class.update_item
+    query_signature = inspect.signature(query)
+
+    def indexed_query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = query_signature.bind(self, *args, **kwargs).arguments
+        index_name = bound.get("index_name")
+        with _WRITE_LOCK:
+            candidates: list[Any] | None = None
+            if not index_name:
+                if bound.get("hash_key") is not None:
+                    candidates = _partition_items(self, bound["hash_key"])
+            elif index_name in {i.name for i in self.all_indexes()}:
+                index = self.get_index(index_name)
+                attrs = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
+                conditions = dict(bound.get("hash_key_conditions") or [])
+                if attrs == [self.hash_key_attr] and set(conditions) == {self.hash_key_attr}:
+                    candidates = _partition_items(self, conditions[self.hash_key_attr])
+                elif conditions:
+                    candidates = _GsiPartitions.of(self).candidates(index_name, conditions)
+            if candidates is None:
+                return query(self, *args, **kwargs)
+            self.__dict__["all_items"] = lambda: candidates
+            try:
+                return query(self, *args, **kwargs)
+            finally:
+                del self.__dict__["all_items"]
+
+    def indexed_put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _WRITE_LOCK:
+            item = put_item(self, *args, **kwargs)
+            _GsiPartitions.of(self).reindex(item.hash_key, item.range_key)
+            return item
+
+    def indexed_delete_item(self: Any, hash_key: Any, range_key: Any) -> Any:
+        with _WRITE_LOCK:
+            try:
+                return delete_item(self, hash_key, range_key)
+            finally:
+                _GsiPartitions.of(self).reindex(hash_key, range_key)
+
+    def indexed_update_item(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        with _WRITE_LOCK:
+            try:
+                return update_item(self, table_name, key, *args, **kwargs)
+            finally:
+                table = self.tables.get(table_name)
+                try:
+                    hash_key, range_key = self.get_keys_value(table, key)
+                except Exception:  # noqa: BLE001 - a malformed key: moto refused the update, nothing changed
+                    table = None
+                if table is not None:
+                    _GsiPartitions.of(table).reindex(hash_key, range_key)
+
+    indexed_query._itl_indexed = True  # type: ignore[attr-defined]
+    indexed_query.__wrapped__ = query  # type: ignore[attr-defined]
+    table_class.query = indexed_query
+    table_class.put_item = indexed_put_item
+    table_class.delete_item = indexed_delete_item
+    backend_class.update_item = indexed_update_item
 
 
 def trim_stream(table_name: str, through_sequence_number: str) -> None:

@@ -144,3 +144,80 @@ def test_the_table_stream_has_committed_changes_only_and_can_be_trimmed(aws, tem
     (later,) = _stream_records(table, after=record["dynamodb"]["SequenceNumber"])
     assert later["eventName"] == "REMOVE"
     aws.delete_table(TableName=table)
+
+
+def test_a_query_reads_its_partition_and_answers_as_moto_scanning_the_table(aws, template):
+    """moto answers a Query by scanning the whole table (O(table) under the write lock: in a long session every
+    read queued the requests behind it); the local runtime hands it only the partition, the table's own or a GSI's
+    kept in step with every write. Its answers must be moto's, item for item, after every kind of write."""
+    from moto.dynamodb import models
+
+    from itl_local.aws import create_table
+
+    # Given a table of its own with items in two GSI1 partitions and three table partitions
+    table = "fidelity-index"
+    create_table(aws, template, table)
+    assert getattr(models.Table.query, "_itl_indexed", False)
+
+    def item(pk: str, sk: str, **attrs: str) -> dict:
+        return {"PK": {"S": pk}, "SK": {"S": sk}, **{k: {"S": v} for k, v in attrs.items()}}
+
+    for n in range(12):
+        aws.put_item(TableName=table, Item=item(f"P{n % 3}", f"{n:02}", GSI1PK=f"G{n % 2}", GSI1SK=f"{n:02}"))
+    # When items move between GSI partitions in every way moto writes: update, put over, delete, remove the key
+    # attribute, a batch, a committed transaction and a cancelled one (rolled back)
+    key = {"PK": {"S": "P0"}, "SK": {"S": "00"}}
+    aws.update_item(
+        TableName=table, Key=key, UpdateExpression="SET GSI1PK = :g", ExpressionAttributeValues={":g": {"S": "G1"}}
+    )
+    aws.put_item(TableName=table, Item=item("P1", "01", GSI1PK="G0", GSI1SK="01"))
+    aws.delete_item(TableName=table, Key={"PK": {"S": "P2"}, "SK": {"S": "02"}})
+    aws.update_item(TableName=table, Key={"PK": {"S": "P0"}, "SK": {"S": "03"}}, UpdateExpression="REMOVE GSI1PK")
+    aws.batch_write_item(RequestItems={table: [
+        {"PutRequest": {"Item": item("P1", "20", GSI1PK="G2", GSI1SK="20")}},
+        {"DeleteRequest": {"Key": {"PK": {"S": "P1"}, "SK": {"S": "04"}}}},
+    ]})  # fmt: skip
+    aws.transact_write_items(TransactItems=[
+        {"Put": {"TableName": table, "Item": item("P2", "21", GSI1PK="G2", GSI1SK="21")}},
+        {"Update": {"TableName": table, "Key": {"PK": {"S": "P2"}, "SK": {"S": "05"}},
+                    "UpdateExpression": "SET GSI1PK = :g", "ExpressionAttributeValues": {":g": {"S": "G2"}}}},
+    ])  # fmt: skip
+    with pytest.raises(aws.exceptions.TransactionCanceledException):
+        aws.transact_write_items(TransactItems=[
+            {"Update": {"TableName": table, "Key": {"PK": {"S": "P0"}, "SK": {"S": "06"}},
+                        "UpdateExpression": "SET GSI1PK = :g", "ExpressionAttributeValues": {":g": {"S": "G9"}}}},
+            {"Put": {"TableName": table, "Item": item("P9", "22", GSI1PK="G9", GSI1SK="22")}},
+            {"ConditionCheck": {"TableName": table, "Key": {"PK": {"S": "nope"}, "SK": {"S": "1"}},
+                                "ConditionExpression": "attribute_exists(PK)"}},
+        ])  # fmt: skip
+
+    def pages(**query: object) -> list[dict]:
+        answers, start = [], {}
+        while True:
+            page = aws.query(TableName=table, Limit=2, **query, **start)
+            answers.append({k: page.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+            if "LastEvaluatedKey" not in page:
+                return answers
+            start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+    queries = [
+        *({"KeyConditionExpression": "PK = :v", "ExpressionAttributeValues": {":v": {"S": p}}}
+          for p in ("P0", "P1", "P2", "P9", "none")),
+        *({"IndexName": "GSI1", "KeyConditionExpression": "GSI1PK = :v", "ExpressionAttributeValues": {":v": {"S": g}},
+           "ScanIndexForward": False} for g in ("G0", "G1", "G2", "G9", "none")),
+        {"IndexName": "GSI1", "KeyConditionExpression": "GSI1PK = :v AND GSI1SK > :s",
+         "ExpressionAttributeValues": {":v": {"S": "G1"}, ":s": {"S": "05"}}},
+    ]  # fmt: skip
+    indexed = [pages(**q) for q in queries]
+    # Then each answer, page by page, is the one moto gives by scanning the table
+    scanning, models.Table.query = models.Table.query, models.Table.query.__wrapped__
+    try:
+        scanned = [pages(**q) for q in queries]
+    finally:
+        models.Table.query = scanning
+    assert indexed == scanned
+    # And the partitions hold what the writes left (not an empty answer that would also match)
+    assert [i["SK"]["S"] for p in indexed[6] for i in p["Items"]] == ["11", "09", "07", "00"]
+    assert [i["SK"]["S"] for p in indexed[7] for i in p["Items"]] == ["21", "20", "05"]
+    assert indexed[8] == [{"Items": [], "Count": 0, "ScannedCount": 0, "LastEvaluatedKey": None}]
+    aws.delete_table(TableName=table)
