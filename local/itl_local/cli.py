@@ -321,7 +321,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         threading.Thread(
             target=_register_with_gateway, args=(settings, console), name="itl-registration", daemon=True
         ).start()
-    stop.wait()
+    # A timed wait, not stop.wait(): CPython runs a signal's handler in the main thread only when that thread runs
+    # bytecode. Blocked on a lock with no timeout, it was not always woken: a Ctrl-C delivered while the stack was
+    # busy went unanswered for minutes (caught by py-spy: MainThread still in Event.wait 30 s after SIGINT).
+    while not stop.wait(0.5):
+        pass
     print("stopping...", flush=True)
     for runner in runners:
         runner.stop()
