@@ -37,7 +37,17 @@ def aws_environment(port: int) -> dict[str, str]:
 
 
 _WRITE_LOCK = threading.RLock()
-_MUTATORS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+_MUTATORS = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "transact_write_items",
+    "batch_write_item",
+    # PartiQL: moto reads ``Table.all_items`` and then writes item by item
+    "execute_statement",
+    "execute_transaction",
+    "batch_execute_statement",
+)
 #: Reads iterate moto's item dicts, which a concurrent write mutates ("dictionary changed size during iteration"):
 #: they take the same lock. (DynamoDB's reads never fail that way.)
 _READERS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
@@ -119,7 +129,7 @@ def _rolled_back_by_item(transact: Any) -> Any:
         streams = {id(t): (t.stream_shard, len(t.stream_shard.items)) for t in self.tables.values() if t.stream_shard}
         for entry in transact_items:
             _, op = next(iter(entry.items()))
-            table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
+            table = _table_named(self, op.get("TableName")) if isinstance(op, dict) else None
             if table is None:
                 continue
             key = op.get("Key") or {
@@ -186,7 +196,8 @@ class _GsiPartitions:
         filed = {}
         for name, attrs in self.hash_attrs.items():
             values = tuple(item.attrs.get(a) for a in attrs)
-            if all(values):
+            # only scalars key an index (DynamoDB refuses a list, set or map there; moto stores it, unhashable)
+            if all(v is not None and v.type in ("S", "N", "B") for v in values):
                 self.partitions[name].setdefault(values, {})[(hash_key, range_key)] = None
                 filed[name] = values
         if filed:
@@ -222,6 +233,20 @@ def _stored_item(table: Any, hash_key: Any, range_key: Any) -> Any:
     return stored.get(range_key)
 
 
+#: The partition handed to the Query running on this thread: ``table`` and its ``candidates`` (see _index_queries)
+_QUERY_SCOPE = threading.local()
+
+
+def _table_named(backend: Any, name: Any) -> Any:
+    """The backend's table called ``name`` (its name or its ARN, as moto's ``get_table`` takes), or None."""
+    from moto.dynamodb.exceptions import ResourceNotFoundException
+
+    try:
+        return backend.get_table(name) if isinstance(name, str) else None
+    except ResourceNotFoundException:
+        return None
+
+
 def _partition_items(table: Any, hash_key: Any) -> list[Any]:
     stored = table.items.get(hash_key)
     if stored is None:
@@ -236,6 +261,7 @@ def _index_queries(table_class: Any, backend_class: Any) -> None:
     if getattr(table_class.query, "_itl_indexed", False):
         return
     query, put_item, delete_item = table_class.query, table_class.put_item, table_class.delete_item
+    all_items = table_class.all_items
     update_item = backend_class.update_item
     query_signature = inspect.signature(query)
 
@@ -257,11 +283,17 @@ def _index_queries(table_class: Any, backend_class: Any) -> None:
                     candidates = _GsiPartitions.of(self).candidates(index_name, conditions)
             if candidates is None:
                 return query(self, *args, **kwargs)
-            self.__dict__["all_items"] = lambda: candidates
+            _QUERY_SCOPE.table, _QUERY_SCOPE.candidates = self, candidates
             try:
                 return query(self, *args, **kwargs)
             finally:
-                del self.__dict__["all_items"]
+                _QUERY_SCOPE.table = _QUERY_SCOPE.candidates = None
+
+    def scoped_all_items(self: Any) -> Any:
+        # this thread's Query on this table sees its partition; any other caller (a Scan, PartiQL) the whole table
+        if getattr(_QUERY_SCOPE, "table", None) is self:
+            return _QUERY_SCOPE.candidates
+        return all_items(self)
 
     def indexed_put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
         with _WRITE_LOCK:
@@ -281,10 +313,10 @@ def _index_queries(table_class: Any, backend_class: Any) -> None:
             try:
                 return update_item(self, table_name, key, *args, **kwargs)
             finally:
-                table = self.tables.get(table_name)
+                table = _table_named(self, table_name)
                 try:
                     hash_key, range_key = self.get_keys_value(table, key)
-                except Exception:  # noqa: BLE001 - a malformed key: moto refused the update, nothing changed
+                except Exception:  # noqa: BLE001 - no such table or a malformed key: moto changed nothing
                     table = None
                 if table is not None:
                     _GsiPartitions.of(table).reindex(hash_key, range_key)
@@ -292,6 +324,7 @@ def _index_queries(table_class: Any, backend_class: Any) -> None:
     indexed_query._itl_indexed = True  # type: ignore[attr-defined]
     indexed_query.__wrapped__ = query  # type: ignore[attr-defined]
     table_class.query = indexed_query
+    table_class.all_items = scoped_all_items
     table_class.put_item = indexed_put_item
     table_class.delete_item = indexed_delete_item
     backend_class.update_item = indexed_update_item

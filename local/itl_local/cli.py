@@ -294,12 +294,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         for runner in runners:
             runner.start()
 
-    stop = threading.Event()
+    # A plain flag, not a threading.Event: the handler runs in the main thread between two bytecodes, possibly
+    # inside Event.wait holding the Event's own (non-reentrant) lock, where Event.set would deadlock
+    stop_requested: list[bool] = []
 
     def on_signal(*_: object) -> None:
-        if stop.is_set():  # a second Ctrl-C while it stops: at once
+        if stop_requested:  # a second Ctrl-C while it stops: at once
             _leave(130)
-        stop.set()
+        stop_requested.append(True)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
@@ -321,11 +323,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         threading.Thread(
             target=_register_with_gateway, args=(settings, console), name="itl-registration", daemon=True
         ).start()
-    # A timed wait, not stop.wait(): CPython runs a signal's handler in the main thread only when that thread runs
-    # bytecode. Blocked on a lock with no timeout, it was not always woken: a Ctrl-C delivered while the stack was
-    # busy went unanswered for minutes (caught by py-spy: MainThread still in Event.wait 30 s after SIGINT).
-    while not stop.wait(0.5):
-        pass
+    # A short sleep in a loop, not a wait with no timeout: CPython runs a signal's handler in the main thread only
+    # when that thread runs bytecode. Blocked on a lock with no timeout it was not always woken: a Ctrl-C delivered
+    # while the stack was busy went unanswered for minutes (py-spy: MainThread still in Event.wait 30 s after SIGINT).
+    while not stop_requested:
+        time.sleep(0.2)
     print("stopping...", flush=True)
     for runner in runners:
         runner.stop()
