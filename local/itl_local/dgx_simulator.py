@@ -86,6 +86,28 @@ class SimulatorConfig:
     callback_drop_rate: float = 0.0
     seed: int | None = None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ``hold_jobs``' last window (monotonic): a job due to end inside it ends when it is let go, whether the
+        # hold is set here, through update() or POST /_simulator/config, and whether or not the job was read
+        # while held (reading it is not what holds it)
+        if name == "hold_jobs" and bool(value) != bool(getattr(self, "hold_jobs", False)):
+            moment = time.monotonic()
+            if value:
+                object.__setattr__(self, "jobs_held_at", moment)
+                object.__setattr__(self, "jobs_released_at", None)
+            else:
+                object.__setattr__(self, "jobs_released_at", moment)
+        object.__setattr__(self, name, value)
+
+    def jobs_let_go(self, due: float) -> float:
+        """When a job due to end at ``due`` (monotonic) ends: at ``due``, or when ``hold_jobs`` was let go if it was
+        held then."""
+        held_at: float | None = getattr(self, "jobs_held_at", None)
+        released: float | None = getattr(self, "jobs_released_at", None)
+        if held_at is not None and released is not None and held_at <= due < released:
+            return released
+        return due
+
     def update(self, values: dict[str, Any]) -> None:
         """Set the given fields (unknown names raise ``KeyError``)."""
         names = {f.name for f in fields(self)}
@@ -334,7 +356,14 @@ class DgxSimulator:
             job["status"], job["startedAt"] = "Running", _iso_at(job["wallStart"] + job["runAt"] - job["created"])
         if job["status"] == "Running" and job["endsAt"] is not None and self.config.hold_jobs:
             job["endsAt"] = max(job["endsAt"], now)  # held: it ends when let go, not back when it was due
-        elif job["status"] == "Running" and job["endsAt"] is not None and now >= job["endsAt"]:
+        elif job["status"] == "Running" and job["endsAt"] is not None:
+            job["endsAt"] = self.config.jobs_let_go(job["endsAt"])
+        if (
+            job["status"] == "Running"
+            and job["endsAt"] is not None
+            and not self.config.hold_jobs
+            and now >= job["endsAt"]
+        ):
             job["exitCode"] = job["plannedExitCode"]
             job["status"] = "Succeeded" if job["exitCode"] == 0 else "Failed"
             job["endedAt"] = _iso_at(job["wallStart"] + job["endsAt"] - job["created"])

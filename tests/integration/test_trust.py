@@ -6,6 +6,8 @@ its job runs, a cancel under way). Each case has the value a user should see."""
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -60,6 +62,10 @@ def test_a_supplier_changing_its_terms_mid_run_does_not_reprice_the_running_job(
     # When the node's owner changes its terms while the job runs (accepted: new allocations get them)
     changed = greedy.patch(rd1, json={"properties": {"pricing": new_terms}})
     assert changed.status_code == 200, changed.text
+    # (let go once it has run two whole seconds of the provider's clock, which bills in whole seconds from its
+    # startedAt: a fast machine could otherwise start and end it within one second, 0 GPU-seconds to compare)
+    started = datetime.fromisoformat(running["properties"]["startedAt"].replace("Z", "+00:00")).timestamp()
+    wait_for(lambda: time.time() >= started + 2, timeout=30, interval=0.1, what="two seconds of the job's run")
     held_jobs.config.hold_jobs = False
     done = wait_job(consumer, jobs_path(sub, "train"))
     # Then the job is billed by the terms it started under: every GPU-second at 3.60 USD per GPU-hour, in USD

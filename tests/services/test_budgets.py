@@ -139,3 +139,23 @@ def test_only_operators_set_budgets_and_bad_ones_are_refused(env: Env):
     with pytest.raises(InvalidParameter):
         put_budget(env, "bad name/with slash")
     assert env.w.budgets.in_subscription(env.consumer(), env.sub) == []
+
+
+def test_a_budget_answers_what_the_api_document_says_it_does(spending: Env):
+    """The budget as answered validates against docs/openapi.json's Budget: its spend and thresholds crossed are
+    JSON numbers there and on the wire (a fuzzed budget once answered a number where the document said string)."""
+    import json
+
+    import jsonschema
+
+    from tests.conftest import REPO_ROOT
+
+    env, events = spending, Events()
+    put_budget(env)
+    meter_until(env, f"{DAY}T09:55:00")
+    monitor(env, events).run()
+    answered = json.loads(json.dumps(env.w.budgets.get(env.admin(), env.sub, "team")))
+    document = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
+    jsonschema.validate(answered, {"$ref": "#/components/schemas/Budget", "components": document["components"]})
+    assert answered["properties"]["currentSpend"]["amount"] == 9.2
+    assert answered["properties"]["status"]["thresholdsCrossed"] == [50, 80]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -47,3 +48,28 @@ def test_a_held_jobs_log_keeps_the_lines_read_while_it_ran_and_ends_with_the_exi
     assert [line["number"] for line in whole["lines"]] == list(range(1, len(whole["lines"]) + 1))
     assert rest["lines"] == whole["lines"][len(seen) :]
     assert rest["lines"][-1]["text"] == "[dgx] container exited with code 0: job Succeeded"
+
+
+def test_a_held_job_ends_when_let_go_even_if_nobody_read_it_while_held():
+    """A job due to end while ``hold_jobs`` is set ends when the hold is let go, not back when it was due — also
+    when nothing read it during the hold (the tracker may not have polled it on a busy machine). It once ended at
+    its last read, which could fall before the provider's own start, billing 0 GPU-seconds."""
+    simulator = DgxSimulator(SimulatorConfig(job_seconds=0.2, provisioning_seconds=0.1))
+    with TestClient(simulator.app) as client:
+        simulator.config.hold_jobs = True
+        created = client.post(
+            "/v1/jobs",
+            json={"name": "train", "nodeId": "node-1", "gpus": 1, "memoryGb": 80, "image": "nvcr.io/nvidia/pytorch"},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert created.status_code == 201, created.text
+        job_id = created.json()["id"]
+        # Held, unread, well past its 0.2 s, then let go
+        due = time.monotonic() + 1.5
+        while time.monotonic() < due:
+            time.sleep(0.05)
+        simulator.config.hold_jobs = False
+        job = client.get(f"/v1/jobs/{job_id}").json()
+    started, ended = (datetime.fromisoformat(job[k].replace("Z", "+00:00")) for k in ("startedAt", "endedAt"))
+    assert job["status"] == "Succeeded"
+    assert (ended - started).total_seconds() >= 1  # it ran until let go (whole seconds), not its 0.2 s

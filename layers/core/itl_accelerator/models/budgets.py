@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from itl_accelerator.models.common import ApiModel, CurrencyCode, SystemData
+from itl_accelerator.models.common import ApiModel, CurrencyCode, Number, SystemData
 
 #: The most notifications a budget has (Azure: 5).
 MAX_NOTIFICATIONS = 5
@@ -95,7 +95,7 @@ class BudgetWrite(ApiModel):
 class CurrentSpend(ApiModel):
     """What the budget's scope spent this month, as of the last evaluation."""
 
-    amount: Decimal
+    amount: Number
     unit: str
 
 
@@ -103,7 +103,7 @@ class BudgetStatus(ApiModel):
     """Where the budget stands in ``period``: the thresholds crossed (notified) and whether it is spent."""
 
     period: str
-    thresholds_crossed: list[Decimal]
+    thresholds_crossed: list[Number]
     exceeded: bool
 
 

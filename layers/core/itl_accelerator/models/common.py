@@ -20,6 +20,9 @@ Money = Annotated[
     PlainSerializer(float, return_type=float, when_used="json"),
 ]
 
+#: A decimal figure the API answers as a JSON number, unbounded (a spend so far, a threshold crossed): Decimal in code.
+Number = Annotated[Decimal, PlainSerializer(float, return_type=float, when_used="json")]
+
 #: ISO 4217 codes that name no money a price can be in: "no currency" and the code reserved for testing.
 NOT_MONEY_CODES = frozenset({"XXX", "XTS"})
 
