@@ -59,13 +59,19 @@ def serve(app: Any) -> tuple[Any, int]:
 
     from itl_local.cli import KEEP_ALIVE_SECONDS
 
-    port = free_port()
+    # bound here and handed to uvicorn: a port found free and bound later could be taken in between (by a
+    # client's ephemeral port or another test run), and uvicorn would then never start
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
     )
     server = uvicorn.Server(config)
-    threading.Thread(target=server.run, daemon=True).start()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
     while not server.started:
+        assert thread.is_alive(), f"the server on 127.0.0.1:{port} did not start"
         time.sleep(0.01)
     return server, port
 

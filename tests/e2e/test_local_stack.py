@@ -59,7 +59,18 @@ class Stack:
         options: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
     ):
-        self.ports = ports or (free_port(), free_port(), free_port(), free_port())
+        # free_port() finds a port free now; another process (a client's ephemeral port, another test run's
+        # stack) may take it before the stack binds it. Then the stack says so and exits, and it is started again
+        # on other ports — unless the test chose the ports.
+        for attempt in range(1 if ports else 5):
+            self.ports = ports or (free_port(), free_port(), free_port(), free_port())
+            if self._start(home, data, options, env) or "in use" not in self.text or attempt == 4:
+                break
+        if "local stack ready" not in self.text:
+            raise AssertionError("stack did not start:\n" + self.text)
+
+    def _start(self, home: Path, data: Path | None, options: tuple[str, ...], env: dict[str, str] | None) -> bool:
+        """Start ``itl-local up`` on ``self.ports``; whether it said it is ready (within 180 s)."""
         self.port, self.aws_port, self.idp_port, self.dgx_port = self.ports
         self.env = {**stack_env(home, self.ports), **(env or {})}
         args = [str(BIN / "itl-local"), "up", *options] + (["--data", str(data)] if data else [])
@@ -75,9 +86,10 @@ class Stack:
                 # Read what it prints while it serves as it comes, so a full pipe never blocks the stack
                 self.reader = threading.Thread(target=self._read, daemon=True)
                 self.reader.start()
-                return
+                return True
         self.proc.kill()
-        raise AssertionError("stack did not start:\n" + "".join(self.output))
+        self.proc.wait(timeout=30)
+        return False
 
     def _read(self) -> None:
         for line in self.proc.stdout:
