@@ -21,17 +21,22 @@ def _log(client: TestClient, job_id: str, after: int = 0) -> dict[str, Any]:
     return dict(response.json())
 
 
+def _submit_held(client: TestClient, simulator: DgxSimulator) -> str:
+    """Set ``hold_jobs`` and submit a 0.2 s job; its id."""
+    simulator.config.hold_jobs = True
+    created = client.post(
+        "/v1/jobs",
+        json={"name": "train", "nodeId": "node-1", "gpus": 1, "memoryGb": 80, "image": "nvcr.io/nvidia/pytorch"},
+        headers={"Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
 def test_a_held_jobs_log_keeps_the_lines_read_while_it_ran_and_ends_with_the_exit_line():
     simulator = DgxSimulator(SimulatorConfig(job_seconds=0.2, provisioning_seconds=0.1))
     with TestClient(simulator.app) as client:
-        simulator.config.hold_jobs = True
-        created = client.post(
-            "/v1/jobs",
-            json={"name": "train", "nodeId": "node-1", "gpus": 1, "memoryGb": 80, "image": "nvcr.io/nvidia/pytorch"},
-            headers={"Idempotency-Key": str(uuid.uuid4())},
-        )
-        assert created.status_code == 201, created.text
-        job_id = created.json()["id"]
+        job_id = _submit_held(client, simulator)
         # Read while it runs, held past its 0.2 s, until a training step shows (a second after it started)
         deadline = time.monotonic() + 30
         while not (page := _log(client, job_id))["lines"][-1]["text"].startswith("step "):
@@ -56,14 +61,7 @@ def test_a_held_job_ends_when_let_go_even_if_nobody_read_it_while_held():
     its last read, which could fall before the provider's own start, billing 0 GPU-seconds."""
     simulator = DgxSimulator(SimulatorConfig(job_seconds=0.2, provisioning_seconds=0.1))
     with TestClient(simulator.app) as client:
-        simulator.config.hold_jobs = True
-        created = client.post(
-            "/v1/jobs",
-            json={"name": "train", "nodeId": "node-1", "gpus": 1, "memoryGb": 80, "image": "nvcr.io/nvidia/pytorch"},
-            headers={"Idempotency-Key": str(uuid.uuid4())},
-        )
-        assert created.status_code == 201, created.text
-        job_id = created.json()["id"]
+        job_id = _submit_held(client, simulator)
         # Held, unread, well past its 0.2 s, then let go
         due = time.monotonic() + 1.5
         while time.monotonic() < due:
