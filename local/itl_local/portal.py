@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -32,7 +33,9 @@ def portal_config(*, api_base_url: str, authority: str, client_id: str) -> dict[
 
 class PortalSite:
     """ASGI app for ``/portal/...``: ``config.json`` from ``config``, everything else from ``dist`` (index.html
-    for the directory). Without a built ``dist`` it answers 503 with a page saying how to build it."""
+    for the directory). Without a built ``dist`` it answers 503 with a page saying how to build it. A file that
+    is not there (or a path outside ``dist``) answers 404 ``Not Found``, as the portal's bucket behind CloudFront
+    does; the portal routes by the URL's fragment, so no deep link names a file."""
 
     def __init__(self, config: dict[str, Any], dist: Path = PORTAL_DIST):
         self.config = config
@@ -53,8 +56,12 @@ class PortalSite:
             )
         else:
             sub = {**scope, "path": path[len(PORTAL_PATH) :], "root_path": scope.get("root_path", "") + PORTAL_PATH}
-            await self.files(sub, receive, send)
-            return
+            try:
+                # StaticFiles raises its 404 (and 405) for an app's ExceptionMiddleware to answer; none wraps it here.
+                await self.files(sub, receive, send)
+                return
+            except HTTPException as error:
+                response = PlainTextResponse(error.detail, status_code=error.status_code, headers=error.headers)
         await response(scope, receive, send)
 
 

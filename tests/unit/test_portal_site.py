@@ -50,6 +50,28 @@ def test_the_portal_and_its_config_are_served_under_portal_and_everything_else_i
     )
 
 
+@pytest.mark.parametrize("path", ["/portal/nonexistent.js", "/portal/nodes", "/portal/a/b/c", "/portal/app.js/x"])
+def test_a_file_the_portal_does_not_have_is_404_not_a_server_error(dist: Path, path: str):
+    answer = serve(dist).get(path)
+
+    assert (answer.status_code, answer.text) == (404, "Not Found")
+
+
+def test_a_path_out_of_the_portal_folder_is_never_served(dist: Path):
+    (dist.parent / "secret.txt").write_text("not the portal's")
+    client = serve(dist)
+
+    for path in ("/portal/%2e%2e/secret.txt", "/portal/..%2fsecret.txt", "/portal/%2e%2e%2fsecret.txt"):
+        answer = client.get(path)
+        assert answer.status_code == 404 and "not the portal's" not in answer.text, path
+
+
+def test_a_write_to_the_portal_is_405(dist: Path):
+    answer = serve(dist).post("/portal/app.js")
+
+    assert answer.status_code == 405
+
+
 def test_an_unbuilt_portal_says_how_to_build_it(tmp_path: Path):
     page = serve(tmp_path / "missing").get("/portal/")
 
