@@ -26,6 +26,7 @@ import json
 import random
 import threading
 import time
+import typing
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
@@ -33,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from pydantic import TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -109,11 +111,26 @@ class SimulatorConfig:
         return due
 
     def update(self, values: dict[str, Any]) -> None:
-        """Set the given fields (unknown names raise ``KeyError``)."""
+        """Set the given fields, all or none: an unknown name raises ``KeyError``; a value of another type (``"lots"``
+        for a rate, ``true`` for a time) or out of range — a rate (``*_rate``) outside [0, 1], a negative time
+        (``*_seconds``) or count — raises ``ValueError`` naming the field, and nothing is set."""
+        hints = typing.get_type_hints(type(self))
         names = {f.name for f in fields(self)}
+        checked: dict[str, Any] = {}
         for key, value in values.items():
             if key not in names:
                 raise KeyError(key)
+            try:
+                checked[key] = TypeAdapter(hints[key]).validate_python(value, strict=True)
+            except ValidationError as exc:
+                raise ValueError(f"{key}: {exc.errors()[0]['msg']}") from None
+            number = checked[key]
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                if key.endswith("_rate") and not 0 <= number <= 1:
+                    raise ValueError(f"{key}: a rate is between 0 and 1")
+                if number < 0 and key != "late_metrics_percent":
+                    raise ValueError(f"{key}: must not be negative")
+        for key, value in checked.items():
             setattr(self, key, value)
 
 
