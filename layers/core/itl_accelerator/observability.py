@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -136,6 +137,10 @@ def log_metrics(handler: Callable[..., Any]) -> Callable[..., Any]:
     Powertools neither prints nor clears, so every run's metrics piled up in the process and came out at once as
     EMF lines when a metric reached 100 values — on a console that was to print nothing."""
     flushed = metrics.log_metrics(handler)
+    # A run with nothing to count (an idle schedule, a warm call that added no metric) is normal here: Powertools'
+    # UserWarning for it went to stderr (the local console, CloudWatch) with a venv path and said nothing useful.
+    # The filter Powertools' documentation gives for it.
+    warnings.filterwarnings("ignore", "No application metrics to publish")
 
     @functools.wraps(handler)
     def run(event: Any, context: Any) -> Any:
