@@ -274,11 +274,22 @@ def test_a_name_submitted_again_starts_without_the_figures_of_the_one_before(env
     assert env.w.usage_stats.subscription(env.sub, 24)["totals"]["gpuSeconds"] == 7200
 
 
-@pytest.mark.parametrize("day", ["garbage", "2025-13-01", "2025-02-30", "25-03-10", "2999-01-01", "2025-03-12"])
-def test_an_export_of_a_day_that_is_no_day_not_begun_or_not_next_is_refused(env, node, day):
+@pytest.mark.parametrize(
+    ("day", "why"),
+    [
+        ("garbage", "is not a day"),
+        ("2025-13-01", "is not a day"),
+        ("2025-02-30", "is not a day"),
+        ("25-03-10", "is not a day"),
+        ("2999-01-01", "has not begun yet"),
+        ("2025-03-12", "2025-03-10 is to be exported before 2025-03-12"),
+        ("2025-03-09", "2025-03-09 is before the first day with usage; it has nothing to bill and is never exported"),
+    ],
+)
+def test_an_export_of_a_day_that_is_no_day_not_begun_or_not_next_is_refused_saying_why(env, node, day, why):
     run_job(env, "j", 1, f"{DAY}T08:00:00")
     sync(env, f"{DAY}T09:00:00")  # the export cursor starts at the 10th
-    with pytest.raises(ExportRefused):
+    with pytest.raises(ExportRefused, match=why):
         env.w.billing_export.run(now=t("2025-03-12T12:00:00"), day=day)
     assert env.s3.writes == []
 

@@ -228,11 +228,13 @@ class BillingExport:
         if state is None:
             next_day = self._billing.export_cursor()
             if next_day != day or not self._billing.close_day(day, _next_day(day)):
-                raise ExportRefused(
-                    f"days are exported in order; the next day to export is {next_day}"
-                    if next_day
-                    else "no usage has been recorded yet"
-                )
+                if not next_day:
+                    raise ExportRefused("no usage has been recorded yet")
+                if day < next_day:  # not exported, and before where the exports begin: the first day with usage
+                    raise ExportRefused(
+                        f"{day} is before the first day with usage; it has nothing to bill and is never exported"
+                    )
+                raise ExportRefused(f"days are exported in order: {next_day} is to be exported before {day}")
         data_key, manifest_key = self.object_keys(day)
         existing = self._existing_manifest(manifest_key)
         if existing is not None:
