@@ -228,7 +228,8 @@ def test_readme_jobs_example_runs_as_written(stack: Stack):
     lines = done.stdout.splitlines()
     assert "node: 201" in lines and "job-1" in lines and "alice" in lines
     assert "job: Succeeded" in lines and lines.count("Succeeded") == 1  # the operation's status
-    assert any("'currency': 'USD'" in line for line in lines)
+    cost = next(line for line in lines if "'currency': 'USD'" in line)
+    assert "'amount': '0.000000'" not in cost, cost  # the node's price, not a free node's zero
     assert "delete: 200" in lines
 
 
