@@ -403,9 +403,23 @@ def _register_with_gateway(settings: Any, console: Any) -> None:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    """Print a dev token signed by the local stack's key (created on first use)."""
-    from itl_local.devauth import load_or_create_key, mint_token
+    """Print a dev token signed by the local stack's key (created on first use). The subject, roles and scopes are
+    checked as the dev issuer's login page checks them: a typo (a role the provider does not know, a scope that is
+    no ARM scope) is a usage error here (exit 2), not a 403 later."""
+    from itl_local.devauth import DEV_ROLES, SCOPE_PATTERN, SUBJECT_PATTERN, load_or_create_key, mint_token
 
+    problems = []
+    if not SUBJECT_PATTERN.fullmatch(args.sub):
+        problems.append(f"--sub {args.sub!r}: 1 to 128 letters, digits or . _ @ + -")
+    problems += [f"--role {r!r}: not one of {', '.join(DEV_ROLES)}" for r in args.role or [] if r not in DEV_ROLES]
+    problems += [
+        f"--scope {s!r}: not /subscriptions/{{sub}} or /subscriptions/{{sub}}/resourceGroups/{{rg}}"
+        for s in args.scope or []
+        if not SCOPE_PATTERN.match(s)
+    ]
+    if problems:
+        print("itl-local token: " + "; ".join(problems), file=sys.stderr)
+        return 2
     settings = _settings()
     token = mint_token(
         load_or_create_key(_home(settings)),

@@ -100,6 +100,8 @@ PORTAL_CLIENT_ID = "itl-accelerator-portal"
 #: The roles the dev login page offers.
 DEV_ROLES = ("itl-accelerator-consumer", "itl-accelerator-admin", "itl-accelerator-supplier")
 #: An ARM scope as the ``subscriptions`` claim holds it.
+#: A dev user's id, on the login page and in ``itl-local token``.
+SUBJECT_PATTERN = re.compile(r"[A-Za-z0-9._@+-]{1,128}")
 SCOPE_PATTERN = re.compile(r"^/subscriptions/[A-Za-z0-9._-]{1,90}(/resourceGroups/[A-Za-z0-9._()-]{1,90})?$")
 #: How long an authorization code may wait for its exchange (seconds); Keycloak's default is 60.
 CODE_LIFETIME_SECONDS = 60
@@ -248,7 +250,7 @@ def idp_app(
         roles = [r for r in DEV_ROLES if params.get(f"role:{r}")]
         scopes = [line.strip() for line in params.get("scopes", "").splitlines() if line.strip()]
         problems = []
-        if not re.fullmatch(r"[A-Za-z0-9._@+-]{1,128}", subject):
+        if not SUBJECT_PATTERN.fullmatch(subject):
             problems.append("The user must be 1 to 128 letters, digits or . _ @ + -.")
         problems += [
             f"'{s[:120]}' is not /subscriptions/{{sub}} or /subscriptions/{{sub}}/resourceGroups/{{rg}}."

@@ -176,3 +176,29 @@ def test_other_origins_get_no_cors_header(idp: TestClient):
     response = exchange(idp, login(idp, verifier), verifier, origin="https://evil.example.com")
 
     assert "access-control-allow-origin" not in response.headers
+
+
+def test_the_token_command_refuses_what_the_login_page_refuses(tmp_path, monkeypatch, capsys):
+    """``./dev token`` with a role typo, a scope that is no ARM scope or a subject with a space once printed a token
+    that the API then refused with 403; now it is a usage error naming each, as the login page's checks say."""
+    from itl_local.cli import main
+
+    monkeypatch.setenv("LOCAL_HOME", str(tmp_path))
+    bad = ["token", "--sub", "al ice", "--role", "itl-accelerator-superuser", "--scope", "/bogus"]
+    assert main(bad) == 2
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert "--sub 'al ice'" in said.err and "itl-accelerator-superuser" in said.err and "'/bogus'" in said.err
+
+    good = [
+        "token",
+        "--sub",
+        "alice",
+        "--role",
+        "itl-accelerator-admin",
+        "--scope",
+        "/subscriptions/sub-1/resourceGroups/rg1",
+    ]
+    assert main(good) == 0
+    claims = jwt.decode(capsys.readouterr().out.strip(), options={"verify_signature": False})
+    assert claims["sub"] == "alice"
