@@ -48,7 +48,9 @@ def _dispatch(
         payload = {"errorType": outcome, "errorMessage": str(exc)[:1000]}
         return json.dumps(payload).encode()
     finally:
-        operation = event.get("operationId") if isinstance(event, dict) else None
+        # a step's input is the execution's state, or (a .waitForTaskToken step) {"taskToken", "state"}
+        state = event.get("state", event) if isinstance(event, dict) else None
+        operation = state.get("operationId") if isinstance(state, dict) else None
         for console in _step_console:
             console.step(function.function_name, operation, outcome, (time.perf_counter() - started) * 1000)
     return json.dumps(result).encode()

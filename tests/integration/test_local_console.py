@@ -103,7 +103,15 @@ def test_each_workflow_step_is_one_line(output):
     }
     lambda_client = boto3.client("lambda")
     lambda_client.invoke(FunctionName="InstanceRequestFunction", Payload=json.dumps(state))
+    # a .waitForTaskToken step gets {"taskToken", "state"}: its line names the operation too
+    waited = {"taskToken": "t-1", "state": {**state, "operationId": "00000000-0000-0000-0000-0000000await"}}
+    lambda_client.invoke(FunctionName="InstanceAwaitReadyFunction", Payload=json.dumps(waited))
     lambda_client.invoke(FunctionName="InstanceRequestFunction", Payload=json.dumps({"x": 1}))
     lines = output.getvalue().splitlines()
     assert re.fullmatch(rf"{TIME} step InstanceRequestFunction op={state['operationId']} ok \d+ms", lines[0])
+    assert re.search(
+        rf"^{TIME} step InstanceAwaitReadyFunction op=00000000-0000-0000-0000-0000000await ",
+        "\n".join(lines),
+        re.M,
+    )
     assert re.fullmatch(rf"{TIME} step InstanceRequestFunction op=- ValidationError \d+ms", lines[-1])
