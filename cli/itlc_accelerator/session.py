@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import httpx
@@ -110,6 +111,14 @@ def _group_path(ctx: click.Context) -> str:
     return ctx.command_path
 
 
+def _api_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--api-url`` as given, when it is an absolute http(s) URL with a host; otherwise a usage error (exit 2)."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise click.BadParameter(f"{value!r} is not an http:// or https:// URL with a host", ctx, param)
+    return value.strip()
+
+
 def pass_session(*, subscription: bool = True, resource_group: bool = True) -> Callable[..., Any]:
     """Add the shared options to a command and call it with a :class:`Session` as its first argument.
 
@@ -150,6 +159,7 @@ def pass_session(*, subscription: bool = True, resource_group: bool = True) -> C
                 default=DEFAULT_API_URL,
                 show_default=True,
                 show_envvar=True,
+                callback=_api_url,
                 help="The API's base URL.",
             ),
             click.option(

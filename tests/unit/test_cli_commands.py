@@ -228,3 +228,17 @@ def test_a_price_that_is_no_number_is_a_usage_error():
     for price in ("nan", "inf", "-1", "abc"):
         done = run(["node", "update", "dgx-1", "--price", price], routes({}))
         assert done.code == 2 and done.requests == [] and "Traceback" not in done.err, done.err
+
+
+def test_a_time_that_is_no_time_is_a_usage_error_naming_the_option():
+    for command in (["audit", "list", "--since", "yesterday"], ["job", "logs", "train-1", "--since", "2026-05-01"]):
+        done = run(command, routes({}))
+        # Then nothing is sent, and it names the CLI's option, not the API's startTime
+        assert done.code == 2 and done.requests == [], done.err
+        assert "--since" in done.err and "startTime" not in done.err
+
+
+def test_an_api_url_that_is_no_url_is_a_usage_error():
+    for url in ("notaurl", "ftp://h/", "http://"):
+        done = run(["node", "list", "--api-url", url], routes({}))
+        assert done.code == 2 and done.requests == [] and "--api-url" in done.err, done.err

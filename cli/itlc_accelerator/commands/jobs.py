@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from itlc_accelerator import paths
-from itlc_accelerator.commands.audit import to_time
+from itlc_accelerator.commands.audit import MOMENT
 from itlc_accelerator.errors import ApiError, interrupted
 from itlc_accelerator.lro import Waiter, finish
 from itlc_accelerator.output import emit
@@ -154,7 +154,7 @@ def wait(s: Session, name: str, interval: float) -> None:
 @click.argument("name")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing its new lines until the job ends.")
 @click.option("--tail", type=click.IntRange(1, 10000), help="Start with its last N lines.")
-@click.option("--since", help="Only lines written since: ISO 8601 with a zone, or 30m / 2h / 7d ago.")
+@click.option("--since", type=MOMENT, help="Only lines written since: ISO 8601 with a zone, or 30m / 2h / 7d ago.")
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -170,7 +170,7 @@ def logs(s: Session, name: str, follow: bool, tail: int | None, since: str | Non
     "time", "text"}). Ctrl-C stops following (exit 130); the job goes on."""
     as_json = click.get_current_context().params.get("output") == "json"  # asked for, not the piped default
     path = paths.jobs(s.need_subscription(), s.need_resource_group(), name) + "/logs"
-    url, params = path, {"tail": str(tail) if tail else None, "since": to_time(since)}
+    url, params = path, {"tail": str(tail) if tail else None, "since": since}
     try:
         while True:
             page = s.client.get(url, **params) or {}
