@@ -139,7 +139,10 @@ def test_tail_since_and_pages(admin, sub, dgx, people):
 def test_bad_parameters_are_400_naming_them(admin, sub, params, target):
     response = admin.get(jobs_path(sub, "any") + "/logs", params=params)
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["code"] == "InvalidParameter" and response.json()["error"]["target"] == target
+    error = response.json()["error"]
+    assert error["code"] == "InvalidParameter" and error["target"] == target
+    assert "request content" not in error["message"]  # a parameter is named as one, never as the body
+    assert all(detail["code"] == "InvalidParameter" for detail in error.get("details", []))
 
 
 def test_a_job_waiting_for_capacity_has_no_lines_yet(admin, sub, dgx, people):

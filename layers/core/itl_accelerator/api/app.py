@@ -100,9 +100,20 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errs = list(exc.errors())
     error = invalid_content(errs)
-    if errs and errs[0].get("loc", ("",))[0] in ("query", "path", "header"):
-        error = InvalidParameter(error.message, target=error.details[0]["target"], details=error.details)
+    where = errs[0].get("loc", ("",))[0] if errs else ""
+    if where in _PARAMETER_KINDS:
+        # a query parameter, path segment or header: InvalidParameter, its details too, and a message that names
+        # it as what it is (not "the request content"); the target keeps its "query.$top" form
+        details = [{**d, "code": InvalidParameter.code} for d in error.details]
+        target = details[0]["target"]
+        name = str(target).split(".", 1)[-1]
+        message = f"The {_PARAMETER_KINDS[where]} '{name}' is not valid: {details[0]['message']}"
+        error = InvalidParameter(message, target=target, details=details)
     return _arm_error(request, error)
+
+
+#: Where a request's parameters are (FastAPI's ``loc`` first part) → how an error message names one.
+_PARAMETER_KINDS = {"query": "query parameter", "path": "path segment", "header": "header"}
 
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -190,7 +190,7 @@ class SparkOllamaInstanceService:
         per_gpu = node_record.gpu_memory_gb_per_gpu
         if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
             raise InvalidParameter(
-                f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memory_gb {spec.memory_gb} cannot fit.",
+                f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memoryGb {spec.memory_gb} cannot fit.",
                 target="properties.memoryGb",
             )
         capacity = Capacity.of(node_record)
