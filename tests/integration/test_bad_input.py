@@ -90,6 +90,16 @@ RAW_BODIES = {
 }
 
 
+def test_no_body_at_all_is_400_saying_a_body_is_required(admin, sub):
+    for response in (
+        admin.put(nodes_path(sub, name="dgx-1"), content=b"", headers={"Content-Type": "application/json"}),
+        admin.post(nodes_path(sub), content=b""),
+    ):
+        assert_refused(response, 400, "InvalidRequestContent")
+        assert "no body" in response.json()["error"]["message"], response.text  # not a bare "Field required"
+    assert admin.get(nodes_path(sub)).json()["value"] == []
+
+
 @pytest.mark.parametrize("raw", RAW_BODIES.values(), ids=RAW_BODIES.keys())
 def test_unparseable_or_non_object_body_400(admin, sub, raw):
     # Given a PUT/POST body that is not valid JSON or not a node object

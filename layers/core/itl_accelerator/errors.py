@@ -262,6 +262,8 @@ def invalid_content(errors: Sequence[Mapping[str, Any]]) -> BadRequest:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
         target = ".".join(loc) or None
         message = str(err.get("msg", "Invalid value.")).removeprefix("Value error, ")
+        if tuple(err.get("loc", ())) == ("body",) and err.get("type") == "missing":
+            message = "The request has no body: a JSON object is required"  # not pydantic's bare "Field required"
         details.append({"code": "InvalidRequestContent", "target": target, "message": message})
     first = details[0] if details else {"message": "The request content is not valid.", "target": None}
     where = f" at '{first['target']}'" if first.get("target") else ""
