@@ -81,7 +81,12 @@ def test_the_simulator_calls_back_signed_and_retries_until_answered(receiver, ki
     try:
         made = create(f"http://127.0.0.1:{port}", kind, url)
         # When the instance is ready (the job ended)
-        wait_for(lambda: len(got.received) >= 3, timeout=20, what="three attempts of the callback")
+        # (the simulator records an attempt's answer once it has it back: after the receiver counted the attempt)
+        wait_for(
+            lambda: len(got.received) >= 3 and len(simulator.callbacks_sent) >= 3,
+            timeout=20,
+            what="three attempts of the callback, and their answers",
+        )
     finally:
         server.should_exit = True
     # Then it was sent three times, the same event each time, each attempt signed anew as the contract says
