@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from itl_accelerator.dgx.errors import DgxPermanentError
+from itl_accelerator.domain.records import Lease
 from itl_accelerator.errors import (
     AnotherOperationInProgress,
     Conflict,
@@ -54,7 +55,7 @@ def test_provisioning_reserves_gpus_on_accept_and_succeeds_with_an_endpoint(env,
     assert env.op_status(accepted.operation_id) == "Succeeded"
     meter = env.meter(accepted.operation_id)
     assert meter is not None and meter.active and meter.end is None and meter.dgx_id == env.instance().dgx_id
-    assert env.allocation() == HELD and env.instance().lease is None
+    assert env.allocation() == HELD and env.instance().lease == Lease.tracked(env.clock() + 10)  # watched from now
     assert [s for s in env.sfn.execution(accepted.operation_id).runner.entered if s == "PollInstance"] == [
         "PollInstance",
         "PollInstance",
@@ -226,6 +227,75 @@ def test_delete_after_success_ends_billing_and_releases_everything(env, node):
     assert env.delete_instance() is None  # 204: nothing to delete
     assert env.dgx.live_instances() == []
     assert env.w.nodes.delete(env.admin(), env.sub, "rg1", "dgx-1") is True
+
+
+# ------------------------------------------------------------------------------------------------ the watch
+def test_an_instance_the_platform_lost_fails_stops_billing_and_gives_its_gpus_back_at_the_next_check(env, node):
+    accepted = provision(env)
+    env.run()
+    ready = env.meter(accepted.operation_id).start
+    # While the platform runs it, each check finds it running and sets the next one (30 s on)
+    env.clock.advance(600)
+    assert env.track()["instances_lost"] == 0
+    assert state(env) == "Succeeded" and env.instance().lease == Lease.tracked(env.clock() + 30)
+    # When the DGX Platform loses it (a restart, a broken node)
+    env.dgx.instances.clear()
+    env.clock.advance(31)
+    counts = env.track()
+    # Then the next check ends it: Failed with the reason, no endpoint, its GPUs back, billed until that check
+    assert counts["instances_lost"] == 1
+    props = env.instance_props()
+    assert props["provisioningState"] == "Failed" and "endpoint" not in props
+    assert props["error"]["code"] == "InstanceLost"
+    assert env.allocation() == RELEASED and env.instance().lease is None
+    meter = env.meter(accepted.operation_id)
+    assert meter.end == int(env.clock()) and meter.end - ready == 631
+    assert env.op_status(accepted.operation_id) == "Succeeded"  # its provisioning did succeed
+    assert env.audit()[-1].actor_type == "SYSTEM" and "InstanceLost" in env.audit()[-1].change_summary
+    # and nothing checks it again; deleting it still works and bills nothing more
+    assert env.track()["instances_lost"] == 0
+    env.clock.advance(3600)
+    assert env.delete_instance() is not None
+    env.run()
+    assert env.instance() is None and env.meter(accepted.operation_id).end == meter.end
+    assert env.allocation() == EMPTY
+
+
+def test_an_instance_the_platform_reports_failed_stops_billing_and_keeps_its_gpus_until_it_is_gone(env, node):
+    accepted = provision(env)
+    env.run()
+    dgx_id = env.instance().dgx_id
+    env.dgx.deletion_seconds = None  # the platform takes its time to remove it
+    env.dgx.instances[dgx_id].status = "Failed"
+    env.dgx.instances[dgx_id].error_code = "GpuXidError"
+    env.dgx.instances[dgx_id].error_message = "GPU 3 fell off the bus."
+    env.clock.advance(30)
+    assert env.track()["instances_lost"] == 1
+    # Then it is Failed with the platform's own reason and no longer billed, but it keeps its GPUs
+    props = env.instance_props()
+    assert props["provisioningState"] == "Failed" and "endpoint" not in props
+    assert props["error"] == {"code": "GpuXidError", "message": "GPU 3 fell off the bus."}
+    assert env.meter(accepted.operation_id).end == int(env.clock())
+    assert env.allocation() == HELD
+    # until the platform confirms it gone: the reconciler asked it to delete, and releases them then
+    report = env.w.reconciler.run(now=env.clock() + 1)
+    assert [r["outcome"] for r in report.repaired] == ["awaiting_removal"] and env.allocation() == HELD
+    assert env.dgx.instances[dgx_id].status == "Deleting"
+    env.dgx.finish_deletions()
+    report = env.w.reconciler.run(now=env.clock() + 120)  # its next look, a minute on
+    assert [r["outcome"] for r in report.repaired] == ["released"] and env.allocation() == RELEASED
+
+
+def test_a_platform_that_cannot_answer_the_check_ends_nothing(env, node):
+    provision(env)
+    env.run()
+    env.dgx.down("get_instance")
+    env.clock.advance(30)
+    assert env.track()["errors"] == 1
+    assert state(env) == "Succeeded" and env.allocation() == HELD
+    env.dgx.heal()
+    assert env.track() == {"checked": 0, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0}
+    assert state(env) == "Succeeded"
 
 
 def test_a_deletion_that_times_out_fails_and_keeps_the_gpus_until_the_reconciler_releases_them(env, node):

@@ -141,7 +141,7 @@ def test_a_stale_lease_is_cleared(env, node):
     )
     report = env.w.reconciler.run(now=env.clock() + 60)
     assert report.skipped == 1 and report.repaired == []
-    assert env.instance().lease is None
+    assert env.instance().lease == Lease.tracked(env.clock() + 60)  # back to the job tracker's watch
     assert env.instance_props()["provisioningState"] == "Succeeded" and env.allocation() == HELD
     assert env.w.reconciler.run(now=env.clock() + 120).examined == 0
 

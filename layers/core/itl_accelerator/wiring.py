@@ -292,7 +292,14 @@ class Wiring:
     def job_tracker(self) -> JobTracker:
         from itl_accelerator.services.schedules.job_tracker import JobTracker
 
-        return JobTracker(self.repositories, self.job_steps, self.state_machines, self.settings, self.clock)
+        return JobTracker(
+            self.repositories,
+            self.job_steps,
+            self.state_machines,
+            self.settings,
+            self.clock,
+            instance_steps=self.instance_steps,
+        )
 
     @cached_property
     def fleet_changes(self) -> FleetChanges:

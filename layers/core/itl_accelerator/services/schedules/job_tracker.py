@@ -1,10 +1,17 @@
-"""The job tracker: the schedule that watches running jobs (every minute; template.yaml ``JobTrackerFunction``).
+"""The job tracker: the schedule that watches running jobs and live instances (every minute; template.yaml
+``JobTrackerFunction``).
 
 For each job due for a check (its ``TRACK`` lease ran out) it asks the DGX Platform how the job is and either resumes
 the job's execution with its end — ended on the platform, or past ``maxDurationMinutes`` (billing stops at that
 moment) — or sets the next check, waiting twice as long as the last time, up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` and
 never past the job's deadline. A job whose execution no longer waits is finished here, with the workflow's own
 steps (services/workflows/job_steps.py).
+
+A ``Succeeded`` instance carries a ``TRACK`` lease too (from the moment it is ready): each check asks the DGX
+Platform whether it still runs it, every ``JOB_POLL_INTERVAL_SECONDS``. One the platform no longer knows, or reports
+``Failed``, ``Deleting`` or ``Deleted``, becomes ``Failed`` with the reason, loses its endpoint and stops being
+billed at that check (:meth:`InstanceSteps.lost`) — a platform that lost an instance (a restart, a broken node)
+never leaves it ``Succeeded``, holding GPUs and billed, with an endpoint that answers nothing.
 """
 
 from __future__ import annotations
@@ -12,21 +19,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.domain.records import Job, Lease, ResourceKey
-from itl_accelerator.domain.states import JobStatus, LeaseKind
+from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import Expect, Repositories
+from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
 from itl_accelerator.services.workflows.job_steps import JobSteps, canceled_end, epoch, platform_end
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
 
+if TYPE_CHECKING:
+    from itl_accelerator.services.workflows.instance_steps import InstanceSteps
+
 
 class JobTracker:
-    """See the module docstring. ``clock`` returns epoch seconds."""
+    """See the module docstring. ``clock`` returns epoch seconds; ``instance_steps`` ends the instances the DGX
+    Platform lost (None: instances due for a check are skipped)."""
 
     def __init__(
         self,
@@ -35,8 +47,11 @@ class JobTracker:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
+        instance_steps: InstanceSteps | None = None,
     ):
         self._jobs = repositories.jobs
+        self._instances = repositories.instances
+        self._instance_steps = instance_steps
         self._leases = repositories.leases
         self._steps = steps
         self._state_machines = state_machines
@@ -44,18 +59,46 @@ class JobTracker:
         self._clock = clock
 
     def run(self, *, now: float | None = None, limit: int | None = None) -> dict[str, int]:
-        """One pass; returns counts: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended here),
-        ``errors`` (jobs whose check failed — the DGX Platform unavailable — logged and looked at again next run;
-        they never keep the others from being checked)."""
+        """One pass; returns counts of jobs: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended
+        here); ``instances_lost``: instances ended because the DGX Platform no longer runs them (an instance found
+        running is not counted: that is no work, and the local console prints only runs that did some);
+        ``errors``: workloads whose check failed — the DGX Platform unavailable — logged and looked at again next
+        run; they never keep the others from being checked."""
         now = self._clock() if now is None else now
-        counts = {"checked": 0, "ended": 0, "finished": 0, "errors": 0}
+        counts = {"checked": 0, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0}
         for key in self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK):
             try:
-                self._track(key, now, counts)
-            except Exception:  # noqa: BLE001 - one job that cannot be checked must not hold back the others
-                logger.exception("Tracking a job failed; it is looked at again next run", extra={"job": key.name})
+                if key.type_segment == INSTANCES.segment:
+                    self._watch(key, now, counts)
+                else:
+                    self._track(key, now, counts)
+            except Exception:  # noqa: BLE001 - one workload that cannot be checked must not hold back the others
+                logger.exception("Tracking a workload failed; it is looked at again next run", extra={"key": key.name})
                 counts["errors"] += 1
         return counts
+
+    def _watch(self, key: ResourceKey, now: float, counts: dict[str, int]) -> None:
+        """Check a ``Succeeded`` instance whose check is due: end it if the DGX Platform lost it, else set its next
+        check ``JOB_POLL_INTERVAL_SECONDS`` from now."""
+        instance = self._instances.get(key)
+        if (
+            self._instance_steps is None
+            or instance is None
+            or instance.state != ProvisioningState.SUCCEEDED
+            or instance.lease is None
+            or instance.lease.kind != LeaseKind.TRACK
+            or instance.lease.until > now
+        ):
+            return
+        found = self._instance_steps.health(instance)
+        if found is None:
+            next_check = Lease.tracked(now + self._settings.job_poll_interval_seconds)
+            self._instances.note(instance, replace(instance, lease=next_check), expect=Expect(etag=instance.etag))
+            return
+        error, gone = found
+        if self._instance_steps.lost(instance, error, gone=gone):
+            logger.warning("The DGX Platform lost an instance", extra={"instance": instance.arm_id, "code": error.code})
+            counts["instances_lost"] += 1
 
     def _track(self, key: ResourceKey, now: float, counts: dict[str, int]) -> None:
         job = self._jobs.get(key)

@@ -13,7 +13,8 @@ in flight, its execution ended (failed)      compensate: ask the DGX Platform to
 compensating (a compensation that failed)    as above: check the DGX Platform, release once confirmed gone
 ``Deleting``, execution never started        start the deprovisioning
 ``Deleting``, execution ended                deprovision here: DGX delete, and once gone remove and release
-``Failed`` still holding capacity            (a deprovisioning that timed out) release once confirmed gone
+``Failed`` still holding capacity            (a deprovisioning that timed out, or a live instance the platform
+                                             reported failed) release once confirmed gone
 ==========================================  ================================================================
 
 It changes state only through the workflow steps' own conditional transitions (services/workflows/instance_steps.py, job_steps.py), so
@@ -140,8 +141,9 @@ class Reconciler:
             return self._deleting(instance, now)
         if instance.state == ProvisioningState.FAILED and instance.capacity_reserved:
             return self._release_failed(instance, now)
-        # nothing owns it: a stale lease
-        self._repos.instances.note(instance, replace(instance, lease=None), expect=Expect(etag=instance.etag))
+        # nothing owns it: a stale lease; a live instance goes back to the job tracker's watch (due now)
+        watch = Lease.tracked(now) if instance.state == ProvisioningState.SUCCEEDED else None
+        self._repos.instances.note(instance, replace(instance, lease=watch), expect=Expect(etag=instance.etag))
         return "skipped"
 
     def _input(self, instance: Instance, operation_id: str | None) -> InstanceStepInput:

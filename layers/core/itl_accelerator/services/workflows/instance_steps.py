@@ -28,7 +28,7 @@ from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.domain.records import Instance, Lease, Operation, Release
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationKind, OperationStatus, ProvisioningState
-from itl_accelerator.domain.usage import Meter
+from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Effects, Expect
@@ -138,11 +138,12 @@ class InstanceSteps:
         operation: Operation | None = None,
         release: bool = False,
         meter_start: Meter | None = None,
+        meter_end: MeterEnd | None = None,
         **changes: Any,
     ) -> None:
         """One transaction: the instance to ``state`` (if ``expect`` holds) with ``changes`` to its record and
-        ``properties`` in its document, its operation moved on, its capacity released, its meter started, and the
-        SYSTEM audit event. Raises :class:`WorkloadChanged`."""
+        ``properties`` in its document, its operation moved on, its capacity released, its meter started or ended,
+        and the SYSTEM audit event. Raises :class:`WorkloadChanged`."""
         ctx = self._context(inp)
         props = {**instance.document["properties"], "provisioningState": str(state), **(properties or {})}
         document = {
@@ -160,6 +161,7 @@ class InstanceSteps:
                 operation=operation,
                 release=Release.of(instance) if release else None,
                 meter_start=meter_start,
+                meter_end=meter_end,
             ),
         )
 
@@ -327,7 +329,7 @@ class InstanceSteps:
                 ),
                 operation=self._operation(inp, inp.operationId, OperationStatus.SUCCEEDED),
                 meter_start=meter,
-                lease=None,
+                lease=Lease.tracked(ready + inp.pollIntervalSeconds),  # the job tracker watches it from now on
                 meter_id=meter.allocation_id,
                 task_token=None,
                 ready_signal=False,
@@ -336,6 +338,72 @@ class InstanceSteps:
             current = self._instances.get(inp.key)
             return CompletionResult(canceled=current is None or current.state == ProvisioningState.DELETING)
         return CompletionResult(canceled=False)
+
+    # ----------------------------------------------------------------------------------------------- watch
+    def health(self, instance: Instance) -> tuple[ErrorBody, bool] | None:
+        """Whether the DGX Platform still runs the ``Succeeded`` ``instance`` (asked by the job tracker,
+        services/schedules/job_tracker.py): None while it does (or while nothing names it there), else the error
+        that ends it and whether the platform holds nothing of it any more — ``InstanceLost`` when the platform does
+        not know it (``True``), or the platform's own error when it reports it ``Failed``, ``Deleting`` or
+        ``Deleted`` (``True`` only for ``Deleted``). Raises :class:`DgxTransientError` (checked again later)."""
+        if not instance.dgx_id:
+            return None
+        try:
+            found = self.dgx.get_instance(instance.dgx_id)
+        except DgxNotFound:
+            return ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance."), True
+        if found.status not in ("Failed", "Deleting", "Deleted"):
+            return None
+        return (
+            ErrorBody.of(
+                found.error_code or "InstanceLost",
+                found.error_message or f"The DGX Platform reports the instance {found.status}.",
+            ),
+            found.status == "Deleted",
+        )
+
+    def lost(self, instance: Instance, error: ErrorBody, *, gone: bool) -> bool:
+        """The DGX Platform no longer runs the ``Succeeded`` ``instance`` (:meth:`health`): → ``Failed`` with
+        ``error``, its endpoint removed and its billing ended now — one transaction, conditioned on the instance
+        being unchanged since it was read. Its GPUs are released in the same transaction when the platform holds
+        nothing of it (``gone``); otherwise it keeps them with a lease that is already due, and the reconciler
+        releases them once the platform confirms it gone (as after a deprovisioning that timed out), so capacity
+        is never given back while the platform may still use it. Returns whether this call ended it (False: it
+        changed meanwhile, e.g. a delete came first)."""
+        now = int(self._clock())
+        key = instance.key
+        inp = InstanceStepInput(
+            operationId=instance.operation_id or "",
+            subscriptionId=key.subscription_id,
+            resourceGroup=key.resource_group,
+            nodeName=key.names[0],
+            instanceName=key.names[1],
+        )
+        meter_end = MeterEnd(key.subscription_id, instance.meter_id, now, now) if instance.meter_id else None
+        released = "capacity released" if gone else "capacity released once the DGX Platform confirms it gone"
+        # gone: the GPUs come back now; else they stay held under a lease already due (the reconciler's)
+        held: dict[str, Any] = (
+            {"release": True, "capacity_reserved": False, "quota": None, "dgx_id": None, "lease": None}
+            if gone
+            else {"lease": Lease.owned(now)}
+        )
+        try:
+            self._transition(
+                inp,
+                instance,
+                state=ProvisioningState.FAILED,
+                action=rbac.INSTANCES_WRITE,
+                summary=f"The DGX Platform no longer runs the instance ({error.code}); billing ended, {released}",
+                properties={"error": error.as_dict(), "endpoint": None},
+                expect=Expect(state=(ProvisioningState.SUCCEEDED,), etag=instance.etag, capacity_reserved=True),
+                meter_end=meter_end,
+                **held,
+            )
+        except WorkloadChanged:
+            return False
+        if gone:
+            self._released(inp)
+        return True
 
     # ----------------------------------------------------------------------------------------------- compensation
     def compensate(self, inp: InstanceStepInput, error: ErrorBody) -> CompensationResult:
