@@ -248,3 +248,31 @@ def test_workflow_changes_are_audited_as_system(admin, sub, node, dgx):
         ("SYSTEM", "Succeeded"),
     ]
     assert len({e["correlation_id"] for e in events}) == 1
+
+
+def test_an_instance_the_platform_lost_is_failed_and_gives_its_gpus_back(admin, sub, node, aws, dgx):
+    """Given a Succeeded instance that the DGX Platform then loses (as the local simulator does when it restarts),
+    when the job tracker checks it, then it is Failed with InstanceLost and no endpoint, the node has its GPUs back
+    and its billing has ended — through the real tracker handler's wiring and the table's lease index."""
+    import time
+
+    from itl_accelerator.settings import get_settings
+    from itl_accelerator.wiring import Wiring
+
+    path = instances_path(sub, name="instance-1")
+    assert admin.post(instances_path(sub), json=SEED_INSTANCE).status_code == 202
+    wait_state(admin, path, ("Succeeded",))
+    with dgx.lock:
+        for made in [i for i, found in dgx.instances.items() if f"/subscriptions/{sub}/" in found["nodeId"]]:
+            del dgx.instances[made]
+    wait_for(
+        lambda: Wiring.build(get_settings()).job_tracker.run(now=time.time() + 120)["instances_lost"] >= 1 or None,
+        timeout=60,
+        what="the tracker to find the instance lost",
+    )
+    lost = wait_state(admin, path, ("Failed",))["properties"]
+    assert lost["error"]["code"] == "InstanceLost" and "endpoint" not in lost, lost
+    assert node_counters(aws, sub) == {"gpuAllocated": 0, "memoryGbAllocated": 0, "childCount": 1}
+    assert admin.delete(path).status_code == 202
+    wait_gone(admin, path)
+    assert node_counters(aws, sub) == {"gpuAllocated": 0, "memoryGbAllocated": 0, "childCount": 0}
