@@ -517,17 +517,31 @@ def test_fifty_jobs_racing_for_three_nodes_never_overcommit_and_all_end(make_tok
     watcher.start()
     barrier = threading.Barrier(10)
 
-    def submit(i: int) -> int:
-        with httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+    def submit(i: int) -> list[int]:
+        """PUT job-{i} as an ARM client does: a 504 (the gateway's 29 s, reached only on a starved machine: the
+        function goes on) is retried, as the Azure SDK's retry policy retries it, and so is the 409 of a retry
+        that met the first attempt's submit still in flight. The PUT is idempotent: the retry that finds the job
+        answers 200 with it. Returns every status it got."""
+        got: list[int] = []
+        with httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
             if i < 10:
                 barrier.wait()
             body = job_body(1 + i % 4, 80 * (1 + i % 4), workload=sim(seconds=0.5 + (i % 3) * 0.5))
-            return http.put(jobs_path(sub, f"job-{i}"), json=body).status_code
+            for _ in range(5):
+                answer = http.put(jobs_path(sub, f"job-{i}"), json=body)
+                got.append(answer.status_code)
+                in_flight = answer.status_code == 409 and "at the same time" in answer.text
+                if answer.status_code != 504 and not (in_flight and 504 in got):
+                    break
+        return got
 
     try:
         with ThreadPoolExecutor(10) as pool:
-            statuses = list(pool.map(submit, range(50)))
-        assert statuses == [201] * 50
+            answers = list(pool.map(submit, range(50)))
+        # every job submitted: at once (201), or by a retry after a 504 (201, or 200 when the first attempt's
+        # submit had committed)
+        assert all(a == [201] or (a[0] == 504 and a[-1] in (200, 201)) for a in answers), answers
+        retried = sum(1 for a in answers if len(a) > 1)
         wait_for_progress(
             lambda: sum(
                 j["properties"]["status"] in FINAL for j in admin.get(jobs_path(sub) + "?$top=100").json()["value"]
@@ -540,7 +554,7 @@ def test_fifty_jobs_racing_for_three_nodes_never_overcommit_and_all_end(make_tok
         watcher.join()
     jobs = admin.get(jobs_path(sub) + "?$top=100").json()["value"]
     counts = {s: sum(1 for j in jobs if j["properties"]["status"] == s) for s in FINAL}
-    print(f"\n50 jobs on 3 nodes: {counts}; peak allocation {peak}")
+    print(f"\n50 jobs on 3 nodes: {counts}; peak allocation {peak}; {retried} submits retried after a 504")
     assert counts["Succeeded"] == 50, counts
     assert all(p <= 8 for p in peak.values()), peak
     for name in peak:
