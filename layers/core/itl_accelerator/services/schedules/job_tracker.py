@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 
 class JobTracker:
-    """See the module docstring. ``clock`` returns epoch seconds; ``instance_steps`` ends the instances the DGX
-    Platform lost (None: instances due for a check are skipped)."""
+    """See the module docstring. ``clock`` returns epoch seconds; ``instance_steps`` checks the live instances and
+    ends those the DGX Platform lost."""
 
     def __init__(
         self,
@@ -47,7 +47,8 @@ class JobTracker:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
-        instance_steps: InstanceSteps | None = None,
+        *,
+        instance_steps: InstanceSteps,
     ):
         self._jobs = repositories.jobs
         self._instances = repositories.instances
@@ -82,8 +83,7 @@ class JobTracker:
         check ``JOB_POLL_INTERVAL_SECONDS`` from now."""
         instance = self._instances.get(key)
         if (
-            self._instance_steps is None
-            or instance is None
+            instance is None
             or instance.state != ProvisioningState.SUCCEEDED
             or instance.lease is None
             or instance.lease.kind != LeaseKind.TRACK

@@ -26,6 +26,7 @@ from typing import Any
 from itl_accelerator.auth import rbac
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
+from itl_accelerator.dgx.models import DgxInstance
 from itl_accelerator.domain.records import Instance, Lease, Operation, Release
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import Meter, MeterEnd
@@ -64,6 +65,22 @@ def error_from_catch(caught: CaughtError | None) -> ErrorBody:
     if caught.Error == "DgxTransientError":
         return ErrorBody.of("DgxPlatformUnavailable", "The DGX Platform stayed unavailable; retries ran out.")
     return ErrorBody.of("ProvisioningFailed", "Provisioning failed because of an internal error.")
+
+
+def instance_lost() -> ErrorBody:
+    """``InstanceLost``: the DGX Platform answers 404 for an instance it made (while provisioning, or once live)."""
+    return ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance.")
+
+
+def platform_failure(found: DgxInstance, default_code: str) -> ErrorBody | None:
+    """The error of a DGX instance the platform reports ``Failed``, ``Deleting`` or ``Deleted`` (its own code and
+    message, else ``default_code`` and the status); None for any other status (it still runs, or is getting ready)."""
+    if found.status not in ("Failed", "Deleting", "Deleted"):
+        return None
+    return ErrorBody.of(
+        found.error_code or default_code,
+        found.error_message or f"The DGX Platform reports the instance {found.status}.",
+    )
 
 
 class InstanceSteps:
@@ -275,20 +292,11 @@ class InstanceSteps:
         try:
             found = self.dgx.get_instance(dgx_instance_id)
         except DgxNotFound:
-            return PollResult(
-                status="Failed",
-                error=ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance."),
-            )
+            return PollResult(status="Failed", error=instance_lost())
         if found.status == "Running" and found.endpoint:
             return PollResult(status="Running", endpoint=found.endpoint)
-        if found.status in ("Failed", "Deleting", "Deleted"):
-            return PollResult(
-                status="Failed",
-                error=ErrorBody.of(
-                    found.error_code or "ProvisioningFailed",
-                    found.error_message or f"The DGX Platform reports the instance {found.status}.",
-                ),
-            )
+        if (failure := platform_failure(found, "ProvisioningFailed")) is not None:
+            return PollResult(status="Failed", error=failure)
         if self._clock() > deadline:
             return PollResult(
                 status="TimedOut",
@@ -351,16 +359,9 @@ class InstanceSteps:
         try:
             found = self.dgx.get_instance(instance.dgx_id)
         except DgxNotFound:
-            return ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance."), True
-        if found.status not in ("Failed", "Deleting", "Deleted"):
-            return None
-        return (
-            ErrorBody.of(
-                found.error_code or "InstanceLost",
-                found.error_message or f"The DGX Platform reports the instance {found.status}.",
-            ),
-            found.status == "Deleted",
-        )
+            return instance_lost(), True
+        failure = platform_failure(found, "InstanceLost")
+        return None if failure is None else (failure, found.status == "Deleted")
 
     def lost(self, instance: Instance, error: ErrorBody, *, gone: bool) -> bool:
         """The DGX Platform no longer runs the ``Succeeded`` ``instance`` (:meth:`health`): → ``Failed`` with
