@@ -118,3 +118,51 @@ def test_a_caller_outside_the_roles_is_refused(env: Env):
     stranger = env.ctx(env.principal("itl-accelerator-other", "eve"))
     with pytest.raises(AuthorizationFailed):
         query(env, stranger, timeframe="MonthToDate")
+
+
+def period(start: str, end: str) -> dict[str, Any]:
+    return {"timeframe": "Custom", "timePeriod": {"from": start, "to": end}, "dataset": {"granularity": "Hourly"}}
+
+
+def hours_and_cost(env: Env, start: str, end: str) -> tuple[list[str], Decimal]:
+    rows = rows_of(query(env, env.admin(), **period(start, end)))
+    return [r["UsageDateTime"] for r in rows], sum((Decimal(str(r["totalCost"])) for r in rows), Decimal(0))
+
+
+def test_an_hour_belongs_to_the_one_period_it_starts_in(billed_day: Env):
+    """Adjacent periods split at half past never both count the hour they share; together they make the day."""
+    env = billed_day
+    day_hours, day_cost = hours_and_cost(env, f"{DAY}T00:00:00Z", "2025-03-11T00:00:00Z")
+    assert day_hours == [f"{DAY}T10:00:00Z", f"{DAY}T11:00:00Z", f"{DAY}T12:00:00Z"]
+    early, early_cost = hours_and_cost(env, f"{DAY}T00:00:00Z", f"{DAY}T11:30:00Z")
+    late, late_cost = hours_and_cost(env, f"{DAY}T11:30:00Z", "2025-03-11T00:00:00Z")
+    assert (early, late) == ([f"{DAY}T10:00:00Z", f"{DAY}T11:00:00Z"], [f"{DAY}T12:00:00Z"])
+    assert early_cost + late_cost == day_cost > 0
+    # an offset is the same instant: 12:30+01:00 is 11:30Z
+    assert hours_and_cost(env, f"{DAY}T12:30:00+01:00", "2025-03-11T00:00:00Z")[0] == late
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "hours"),
+    [
+        (f"{DAY}T11:30:00Z", f"{DAY}T11:30:00Z", []),  # an empty period is empty
+        (f"{DAY}T11:30:00Z", f"{DAY}T11:30:01Z", []),  # no hour starts in one second at half past
+        (f"{DAY}T11:00:00Z", f"{DAY}T11:00:01Z", [f"{DAY}T11:00:00Z"]),  # this one does
+        (f"{DAY}T10:59:59Z", f"{DAY}T11:00:00Z", []),
+    ],
+)
+def test_short_periods_hold_only_the_hours_that_start_in_them(billed_day: Env, start: str, end: str, hours: list[str]):
+    assert hours_and_cost(billed_day, start, end)[0] == hours
+
+
+@pytest.mark.parametrize(
+    "bound",
+    ["0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", "9999-12-31T23:00:00Z",
+     "1969-12-31T23:59:59Z", "2025-03-10T00:00:00"],
+)  # fmt: skip
+def test_a_time_out_of_range_or_without_a_zone_is_refused_naming_it(bound: str):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        CostQuery.model_validate(period(bound, "2025-03-11T00:00:00Z"))
+    assert refused.value.errors()[0]["loc"][:2] == ("timePeriod", "from")

@@ -136,11 +136,13 @@ _MONTH = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])")
 def month_period(month: str, now: float) -> Period:
     """The UTC calendar month ``YYYY-MM`` as a :class:`Period`, cut at ``now`` (epoch seconds, rounded up to the
     second so that what happened during the current second is in) while it runs.
-    Raises ``ValueError`` for another format or a month that has not begun."""
+    Raises ``ValueError`` for another format, a month before 1970 or one that has not begun."""
     found = _MONTH.fullmatch(month)
     if found is None:
         raise ValueError("month must be YYYY-MM (a UTC calendar month)")
     year, number = int(found.group(1)), int(found.group(2))
+    if year < 1970:
+        raise ValueError("month must be 1970-01 or later (the API has no requests before 1970)")
     start = int(datetime(year, number, 1, tzinfo=UTC).timestamp())
     days = calendar.monthrange(year, number)[1]
     end = start + days * DAY

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -44,6 +44,41 @@ def _iso_4217(value: str) -> str:
 
 #: A currency: an upper-case ISO 4217 code that names money (refused otherwise, e.g. ``ABC``, ``usd``, ``XXX``).
 CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), AfterValidator(_iso_4217)]
+
+#: The instants a request may name (UTC): from the Unix epoch to the start of year 9000. Wider bounds help nobody —
+#: the provider holds nothing before 1970 — and a bound near year 1 or 9999 overflows Python's ``datetime`` as soon
+#: as an offset is applied or an hour added (``0001-01-01T00:00:00+01:00`` is before year 1 in UTC).
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _bounded_instant(value: datetime) -> datetime:
+    """``value`` in UTC; ``ValueError`` (400 naming the field) when it has no time zone or lies outside
+    [:data:`EARLIEST_INSTANT`, :data:`LATEST_INSTANT`)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("A time must carry a time zone (e.g. 'Z' or '+01:00').")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_INSTANT <= utc < LATEST_INSTANT:
+        raise ValueError("A time must lie between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z.")
+    return utc
+
+
+#: An instant in a request body: aware, within the bounds above, and converted to UTC (``+05:00`` offsets are
+#: normalised, never dropped).
+Instant = Annotated[datetime, AfterValidator(_bounded_instant)]
+
+
+def parse_instant(value: str) -> datetime | None:
+    """An instant in a query parameter (ISO 8601 with a zone, ``Z`` allowed), in UTC; None when it is not one
+    (no zone, not ISO 8601, or outside the bounds of :data:`Instant`)."""
+    try:
+        return _bounded_instant(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
 
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]

@@ -5,12 +5,11 @@ GPU-seconds."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
-from itl_accelerator.models.common import ApiModel
+from itl_accelerator.models.common import ApiModel, Instant
 
 #: The dimensions a query groups and filters by (Azure's names where Azure has one).
 Dimension = Literal[
@@ -23,10 +22,12 @@ Granularity = Literal["None", "Hourly", "Daily", "Monthly"]
 
 
 class TimePeriod(ApiModel):
-    """A ``Custom`` timeframe: ``from`` up to ``to`` (UTC date-times; an hour counts when it starts in the period)."""
+    """A ``Custom`` timeframe: ``from`` (inclusive) up to ``to`` (exclusive), date-times with a zone between 1970
+    and 9000 (converted to UTC). An hour counts in the period where it *starts*: ``[10:30, 11:30)`` holds the hour
+    of 11:00 and not that of 10:00, an empty period holds none, and two adjacent periods never share an hour."""
 
-    from_: datetime = Field(alias="from")
-    to: datetime
+    from_: Instant = Field(alias="from")
+    to: Instant
 
 
 class Aggregation(ApiModel):

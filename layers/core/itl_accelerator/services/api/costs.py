@@ -76,14 +76,29 @@ def period_of(query: CostQuery, now: datetime) -> tuple[datetime, datetime]:
     if query.timeframe == "WeekToDate":
         return today - timedelta(days=today.weekday()), now
     assert query.time_period is not None
-    start, end = query.time_period.from_, query.time_period.to
-    if start.tzinfo is None or end.tzinfo is None:
-        raise InvalidParameter("'timePeriod' times must carry a time zone (e.g. 'Z').", target="timePeriod")
+    start, end = query.time_period.from_, query.time_period.to  # UTC, between 1970 and 9000 (models/costs.py)
     if end < start:
         raise InvalidParameter("'timePeriod.to' is before 'timePeriod.from'.", target="timePeriod.to")
     if end - start > timedelta(days=MAX_DAYS):
         raise InvalidParameter(f"A query covers at most {MAX_DAYS} days.", target="timePeriod")
     return start.astimezone(UTC), end.astimezone(UTC)
+
+
+def _hour_start(hour: str) -> datetime:
+    return datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+def hours_of_period(start: datetime, end: datetime) -> tuple[str, str]:
+    """The hours a period ``[start, end)`` (UTC) holds, as ``(first, stop)`` hour keys (``YYYY-MM-DDTHH``): those
+    with ``first <= hour < stop``, i.e. the hours that *start* in the period. So ``[10:30, 11:30)`` holds 11:00 only,
+    ``[10:00, 10:30)`` holds 10:00, an empty period none, and adjacent periods never share an hour (docs/
+    API_REFERENCE.md, "Cost queries"). A month to date ends now: the current hour started in it, so it counts."""
+
+    def ceil(moment: datetime) -> str:
+        floor = moment.replace(minute=0, second=0, microsecond=0)
+        return (floor if floor == moment else floor + timedelta(hours=1)).strftime("%Y-%m-%dT%H")
+
+    return ceil(start), ceil(end)
 
 
 class CostQueryService:
@@ -110,10 +125,13 @@ class CostQueryService:
             missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
         )
         start, end = period_of(query, datetime.fromtimestamp(self._clock(), UTC))
+        first, stop = hours_of_period(start, end)
+        if first >= stop:
+            return self._answer(subscription_id, query, {})  # no hour starts in the period
         days = self._usage.cost_days(
-            subscription_id, start.date().isoformat(), (end - timedelta(microseconds=1)).date().isoformat()
+            subscription_id, first[:10], (_hour_start(stop) - timedelta(hours=1)).date().isoformat()
         )
-        sums = self._aggregate(query, self._visible(ctx, subscription_id, days), start, end)
+        sums = self._aggregate(query, self._visible(ctx, subscription_id, days), first, stop)
         return self._answer(subscription_id, query, sums)
 
     # ----------------------------------------------------------------------------------------------- who sees what
@@ -146,11 +164,9 @@ class CostQueryService:
         return ""
 
     def _aggregate(
-        self, query: CostQuery, days: Iterable[CostDay], start: datetime, end: datetime
+        self, query: CostQuery, days: Iterable[CostDay], first: str, stop: str
     ) -> dict[tuple[str, tuple[str, ...]], Totals]:
-        """Totals by (time bucket, group values)."""
-        first, last = start.strftime("%Y-%m-%dT%H"), end.strftime("%Y-%m-%dT%H")
-        partial_last_hour = end != end.replace(minute=0, second=0, microsecond=0)
+        """Totals by (time bucket, group values) of the hours ``first <= hour < stop`` (:func:`hours_of_period`)."""
         sums: dict[tuple[str, tuple[str, ...]], Totals] = {}
         for day in days:
             d = day.dimensions
@@ -160,7 +176,7 @@ class CostQueryService:
                 _dimension(d, g.name) if g.type == "Dimension" else _tag(d, g.name) for g in query.dataset.grouping
             )
             for hour, totals in day.hours.items():
-                if hour < first or hour > last or (hour == last and not partial_last_hour):
+                if not first <= hour < stop:
                     continue
                 key = (self._bucket(query, hour), group)
                 if key not in sums:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxNotFound
 from itl_accelerator.errors import InvalidParameter, ServiceUnavailable
+from itl_accelerator.models.common import parse_instant
 from itl_accelerator.observability import logger
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common.context import CallContext
@@ -51,16 +51,16 @@ def parse_tail(value: str | None) -> int | None:
 
 
 def parse_since(value: str | None) -> str | None:
-    """``since``: an ISO 8601 time with a zone (``2026-12-01T10:00:00Z``). Raises 400 ``InvalidParameter``."""
+    """``since``: an ISO 8601 time with a zone (``2026-12-01T10:00:00Z``) between 1970 and 9000, passed on in UTC.
+    Raises 400 ``InvalidParameter``."""
     if value is None:
         return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise InvalidParameter(f"since must be an ISO 8601 time with a zone; got '{value[:40]}'.", target="since")
-    return value
+    moment = parse_instant(value)
+    if moment is None:
+        raise InvalidParameter(
+            f"since must be an ISO 8601 time with a zone, between 1970 and 9000; got '{value[:40]}'.", target="since"
+        )
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def parse_after(skip_token: str | None) -> int:
