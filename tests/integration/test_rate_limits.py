@@ -63,10 +63,10 @@ def test_a_burst_past_the_subscriptions_write_limit_is_429_with_retry_after_and_
     after = time.time()
     assert window_start(after) == window, "the minute ended during the burst: rerun"
     # Then 3 are created and 2 refused, each answer saying what is left: the subscription's writes counting down
-    # to 0, and the caller's own (every request counted, the refused ones too)
+    # to 0, and the caller's own — a refused request spends nothing, so the caller's count stops at 3
     assert [a.status_code for a in answers] == [201, 201, 201, 429, 429], [a.text for a in answers]
     assert [a.headers[GLOBAL_WRITES] for a in answers] == ["2", "1", "0", "0", "0"]
-    assert [int(a.headers[WRITES]) for a in answers] == [SUITE_RATE_LIMIT - n for n in range(1, 6)]
+    assert [int(a.headers[WRITES]) for a in answers] == [SUITE_RATE_LIMIT - n for n in (1, 2, 3, 3, 3)]
     assert not any(READS in a.headers or GLOBAL_READS in a.headers for a in answers)
     # And a refusal is ARM's 429 with Retry-After: the seconds to the minute's end
     refused = answers[3]
@@ -95,9 +95,10 @@ def test_one_caller_past_its_own_limit_is_refused_while_the_others_in_the_subscr
     assert (first.status_code, first.headers[WRITES]) == (201, "0")
     assert second.status_code == 429 and "your limit" in second.json()["error"]["message"]
     assert second.headers["Retry-After"].isdigit() and second.headers[WRITES] == "0"
+    assert GLOBAL_WRITES not in second.headers  # refused by its own limit: the subscription's was not touched
     assert theirs.status_code == 201 and int(theirs.headers[WRITES]) == SUITE_RATE_LIMIT - 1
-    # And the subscription's budget counted all three
-    assert int(theirs.headers[GLOBAL_WRITES]) == SUITE_RATE_LIMIT - 3
+    # And the subscription's allowance counted the two that passed, not the refused one
+    assert int(theirs.headers[GLOBAL_WRITES]) == SUITE_RATE_LIMIT - 2
 
 
 def test_the_stage_throttles_a_burst_at_the_edge_with_the_templates_gateway_response(

@@ -5,7 +5,8 @@ stack runs the same functions, so it enforces the same limits.
 Given limits per minute for a subscription (every caller) and for one caller in it, when requests come, then each
 answer carries what is left (ARM's ``x-ms-ratelimit-remaining-subscription-[global-]{reads,writes}``), the request
 past a limit is 429 ``TooManyRequests`` with ``Retry-After`` = seconds to the minute's end and nothing else happens,
-refused requests count too, and the next minute starts afresh.
+a refused request spends nothing (so one noisy caller never throttles the others), and the next minute starts
+afresh.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def test_each_request_is_counted_and_told_what_is_left_until_the_limit_then_refu
     clock = FakeClock(T0)
     limits = limiter(clock)
     budgets = [limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True) for _ in range(3)]
-    assert [(b.caller_remaining, b.subscription_remaining) for b in budgets] == [(1, 2), (0, 1), (0, 0)]
+    # the refused third spent nothing: it says what the caller has left (0), not the subscription's (not counted)
+    assert [(b.caller_remaining, b.subscription_remaining) for b in budgets] == [(1, 2), (0, 1), (0, None)]
     assert [b.refusal is None for b in budgets] == [True, True, False]
     refusal = budgets[2].refusal
     assert refusal is not None and refusal.status == 429 and refusal.code == "TooManyRequests"
@@ -84,18 +86,35 @@ def test_a_stranger_spends_its_own_budget_only_and_learns_nothing_of_the_subscri
     assert member.subscription_remaining == 4
 
 
-def test_refused_requests_count_and_the_next_minute_starts_afresh() -> None:
+def test_a_refused_request_spends_nothing_and_the_next_minute_starts_afresh() -> None:
     clock = FakeClock(T0)
     limits = limiter(clock)
     for _ in range(5):
-        limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True)
-    assert limits.admit("bob", SUB, RequestKind.WRITES, in_scope=True).refusal is not None  # alice's 3 refused counted
+        limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True)  # 2 admitted, 3 refused by her own limit
+    bob = limits.admit("bob", SUB, RequestKind.WRITES, in_scope=True)
+    assert (bob.refusal, bob.subscription_remaining) == (None, 0)  # alice's refused three spent nothing of his
     clock.advance(49.5)  # 0.5 s before the minute ends: Retry-After is rounded up
     late = limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True)
     assert late.refusal is not None and late.retry_after == 1
     clock.advance(0.5)
     fresh = limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True)
     assert (fresh.refusal, fresh.caller_remaining, fresh.subscription_remaining, fresh.retry_after) == (None, 1, 2, 60)
+
+
+def test_one_noisy_caller_of_a_resource_group_never_throttles_the_other_callers() -> None:
+    """Issue 26: a caller holding one resource group hammered the API; its refused requests counted against the
+    subscription, and every other caller was 429 for the rest of the minute. Its own limit now protects them."""
+    repos = memory_repositories()
+    limits = limiter(FakeClock(T0), RateLimits(subscription_reads=10, subscription_writes=10, caller_reads=4,
+                                               caller_writes=4), repos)  # fmt: skip
+    noisy = [limits.admit("noisy", SUB, RequestKind.READS, in_scope=True) for _ in range(200)]
+    assert sum(a.refusal is None for a in noisy) == 4
+    others = [limits.admit(who, SUB, RequestKind.READS, in_scope=True) for who in ("ann", "bob") for _ in range(3)]
+    assert [a.refusal for a in others] == [None] * 6  # 4 + 6 of the subscription's 10
+    assert others[-1].subscription_remaining == 0
+    late = limits.admit("carol", SUB, RequestKind.READS, in_scope=True)  # the subscription's 11th: refused ...
+    assert late.refusal is not None and "the subscription's limit of 10" in late.refusal.message
+    assert repos.rate_limits.take(RateCounter(SUB, RequestKind.READS, int(T0 // 60 * 60), "carol"), 5) == 1  # ... free
 
 
 def test_a_limit_of_zero_is_neither_counted_nor_reported() -> None:
@@ -106,13 +125,16 @@ def test_a_limit_of_zero_is_neither_counted_nor_reported() -> None:
     assert {(b.caller_remaining, b.subscription_remaining, b.refusal) for b in reads} == {(None, None, None)}
     write = limits.admit("alice", SUB, RequestKind.WRITES, in_scope=True)
     assert (write.caller_remaining, write.subscription_remaining) == (None, 2)
-    counted = repos.rate_limits.count(RateCounter(SUB, RequestKind.READS, int(T0 // 60 * 60)))
+    counted = repos.rate_limits.take(RateCounter(SUB, RequestKind.READS, int(T0 // 60 * 60)), 1000)
     assert counted == 1  # nothing had counted the reads before
 
 
 def test_a_busy_table_lets_the_request_through_uncounted() -> None:
     class Busy:
-        def count(self, counter: RateCounter) -> int:
+        def take(self, counter: RateCounter, limit: int) -> int | None:
+            raise StoreBusy("ThrottlingException")
+
+        def give_back(self, counter: RateCounter) -> None:
             raise StoreBusy("ThrottlingException")
 
     budget = RateLimiter(Busy(), LIMITS, FakeClock(T0)).admit("alice", SUB, RequestKind.WRITES, in_scope=True)
@@ -182,7 +204,7 @@ def test_every_answer_says_what_is_left_and_the_request_past_the_limit_is_429_wi
     assert [remaining(a) for a in answers] == [
         {CALLER_WRITES: "1", SUB_WRITES: "2"},
         {CALLER_WRITES: "0", SUB_WRITES: "1"},
-        {CALLER_WRITES: "0", SUB_WRITES: "0"},
+        {CALLER_WRITES: "0"},  # refused by the caller's own limit: the subscription's counter was not touched
     ]
     refused = answers[2]
     assert refused.headers["Retry-After"] == "50"

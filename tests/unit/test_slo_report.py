@@ -83,7 +83,9 @@ def test_the_running_month_is_reported_so_far_and_is_the_default(tmp_path):
     assert report["objectives"][0]["errorBudget"]["minutes"] == 44.64  # 0.1 % of December's 31 days
 
 
-@pytest.mark.parametrize("month", ["2026-13", "november", "2027-01", "2026-1", "0001-01", "1969-12", "9999-12", "0000-01"])
+@pytest.mark.parametrize(
+    "month", ["2026-13", "november", "2027-01", "2026-1", "0001-01", "1969-12", "9999-12", "0000-01"]
+)
 def test_a_bad_or_future_month_is_400_naming_it(tmp_path, month):
     service = SloReportService(RequestLogMetrics(tmp_path / "none", 1000), Settings(), clock=lambda: NOW)
     with pytest.raises(InvalidParameter) as raised:

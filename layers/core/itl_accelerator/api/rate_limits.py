@@ -25,7 +25,7 @@ from itl_accelerator.api.protocol import RESPONSE_HEADERS
 from itl_accelerator.arm import validate_subscription_id
 from itl_accelerator.domain.rate_limits import RequestKind
 from itl_accelerator.errors import ArmError
-from itl_accelerator.services.api.rate_limits import Budget
+from itl_accelerator.services.api.rate_limits import Allowance
 
 CALLER_REMAINING = "x-ms-ratelimit-remaining-subscription-{kind}"
 SUBSCRIPTION_REMAINING = "x-ms-ratelimit-remaining-subscription-global-{kind}"
@@ -35,13 +35,13 @@ HEADER_NAMES = tuple(
 )
 
 
-def budget_headers(budget: Budget) -> list[tuple[bytes, bytes]]:
-    """The ARM headers of what ``budget`` leaves (none for a limit that is off or was not counted)."""
+def allowance_headers(allowance: Allowance) -> list[tuple[bytes, bytes]]:
+    """The ARM headers of what ``allowance`` leaves (none for a limit that is off or was not counted)."""
     headers = []
-    if budget.caller_remaining is not None:
-        headers.append((CALLER_REMAINING.format(kind=budget.kind.value), budget.caller_remaining))
-    if budget.subscription_remaining is not None:
-        headers.append((SUBSCRIPTION_REMAINING.format(kind=budget.kind.value), budget.subscription_remaining))
+    if allowance.caller_remaining is not None:
+        headers.append((CALLER_REMAINING.format(kind=allowance.kind.value), allowance.caller_remaining))
+    if allowance.subscription_remaining is not None:
+        headers.append((SUBSCRIPTION_REMAINING.format(kind=allowance.kind.value), allowance.subscription_remaining))
     return [(name.encode(), str(value).encode()) for name, value in headers]
 
 
@@ -57,12 +57,12 @@ def count_request(request: Request) -> None:
     except ArmError:
         return  # not counted: the route refuses it itself (400, 401)
     principal = ctx.principal
-    budget = get_wiring(request).rate_limiter.admit(
+    allowance = get_wiring(request).rate_limiter.admit(
         principal.subject,
         subscription_id,
         RequestKind.of(request.method),
         in_scope=principal.can_see(subscription_id),
     )
-    request.scope.setdefault("state", {})[RESPONSE_HEADERS] = budget_headers(budget)
-    if budget.refusal is not None:
-        raise budget.refusal
+    request.scope.setdefault("state", {})[RESPONSE_HEADERS] = allowance_headers(allowance)
+    if allowance.refusal is not None:
+        raise allowance.refusal

@@ -9,9 +9,11 @@ learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-t
   and the subscription ID"; its ``x-ms-ratelimit-remaining-subscription-reads``/``-writes`` headers) and **the whole
   subscription, every principal together** (ARM's newer "global" limits: ``x-ms-ratelimit-remaining-subscription-
   global-reads``/``-writes``).
-- Over a limit: 429 ``TooManyRequests`` with ``Retry-After`` (seconds to the window's end). A refused request
-  still counts, as in ARM: it is counted before it is judged (the count and its new value are one atomic write),
-  and with fixed windows counting it costs the client nothing more — the window ends when it would have anyway.
+- Over a limit: 429 ``TooManyRequests`` with ``Retry-After`` (seconds to the window's end). **A refused request
+  spends nothing** (issue 26): each counter is taken only below its limit (one conditional atomic write), and a
+  request the subscription's limit refuses hands the caller's count back. Where ARM counts refusals too, that here
+  let one caller's refused flood spend the whole subscription's allowance; now a caller's own limit protects the
+  other callers of its subscription.
 
 Where ARM refills token buckets, this provider counts in **fixed one-minute windows** (UTC minutes): one atomic
 counter per window is one DynamoDB write per request, where a token bucket needs a read-modify-write of a

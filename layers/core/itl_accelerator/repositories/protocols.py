@@ -293,10 +293,15 @@ class RateLimitRepository(Protocol):
     """Request counters (domain/rate_limits.py): how many requests of a kind a subscription, or one caller in it,
     made in a one-minute window."""
 
-    def count(self, counter: RateCounter) -> int:
-        """Count one more request on ``counter`` (made by its first request) and return its count, this request
-        included. Atomic: concurrent counts of one counter each return a different value, none lost. A counter
-        is forgotten some minutes after its window ended."""
+    def take(self, counter: RateCounter, limit: int) -> int | None:
+        """Count one more request on ``counter`` (made by its first request) unless it already holds ``limit``
+        (>= 1): its count, this request included — or None, and nothing counted, at the limit. Atomic: concurrent
+        takes of one counter each return a different value, none lost, never past ``limit``. A counter is forgotten
+        some minutes after its window ended."""
+        ...
+
+    def give_back(self, counter: RateCounter) -> None:
+        """Take back one request counted on ``counter`` (another limit refused it after all); nothing below 0."""
         ...
 
 

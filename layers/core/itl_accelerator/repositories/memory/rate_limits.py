@@ -1,6 +1,6 @@
 """Request counters in memory: the DynamoDB implementation's semantics (repositories/dynamodb/rate_limits.py) — one
-atomic increment per request, counters of a subscription matched case-insensitively — and counters of windows long
-over are dropped, as the table's TTL deletes them."""
+atomic conditional increment per request (nothing counted at the limit), counters of a subscription matched
+case-insensitively — and counters of windows long over are dropped, as the table's TTL deletes them."""
 
 from __future__ import annotations
 
@@ -17,11 +17,24 @@ class MemoryRateLimitRepository:
     def __init__(self, state: MemoryState):
         self._s = state
 
-    def count(self, counter: RateCounter) -> int:
-        key = (counter.subscription_id.lower(), counter.kind.value, counter.window_start, counter.caller)
+    @staticmethod
+    def _key(counter: RateCounter) -> tuple[str, str, int, str | None]:
+        return (counter.subscription_id.lower(), counter.kind.value, counter.window_start, counter.caller)
+
+    def take(self, counter: RateCounter, limit: int) -> int | None:
+        key = self._key(counter)
         with self._s.lock:
             horizon = counter.window_start - WINDOW_SECONDS - TTL_AFTER_WINDOW_SECONDS
             for old in [k for k in self._s.rate_counters if k[2] < horizon]:
                 del self._s.rate_counters[old]
-            self._s.rate_counters[key] = self._s.rate_counters.get(key, 0) + 1
-            return self._s.rate_counters[key]
+            held = self._s.rate_counters.get(key, 0)
+            if held >= limit:
+                return None
+            self._s.rate_counters[key] = held + 1
+            return held + 1
+
+    def give_back(self, counter: RateCounter) -> None:
+        key = self._key(counter)
+        with self._s.lock:
+            if self._s.rate_counters.get(key, 0) > 0:
+                self._s.rate_counters[key] -= 1
