@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from itl_accelerator.observability import log_metrics, logger, metrics, publish_counts, tracer
-from itl_accelerator.repositories.dynamodb.streams import node_changes
+from itl_accelerator.repositories.dynamodb.streams import limit_changes, node_changes
 from itl_accelerator.wiring import Wiring
 from itl_functions.process import wiring
 
@@ -22,8 +22,10 @@ def _wiring() -> Wiring:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def fleet_changes(event: dict[str, Any], context: Any) -> dict[str, int]:
-    """Node items registered, changed or removed (``event["Records"]``, NEW_AND_OLD_IMAGES): serve the waiting jobs
-    that may run now and fail those no node can ever hold (services/streams/fleet.py). Returns the batch's counts."""
-    report = _wiring().fleet_changes.on_changes(node_changes(event.get("Records") or []))
+    """Node, quota and budget items registered, changed or removed (``event["Records"]``, NEW_AND_OLD_IMAGES): serve
+    the waiting jobs that may run now, fail those nothing can ever hold and tell the others why they wait
+    (services/streams/fleet.py). Returns the batch's counts."""
+    records = event.get("Records") or []
+    report = _wiring().fleet_changes.on_changes(node_changes(records), limit_changes(records))
     publish_counts(metrics, "FleetChanges", report.as_metrics())
     return report.as_metrics()

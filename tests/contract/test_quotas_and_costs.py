@@ -28,7 +28,8 @@ from tests.contract.builders import (
 def limit(repos: Repositories, sub: str, value: int | None, name: str = "gpus", location: str = "eastus") -> None:
     usage = QuotaUsage(sub, location, name, limit=value, document={"name": name} if value is not None else None,
                        etag=f"q{value}" if value is not None else None)  # fmt: skip
-    repos.quotas.set_limit(usage, make_audit(sub, f"/quotas/{name}"), expected_etag=None)
+    held = repos.quotas.get(sub, location, name)
+    repos.quotas.set_limit(usage, make_audit(sub, f"/quotas/{name}"), expected_etag=held.etag if held else None)
 
 
 def used(repos: Repositories, sub: str, name: str = "gpus", location: str = "eastus") -> int:
@@ -117,6 +118,16 @@ def test_setting_a_limit_honours_the_etag_it_expects(repos: Repositories, sub: s
     repos.quotas.set_limit(usage, make_audit(sub, "/quotas/gpus"), expected_etag="q8")
     found = repos.quotas.get(sub, "eastus", "gpus")
     assert found is not None and found.limit == 16
+
+
+def test_a_create_is_refused_once_a_limit_is_set(repos: Repositories, sub: str) -> None:
+    """``expected_etag=None`` means "no limit set yet": of racing creates, one creates and the others are told."""
+    limit(repos, sub, 8)
+    again = QuotaUsage(sub, "eastus", "gpus", limit=4, document={}, etag="q4")
+    with pytest.raises(EtagMismatch):
+        repos.quotas.set_limit(again, make_audit(sub, "/quotas/gpus"), expected_etag=None)
+    found = repos.quotas.get(sub, "eastus", "gpus")
+    assert found is not None and found.limit == 8
 
 
 def test_a_reservation_refused_by_its_node_is_not_counted(repos: Repositories, sub: str) -> None:

@@ -140,3 +140,27 @@ def test_a_job_past_every_quota_that_could_hold_it_fails_at_once_saying_why(admi
     done = wait_job(admin, jobs_path(sub, "huge"))
     assert done["properties"]["status"] == "Failed"
     assert "quota 'gpus'" in done["properties"]["statusReason"] and "allows 2" in done["properties"]["statusReason"]
+
+
+def test_a_quota_lowered_to_zero_fails_the_waiting_job_at_once_and_a_look_alike_is_flagged(admin, sub):
+    """Issue 26: a limit lowered to 0 left a job waiting for days; the quota's change now reaches the waiting jobs
+    through the table's stream (the fleet-changes function) within seconds. And a model quota whose name no node's
+    model maps to is answered as not applicable."""
+    cordoned = node_body()
+    cordoned["properties"]["availability"] = "Cordoned"
+    assert admin.put(nodes_path(sub, name="dgx-1"), json=cordoned).status_code == 201
+    assert admin.put(jobs_path(sub, "waits"), json=job_body(1, 80)).status_code == 201
+    wait_for(
+        lambda: (
+            "Waiting for capacity"
+            in (admin.get(jobs_path(sub, "waits")).json()["properties"].get("statusReason") or "")
+        ),
+        what="the job waiting for capacity",
+    )
+    assert admin.put(quota_path(sub, "gpus"), json=quota_body(0)).status_code == 201
+    done = wait_job(admin, jobs_path(sub, "waits"), timeout=30)  # not its pending timeout, days away
+    assert done["properties"]["status"] == "Failed", done
+    assert "quota 'gpus'" in done["properties"]["statusReason"] and "allows 0" in done["properties"]["statusReason"]
+    model = admin.put(quota_path(sub, "gpus-h100-80gb"), json=quota_body(4))
+    assert model.status_code == 201 and model.json()["properties"]["isQuotaApplicable"] is False
+    assert admin.get(quota_path(sub, "gpus-h100")).status_code == 404  # ... and the real one is not set

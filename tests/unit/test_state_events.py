@@ -140,3 +140,25 @@ def test_a_batch_eventbridge_keeps_refusing_is_to_be_delivered_again():
 def test_no_bus_is_refused_at_once():
     with pytest.raises(ValueError, match="EVENT_BUS_NAME"):
         StateEventPublisher(FakeEventBridge(set(), 0), "")
+
+
+def test_only_a_changed_limit_is_a_limit_change():
+    """A quota's limit set or removed and a budget created, changed or deleted move their etag; an allocation
+    counted in a quota or a budget's evaluation does not — and neither is a limit change (issue 26)."""
+    from itl_accelerator.repositories.dynamodb.streams import limit_changes
+
+    quota, budget = ("QUOTA#eastus#gpus-a100-80gb", "/q"), ("BUDGET#team", "/b")
+    records = [
+        record("e1", *quota, {"used": "2"}, {"used": "4"}),  # an allocation counted: no etag on either side
+        record("e2", *quota, {"used": "4"}, {"used": "4", "etag": "q1"}),  # a limit set
+        record("e3", *quota, {"etag": "q1"}, {"etag": "q1", "used": "5"}),  # counted again under the limit
+        record("e4", *budget, None, {"etag": "b1"}),  # created
+        record("e5", *budget, {"etag": "b1"}, {"etag": "b1", "stateSpend": "3"}),  # evaluated
+        record("e6", *budget, {"etag": "b1"}, None),  # deleted
+        record("e7", *JOB, {"etag": "j1"}, {"etag": "j2"}),  # not a limit
+    ]
+    assert [(c.event_id, c.kind, c.name, c.subscription_id) for c in limit_changes(records)] == [
+        ("e2", "quota", "eastus#gpus-a100-80gb", "sub-a"),
+        ("e4", "budget", "team", "sub-a"),
+        ("e6", "budget", "team", "sub-a"),
+    ]

@@ -204,7 +204,7 @@ class Wiring:
     def quotas(self) -> QuotaService:
         from itl_accelerator.services.api.quotas import QuotaService
 
-        return QuotaService(self.repositories.quotas, self.access)
+        return QuotaService(self.repositories.quotas, self.repositories.nodes, self.access)
 
     @cached_property
     def costs(self) -> CostQueryService:

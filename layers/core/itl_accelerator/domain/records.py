@@ -395,3 +395,16 @@ class NodeChange:
     subscription_id: str
     before: NodeState | None
     after: NodeState | None
+
+
+@dataclass(frozen=True)
+class LimitChange:
+    """A limit on a subscription's work set, changed or removed, as the table's stream reports it (after the write
+    committed): a GPU quota (``kind`` ``"quota"``, ``name`` ``{location}#{quota}``) or a budget (``"budget"``, its
+    name). Only changes of the limit itself are reported (its etag moved): an allocation counted in a quota, or a
+    budget's evaluation, is bookkeeping. ``event_id`` names the report (for correlation)."""
+
+    event_id: str
+    subscription_id: str
+    kind: str
+    name: str

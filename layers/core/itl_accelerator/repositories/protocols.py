@@ -252,7 +252,8 @@ class QuotaRepository(Protocol):
 
     def set_limit(self, usage: QuotaUsage, audit: AuditEvent, *, expected_etag: str | None) -> None:
         """Set ``usage.limit`` (with its ``document`` and ``etag``), or remove the limit (``limit`` None), with the
-        audit event — together; ``expected_etag``: the etag it must still have (None: any). A limit below the
+        audit event — together; ``expected_etag``: the etag its limit must still have (None: no limit may be set
+        now, a create). A limit below the
         current use is allowed: new allocations are refused until enough GPUs are given back. Raises
         ``EtagMismatch``."""
         ...

@@ -113,8 +113,8 @@ class DynamoQuotaRepository:
 
     def set_limit(self, usage: QuotaUsage, audit: AuditEvent, *, expected_etag: str | None) -> None:
         """Set (``usage.limit`` an int) or remove (None) a quota's limit with its ARM envelope and audit event, in
-        one transaction; the headroom follows the count. ``expected_etag``: the etag the quota must still have
-        (None: any). Raises ``EtagMismatch``."""
+        one transaction; the headroom follows the count. ``expected_etag``: the etag the quota's limit must still
+        have (None: no limit may be set now — a create). Raises ``EtagMismatch``."""
         key = typed(
             {"PK": keys.subscription_pk(usage.subscription_id), "SK": keys.quota_sk(usage.location, usage.name)}
         )
@@ -140,7 +140,9 @@ class DynamoQuotaRepository:
             "ExpressionAttributeNames": {"#loc": "location"},
             "ExpressionAttributeValues": typed(values),
         }
-        if expected_etag is not None:
+        if expected_etag is None:
+            update["ConditionExpression"] = "attribute_not_exists(etag)"
+        else:
             update["ConditionExpression"] = "etag = :expected"
             update["ExpressionAttributeValues"] = typed({**values, ":expected": expected_etag})
         try:

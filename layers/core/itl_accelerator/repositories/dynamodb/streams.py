@@ -32,7 +32,7 @@ from itl_accelerator.domain.events import (
     NODE_STATE_CHANGED,
     StateChange,
 )
-from itl_accelerator.domain.records import FleetShape, NodeChange, NodeState
+from itl_accelerator.domain.records import FleetShape, LimitChange, NodeChange, NodeState
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain
@@ -76,6 +76,30 @@ def node_changes(records: list[dict[str, Any]]) -> list[NodeChange]:
             )
         )
     return changes
+
+
+#: Sort-key prefixes of the items whose changes are limit changes (keys.py ``quota_sk``, ``budget_sk``).
+LIMIT_PREFIXES = {"QUOTA#": "quota", "BUDGET#": "budget"}
+
+
+def limit_changes(records: list[dict[str, Any]]) -> list[LimitChange]:
+    """The changes of quota limits and budgets among a batch of stream records, in order: records whose item's
+    ``etag`` differs between the images (a limit set, changed or removed; a budget created, changed or deleted) —
+    never a quota's count moving with an allocation, nor a budget's evaluation, which leave the etag as it was."""
+    found = []
+    for record in records:
+        change = record.get("dynamodb") or {}
+        sort_key = str(((change.get("Keys") or {}).get("SK") or {}).get("S", ""))
+        kind = next((k for prefix, k in LIMIT_PREFIXES.items() if sort_key.startswith(prefix)), None)
+        if kind is None:
+            continue
+        old = (change.get("OldImage") or {}).get("etag")
+        new = (change.get("NewImage") or {}).get("etag")
+        if old == new:
+            continue
+        subscription = str(change["Keys"]["PK"]["S"]).split(keys.SEP, 1)[1]
+        found.append(LimitChange(str(record.get("eventID", "")), subscription, kind, sort_key.split(keys.SEP, 1)[1]))
+    return found
 
 
 @dataclass(frozen=True)

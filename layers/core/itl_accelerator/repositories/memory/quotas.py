@@ -51,7 +51,8 @@ class MemoryQuotaRepository:
             check_size(usage.document or {}, audit_size(audit))
             key = quota_key(usage.subscription_id, usage.location, usage.name)
             stored = self._s.quotas.get(key)
-            if expected_etag is not None and (stored is None or stored.etag != expected_etag):
+            held = stored.etag if stored is not None else None
+            if held != expected_etag:
                 raise EtagMismatch()
             if self._s.audit_taken(audit):
                 raise ItemExists()

@@ -3,10 +3,17 @@
 
 Rules: reading quotas and usages needs ``locations/quotas/read`` in the subscription (consumers, suppliers, admins);
 setting or removing one needs ``locations/quotas/write`` over the whole subscription (admins: the provider's
-operators). A ``PUT`` is idempotent (the same limit again writes nothing) and honours ``If-Match``; a ``DELETE``
-removes the limit (204 when none was set). Enforcement is not here: the reservation of an instance or a job counts
-its GPUs in the quotas of its node's location and model in its own transaction (repositories), refused with 409
-``QuotaExceeded`` past a limit.
+operators). A ``PUT`` is idempotent (the same limit again writes nothing) and honours ``If-Match``; racing PUTs that
+set a limit where none was set create it exactly once (one 201 and one audit item; the others see it set and answer
+as a replace would); a ``DELETE`` removes the limit (204 when none was set). Enforcement is not here: the
+reservation of an instance or a job counts its GPUs in the quotas of its node's location and model in its own
+transaction (repositories), refused with 409 ``QuotaExceeded`` past a limit; a limit set, changed or removed reaches
+the waiting jobs at once through the table's stream (services/streams/fleet.py).
+
+Names (issue 26): ``gpus``, or ``gpus-{model}`` with the model as placement compares it (``gpu_model_key``: the node's
+``gpuModel`` lower-cased without spaces, its ``-``, ``.`` and ``_`` kept: ``A100-80GB`` → ``gpus-a100-80gb``), so
+every name the usages list shows can be set. A model quota no node of the subscription in its location has is
+accepted (a quota may come before the nodes) and answered with ``isQuotaApplicable: false``.
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ from typing import Any
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import normalize_location, validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.domain.quotas import ALL_GPUS, QuotaUsage, localized_name
-from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.domain.quotas import ALL_GPUS, MODEL_PREFIX, QuotaUsage, localized_name
+from itl_accelerator.errors import AnotherOperationInProgress, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.quotas import QuotaWrite
 from itl_accelerator.repositories.errors import EtagMismatch
-from itl_accelerator.repositories.protocols import QuotaRepository
+from itl_accelerator.repositories.protocols import NodeRepository, QuotaRepository
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.access import Access
 from itl_accelerator.services.common.audit_events import build_event
@@ -29,7 +36,8 @@ from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
-_QUOTA_NAME = re.compile(r"^gpus(-[a-z0-9]{1,48})?$")
+#: ``gpus`` or ``gpus-`` and a GPU model key: what models/jobs.py's ``GpuModel`` lower-cased without spaces can be.
+_QUOTA_NAME = re.compile(r"^gpus(-[a-z0-9][a-z0-9._-]{0,63})?$")
 _LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
 
 
@@ -38,8 +46,9 @@ def quota_id(subscription_id: str, location: str, name: str) -> str:
     return f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{location}/quotas/{name}"
 
 
-def render(usage: QuotaUsage) -> dict[str, Any]:
-    """A quota with a limit as returned: its envelope, the limit and the GPUs held now."""
+def render(usage: QuotaUsage, applicable: bool = True) -> dict[str, Any]:
+    """A quota with a limit as returned: its envelope, the limit, the GPUs held now and whether any node it could
+    limit exists (``applicable``)."""
     document = dict(usage.document or {})
     return {
         **document,
@@ -49,7 +58,7 @@ def render(usage: QuotaUsage) -> dict[str, Any]:
             "name": {"value": usage.name, "localizedValue": localized_name(usage.name)},
             "unit": "Count",
             "currentValue": usage.current,
-            "isQuotaApplicable": True,
+            "isQuotaApplicable": applicable,
         },
     }
 
@@ -65,11 +74,20 @@ def render_usage(usage: QuotaUsage) -> dict[str, Any]:
 
 
 class QuotaService:
-    """Quota and usage operations over the quota repository."""
+    """Quota and usage operations over the quota repository; ``nodes`` tells which GPU models a location has."""
 
-    def __init__(self, quotas: QuotaRepository, access: Access):
+    def __init__(self, quotas: QuotaRepository, nodes: NodeRepository, access: Access):
         self._quotas = quotas
+        self._nodes = nodes
         self._access = access
+
+    def _models(self, subscription_id: str, location: str) -> set[str]:
+        """The GPU model keys of the subscription's nodes in ``location`` (one read of its fleet shapes)."""
+        return {s.gpu_model for s in self._nodes.fleet_shapes(subscription_id) if s.location == location}
+
+    @staticmethod
+    def _applicable(name: str, models: set[str]) -> bool:
+        return name == ALL_GPUS or name.removeprefix(MODEL_PREFIX) in models
 
     # ----------------------------------------------------------------------------------------------- helpers
     @staticmethod
@@ -83,8 +101,9 @@ class QuotaService:
         lowered = name.lower()
         if not _QUOTA_NAME.match(lowered):
             raise InvalidParameter(
-                f"'{name}' is not a GPU quota: 'gpus' (every GPU model) or 'gpus-{{model}}' (one model, as nodes "
-                "name it, lower case without spaces: 'gpus-h100').",
+                f"'{name[:80]}' is not a GPU quota: 'gpus' (every GPU model) or 'gpus-{{model}}' (one model, as "
+                "nodes name it in hardwareSpecs.gpuModel, lower case without spaces: 'gpus-h100', "
+                "'gpus-a100-80gb').",
                 target="quotaName",
             )
         return lowered
@@ -111,13 +130,18 @@ class QuotaService:
         usage = self._quotas.get(subscription_id, where, quota)
         if usage is None or usage.limit is None:
             raise ResourceNotFound(f"No GPU quota '{quota}' is set in '{where}'.")
-        return render(usage)
+        return render(usage, self._applicable(quota, self._models(subscription_id, where)))
 
     def in_location(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
         """The quotas set in a location, by name."""
         where = self._location(location)
         self._read(ctx, subscription_id, where)
-        return [render(u) for u in self._quotas.in_location(subscription_id, where) if u.limit is not None]
+        models = self._models(subscription_id, where)
+        return [
+            render(u, self._applicable(u.name, models))
+            for u in self._quotas.in_location(subscription_id, where)
+            if u.limit is not None
+        ]
 
     def usages(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
         """What the subscription holds in a location against every quota in use or limited; ``gpus`` first,
@@ -140,31 +164,38 @@ class QuotaService:
         if_match: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Set a quota's limit (GPUs). Returns ``(quota, created)``: 201 when no limit was set before, else 200.
-        The same limit again writes nothing. 412 on a stale ``If-Match``."""
+        The same limit again writes nothing. 412 on a stale ``If-Match``. Each write is conditioned on the quota as
+        read (no limit yet, or its etag), so of racing creates exactly one creates; the others read it again and
+        answer as a replace (or as unchanged, for the same limit)."""
         validate_subscription_id(subscription_id)
         where, quota = self._location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
-        current = self._quotas.get(subscription_id, where, quota) or QuotaUsage(subscription_id, where, quota)
-        arm_rules.check_preconditions(
-            current.etag if current.limit is not None else None, if_match=if_match, if_none_match=None
-        )
         limit = body.properties.limit.value
-        if current.limit == limit and current.document is not None:
-            return render(current), False
-        document = {
-            "id": quota_id(subscription_id, where, quota),
-            "name": quota,
-            "type": TYPE,
-            "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
-        }
-        changed = QuotaUsage(subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag())
-        audit = self._audit(ctx, changed, f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}")
-        try:
-            self._quotas.set_limit(changed, audit, expected_etag=current.etag if if_match else None)
-        except EtagMismatch as exc:
-            raise ResourceKernel.write_error(exc, if_match=if_match or "*") from exc
-        fresh = self._quotas.get(subscription_id, where, quota) or changed
-        return render(fresh), current.limit is None
+        for _ in range(5):
+            current = self._quotas.get(subscription_id, where, quota) or QuotaUsage(subscription_id, where, quota)
+            held = current.etag if current.limit is not None else None
+            arm_rules.check_preconditions(held, if_match=if_match, if_none_match=None)
+            if current.limit == limit and current.document is not None:
+                return render(current, self._applicable(quota, self._models(subscription_id, where))), False
+            document = {
+                "id": quota_id(subscription_id, where, quota),
+                "name": quota,
+                "type": TYPE,
+                "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
+            }
+            changed = QuotaUsage(
+                subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag()
+            )
+            summary = f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}"
+            try:
+                self._quotas.set_limit(changed, self._audit(ctx, changed, summary), expected_etag=held)
+            except EtagMismatch as exc:
+                if if_match is not None:
+                    raise ResourceKernel.write_error(exc, if_match=if_match) from exc
+                continue  # set or changed meanwhile: judge again on what is stored now
+            fresh = self._quotas.get(subscription_id, where, quota) or changed
+            return render(fresh, self._applicable(quota, self._models(subscription_id, where))), held is None
+        raise AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request.")
 
     def delete(
         self, ctx: CallContext, subscription_id: str, location: str, name: str, *, if_match: str | None = None
@@ -184,7 +215,9 @@ class QuotaService:
         try:
             self._quotas.set_limit(removed, audit, expected_etag=current.etag)
         except EtagMismatch as exc:
-            raise ResourceKernel.write_error(exc, if_match=if_match or "*") from exc
+            if if_match is None:
+                return self.delete(ctx, subscription_id, location, name)  # changed meanwhile: judge what is there
+            raise ResourceKernel.write_error(exc, if_match=if_match) from exc
         return True
 
     @staticmethod

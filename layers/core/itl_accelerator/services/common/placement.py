@@ -305,6 +305,35 @@ class Placement:
             self._drain_for_if_starving(first_waiting)
         return placed
 
+    def refresh_reasons(self, ctx: CallContext, subscription_id: str) -> int:
+        """Tell each waiting job of the subscription (the first :data:`DISPATCH_BATCH` in queue order) why it waits
+        as of now, when that changed (a limit was set, raised or removed): an audited change of its
+        ``statusReason``, conditioned on the job as read. Returns how many were told."""
+        told = 0
+        for key in self._jobs.waiting(subscription_id, DISPATCH_BATCH):
+            job = self._jobs.get(key)
+            if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
+                continue
+            reason = self.waiting_reason(job)
+            if job.properties.get("statusReason") == reason:
+                continue
+            document = {
+                **job.document,
+                "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+                "properties": {**job.document["properties"], "statusReason": reason},
+            }
+            try:
+                self._jobs.update(
+                    job,
+                    replace(job, document=document, etag=arm_rules.new_etag()),
+                    self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+                    expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
+                )
+            except WorkloadChanged:
+                continue  # placed, canceled or told meanwhile: its own step says why now
+            told += 1
+        return told
+
     def _drain_for_if_starving(self, job: Job) -> None:
         if job.drain_node is not None or job.status.final:
             return

@@ -1,8 +1,9 @@
-"""Fleet changes: what a node registered, changed or removed means for the jobs waiting for capacity, at once.
+"""Fleet and limit changes: what a node registered, changed or removed — or a GPU quota or a budget set, changed or
+removed — means for the jobs waiting for capacity, at once.
 
 Triggered by the table's stream (DynamoDB Streams, ``NEW_AND_OLD_IMAGES``; template.yaml's event source mapping
-passes node items only), so no API function does placement work and no change is missed: a stream record is
-delivered at least once, after its transaction committed, and every step here is idempotent.
+passes node, quota and budget items only), so no API function does placement work and no change is missed: a stream
+record is delivered at least once, after its transaction committed, and every step here is idempotent.
 
 Rules (issue 14, item 4 — waiting jobs must not wait for the next periodic retry, nor for their pending timeout):
 
@@ -14,15 +15,20 @@ Rules (issue 14, item 4 — waiting jobs must not wait for the next periodic ret
   subscription is admitted again, and one that no node could ever hold now fails at once, saying why, instead of
   waiting days for its pending timeout. A job that only waits for capacity (the node is cordoned, busy) waits on.
 
-Reservations and releases change a node's counters, never its ``etag``: those records are not fleet changes (the
-workflow that releases GPUs serves the queue itself).
+- A quota's limit or a budget set, changed or removed (issue 26: a raised, lowered or deleted limit re-evaluates the
+  waiting jobs at once, not at their next placement retry) — every waiting job of its subscription is admitted
+  again (a job no quota could ever hold now fails at once), the queue is served (a raised limit, a budget no longer
+  spent), and each job still waiting is told why as of now (its ``statusReason``).
+
+Reservations and releases change a node's or a quota's counters, never its ``etag``, and a budget's evaluation
+leaves its etag too: those records are not changes (the workflow that releases GPUs serves the queue itself).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from itl_accelerator.domain.records import NodeChange, NodeState
+from itl_accelerator.domain.records import LimitChange, NodeChange, NodeState
 from itl_accelerator.domain.states import Availability, JobStatus
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import Repositories
@@ -34,15 +40,16 @@ from itl_accelerator.state_machines import StateMachines
 
 @dataclass
 class FleetReport:
-    """What one batch of stream records did: node changes seen, waiting jobs placed, jobs failed as no longer
-    admissible."""
+    """What one batch of stream records did: node and limit changes seen, waiting jobs placed, jobs failed as no
+    longer admissible, waiting jobs told a new reason."""
 
     changes: int = 0
     placed: int = 0
     failed: int = 0
+    reasons: int = 0
 
     def as_metrics(self) -> dict[str, int]:
-        return {"changes": self.changes, "placed": self.placed, "failed": self.failed}
+        return {"changes": self.changes, "placed": self.placed, "failed": self.failed, "reasons": self.reasons}
 
 
 class FleetChanges:
@@ -54,10 +61,14 @@ class FleetChanges:
         self._nodes = repositories.nodes
         self._state_machines = state_machines
 
-    def on_changes(self, changes: list[NodeChange]) -> FleetReport:
-        """Handle a batch of node changes (repositories/dynamodb/streams.py reads them from the stream's records).
-        Raises on a failure (the batch is delivered again; everything here is idempotent)."""
+    def on_changes(self, changes: list[NodeChange], limits: list[LimitChange] | None = None) -> FleetReport:
+        """Handle a batch of node and limit changes (repositories/dynamodb/streams.py reads them from the stream's
+        records). Raises on a failure (the batch is delivered again; everything here is idempotent)."""
         report = FleetReport()
+        limited: dict[str, str] = {}
+        for limit in limits or ():
+            report.changes += 1
+            limited.setdefault(limit.subscription_id, limit.event_id)
         grown: dict[str, str] = {}
         shrunk: dict[str, str] = {}
         for change in changes:
@@ -69,12 +80,17 @@ class FleetChanges:
                 grown.setdefault(change.subscription_id, change.event_id)
             if old is not None and (new is None or _may_shrink(old, new)):
                 shrunk.setdefault(change.subscription_id, change.event_id)
-        for subscription, event_id in shrunk.items():
+        for subscription, event_id in {**shrunk, **limited}.items():
             report.failed += self.readmit(self._context(event_id), subscription)
-        for subscription, event_id in {**shrunk, **grown}.items():
+        for subscription, event_id in {**shrunk, **grown, **limited}.items():
             report.placed += self._placement.dispatch(self._context(event_id), subscription)
+        for subscription, event_id in limited.items():
+            report.reasons += self._placement.refresh_reasons(self._context(event_id), subscription)
         if report.changes:
-            logger.info("Fleet changed", extra={"report": report.as_metrics(), "subscriptions": sorted(grown | shrunk)})
+            logger.info(
+                "Fleet or limits changed",
+                extra={"report": report.as_metrics(), "subscriptions": sorted(grown | shrunk | limited)},
+            )
         return report
 
     def readmit(self, ctx: CallContext, subscription_id: str) -> int:
