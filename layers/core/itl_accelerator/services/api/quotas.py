@@ -183,9 +183,7 @@ class QuotaService:
                 "type": TYPE,
                 "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
             }
-            changed = QuotaUsage(
-                subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag()
-            )
+            changed = QuotaUsage(subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag())
             summary = f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}"
             try:
                 self._quotas.set_limit(changed, self._audit(ctx, changed, summary), expected_etag=held)
