@@ -18,12 +18,19 @@ Only ``POST`` is served: ``GET`` (a standalone SSE stream, which would hold the 
 
 Query parameters of the ``/mcp`` URL: ``readOnly=true`` (this connection lists and runs read tools only; the
 server-wide ``ITL_MCP_READ_ONLY`` cannot be lifted by it), ``subscription`` and ``resourceGroup`` (defaults for the
-tools' ``subscriptionId`` and ``resourceGroup``).
+tools' ``subscriptionId`` and ``resourceGroup``). The API's own rules apply (issue 26): a query parameter it does not
+know (``readonly``, ``read_only``), one given twice (``readOnly=true&readOnly=false``) or a ``readOnly`` that is
+neither ``true`` nor ``false`` is 400 ``InvalidParameter`` naming it — so no spelling of "read-only" ever gets a
+server that offers a write tool; a body over ``MAX_BODY_BYTES`` (64 KiB) is 413 ``RequestEntityTooLarge``, and a
+body that is not strict JSON (duplicate member names, ``NaN``, unpaired surrogates...) is 400
+``InvalidRequestContent``, by the API's own parser (``itl_accelerator.api.json_input``, in the core layer every
+function of template.yaml has).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import threading
@@ -31,8 +38,8 @@ from typing import Any
 
 from itl_accelerator_mcp.api import ApiClient
 from itl_accelerator_mcp.caller import Caller, from_authorizer_context
-from itl_accelerator_mcp.quotes import QuoteSigner
-from itl_accelerator_mcp.settings import McpSettings, env_flag
+from itl_accelerator_mcp.quotes import DynamoQuoteLedger, MemoryQuoteLedger, QuoteLedger, QuoteSigner
+from itl_accelerator_mcp.settings import McpSettings
 
 logger = logging.getLogger("itl_accelerator_mcp")
 
@@ -82,6 +89,20 @@ def quote_signer() -> QuoteSigner:
         return signer
 
 
+def quote_ledger() -> QuoteLedger:
+    """Where spent quotes are recorded, made on first use: the provider's table (``TABLE_NAME``: conditional puts in
+    its ``SYS#MCPQUOTE#*`` partitions, which ``McpQuoteLedgerPolicy`` alone grants) — so a quote is spent once
+    whichever execution environment accepts it — else this process's memory (the stdio server)."""
+    with _lock:
+        ledger = _shared.get("ledger")
+        if ledger is None:
+            table = settings().table_name
+            ledger = DynamoQuoteLedger(table) if table else MemoryQuoteLedger()
+            _shared["ledger"] = ledger
+        found: QuoteLedger = ledger
+        return found
+
+
 def _header(event: dict[str, Any], name: str) -> str | None:
     for key, value in (event.get("headers") or {}).items():
         if key.lower() == name.lower():
@@ -119,6 +140,57 @@ def _json_response(status: int, body: dict[str, Any], headers: dict[str, str] | 
         "body": json.dumps(body),
         "isBase64Encoded": False,
     }
+
+
+#: The query parameters ``/mcp`` takes (module docstring).
+QUERY_PARAMETERS = ("readOnly", "subscription", "resourceGroup")
+
+
+def _arm_error(status: int, code: str, message: str, target: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if target is not None:
+        error["target"] = target
+    return _json_response(status, {"error": error})
+
+
+def _query(event: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """``(query, refusal)``: the query parameters, each given once and known, as ``{name: value}``; or the 400
+    answer naming the first that is not (the API's rule, api/routing.py)."""
+    multi = event.get("multiValueQueryStringParameters") or {
+        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
+    }
+    for name in sorted(multi):
+        if name not in QUERY_PARAMETERS:
+            known = ", ".join(QUERY_PARAMETERS)
+            message = f"The query parameter '{name[:64]}' is not known here (known: {known})."
+            return {}, _arm_error(400, "InvalidParameter", message, name[:64])
+        if len(multi[name]) != 1:
+            message = f"The query parameter '{name}' is given more than once."
+            return {}, _arm_error(400, "InvalidParameter", message, name)
+    query = {name: values[0] for name, values in multi.items()}
+    if "readOnly" in query and query["readOnly"].lower() not in ("true", "false"):
+        message = "The query parameter 'readOnly' is 'true' or 'false'."
+        return {}, _arm_error(400, "InvalidParameter", message, "readOnly")
+    return query, None
+
+
+def _body_refusal(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The API's answer to a body it would refuse (413 over ``MAX_BODY_BYTES``, 400 not strict JSON), or None."""
+    raw = event.get("body") or ""
+    data = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
+    limit = settings().max_body_bytes
+    if len(data) > limit:
+        return _arm_error(413, "RequestEntityTooLarge", f"The request body exceeds the limit of {limit} bytes.")
+    if not data:
+        return None
+    from itl_accelerator.api.json_input import parse_json_body
+    from itl_accelerator.errors import ArmError
+
+    try:
+        parse_json_body(data)
+    except ArmError as refused:
+        return _json_response(refused.status, refused.body())
+    return None
 
 
 def _caller(event: dict[str, Any]) -> Caller | None:
@@ -164,21 +236,27 @@ def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Method not allowed: POST only."}},
             {"Allow": "POST"},
         )
-    return _serve_mcp(event, context, caller, token)
+    query, refused = _query(event)
+    refused = refused or _body_refusal(event)
+    if refused is not None:
+        return refused
+    return _serve_mcp(event, context, caller, token, query)
 
 
-def _serve_mcp(event: dict[str, Any], context: Any, caller: Caller, token: str) -> dict[str, Any]:
+def _serve_mcp(
+    event: dict[str, Any], context: Any, caller: Caller, token: str, query: dict[str, str]
+) -> dict[str, Any]:
     from mangum import Mangum
     from mcp.server.transport_security import TransportSecuritySettings
 
     from itl_accelerator_mcp.server import ServerOptions, build_server
 
-    query = event.get("queryStringParameters") or {}
     options = ServerOptions(
-        read_only=settings().read_only or env_flag(query.get("readOnly")),
+        read_only=settings().read_only or query.get("readOnly", "").lower() == "true",
         default_subscription=query.get("subscription") or None,
         default_resource_group=query.get("resourceGroup") or None,
         signer=quote_signer,
+        ledger=quote_ledger,
     )
     loop = _ensure_event_loop()
     api = ApiClient(base_url(event), token, transport_name="http")

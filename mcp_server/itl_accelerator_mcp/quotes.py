@@ -15,10 +15,11 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 _PREFIX = "q1"
 
@@ -99,3 +100,78 @@ class QuoteSigner:
 
     def _mac(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+
+class QuoteLedger(Protocol):
+    """Where spent quotes are recorded: each quote id is spent at most once."""
+
+    def spend(self, quote_id: str, expires: int) -> bool:
+        """Record ``quote_id`` (valid until ``expires``, epoch seconds) as spent: True the first time, False when it
+        was spent already. Atomic: of racing spends of one quote exactly one is True."""
+        ...
+
+
+def quote_key(quote_id: str) -> str:
+    """What a ledger keeps of a quote: the SHA-256 (hex) of its id (the id itself is a bearer of money)."""
+    return hashlib.sha256(quote_id.encode()).hexdigest()
+
+
+class MemoryQuoteLedger:
+    """:class:`QuoteLedger` in this process's memory; expired quotes are forgotten (``clock`` epoch seconds)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self._spent: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def spend(self, quote_id: str, expires: int) -> bool:
+        key, now = quote_key(quote_id), self._clock()
+        with self._lock:
+            for old in [k for k, until in self._spent.items() if until < now]:
+                del self._spent[old]
+            if key in self._spent:
+                return False
+            self._spent[key] = expires
+            return True
+
+
+class DynamoQuoteLedger:
+    """:class:`QuoteLedger` in the provider's table: item ``SYS#MCPQUOTE#{h[0]}`` / ``{h}`` (``h`` =
+    :func:`quote_key`), put only if absent, removed by the table's TTL after the quote expired. Sixteen partitions
+    by the key's first hex digit (template.yaml's ``McpQuoteLedgerPolicy`` grants ``PutItem`` on them alone).
+    ``client``: a boto3 DynamoDB client (made on first use when not given)."""
+
+    PARTITION = "SYS#MCPQUOTE#"
+
+    def __init__(self, table_name: str, client: Any = None):
+        self._table, self._client = table_name, client
+
+    def spend(self, quote_id: str, expires: int) -> bool:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("dynamodb")
+        key = quote_key(quote_id)
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={
+                    "PK": {"S": f"{self.PARTITION}{key[0]}"},
+                    "SK": {"S": key},
+                    "entityType": {"S": "McpQuoteSpent"},
+                    "ttl": {"N": str(int(expires) + 3600)},
+                },
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        except self._client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+
+#: The ledger of this process (the stdio server; a server built without one): quotes spent here are spent for it.
+PROCESS_LEDGER = MemoryQuoteLedger()
+
+
+def process_ledger() -> QuoteLedger:
+    """:data:`PROCESS_LEDGER`."""
+    return PROCESS_LEDGER

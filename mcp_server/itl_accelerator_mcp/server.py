@@ -28,7 +28,7 @@ from mcp.server.lowlevel import Server
 from itl_accelerator_mcp import __version__
 from itl_accelerator_mcp.api import ApiClient, ApiError
 from itl_accelerator_mcp.caller import Caller
-from itl_accelerator_mcp.quotes import QuoteSigner
+from itl_accelerator_mcp.quotes import QuoteLedger, QuoteSigner, process_ledger
 from itl_accelerator_mcp.tools import ToolCall, ToolRefused, ToolSpec, build_tools
 
 logger = logging.getLogger("itl_accelerator_mcp")
@@ -47,12 +47,14 @@ INSTRUCTIONS = (
 @dataclass(frozen=True)
 class ServerOptions:
     """How a server behaves: ``read_only`` lists and runs the read tools only; ``default_subscription`` and
-    ``default_resource_group`` fill arguments left out; ``signer`` gives the quote signer (made on first use)."""
+    ``default_resource_group`` fill arguments left out; ``signer`` gives the quote signer and ``ledger`` the ledger of
+    spent quotes (each made on first use)."""
 
     read_only: bool = False
     default_subscription: str | None = None
     default_resource_group: str | None = None
     signer: Callable[[], QuoteSigner] = QuoteSigner.ephemeral
+    ledger: Callable[[], QuoteLedger] = process_ledger
 
 
 @cache
@@ -139,6 +141,7 @@ async def call_tool(
         caller=caller,
         args=arguments,
         signer=options.signer,
+        ledger=options.ledger,
         default_subscription=_defaults(caller, options),
         default_resource_group=options.default_resource_group,
     )

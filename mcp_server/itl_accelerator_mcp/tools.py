@@ -20,7 +20,7 @@ from typing import Any
 
 from itl_accelerator_mcp.api import ApiClient, ApiError, provider_path, seg
 from itl_accelerator_mcp.caller import Caller
-from itl_accelerator_mcp.quotes import QuoteRejected, QuoteSigner
+from itl_accelerator_mcp.quotes import QuoteClaims, QuoteLedger, QuoteRejected, QuoteSigner, process_ledger
 from itl_accelerator_mcp.schemas import field as api_field
 from itl_accelerator_mcp.schemas import model, model_schema, obj
 
@@ -53,7 +53,8 @@ class Result:
 
 @dataclass
 class ToolCall:
-    """One call: the API as the caller, the caller, the arguments, the server's defaults and its quote signer."""
+    """One call: the API as the caller, the caller, the arguments, the server's defaults, its quote signer and the
+    ledger of spent quotes."""
 
     api: ApiClient
     caller: Caller
@@ -61,6 +62,7 @@ class ToolCall:
     signer: Callable[[], QuoteSigner]
     default_subscription: str | None = None
     default_resource_group: str | None = None
+    ledger: Callable[[], QuoteLedger] = process_ledger
 
     def subscription(self) -> str:
         value = self.args.get("subscriptionId") or self.default_subscription
@@ -250,15 +252,26 @@ def _quote(call: ToolCall, tool: str, terms: dict[str, Any], body: dict[str, Any
     return {"quoteId": quote_id, "expiresAt": _iso(expires), "tool": tool, **body}
 
 
-def _accepted_quote(call: ToolCall, tool: str) -> dict[str, Any] | None:
-    """The terms of the quote the call carries (None without one); :class:`ToolRefused` when it does not hold."""
+def _accepted_quote(call: ToolCall, tool: str) -> QuoteClaims | None:
+    """The claims of the quote the call carries (None without one); :class:`ToolRefused` when it does not hold."""
     quote_id = call.args.get("quoteId")
     if not quote_id:
         return None
     try:
-        return call.signer().check(quote_id, call.caller.subject, tool, call.args).terms
+        return call.signer().check(quote_id, call.caller.subject, tool, call.args)
     except QuoteRejected as exc:
         raise ToolRefused("QuoteNotValid", str(exc), "quoteId") from None
+
+
+def _spend(call: ToolCall, claims: QuoteClaims) -> None:
+    """Spend the accepted quote before acting on it: a quote pays for one call (:mod:`.quotes`). Raises
+    :class:`ToolRefused` ``QuoteNotValid`` when it was spent already."""
+    if not call.ledger().spend(str(call.args["quoteId"]), claims.expires):
+        raise ToolRefused(
+            "QuoteNotValid",
+            "The quote was accepted already: a quote pays for one call. Call again without quoteId for a new quote.",
+            "quoteId",
+        )
 
 
 # ----------------------------------------------------------------------------------------------------- reads
@@ -392,11 +405,12 @@ async def _instance_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str
 async def provision_instance(call: ToolCall) -> Result:
     accepted = _accepted_quote(call, "provision_instance")
     body, terms = await _instance_quote_body(call)
-    if accepted is None or accepted != terms:
+    if accepted is None or accepted.terms != terms:
         quote = _quote(call, "provision_instance", terms, body)
         note = body["summary"] + " Nothing was provisioned: show this quote to the user, and call again with quoteId"
         note += " once they accept." if accepted is None else " (the node's price changed since the last quote)."
         return Result({"status": "quote", "quote": quote}, note)
+    _spend(call, accepted)
     payload = {
         "name": call.args["name"],
         "properties": {"model": call.args["model"], "gpus": call.args["gpus"], "memoryGb": call.args["memoryGb"]},
@@ -491,11 +505,12 @@ _JOB_PROPERTIES = ("jobType", "workload", "requestedGpus", "requestedMemoryGb", 
 async def submit_job(call: ToolCall) -> Result:
     accepted = _accepted_quote(call, "submit_job")
     body, terms = await _job_quote_body(call)
-    if accepted is None or not _within(accepted, terms):
+    if accepted is None or not _within(accepted.terms, terms):
         quote = _quote(call, "submit_job", terms, body)
         note = body["summary"] + " Nothing was submitted: show this quote to the user, and call again with quoteId"
         note += " once they accept." if accepted is None else " (prices rose since the last quote)."
         return Result({"status": "quote", "quote": quote}, note)
+    _spend(call, accepted)
     properties = {k: call.args[k] for k in _JOB_PROPERTIES if call.args.get(k) is not None}
     properties["maxDurationMinutes"] = body["maxDurationMinutes"]
     payload: dict[str, Any] = {"name": call.args["name"], "properties": properties}

@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from itl_local.lambda_runtime import LambdaContext, observe_invocations
-from tests.conftest import ADMIN, CONSUMER, node_body, nodes_path
+from tests.conftest import ADMIN, CONSUMER, TABLE, node_body, nodes_path
 from tests.integration.instance_helpers import wait_for
 from tests.integration.test_jobs import jobs_path, sim
 
@@ -485,3 +485,93 @@ def test_a_get_or_delete_on_the_endpoint_answers_405_at_once(mcp_url, make_token
             method, mcp_url, headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}, timeout=20
         )
         assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+
+
+# ----------------------------------------------------------------------------------------------- issue 26
+def _post(url: str, token: str, body: bytes | dict[str, Any]) -> httpx.Response:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
+    return httpx.post(url, content=raw, headers=headers, timeout=30)
+
+
+LIST_TOOLS = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/list",
+    "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "target"),
+    [
+        ("readonly=true", "readonly"),
+        ("ReadOnly=true", "ReadOnly"),
+        ("read_only=true", "read_only"),
+        ("readOnly=true&readOnly=false", "readOnly"),
+        ("readOnly=yes", "readOnly"),
+        ("subscription=a&subscription=b", "subscription"),
+    ],
+)
+def test_a_read_only_asked_for_in_any_other_form_is_400_naming_it_not_a_server_with_write_tools(
+    mcp_url, make_token, sub, query, target
+):
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    answer = _post(f"{mcp_url}?{query}", token, LIST_TOOLS)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "InvalidParameter" and answer.json()["error"]["target"] == target
+
+
+def test_read_only_in_any_case_of_its_value_serves_read_tools_only(mcp_url, make_token, sub):
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    listed = _post(f"{mcp_url}?readOnly=TRUE", token, LIST_TOOLS)
+    assert listed.status_code == 200, listed.text
+    assert {t["name"] for t in listed.json()["result"]["tools"]} == READ_TOOLS
+
+
+def test_the_endpoint_refuses_the_bodies_the_api_refuses(mcp_url, make_token, sub):
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    twice = b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list", "params": {}}'
+    refused = _post(mcp_url, token, twice)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "InvalidRequestContent"
+    assert "appears twice" in refused.json()["error"]["message"]
+    huge = {**LIST_TOOLS, "params": {**LIST_TOOLS["params"], "padding": "x" * 70_000}}
+    too_large = _post(mcp_url, token, huge)
+    assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "RequestEntityTooLarge"
+
+
+def test_a_quote_pays_for_one_job_even_after_that_job_is_deleted(mcp_url, make_token, admin, sub, with_node, aws):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    args = {"resourceGroup": "rg1", "name": "once", "requestedGpus": 1, "requestedMemoryGb": 80,
+            "maxDurationMinutes": 5, "workload": sim(seconds=0.2)}  # fmt: skip
+
+    async def accept(quote_id: str | None = None) -> Any:
+        async with http_session(mcp_url, token) as client:
+            return await client.call_tool("submit_job", {**args, **({"quoteId": quote_id} if quote_id else {})})
+
+    quote_id = run(accept).structured_content["quote"]["quoteId"]
+    assert run(lambda: accept(quote_id)).structured_content["status"] == "accepted"
+    wait_for(
+        lambda: admin.get(jobs_path(sub, "once")).json()["properties"]["status"] in ("Succeeded", "Failed"),
+        timeout=60,
+        what="the job to end",
+    )
+    assert admin.delete(jobs_path(sub, "once")).status_code == 200
+    again = run(lambda: accept(quote_id))
+    assert again.is_error and payload(again)["error"]["code"] == "QuoteNotValid"
+    assert "accepted already" in payload(again)["error"]["message"]
+    assert admin.get(jobs_path(sub, "once")).status_code == 404  # no second job was submitted or billed
+    # spent in the table, as in AWS (any execution environment refuses it again), and nothing else written there
+    from itl_accelerator_mcp.quotes import quote_key
+
+    key = quote_key(quote_id)
+    spent = aws.get_item(TableName=TABLE, Key={"PK": {"S": f"SYS#MCPQUOTE#{key[0]}"}, "SK": {"S": key}})
+    assert spent["Item"]["entityType"]["S"] == "McpQuoteSpent"

@@ -252,6 +252,13 @@ def test_an_unknown_query_parameter_is_refused_naming_it(admin, sub, rd1):
         assert error["target"] == path.split("?")[1].split("=")[0] and "not known here" in error["message"]
 
 
+def test_a_query_parameter_given_twice_is_refused_naming_it(admin, sub, rd1):
+    """``hours=1&hours=2`` answered as if only the last counted (issue 26: the API's rule the MCP endpoint follows)."""
+    for path, name in ((rd1 + "/stats?hours=1&hours=2", "hours"), (jobs_path(sub) + "?$top=1&$top=5", "$top")):
+        error = assert_refused(admin.get(path), 400, "InvalidParameter")
+        assert error["target"] == name and "more than once" in error["message"]
+
+
 def test_submitted_by_in_camel_case_filters_as_the_seeds_spelling_does(caller, admin, sub, rd1):
     bob = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="bob")
     assert bob.put(jobs_path(sub, "b"), json=job_body(workload=sim(seconds=0.2))).status_code == 201

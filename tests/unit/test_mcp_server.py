@@ -141,3 +141,18 @@ def test_settings_refuse_a_short_quote_key_and_a_bad_ttl():
     assert McpSettings.from_environment({"CONTROL_PLANE_AUTH_URL": "http://x/", "OIDC_REALM": "r"}).issuer == (
         "http://x/realms/r"
     )
+
+
+def test_a_quote_is_spent_once_and_forgotten_after_it_expired():
+    from itl_accelerator_mcp.quotes import MemoryQuoteLedger, process_ledger
+
+    now = [1000.0]
+    ledger = MemoryQuoteLedger(clock=lambda: now[0])
+    assert (ledger.spend("q1.a.b", 1600), ledger.spend("q1.a.b", 1600), ledger.spend("q1.c.d", 1600)) == (
+        True,
+        False,
+        True,
+    )
+    now[0] = 1601.0  # expired: no check would accept it anyway, so the ledger need not keep it
+    assert ledger.spend("q1.a.b", 2200) is True
+    assert process_ledger() is process_ledger()  # one ledger per process: every server built here shares it

@@ -11,8 +11,9 @@ its body (400) instead of its permission (403) — ARM answers 403 before the pr
    ``x-itl-permissions``);
 2. :class:`ArmRoute` checks them — scope (404, existence not leaked), then role (403, audited) — before the body is
    read, with the resource id taken from the request path;
-3. a query parameter the route does not declare is refused (400 ``InvalidParameter`` naming it): a misspelt
-   filter (``?submitedBy=``) must not silently answer as if it were absent;
+3. a query parameter the route does not declare, or one given twice (``?hours=1&hours=2``: which one would count?),
+   is refused (400 ``InvalidParameter`` naming it): a misspelt filter (``?submitedBy=``) must not silently answer as
+   if it were absent;
 4. the body is parsed strictly (:mod:`itl_accelerator.api.json_input`), then validated by the route's pydantic
    model, then the service applies the change (with its own finer checks, e.g. a supplier's node ownership).
 """
@@ -20,6 +21,7 @@ its body (400) instead of its permission (403) — ARM answers 403 before the pr
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -91,6 +93,12 @@ class ArmRoute(APIRoute):
                 raise InvalidParameter(
                     f"The query parameter '{unknown[0][:64]}' is not known here (known: {allowed}).",
                     target=unknown[0][:64],
+                )
+            counts = Counter(name for name, _ in request.query_params.multi_items())
+            repeated = sorted(name for name, n in counts.items() if n > 1)
+            if repeated:
+                raise InvalidParameter(
+                    f"The query parameter '{repeated[0]}' is given more than once; give it once.", target=repeated[0]
                 )
             body = await request.body()
             if body:
