@@ -465,9 +465,9 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         "The provider picks the node when it places the job (best fit), so the node is not known now: the estimate is "
         "an upper bound, the highest price among the nodes you can see that could hold the job, for the whole "
         "maxDurationMinutes. A job is billed only while it runs, up to its end or that limit.",
-        "A job locks the terms of the node it is placed on when it is placed (billingTerms, docs/BILLING.md), not "
-        "when it is submitted: a node's price changed while the job waits applies to it, so this bound holds for the "
-        "prices in force now.",
+        "A job locks the terms of the node it is placed on when it is placed (billingTerms, docs/BILLING.md), and "
+        "the API holds it to its price ceiling (priceCeiling): the prices in force when it is submitted, so a node "
+        "re-priced above them while the job waits never takes it, and this bound holds.",
     ]
     if not candidates:
         notes.append(

@@ -54,6 +54,7 @@ def make_node(
     availability: str = "Available",
     owner: str = "supplier-1",
     etag: str = "n1",
+    pricing: dict[str, object] | None = None,
 ) -> Node:
     key = node_key(sub, rg, name)
     document = {
@@ -66,7 +67,7 @@ def make_node(
             "owner": owner,
             "availability": availability,
             "hardwareSpecs": {"gpuModel": model, "gpuCount": gpus, "gpuMemoryGb": memory_gb // gpus},
-            "pricing": {"currency": "USD", "pricePerGpuHour": 2.5},
+            "pricing": pricing or {"currency": "USD", "pricePerGpuHour": 2.5},
             "provisioningState": "Succeeded",
         },
         "systemData": {"createdAt": "2024-04-01T00:00:00.000000Z"},

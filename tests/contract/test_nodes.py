@@ -3,10 +3,12 @@ capacity they must leave covered, the subscription's state, lists and the placem
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import astuple, replace
+from decimal import Decimal
 
 import pytest
 
+from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Demand, FleetShape, Release, ResourceKey, node_key
 from itl_accelerator.repositories.errors import (
     CapacityInUse,
@@ -208,6 +210,25 @@ def test_fleet_shapes_count_the_nodes_of_each_shape(repos: Repositories, sub: st
     assert repos.nodes.fleet_shapes(sub.upper()) == [FleetShape("h100", "eastus", 8, 640, 2)]
 
 
+def test_fleet_shapes_tell_the_terms_their_nodes_bill_by(repos: Repositories, sub: str) -> None:
+    """Shapes are counted per pricing too (a job's price ceiling is read from them: domain/pricing.py), and a node
+    re-priced moves from one to the other."""
+    cheap = {"currency": "USD", "pricePerGpuHour": 2.5, "billingIncrementSeconds": 60, "minimumBillableSeconds": 60}
+    dear = {"currency": "EUR", "pricePerGpuHour": 1_000_000, "billingIncrementSeconds": 3600,
+            "minimumBillableSeconds": 3600}  # fmt: skip
+    a = create_node(repos, make_node(sub, "a", pricing=cheap))
+    create_node(repos, make_node(sub, "b", pricing=cheap))
+
+    def shapes() -> list[tuple[int, tuple[object, ...]]]:
+        found = repos.nodes.fleet_shapes(sub)
+        return sorted((s.nodes, astuple(s.terms) if s.terms else ()) for s in found)
+
+    assert shapes() == [(2, (Decimal("2.5"), "USD", 60, 60))]
+    repos.nodes.replace(a, make_node(sub, "a", pricing=dear, etag="n2"), make_audit(sub))
+    assert shapes() == [(1, (Decimal("2.5"), "USD", 60, 60)), (1, (Decimal("1000000"), "EUR", 3600, 3600))]
+    assert repos.nodes.fleet_shapes(sub)[0] == FleetShape("h100", "eastus", 8, 640, 1)  # the hardware as before
+
+
 # ---------------------------------------------------------------------------------------------- lists
 def _fleet(repos: Repositories, sub: str) -> None:
     for rg, name in [("rg-b", "n1"), ("RG-a", "Zeta"), ("rg-a", "alpha"), ("rg-a", "Beta"), ("rg-c", "gamma")]:
@@ -289,6 +310,27 @@ def test_candidates_fewest_free_gpus_first_filtered_by_demand(repos: Repositorie
     assert names(Demand(2, 0)) == ["b", "d", "f", "a"]
     found = repos.nodes.candidates(sub, Demand(1, 80))[0]
     assert (found.free_gpus, found.free_memory_gb, found.key.resource_group) == (1, 80, "rg1")
+
+
+def test_candidates_within_terms_leave_out_the_nodes_billing_above_them(repos: Repositories, sub: str) -> None:
+    def priced(currency: str, price: float, increment: int = 60, minimum: int = 60) -> dict[str, object]:
+        return {"currency": currency, "pricePerGpuHour": price, "billingIncrementSeconds": increment,
+                "minimumBillableSeconds": minimum}  # fmt: skip
+
+    create_node(repos, make_node(sub, "usd-2", gpus=2, memory_gb=160, pricing=priced("USD", 2.0)))
+    create_node(repos, make_node(sub, "usd-3", gpus=3, memory_gb=240, pricing=priced("USD", 3.0)))
+    create_node(repos, make_node(sub, "usd-hourly", gpus=4, memory_gb=320, pricing=priced("USD", 1.0, 3600, 3600)))
+    create_node(repos, make_node(sub, "eur-1", gpus=5, memory_gb=400, pricing=priced("EUR", 1.0)))
+
+    def names(*within: BillingTerms) -> list[str]:
+        return [n.name for n in repos.nodes.candidates(sub, Demand(1, 0, within=within))]
+
+    usd = BillingTerms(Decimal("2.5"), "USD", 60, 60)
+    assert names(usd) == ["usd-2"]
+    assert names(usd, BillingTerms(Decimal("1"), "EUR", 60, 60)) == ["usd-2", "eur-1"]
+    assert names(BillingTerms(Decimal("5"), "USD", 3600, 3600)) == ["usd-2", "usd-3", "usd-hourly"]
+    assert names() == []  # an empty ceiling admits nothing
+    assert [n.name for n in repos.nodes.candidates(sub, Demand(1, 0))] == ["usd-2", "usd-3", "usd-hourly", "eur-1"]
 
 
 def test_a_node_stops_being_a_candidate_when_it_is_cordoned(repos: Repositories, sub: str) -> None:

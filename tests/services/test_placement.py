@@ -218,12 +218,13 @@ def test_before_starving_a_waiting_job_does_not_hold_back_others(env, node):
 
 # ------------------------------------------------------------------------------------------------ read, then write
 def test_a_node_repriced_between_placements_read_and_its_reservation_locks_the_new_price(env, node):
-    # Given the node's price changes right after placement read its candidates (at 2.50)
+    # Given the node's price changes right after placement read its candidates (at 2.50), for a job whose stated
+    # price ceiling (maxPrice) admits the new price
     def reprice(candidates: object) -> None:
         env.patch_node("dgx-1", {"properties": {"pricing": {"pricePerGpuHour": 4.0}}})
 
     env.nodes_hooks.after["candidates"] = reprice
-    env.submit("j", 2, 160)
+    env.submit("j", 2, 160, maxPrice={"pricePerGpuHour": 5, "currency": "USD"})
     env.run()
     # Then the reservation is refused as stale, the node read again, and the job placed at the price now in force
     assert env.status("j") == "Running"
@@ -232,6 +233,20 @@ def test_a_node_repriced_between_placements_read_and_its_reservation_locks_the_n
     meter = env.meter(str(env.job("j").operation_id))
     assert meter is not None and meter.terms.price_per_gpu_hour == Decimal("4")
     assert env.allocation() == Allocation(2, 160)
+
+
+def test_a_node_repriced_above_the_ceiling_between_read_and_reservation_is_passed_over(env, node):
+    """The same race without a stated ceiling: the job's ceiling is the 2.50 in force when it was submitted, so the
+    node read again at 4.00 is not taken — the job waits, saying why (issue 26)."""
+
+    def reprice(candidates: object) -> None:
+        env.patch_node("dgx-1", {"properties": {"pricing": {"pricePerGpuHour": 4.0}}})
+
+    env.nodes_hooks.after["candidates"] = reprice
+    env.submit("j", 2, 160)
+    env.run()
+    assert env.status("j") == "Pending" and env.allocation() == Allocation(0, 0)
+    assert env.job_props("j")["statusReason"].startswith("Waiting for a node within its price ceiling")
 
 
 def test_a_candidate_that_filled_up_after_it_was_read_is_passed_over_for_the_next(env):
@@ -274,3 +289,122 @@ def test_capacity_is_never_over_committed_by_many_jobs(env):
         assert env.allocation("n1").gpus <= 8 and env.allocation("n2").gpus <= 4
     assert [env.status(n) for n in names] == ["Succeeded"] * len(names)
     assert env.allocation("n1") == env.allocation("n2") == Allocation(0, 0)
+
+
+# ------------------------------------------------------------------------------------------------ price ceiling
+def serve_queue(env: Env) -> None:
+    """What a fleet change or a release does: serve the subscription's waiting jobs; then the workflows go on."""
+    env.w.placement.dispatch(env.admin(), env.sub)
+    env.run()
+
+
+def test_a_waiting_job_is_never_placed_at_a_price_set_after_it_was_submitted(env, node):
+    """Issue 26's case: while a consumer's 2-second job waited, its supplier re-priced the node to 1,000,000 EUR per
+    GPU-hour with a one-hour increment and minimum, and the job was billed 1,000,000 EUR when it was placed."""
+    fill_node(env, "big")
+    env.submit("short", 1, 80, ctx=env.consumer("ann"), workload={"image": "busybox", "command": ["sleep", "2"]})
+    env.run()
+    ceiling = env.job_props("short")["priceCeiling"]
+    assert ceiling["basis"] == "PricesAtSubmission" and ceiling["terms"] == [
+        {"pricePerGpuHour": 2.5, "currency": "USD", "billingIncrementSeconds": 60, "minimumBillableSeconds": 60}
+    ]
+    hostile = {"currency": "EUR", "pricePerGpuHour": 1_000_000, "billingIncrementSeconds": 3600,
+               "minimumBillableSeconds": 3600}  # fmt: skip
+    env.patch_node("dgx-1", {"properties": {"pricing": hostile}}, ctx=env.supplier())
+    env.end_job("big")
+    serve_queue(env)
+    props = env.job_props("short")
+    assert props["status"] == "Pending" and env.allocation() == Allocation(0, 0)
+    assert props["statusReason"] == (
+        "Waiting for a node within its price ceiling: nodes with room now bill above it ('dgx-1': 1000000 EUR per "
+        "GPU-hour (3600 s increments, 3600 s minimum)); the job's price ceiling is 2.5 USD per GPU-hour (60 s "
+        "increments, 60 s minimum)."
+    )
+    # a price back within the ceiling serves it, at that price
+    env.patch_node("dgx-1", {"properties": {"pricing": {"currency": "USD", "pricePerGpuHour": 2.0,
+                                                         "billingIncrementSeconds": 60, "minimumBillableSeconds": 60}}},
+                   ctx=env.supplier())  # fmt: skip
+    serve_queue(env)
+    assert env.status("short") == "Running"
+    assert env.job_props("short")["billingTerms"]["pricePerGpuHour"] == 2.0
+
+
+def test_the_default_ceiling_is_every_undominated_price_of_the_nodes_that_could_hold_the_job(env):
+    env.add_node("a", price=2.0, increment=60, minimum=60)
+    env.add_node("b", price=3.0, increment=1, minimum=0)
+    env.add_node("c", price=1.0, currency="EUR", increment=3600, minimum=3600)
+    env.add_node("a-twin", price=2.0, increment=30, minimum=30)  # dominated by a
+    env.add_node("other-model", model="H200", gpu_memory_gb=141, price=10.0)  # the job asks for an H100
+    env.add_node("too-small", gpus=1, price=50.0)  # cannot hold 2 GPUs
+    env.add_node("cordoned", price=2.5, increment=1, minimum=0, availability="Cordoned")  # counts: it may come back
+    env.submit("j", 2, 160, gpuModel="H100")
+    terms = [(t["pricePerGpuHour"], t["currency"], t["billingIncrementSeconds"], t["minimumBillableSeconds"])
+             for t in env.job_props("j")["priceCeiling"]["terms"]]  # fmt: skip
+    assert terms == [(3.0, "USD", 1, 0), (2.0, "USD", 60, 60), (1.0, "EUR", 3600, 3600)]
+
+
+@pytest.mark.parametrize(
+    ("pricing", "eligible"),
+    [
+        ({"pricePerGpuHour": 2.0, "billingIncrementSeconds": 30, "minimumBillableSeconds": 30}, True),  # within a
+        ({"pricePerGpuHour": 3.0, "billingIncrementSeconds": 60, "minimumBillableSeconds": 60}, False),  # none holds
+        ({"pricePerGpuHour": 1.0, "billingIncrementSeconds": 3600, "minimumBillableSeconds": 3600}, False),  # USD
+        ({"currency": "EUR", "pricePerGpuHour": 0.5, "billingIncrementSeconds": 60, "minimumBillableSeconds": 0}, True),
+    ],
+)
+def test_a_node_is_eligible_only_within_one_member_of_the_ceiling(env, pricing, eligible):
+    env.add_node("a", price=2.0, increment=60, minimum=60)
+    env.add_node("b", price=3.0, increment=1, minimum=0)
+    env.add_node("c", price=1.0, currency="EUR", increment=3600, minimum=3600)
+    for name in ("a", "b", "c"):
+        env.patch_node(name, {"properties": {"availability": "Cordoned"}})
+    env.submit("j", 2, 160)
+    env.run()
+    env.add_node("new", price=1.0)
+    env.patch_node("new", {"properties": {"pricing": {"currency": "USD", **pricing}}})
+    serve_queue(env)
+    assert (env.status("j") == "Running") is eligible
+
+
+def test_a_stated_max_price_bounds_the_price_and_the_rounding_only_when_stated(env):
+    env.add_node("hourly", price=2.9, increment=3600, minimum=3600)
+    env.submit("any-rounding", 1, 80, maxPrice={"pricePerGpuHour": 3, "currency": "USD"})
+    env.submit("per-minute", 1, 80, maxPrice={"pricePerGpuHour": 3, "currency": "USD", "billingIncrementSeconds": 60})
+    env.submit("too-low", 1, 80, maxPrice={"pricePerGpuHour": 2.5, "currency": "USD"})
+    env.submit("euro", 1, 80, maxPrice={"pricePerGpuHour": 100, "currency": "EUR"})
+    env.run()
+    assert [env.status(j) for j in ("any-rounding", "per-minute", "too-low", "euro")] == [
+        "Running", "Pending", "Pending", "Pending"]  # fmt: skip
+    assert env.job_props("per-minute")["priceCeiling"] == {
+        "basis": "MaxPrice",
+        "fixedAt": env.job_props("per-minute")["submittedAt"],
+        "terms": [{"pricePerGpuHour": 3.0, "currency": "USD", "billingIncrementSeconds": 60,
+                   "minimumBillableSeconds": 3600}],
+    }  # fmt: skip
+    assert env.job_props("per-minute")["maxPrice"] == {
+        "pricePerGpuHour": 3.0, "currency": "USD", "billingIncrementSeconds": 60}  # fmt: skip
+    # the same job sent again (its GET echoed back) is the same job: the ceiling is read-only
+    again = env.w.jobs.get(env.admin(), env.sub, "rg1", "per-minute")
+    from itl_accelerator.models.jobs import SparkJobWrite
+
+    accepted, _ = env.w.jobs.submit(env.admin(), env.sub, "rg1", "per-minute", SparkJobWrite.model_validate(again))
+    assert accepted is None
+
+
+def test_a_budget_in_one_currency_admits_allocations_in_that_currency_only(env):
+    from itl_accelerator.errors import BudgetCurrencyMismatch
+    from tests.services.test_budgets import put_budget
+
+    env.add_node("euro", price=1.0, currency="EUR")
+    env.add_node("dollar", price=2.0, availability="Cordoned")
+    put_budget(env, "team", amount="100", currency="USD")
+    env.submit("j", 1, 80)
+    env.run()
+    props = env.job_props("j")
+    assert props["status"] == "Pending"
+    assert "the budget 'team' covering it counts USD only" in props["statusReason"], props["statusReason"]
+    with pytest.raises(BudgetCurrencyMismatch, match="'team' counts USD"):
+        env.provision("llama", node="euro", gpus=1, memory_gb=80)
+    env.patch_node("dollar", {"properties": {"availability": "Available"}})
+    serve_queue(env)
+    assert running_on(env, "j") == "dollar"

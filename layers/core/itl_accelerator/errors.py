@@ -149,9 +149,16 @@ class QuotaExceeded(Conflict):
 
 class BudgetExceeded(Conflict):
     """409 ``BudgetExceeded``: a budget of the subscription is spent this month and refuses new allocations; the
-    message names it, its amount and the spend."""
+    message names it and its amount."""
 
     code = "BudgetExceeded"
+
+
+class BudgetCurrencyMismatch(Conflict):
+    """409 ``BudgetCurrencyMismatch``: a budget covering the work counts another currency than the node bills in (a
+    budget sees all the spend it covers, in its one currency: services/common/budgets.py)."""
+
+    code = "BudgetCurrencyMismatch"
 
 
 class NodeNotAvailable(Conflict):

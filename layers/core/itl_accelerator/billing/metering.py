@@ -39,6 +39,8 @@ COST_QUANTUM = Decimal("0.000001")
 #: most one hour per allocation (the longest minimum the GPU clouds this provider is compared with apply).
 MAX_BILLING_INCREMENT_SECONDS = 3600
 MAX_MINIMUM_BILLABLE_SECONDS = 3600
+#: The highest price per GPU-hour a node may set (models/common.py ``Money``).
+MAX_PRICE_PER_GPU_HOUR = 1_000_000
 
 
 @dataclass(frozen=True)

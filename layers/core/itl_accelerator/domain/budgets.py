@@ -94,15 +94,11 @@ class Budget:
         """Whether the budget applies at ``now`` (UTC)."""
         return self.start <= now and (self.end is None or now < self.end)
 
-    def blocks(self, period: str, resource_group: str, tags: dict[str, str]) -> bool:
-        """Whether new work in ``resource_group`` with ``tags`` is refused in ``period`` (``YYYY-MM``): the budget is
-        spent this period and its action refuses."""
-        return (
-            self.action.refuses
-            and self.state.exceeded
-            and self.state.period == period
-            and self.filter.covers(resource_group, tags)
-        )
+    def blocks(self, period: str) -> bool:
+        """Whether the budget refuses new work it covers in ``period`` (``YYYY-MM``): its action refuses and its last
+        evaluation found it spent in that period (whether it applies now, and to what: :meth:`active`,
+        :attr:`filter`)."""
+        return self.action.refuses and self.state.exceeded and self.state.period == period
 
 
 def period_of(now: datetime) -> str:

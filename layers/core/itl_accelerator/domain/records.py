@@ -20,6 +20,7 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.states import (
     Availability,
@@ -168,33 +169,58 @@ class Node:
 
     @property
     def shape(self) -> FleetShape:
-        """The fleet shape the node counts in."""
+        """The fleet shape the node counts in (with its pricing)."""
         return FleetShape(
-            gpu_model_key(self.gpu_model), normalize_location(self.location), self.gpu_total, self.memory_gb_total
+            gpu_model_key(self.gpu_model),
+            normalize_location(self.location),
+            self.gpu_total,
+            self.memory_gb_total,
+            terms=self.terms,
         )
 
 
 @dataclass(frozen=True)
 class FleetShape:
     """A kind of node in a subscription: GPU model (:func:`gpu_model_key`, "" when unknown), location (normalised),
-    GPUs and GiB of GPU memory in all; ``nodes``: how many nodes have it."""
+    GPUs and GiB of GPU memory in all; ``nodes``: how many nodes have it; ``terms``: the pricing of those nodes (the
+    shape items of a subscription are counted per pricing too, so a job's price ceiling is read from them:
+    domain/pricing.py). Two shapes are equal when their hardware and place are — whatever they cost."""
 
     gpu_model: str
     location: str
     gpu_total: int
     memory_gb_total: int
     nodes: int = 1
+    terms: BillingTerms | None = field(default=None, compare=False)
+
+    def could_hold(self, gpus: int, memory_gb: int) -> bool:
+        """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
+        memory is per GPU: :func:`per_gpu_memory_fits`)."""
+        return (
+            self.gpu_total >= gpus
+            and self.memory_gb_total >= memory_gb
+            and per_gpu_memory_fits(self.gpu_total, self.memory_gb_total, gpus, memory_gb)
+        )
+
+
+def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_gb: int) -> bool:
+    """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
+    ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
+    return node_gpus > 0 and memory_gb * node_gpus <= gpus * node_memory_gb
 
 
 @dataclass(frozen=True)
 class Demand:
     """What a workload asks of a node: ``gpus`` free GPUs and ``memory_gb`` free GiB, on a node of ``gpu_model``
-    (:func:`gpu_model_key`) in ``location`` (normalised) when given."""
+    (:func:`gpu_model_key`) in ``location`` (normalised) when given, and — when ``within`` is given — billing by terms
+    within one of ``within`` (same currency, no higher price, increment or minimum: domain/pricing.py; an empty
+    tuple admits no node)."""
 
     gpus: int
     memory_gb: int
     gpu_model: str = ""
     location: str = ""
+    within: tuple[BillingTerms, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -341,8 +367,15 @@ class Job(Workload):
 
     @property
     def demand(self) -> Demand:
-        """What it asks of a node."""
+        """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
         return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location)
+
+    @property
+    def price_ceiling(self) -> PriceCeiling | None:
+        """The most it may be billed at (``properties.priceCeiling``, fixed at submission: domain/pricing.py); None
+        for a job submitted before ceilings existed (any node)."""
+        value = self.properties.get("priceCeiling")
+        return PriceCeiling.from_properties(value) if isinstance(value, dict) else None
 
 
 @dataclass

@@ -10,13 +10,15 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
+from itl_accelerator.billing.metering import MAX_PRICE_PER_GPU_HOUR
+
 ProvisioningState = Literal["Succeeded", "Failed", "Canceled", "Accepted", "Provisioning", "Updating", "Deleting"]
 CreatedByType = Literal["User", "Application", "ManagedIdentity", "Key"]
 
 #: Money amounts: Decimal in code (never float arithmetic), a JSON number on the wire.
 Money = Annotated[
     Decimal,
-    Field(ge=0, le=1_000_000, max_digits=14, decimal_places=6),
+    Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR, max_digits=14, decimal_places=6),
     PlainSerializer(float, return_type=float, when_used="json"),
 ]
 

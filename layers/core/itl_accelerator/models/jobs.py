@@ -24,7 +24,9 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from itl_accelerator.models.common import (
     ApiModel,
     BillingTermsLocked,
+    CurrencyCode,
     Location,
+    Money,
     ProvisioningState,
     SystemData,
     TagKey,
@@ -176,6 +178,7 @@ _SPEC_FIELDS = (
     "gpu_model",
     "priority",
     "max_duration_minutes",
+    "max_price",
 )
 _FLAT_FIELDS = {
     "status": "status",
@@ -191,7 +194,43 @@ _FLAT_FIELDS = {
     "priority": "priority",
     "max_duration_minutes": "maxDurationMinutes",
     "maxDurationMinutes": "maxDurationMinutes",
+    "max_price": "maxPrice",
+    "maxPrice": "maxPrice",
 }
+
+
+class MaxPrice(ApiModel):
+    """The most a job may be billed at, as its consumer states it (AWS Spot's ``MaxPrice``, a Vast.ai bid):
+    ``pricePerGpuHour`` in ``currency``; optionally the largest ``billingIncrementSeconds`` and
+    ``minimumBillableSeconds`` it accepts (left out: any). A node whose pricing is above it — another currency, a
+    higher price, a longer increment or minimum — never takes the job (domain/pricing.py; docs/API_REFERENCE.md,
+    "Price ceiling"). Left out altogether, the job's ceiling is the prices in force when it is submitted."""
+
+    price_per_gpu_hour: Money
+    currency: CurrencyCode
+    billing_increment_seconds: int | None = Field(strict=True, default=None, ge=1, le=3600)
+    minimum_billable_seconds: int | None = Field(strict=True, default=None, ge=0, le=3600)
+
+
+class CeilingTerms(ApiModel):
+    """One member of a job's price ceiling: a price per GPU-hour in a currency, with the largest billing increment
+    and minimum (seconds) a node billing in that currency may have."""
+
+    price_per_gpu_hour: Money
+    currency: str
+    billing_increment_seconds: int
+    minimum_billable_seconds: int
+
+
+class PriceCeilingProperties(ApiModel):
+    """Read-only ``properties.priceCeiling``: what the job may be billed at most, fixed when it was submitted
+    (``fixedAt``) — its ``maxPrice`` (``basis`` ``MaxPrice``) or, without one, the terms of every node of the
+    subscription that could hold it then (``PricesAtSubmission``). A node is eligible when one member of ``terms``
+    has its currency and is no lower on price, increment and minimum."""
+
+    basis: Literal["MaxPrice", "PricesAtSubmission"]
+    fixed_at: str
+    terms: list[CeilingTerms]
 
 
 class SparkJobPropertiesWrite(ApiModel):
@@ -205,8 +244,10 @@ class SparkJobPropertiesWrite(ApiModel):
     gpu_model: GpuModel | None = None
     priority: int = Field(strict=True, default=5, ge=0, le=9)
     max_duration_minutes: int = Field(strict=True, default=DEFAULT_MAX_DURATION_MINUTES, ge=1, le=MAX_DURATION_MINUTES)
+    max_price: MaxPrice | None = None
     status: str | None = None
     # read-only, accepted so a GET body can be sent back
+    price_ceiling: dict[str, Any] | None = None
     provisioning_state: str | None = None
     status_reason: str | None = None
     assigned_node: str | None = None
@@ -268,8 +309,16 @@ class SparkJobWrite(ApiModel):
         its type when none was given."""
         p = self.properties
         spec = p.model_dump(mode="json", by_alias=True, include=set(_SPEC_FIELDS))
-        spec["workload"] = p.workload.model_dump(mode="json") if p.workload else DEFAULT_WORKLOADS[p.job_type]
+        # members left at their defaults (no command, no env, no secrets) are left out, so a job sent back as a GET
+        # showed it — its default workload written out, an empty secretEnv — is the same job
+        spec["workload"] = (
+            p.workload.model_dump(mode="json", exclude_defaults=True) if p.workload else DEFAULT_WORKLOADS[p.job_type]
+        )
         spec["location"] = self.location
+        if p.max_price is None:
+            del spec["maxPrice"]  # a job without one has the spec (and fingerprint) it always had
+        else:
+            spec["maxPrice"] = p.max_price.model_dump(mode="json", by_alias=True, exclude_none=True)
         return spec
 
     def fingerprint(self) -> str:
@@ -300,7 +349,8 @@ class SparkJobProperties(ApiModel):
     while Pending or Scheduled, Running, then Succeeded/Failed/Canceled with the status) are read-only, as are
     ``statusReason``, ``assignedNode`` (the node's ARM id), ``submittedBy`` (the token's subject), the times,
     ``gpuSeconds``, ``cost``, ``billingTerms`` (the node's pricing locked when the job was placed: what its cost is
-    computed by) and ``cancelRequestedBy``/``cancelRequestedAt`` (a cancel under way, until the job ends)."""
+    computed by), ``priceCeiling`` (the most it may be placed at: :class:`PriceCeilingProperties`) and
+    ``cancelRequestedBy``/``cancelRequestedAt`` (a cancel under way, until the job ends)."""
 
     job_type: JobType
     workload: ContainerWorkload
@@ -320,6 +370,8 @@ class SparkJobProperties(ApiModel):
     billable_gpu_seconds: int | None = None
     cost: JobCost | None = None
     billing_terms: BillingTermsLocked | None = None
+    max_price: MaxPrice | None = None
+    price_ceiling: PriceCeilingProperties | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
     cancel_requested_at: str | None = None

@@ -42,6 +42,7 @@ CREATE_ERRORS = (
     e.InsufficientCapacity,
     e.QuotaExceeded,
     e.BudgetExceeded,
+    e.BudgetCurrencyMismatch,
     e.NodeNotAvailable,
     e.PropertyChangeNotAllowed,
     e.ReadOnlyDisabledSubscription,

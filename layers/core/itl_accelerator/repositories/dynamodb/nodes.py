@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Demand, FleetShape, Node, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
@@ -35,8 +36,18 @@ MAX_CANDIDATE_PAGES = 2
 
 
 def shape_sk(shape: FleetShape) -> str:
-    """Sort key of a fleet-shape item (in the subscription's partition)."""
-    return f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+    """Sort key of a fleet-shape item (in the subscription's partition): its hardware and place, then its pricing
+    (``{currency}#{price}#{increment}#{minimum}``), so a subscription's shapes tell the terms its nodes bill by."""
+    hardware = f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+    return f"{hardware}#{terms_key(shape.terms)}"
+
+
+def terms_key(terms: BillingTerms | None) -> str:
+    """The pricing part of a shape's sort key (``-`` for none)."""
+    if terms is None:
+        return "-"
+    price = format(terms.price_per_gpu_hour.normalize(), "f")
+    return f"{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
 
 
 def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
@@ -91,13 +102,17 @@ class DynamoNodeRepository:
                         int(item["gpuTotal"]),
                         int(item["memoryGbTotal"]),
                         int(item["nodes"]),
+                        terms=BillingTerms.from_pricing(json.loads(item["pricing"])) if item.get("pricing") else None,
                     )
                 )
         return shapes
 
     def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
         """At most :data:`MAX_CANDIDATE_PAGES` pages of GSI5 (a constant number of requests whatever the fleet's
-        size), filtered by memory, model, location and drain."""
+        size), filtered by memory, model, location, drain and — with ``demand.within`` — pricing (nodes within none
+        of those terms are never read into a page; none at all for an empty ``within``)."""
+        if demand.within is not None and not demand.within:
+            return []
         conditions = ["memoryGbFree >= :m", "(attribute_not_exists(drainingFor) OR drainingFor = :job)"]
         values: dict[str, Any] = {
             ":p": keys.placement_partition(subscription_id),
@@ -113,6 +128,23 @@ class DynamoNodeRepository:
             conditions.append("#loc = :loc")
             names["#loc"] = "location"
             values[":loc"] = demand.location
+        if demand.within is not None:
+            bounds = []
+            for i, bound in enumerate(demand.within):
+                bounds.append(
+                    f"priceCurrency = :c{i} AND pricePerGpuHour <= :p{i} AND billingIncrement <= :i{i} "
+                    f"AND minimumBillable <= :n{i}"
+                )
+                values.update(
+                    {
+                        f":c{i}": bound.currency,
+                        f":p{i}": bound.price_per_gpu_hour,
+                        f":i{i}": bound.billing_increment_seconds,
+                        f":n{i}": bound.minimum_billable_seconds,
+                    }
+                )
+            # AND binds tighter than OR, and DynamoDB refuses parentheses it does not need
+            conditions.append(f"({' OR '.join(bounds)})" if len(bounds) > 1 else bounds[0])
         request: dict[str, Any] = {
             "TableName": self._t.name,
             "IndexName": "GSI5",
@@ -192,7 +224,7 @@ class DynamoNodeRepository:
             self._t.audit_put(audit),
             self._t.subscription_check(node.key.subscription_id),
         ]
-        if previous.shape != node.shape:
+        if shape_sk(previous.shape) != shape_sk(node.shape):  # its hardware, place or pricing changed
             items.append(self._shape_count(node.key.subscription_id, node.shape, +1))
             items.append(self._shape_count(node.key.subscription_id, previous.shape, -1))
         self._transact(items, expected_etag=previous.etag)
@@ -260,6 +292,11 @@ class DynamoNodeRepository:
             "formerOwners": json.dumps(list(node.former_owners)),
             "gpuTotal": node.gpu_total,
             "memoryGbTotal": node.memory_gb_total,
+            # the pricing, for the placement index's filter by a job's price ceiling (domain/pricing.py)
+            "priceCurrency": node.terms.currency,
+            "pricePerGpuHour": node.terms.price_per_gpu_hour,
+            "billingIncrement": node.terms.billing_increment_seconds,
+            "minimumBillable": node.terms.minimum_billable_seconds,
         }
         if available:
             item["GSI5PK"] = keys.placement_partition(key.subscription_id)
@@ -272,7 +309,7 @@ class DynamoNodeRepository:
                 "TableName": self._t.name,
                 "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape_sk(shape)}),
                 "UpdateExpression": "ADD nodes :d SET entityType = :t, gpuModelKey = :model, #loc = :loc, "
-                "gpuTotal = :g, memoryGbTotal = :m",
+                "gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing",
                 "ExpressionAttributeNames": {"#loc": "location"},
                 "ExpressionAttributeValues": typed(
                     {
@@ -282,6 +319,7 @@ class DynamoNodeRepository:
                         ":loc": shape.location,
                         ":g": shape.gpu_total,
                         ":m": shape.memory_gb_total,
+                        ":pricing": to_json(shape.terms.as_stored()) if shape.terms else "",
                     }
                 ),
             }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+from itl_accelerator.domain.pricing import dominates
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
 from itl_accelerator.domain.states import Availability
@@ -44,8 +45,14 @@ MAX_CANDIDATE_PAGES = 2
 
 
 def shape_sort_key(shape: FleetShape) -> str:
-    """The sort key of a fleet-shape item (the DynamoDB implementation's ``shape_sk``): shapes are told apart by it."""
-    return f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+    """The sort key of a fleet-shape item (the DynamoDB implementation's ``shape_sk``): shapes are told apart by it,
+    their pricing included."""
+    hardware = f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
+    terms = shape.terms
+    if terms is None:
+        return f"{hardware}#-"
+    price = format(terms.price_per_gpu_hour.normalize(), "f")
+    return f"{hardware}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
 
 
 def stored_node(node: Node) -> Node:
@@ -185,7 +192,14 @@ class MemoryNodeRepository:
                 key=lambda entry: entry[0],
             )
             return [
-                FleetShape(s.shape.gpu_model, s.shape.location, s.shape.gpu_total, s.shape.memory_gb_total, s.nodes)
+                FleetShape(
+                    s.shape.gpu_model,
+                    s.shape.location,
+                    s.shape.gpu_total,
+                    s.shape.memory_gb_total,
+                    s.nodes,
+                    terms=s.shape.terms,
+                )
                 for _, s in found
             ]
 
@@ -215,7 +229,11 @@ class MemoryNodeRepository:
                     and (s.draining_for is None or s.draining_for == job)
                     and (not demand.gpu_model or shape.gpu_model == demand.gpu_model)
                     and (not demand.location or shape.location == demand.location)
+                    and (demand.within is None or any(dominates(b, s.node.terms) for b in demand.within))
                 )
+
+            if demand.within is not None and not demand.within:
+                return []
 
             found: list[Node] = []
             for first in range(0, CANDIDATE_PAGE * MAX_CANDIDATE_PAGES, CANDIDATE_PAGE):
@@ -274,7 +292,7 @@ class MemoryNodeRepository:
             replaced.child_count = current.child_count
             stored.node = replaced
             self._s.put_audit(audit)
-            if previous.shape != node.shape:
+            if shape_sort_key(previous.shape) != shape_sort_key(node.shape):  # hardware, place or pricing changed
                 self._count_shape(node.key.subscription_id, node.shape, +1)
                 self._count_shape(node.key.subscription_id, previous.shape, -1)
 
@@ -307,5 +325,7 @@ class MemoryNodeRepository:
         """Count a node in (``+1``) or out of (``-1``) its shape (the item keeps the shape as last written)."""
         key = (subscription_id.lower(), shape_sort_key(shape))
         entry = self._s.shapes.setdefault(key, StoredShape(shape))
-        entry.shape = FleetShape(shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total)
+        entry.shape = FleetShape(
+            shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total, terms=shape.terms
+        )
         entry.nodes += delta

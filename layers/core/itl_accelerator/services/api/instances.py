@@ -37,7 +37,7 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.budgets import refusal
+from itl_accelerator.services.common.budgets import covering, currency_refusal, refusal
 from itl_accelerator.services.common.capacity import Capacity, insufficient
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
@@ -197,7 +197,8 @@ class SparkOllamaInstanceService:
         if not capacity.fits(spec.gpus, spec.memory_gb):
             raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
         now = datetime.fromtimestamp(self._clock(), UTC)
-        refused = refusal(self._kernel.repositories.budgets.in_subscription(subscription_id), now, resource_group, {})
+        budgets = covering(self._kernel.repositories.budgets.in_subscription(subscription_id), now, resource_group, {})
+        refused = refusal(budgets, now, resource_group, {}) or currency_refusal(budgets, node_record.terms.currency)
         if refused is not None:
             raise refused
         operation_id = str(uuid.uuid4())

@@ -20,6 +20,8 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
+from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
+from itl_accelerator.domain.pricing import CeilingBasis, PriceCeiling, undominated
 from itl_accelerator.domain.records import Job, Lease, ResourceKey, gpu_model_key
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
@@ -29,7 +31,13 @@ from itl_accelerator.domain.states import (
     ProvisioningState,
 )
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
-from itl_accelerator.models.jobs import SECRET_MASK, SparkJobWrite, masked_workload, spec_fingerprint
+from itl_accelerator.models.jobs import (
+    SECRET_MASK,
+    SparkJobPropertiesWrite,
+    SparkJobWrite,
+    masked_workload,
+    spec_fingerprint,
+)
 from itl_accelerator.repositories.errors import SubscriptionNotWritable, WorkloadChanged
 from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
@@ -198,6 +206,7 @@ class SparkJobService:
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
+        ceiling = self._ceiling(key, props, normalize_location(location) if location else "", now)
         document: dict[str, Any] = {
             "id": JOBS.id(key.subscription_id, key.resource_group, key.names),
             "name": key.names[-1],
@@ -213,6 +222,8 @@ class SparkJobService:
                 **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
                 "priority": props.priority,
                 "maxDurationMinutes": props.max_duration_minutes,
+                **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
+                "priceCeiling": ceiling.as_properties(),
                 "status": str(JobStatus.PENDING),
                 "statusReason": "Submitted; waiting for admission.",
                 "submittedBy": ctx.principal.subject,
@@ -279,6 +290,31 @@ class SparkJobService:
             self._settings.job_poll_interval_seconds,
             True,
         )
+
+    def _ceiling(self, key: ResourceKey, props: SparkJobPropertiesWrite, location: str, now: str) -> PriceCeiling:
+        """The job's price ceiling (domain/pricing.py): its ``maxPrice`` (rounding left out: any), or the terms of
+        every node of the subscription that could hold it now (one read of the fleet's shapes)."""
+        stated = props.max_price
+        if stated is not None:
+            bound = BillingTerms(
+                stated.price_per_gpu_hour,
+                stated.currency,
+                stated.billing_increment_seconds or MAX_BILLING_INCREMENT_SECONDS,
+                stated.minimum_billable_seconds
+                if stated.minimum_billable_seconds is not None
+                else MAX_MINIMUM_BILLABLE_SECONDS,
+            )
+            return PriceCeiling(CeilingBasis.MAX_PRICE, (bound,), now)
+        model = gpu_model_key(props.gpu_model)
+        seen = [
+            shape.terms
+            for shape in self._kernel.repositories.nodes.fleet_shapes(key.subscription_id)
+            if shape.terms is not None
+            and (not model or shape.gpu_model == model)
+            and (not location or shape.location == location)
+            and shape.could_hold(props.requested_gpus, props.requested_memory_gb)
+        ]
+        return PriceCeiling(CeilingBasis.PRICES_AT_SUBMISSION, undominated(seen), now)
 
     # ----------------------------------------------------------------------------------------------- cancel
     def cancel(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> Accepted:

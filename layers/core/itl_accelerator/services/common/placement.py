@@ -10,6 +10,10 @@ Rules (issue: sparkJobs, Placement):
   (GSI5, by free GPUs; a constant number of requests whatever the fleet size); the index is never trusted alone:
   the reservation is the same conditional update as an instance's, so concurrent placements never over-commit,
   and a candidate that turned out full (a stale index) is simply passed over for the next.
+- **Price ceiling.** A node whose pricing is above the job's ceiling (domain/pricing.py: its ``maxPrice``, or the
+  prices in force when it was submitted) never takes it, and neither does a node billing in another currency than a
+  budget covering the job counts (services/common/budgets.py). Both are part of the placement index's filter, so
+  the pages it reads hold only eligible nodes; a job that only such nodes could take now waits, saying so.
 - **Waiting jobs** are served in priority order (9 first), then submission order, whenever capacity frees (a job or
   instance releases GPUs) and periodically. A job that does not fit now does not hold back the jobs behind it that
   do (backfill). **No starvation:** once the first job in that order has waited ``JOB_STARVATION_SECONDS`` without
@@ -24,11 +28,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from itl_accelerator.arm import normalize_location
-from itl_accelerator.billing.metering import BillingTerms, terms_properties
+from itl_accelerator.billing.metering import (
+    MAX_BILLING_INCREMENT_SECONDS,
+    MAX_MINIMUM_BILLABLE_SECONDS,
+    MAX_PRICE_PER_GPU_HOUR,
+    BillingTerms,
+    terms_properties,
+)
+from itl_accelerator.domain.budgets import Budget
+from itl_accelerator.domain.pricing import dominates
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
-from itl_accelerator.domain.records import Demand, FleetShape, Job, Lease, Node, Reservation, ResourceKey, gpu_model_key
+from itl_accelerator.domain.records import (
+    Demand,
+    FleetShape,
+    Job,
+    Lease,
+    Node,
+    Reservation,
+    ResourceKey,
+    gpu_model_key,
+    per_gpu_memory_fits,
+)
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.errors import BudgetExceeded
 from itl_accelerator.observability import logger
@@ -44,7 +67,7 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.budgets import refusal
+from itl_accelerator.services.common.budgets import covering, currencies, refusal
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -56,6 +79,24 @@ from itl_accelerator.state_machines import StateMachines
 MAX_ATTEMPTS = 5
 #: Waiting jobs served per dispatch.
 DISPATCH_BATCH = 25
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    """The budgets covering a job now, the refusal of a spent one among them (None: none), and the currencies they
+    let it be billed in (None: any)."""
+
+    budgets: list[Budget]
+    refusal: BudgetExceeded | None
+    currencies: frozenset[str] | None
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """What serving a subscription's queue did: jobs ``placed``, and waiting jobs ``told`` a new reason."""
+
+    placed: int = 0
+    told: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,12 +114,6 @@ def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, in
     """Sort key of best fit: the node left with the fewest free GPUs after placing ``gpus``, then the least free
     GPU memory (GiB) after ``memory_gb``."""
     return capacity.free_gpus - gpus, capacity.free_memory_gb - memory_gb
-
-
-def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_gb: int) -> bool:
-    """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
-    ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
-    return node_gpus > 0 and memory_gb * node_gpus <= gpus * node_memory_gb
 
 
 class Placement:
@@ -119,13 +154,7 @@ class Placement:
         )
         if not matching:
             return f"No node of the subscription has {wanted}."
-        fits = [
-            s
-            for s in matching
-            if s.gpu_total >= job.gpus
-            and s.memory_gb_total >= job.memory_gb
-            and per_gpu_memory_fits(s.gpu_total, s.memory_gb_total, job.gpus, job.memory_gb)
-        ]
+        fits = [s for s in matching if s.could_hold(job.gpus, job.memory_gb)]
         if fits:
             return self._beyond_quota(job, fits)
         largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
@@ -158,15 +187,23 @@ class Placement:
         return f"The job asks for {job.gpus} GPUs; " + "; ".join(dict.fromkeys(refusals)) + "."
 
     def waiting_reason(self, job: Job) -> str:
-        """Why ``job`` waits: a spent budget, or every node that could take it now held back by a full GPU quota
-        (saying which), or no node with room."""
-        if (budget := self._budget_refusal(job)) is not None:
-            return f"Waiting for budget: {budget.message}"
+        """Why ``job`` waits: a spent budget; or every node with room now above its price ceiling or in a currency
+        its budget does not count (saying which, and the ceiling); or every node that could take it now held back by a
+        full GPU quota (saying which); or no node with room."""
+        view = self._budget_view(job)
+        if view.refusal is not None:
+            return f"Waiting for budget: {view.refusal.message}"
         room = [
             n
             for n in self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
             if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
         ]
+        within = self._within(job, view.currencies)
+        if room and within is not None:
+            priced = [n for n in room if any(dominates(b, n.terms) for b in within)]
+            if not priced:
+                return self._priced_out(job, room[0], view)
+            room = priced
         full: list[QuotaUsage] = []
         limits: dict[str, dict[str, QuotaUsage]] = {}
         for node in room:
@@ -193,44 +230,84 @@ class Placement:
             "GiB of GPU memory now."
         )
 
+    def _priced_out(self, job: Job, node: Node, view: BudgetView) -> str:
+        """The reason of a job that only nodes above its ceiling (or in a currency its budget does not count) could
+        take now: the first such node's terms, and the ceiling."""
+        terms = node.terms
+        shown = (
+            f"{format(terms.price_per_gpu_hour.normalize(), 'f')} {terms.currency} per GPU-hour "
+            f"({terms.billing_increment_seconds} s increments, {terms.minimum_billable_seconds} s minimum)"
+        )
+        ceiling = job.price_ceiling
+        why = f"the job's price ceiling is {ceiling.describe()}" if ceiling is not None else ""
+        if view.currencies is not None and terms.currency not in view.currencies:
+            counted = ", ".join(sorted(view.currencies)) or "no single currency"
+            names = ", ".join(f"'{b.name}'" for b in view.budgets)
+            why = f"the budget {names} covering it counts {counted} only" + (f", and {why}" if why else "")
+        return f"Waiting for a node within its price ceiling: nodes with room now bill above it ('{node.name}': {shown}); {why}."
+
     # ----------------------------------------------------------------------------------------------- best fit
-    def candidates(self, job: Job) -> list[Node]:
-        """Nodes that can take ``job`` now, best fit first (fewest free GPUs left, then least free memory)."""
-        nodes = self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
+    def candidates(self, job: Job, within: tuple[BillingTerms, ...] | None = None) -> list[Node]:
+        """Nodes that can take ``job`` now, billing within ``within`` when given (:meth:`_within`), best fit first
+        (fewest free GPUs left, then least free memory)."""
+        demand = replace(job.demand, within=within)
+        nodes = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key)
         fitting = [n for n in nodes if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)]
         return sorted(fitting, key=lambda n: best_fit_key(Capacity.of(n), job.gpus, job.memory_gb))
 
     @staticmethod
-    def _matches(job: Job, node: Node) -> bool:
+    def _matches(job: Job, node: Node, within: tuple[BillingTerms, ...] | None) -> bool:
         """Whether ``node`` (as read now) still meets the job's constraints: GPU model, location, GPU memory per
-        GPU (its free capacity is judged by the reservation itself)."""
+        GPU, its pricing within ``within`` (its free capacity is judged by the reservation itself)."""
         return (
             (not job.gpu_model or gpu_model_key(node.gpu_model) == job.gpu_model)
             and (not job.location or normalize_location(node.location) == job.location)
             and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
+            and (within is None or any(dominates(b, node.terms) for b in within))
         )
 
-    def _budget_refusal(self, job: Job) -> BudgetExceeded | None:
-        """Why a spent budget holds ``job`` back now (one read of the subscription's budgets), or None."""
+    @staticmethod
+    def _within(job: Job, currencies: frozenset[str] | None) -> tuple[BillingTerms, ...] | None:
+        """The terms a node taking ``job`` must bill within: its price ceiling, in the ``currencies`` its budgets
+        count (None: no constraint — a job from before ceilings, with no budget)."""
+        ceiling = job.price_ceiling
+        if ceiling is not None:
+            return ceiling.in_currencies(currencies).terms
+        if currencies is None:
+            return None
+        top = Decimal(MAX_PRICE_PER_GPU_HOUR)
+        return tuple(
+            BillingTerms(top, c, MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS)
+            for c in sorted(currencies)
+        )
+
+    def _budget_view(self, job: Job) -> BudgetView:
+        """The budgets covering ``job`` now (one read of the subscription's budgets): whether one refuses it, and the
+        currencies they let it be billed in."""
         now = datetime.fromtimestamp(self._clock(), UTC)
         tags = dict(job.document.get("tags") or {})
-        return refusal(self._budgets.in_subscription(job.key.subscription_id), now, job.key.resource_group, tags)
+        found = covering(self._budgets.in_subscription(job.key.subscription_id), now, job.key.resource_group, tags)
+        return BudgetView(found, refusal(found, now, job.key.resource_group, tags), currencies(found))
 
     def place(self, ctx: CallContext, job: Job) -> Placed | None:
-        """Reserve ``job``'s GPUs on the best-fitting node and move it Pending → Scheduled, one transaction (the
-        node's conditional update judges). None when no candidate could take it now, a spent budget holds it back,
-        or the job changed (e.g. a cancel came)."""
-        if self._budget_refusal(job) is not None:
+        """Reserve ``job``'s GPUs on the best-fitting node within its price ceiling and move it Pending → Scheduled,
+        one transaction (the node's conditional update judges). None when no candidate could take it now, a spent
+        budget holds it back, or the job changed (e.g. a cancel came)."""
+        view = self._budget_view(job)
+        if view.refusal is not None:
             return None
-        for node in self.candidates(job)[:MAX_ATTEMPTS]:
+        within = self._within(job, view.currencies)
+        for node in self.candidates(job, within)[:MAX_ATTEMPTS]:
             for _ in range(3):  # again on a busy store, or on the node as it is now
                 try:
+                    if not self._matches(job, node, within):
+                        break  # the index was behind the node's pricing
                     return self._reserve(ctx, job, node)
                 except StoreBusy:
                     continue
                 except NodeChanged:
                     refreshed = self._nodes.get(node.key)
-                    if refreshed is None or not self._matches(job, refreshed):
+                    if refreshed is None or not self._matches(job, refreshed, within):
                         break
                     node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
                 except (CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded):
@@ -283,11 +360,12 @@ class Placement:
         return placed
 
     # ----------------------------------------------------------------------------------------------- waiting jobs
-    def dispatch(self, ctx: CallContext, subscription_id: str) -> int:
+    def dispatch(self, ctx: CallContext, subscription_id: str) -> Dispatched:
         """Serve the subscription's waiting jobs (module docstring): place each that fits now, in order, and resume
-        its execution; drain a node for the first one if it starves. Returns how many were placed."""
+        its execution; tell each that still waits why, as of now, when that changed (a node freed but above its
+        price ceiling, a quota now full...); drain a node for the first one if it starves."""
         placed = 0
-        first_waiting: Job | None = None
+        waiting: list[Job] = []
         for key in self._jobs.waiting(subscription_id, DISPATCH_BATCH):
             job = self._jobs.get(key)
             if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
@@ -299,40 +377,33 @@ class Placement:
                         "A placed job's execution no longer waits; the reconciler ends it", extra={"job": job.arm_id}
                     )
                 continue
-            if first_waiting is None:
-                first_waiting = job
-        if first_waiting is not None:
-            self._drain_for_if_starving(first_waiting)
-        return placed
+            waiting.append(job)
+        told = sum(self._tell(ctx, job) for job in waiting)  # after every placement: the reasons as they stand now
+        if waiting:
+            self._drain_for_if_starving(waiting[0])
+        return Dispatched(placed, told)
 
-    def refresh_reasons(self, ctx: CallContext, subscription_id: str) -> int:
-        """Tell each waiting job of the subscription (the first :data:`DISPATCH_BATCH` in queue order) why it waits
-        as of now, when that changed (a limit was set, raised or removed): an audited change of its
-        ``statusReason``, conditioned on the job as read. Returns how many were told."""
-        told = 0
-        for key in self._jobs.waiting(subscription_id, DISPATCH_BATCH):
-            job = self._jobs.get(key)
-            if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
-                continue
-            reason = self.waiting_reason(job)
-            if job.properties.get("statusReason") == reason:
-                continue
-            document = {
-                **job.document,
-                "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-                "properties": {**job.document["properties"], "statusReason": reason},
-            }
-            try:
-                self._jobs.update(
-                    job,
-                    replace(job, document=document, etag=arm_rules.new_etag()),
-                    self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
-                    expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
-                )
-            except WorkloadChanged:
-                continue  # placed, canceled or told meanwhile: its own step says why now
-            told += 1
-        return told
+    def _tell(self, ctx: CallContext, job: Job) -> int:
+        """Write why ``job`` (waiting, as read) waits now, when that changed: an audited change of its
+        ``statusReason``, conditioned on the job as read. 1 when told, 0 otherwise."""
+        reason = self.waiting_reason(job)
+        if job.properties.get("statusReason") == reason:
+            return 0
+        document = {
+            **job.document,
+            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
+            "properties": {**job.document["properties"], "statusReason": reason},
+        }
+        try:
+            self._jobs.update(
+                job,
+                replace(job, document=document, etag=arm_rules.new_etag()),
+                self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+                expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
+            )
+        except WorkloadChanged:
+            return 0  # placed, canceled or told meanwhile: its own step says why now
+        return 1
 
     def _drain_for_if_starving(self, job: Job) -> None:
         if job.drain_node is not None or job.status.final:

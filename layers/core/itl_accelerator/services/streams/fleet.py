@@ -83,9 +83,9 @@ class FleetChanges:
         for subscription, event_id in {**shrunk, **limited}.items():
             report.failed += self.readmit(self._context(event_id), subscription)
         for subscription, event_id in {**shrunk, **grown, **limited}.items():
-            report.placed += self._placement.dispatch(self._context(event_id), subscription)
-        for subscription, event_id in limited.items():
-            report.reasons += self._placement.refresh_reasons(self._context(event_id), subscription)
+            served = self._placement.dispatch(self._context(event_id), subscription)
+            report.placed += served.placed
+            report.reasons += served.told
         if report.changes:
             logger.info(
                 "Fleet or limits changed",
