@@ -60,11 +60,21 @@ class Console:
         self.write(f"{_now()} stream {function} records={records} {outcome} {duration_ms:.0f}ms")
 
     def event(self, event: dict[str, Any]) -> None:
-        """One state-change event as a rule on the bus received it: its detail-type, the resource's ARM id, and the
-        change (``(new)`` before a resource's first state)."""
+        """One event as a rule on the bus received it: its detail-type, then — a state change — the resource's ARM
+        id and the change (``(new)`` before a resource's first state), or — a budget's notice — the budget, what it
+        reached and its spend (docs/EVENTS.md)."""
         detail = event.get("detail") or {}
-        change = f"{detail.get('previousState') or '(new)'} -> {detail.get('state')}"
-        self.write(f"{_now()} event {event.get('detail-type')} {detail.get('resourceId')} {change}")
+        if "budgetId" in detail:
+            reached = f"threshold {detail['threshold']} %" if detail.get("threshold") else "the amount"
+            action = f", action {detail['action']}" if detail.get("action") else ""
+            what = (
+                f"{detail.get('budgetId')} reached {reached}: {detail.get('spend')} of {detail.get('amount')} "
+                f"{detail.get('currency')} in {detail.get('period')}{action}"
+            )
+        else:
+            change = f"{detail.get('previousState') or '(new)'} -> {detail.get('state')}"
+            what = f"{detail.get('resourceId')} {change}"
+        self.write(f"{_now()} event {event.get('detail-type')} {what}")
 
     def note(self, text: str) -> None:
         """A line of the stack's own (the ITL gateway registration, for one)."""

@@ -1,6 +1,7 @@
-"""Budgets: created once by name (case-insensitive), replaced at their etag keeping the monitor's state, listed per
-subscription and across all (the monitor's work list), and evaluated with a state written only when no other
-evaluation came between (a threshold is notified once)."""
+"""Budgets: created once by name (case-insensitive), replaced at their etag with the state evaluated for the change
+(refused when an evaluation was written since it was read), listed per subscription and across all (the monitor's
+work list), and evaluated with a state written only when no other evaluation came between (a threshold is notified
+once)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 
-from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState
-from itl_accelerator.repositories.errors import EtagMismatch, ItemExists
+from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState, Threshold
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, StateMoved
 from itl_accelerator.repositories.protocols import Repositories
 from tests.contract.builders import all_pages, audit_events, make_audit
 
@@ -24,7 +25,7 @@ def make_budget(sub: str, name: str = "Team", *, etag: str = "e1", amount: str =
         etag=etag,
         amount=Decimal(amount),
         currency="USD",
-        thresholds=(Decimal(50), Decimal(100)),
+        thresholds=(Threshold(Decimal(50)), Threshold(Decimal("99.5"), strictly_above=True)),
         action=BudgetAction.STOP_ALL,
         filter=BudgetFilter(resource_groups=("rg-a",)),
         start=datetime(2025, 3, 1, tzinfo=UTC),
@@ -40,7 +41,7 @@ def test_a_budget_is_created_once_and_read_back_whole(repos: Repositories, sub: 
     assert (got.action, got.filter, got.thresholds) == (
         BudgetAction.STOP_ALL,
         BudgetFilter(resource_groups=("rg-a",)),
-        (Decimal(50), Decimal(100)),
+        (Threshold(Decimal(50)), Threshold(Decimal("99.5"), strictly_above=True)),
     )
     assert len(audit_events(repos, sub)) == 1
 
@@ -50,27 +51,30 @@ def test_an_evaluation_is_written_only_if_none_came_between(repos: Repositories,
     read_by_a = repos.budgets.get(sub, "Team")
     read_by_b = repos.budgets.get(sub, "Team")
     assert read_by_a is not None and read_by_b is not None
-    state = BudgetState(period="2025-03", spend=Decimal("60.5"), notified=(Decimal(50),), version=1)
+    state = BudgetState(period="2025-03", spend=Decimal("60.5"), other=(("EUR", Decimal("3.25")),),
+                        notified=(Decimal(50),), exceeded_notified=False, evaluated_at="2025-03-10T08:00:00Z")  # fmt: skip
     assert repos.budgets.record(read_by_a, state, [make_audit(sub, "/budgets/Team")]) is True
     assert repos.budgets.record(read_by_b, state, [make_audit(sub, "/budgets/Team")]) is False  # notified once
     got = repos.budgets.get(sub, "Team")
-    assert got is not None and got.state == state
+    assert got is not None and got.state == replace(state, version=read_by_a.state.version + 1)
     assert len(audit_events(repos, sub)) == 2  # the create and one evaluation
 
 
-def test_a_replace_at_the_etag_keeps_the_monitors_state(repos: Repositories, sub: str) -> None:
+def test_a_replace_writes_its_state_at_the_etag_and_the_state_version_it_read(repos: Repositories, sub: str) -> None:
     repos.budgets.put(make_budget(sub), make_audit(sub), expected_etag=None)
     read = repos.budgets.get(sub, "Team")
     assert read is not None
-    state = BudgetState(period="2025-03", spend=Decimal(120), notified=(Decimal(50), Decimal(100)), exceeded=True,
-                        version=1)  # fmt: skip
-    repos.budgets.record(read, state, [])
+    state = BudgetState(period="2025-03", spend=Decimal(120), notified=(Decimal(50),), exceeded=True)
+    assert repos.budgets.record(read, state, [])
+    lifted = replace(make_budget(sub, etag="e2", amount="500"), state=replace(state, exceeded=False))
     with pytest.raises(EtagMismatch):
-        repos.budgets.put(make_budget(sub, etag="e2", amount="500"), make_audit(sub), expected_etag="stale")
-    repos.budgets.put(replace(make_budget(sub, etag="e2", amount="500"), state=state), make_audit(sub),
-                      expected_etag="e1")  # fmt: skip
+        repos.budgets.put(lifted, make_audit(sub), expected_etag="stale", read_version=read.state.version + 1)
+    with pytest.raises(StateMoved):  # an evaluation came after what this change was judged on
+        repos.budgets.put(lifted, make_audit(sub), expected_etag="e1", read_version=read.state.version)
+    repos.budgets.put(lifted, make_audit(sub), expected_etag="e1", read_version=read.state.version + 1)
     got = repos.budgets.get(sub, "Team")
-    assert got is not None and got.amount == Decimal(500) and got.state.exceeded and got.etag == "e2"
+    assert got is not None and got.amount == Decimal(500) and got.etag == "e2"
+    assert (got.state.exceeded, got.state.spend, got.state.version) == (False, Decimal(120), read.state.version + 2)
 
 
 def test_budgets_are_listed_per_subscription_and_across_all(repos: Repositories, sub: str) -> None:

@@ -57,6 +57,35 @@ def test_a_meter_reads_back_as_started(repos: Repositories, sub: str) -> None:
     assert repos.meters.get(MeterRef(sub, "alloc-b")) is None
 
 
+def test_open_meters_are_the_subscriptions_meters_until_they_close(repos: Repositories, sub: str) -> None:
+    start_meters(repos, sub, {"alloc-a": 1000, "alloc-b": 2000})
+    start_meters(repos, f"{sub}-other", {"alloc-c": 1000})
+    assert [m.allocation_id for m in repos.meters.open_in(sub.upper())] == ["alloc-a", "alloc-b"]
+    a = repos.meters.get(MeterRef(sub, "alloc-a"))
+    assert a is not None
+    repos.meters.advance(a, metered_until=1900, due=None)  # closed
+    assert [m.allocation_id for m in repos.meters.open_in(sub)] == ["alloc-b"]
+
+
+def test_a_months_charges_are_settled_once_per_meter_and_scope(repos: Repositories, sub: str) -> None:
+    start_meters(repos, sub, {"alloc-a": 1000, "alloc-b": 2000})
+    a, b = (repos.meters.get(MeterRef(sub, x)) for x in ("alloc-a", "alloc-b"))
+    assert a is not None and b is not None
+    usd = {"SUBSCRIPTION": {"USD": Decimal("1.250000")}, "RG#rg1": {"USD": Decimal("1.250000")}}
+    assert repos.meters.settle(a, "2024-05", usd) is True
+    assert repos.meters.settle(a, "2024-05", usd) is False  # once: a retried close adds nothing
+    assert repos.meters.settle(b, "2024-05", {"SUBSCRIPTION": {"USD": Decimal("0.5"), "EUR": Decimal("2")}}) is True
+    assert repos.meters.settle(a, "2024-06", {"SUBSCRIPTION": {"USD": Decimal("7")}}) is True
+    settled = repos.meters.settled(sub, "2024-05", ("SUBSCRIPTION", "RG#rg1", "TAG#team#nlp"))
+    assert settled == {
+        "SUBSCRIPTION": {"USD": Decimal("1.75"), "EUR": Decimal("2")},
+        "RG#rg1": {"USD": Decimal("1.25")},
+        "TAG#team#nlp": {},
+    }
+    found = repos.meters.get(MeterRef(sub, "alloc-a"))
+    assert found is not None and found.settled_months == frozenset({"2024-05", "2024-06"})
+
+
 def test_meters_due_and_the_progress_of_their_sync(repos: Repositories, sub: str) -> None:
     start_meters(repos, sub, {"alloc-a": 1000, "alloc-b": 2000})
     a, b = MeterRef(sub, "alloc-a"), MeterRef(sub, "alloc-b")

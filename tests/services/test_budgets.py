@@ -1,6 +1,8 @@
-"""Budgets on the fake clock: spend read from the roll-ups, each threshold notified once a month however often the
-monitor runs, ``RefuseNewAllocations`` refusing new work (409 ``BudgetExceeded``) only in what the budget covers,
-``StopAll`` ending the covered work and billing it up to that moment, and a new month starting afresh."""
+"""Budgets on the fake clock: spend as of now (settled plus open allocations, not the roll-ups), each threshold
+notified once a month however often the monitor runs, ``RefuseNewAllocations`` refusing new work (409
+``BudgetExceeded``) only in what the budget covers, ``StopAll`` ending the covered work and billing it up to that
+moment, a new month starting afresh — and (issue 26) every change of a budget evaluated at once, a bounded
+overshoot, exact amounts, valid e-mails, and budgets seen only within the caller's scope."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from itl_accelerator.errors import AuthorizationFailed, BudgetExceeded, InvalidParameter
+from itl_accelerator.errors import AuthorizationFailed, BudgetExceeded, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.budgets import BudgetWrite
 from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
 from tests.services.conftest import RG, Env
@@ -157,5 +159,205 @@ def test_a_budget_answers_what_the_api_document_says_it_does(spending: Env):
     answered = json.loads(json.dumps(env.w.budgets.get(env.admin(), env.sub, "team")))
     document = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
     jsonschema.validate(answered, {"$ref": "#/components/schemas/Budget", "components": document["components"]})
-    assert answered["properties"]["currentSpend"]["amount"] == 9.2
+    assert answered["properties"]["currentSpend"] == {"amount": "9.200000", "unit": "USD"}  # exact, one form
+    assert answered["properties"]["amount"] == "10"
     assert answered["properties"]["status"]["thresholdsCrossed"] == [50, 80]
+
+
+# ------------------------------------------------------------------------------------------------ issue 26
+def budget_change(env: Env, name: str = "team") -> None:
+    """What the table's stream does once a budget is written: the fleet-changes function evaluates it and serves
+    the queue (services/streams/fleet.py)."""
+    from itl_accelerator.domain.records import LimitChange
+
+    env.w.fleet_changes.on_changes([], [LimitChange("evt-b", env.sub, "budget", name)])
+    env.run()
+
+
+def status(env: Env, name: str = "team") -> dict[str, Any]:
+    return env.w.budgets.get(env.admin(), env.sub, name)["properties"]
+
+
+def test_the_spend_is_as_of_now_without_waiting_for_the_sync_or_the_roll_up(spending: Env):
+    env, events = spending, Events()
+    put_budget(env)
+    env.clock.set(f"{DAY}T09:30:00")  # nothing synced or rolled up: 1 h 30 min of 4.80 USD an hour
+    monitor(env, events).run()
+    assert status(env)["currentSpend"] == {"amount": "7.200000", "unit": "USD"}
+    assert status(env)["status"]["evaluatedAt"] == f"{DAY}T09:30:00Z"
+
+
+def test_raising_a_spent_budgets_amount_lifts_its_refusal_at_once(spending: Env):
+    env, events = spending, Events()
+    put_budget(env, actionAtLimit="RefuseNewAllocations")
+    env.clock.set(f"{DAY}T11:05:00")
+    monitor(env, events).run()
+    with pytest.raises(BudgetExceeded):
+        env.submit("another", 1)
+    raised = put_budget(env, amount="100000", actionAtLimit="RefuseNewAllocations")
+    assert raised["properties"]["status"]["exceeded"] is False  # the PUT's own answer, not the next run's
+    assert raised["properties"]["currentSpend"]["amount"] == "14.800000"
+    assert env.submit("another", 1) is not None
+    # thresholds reached under the old amount are notified again when reached under the new one
+    assert raised["properties"]["status"]["thresholdsCrossed"] == []
+
+
+def test_a_budget_switched_to_stop_all_after_it_was_spent_stops_its_work_at_once(spending: Env):
+    env, events = spending, Events()
+    put_budget(env)  # action None: notify only
+    env.clock.set(f"{DAY}T11:05:00")
+    assert monitor(env, events).run().exceeded == 1
+    assert env.status("train") == "Running"
+    put_budget(env, actionAtLimit="StopAll")
+    budget_change(env)
+    assert env.status("train") == "Canceled"
+    assert env.job_props("train")["statusReason"] == "Canceled by ITL.Accelerator/budgets/team."
+
+
+def test_a_spent_budget_moved_to_a_later_month_refuses_nothing_now(spending: Env):
+    env, events = spending, Events()
+    put_budget(env, actionAtLimit="RefuseNewAllocations")
+    env.clock.set(f"{DAY}T11:05:00")
+    monitor(env, events).run()
+    with pytest.raises(BudgetExceeded):
+        env.submit("another", 1)
+    put_budget(env, actionAtLimit="RefuseNewAllocations", timePeriod={"startDate": "2025-04-01T00:00:00Z"})
+    assert env.submit("another", 1) is not None
+
+
+def test_a_raised_budget_places_the_job_it_held_back_at_once(spending: Env):
+    env, events = spending, Events()
+    put_budget(env, actionAtLimit="RefuseNewAllocations")
+    env.clock.set(f"{DAY}T11:05:00")
+    monitor(env, events).run()
+    env.w.budgets.delete(env.admin(), env.sub, "team")
+    env.submit("waits", 1)  # accepted while no budget refuses it ...
+    put_budget(env, actionAtLimit="RefuseNewAllocations")  # ... and a spent budget set before it is placed
+    env.run()
+    assert env.status("waits") == "Pending"
+    assert env.job_props("waits")["statusReason"].startswith("Waiting for budget: The budget 'team' (10 USD")
+    put_budget(env, amount="1000", actionAtLimit="RefuseNewAllocations")
+    budget_change(env)
+    assert env.status("waits") == "Running"
+
+
+def test_stop_all_stops_within_one_evaluation_period_of_the_amount(env: Env):
+    """Issue 26: a 300 USD StopAll budget stopped at 3,230 USD (a 5-minute sync, 15-minute roll-ups and monitor).
+    Spend is now exact at each evaluation, every 5 minutes: the overshoot is at most the spend of one period of the
+    covered work (here 8 GPUs at 30 USD = 240 USD an hour, 20 USD per 5 minutes) plus each stopped job's rounding."""
+    env.add_node("dgx-1", price=30.0, increment=60, minimum=60)
+    run_job(env, "burn", 8, f"{DAY}T08:00:00")
+    events = Events()
+    put_budget(env, amount="300", actionAtLimit="StopAll")
+    checks = 0
+    while env.status("burn") == "Running":
+        env.clock.advance(300)  # the schedule's period
+        monitor(env, events).run()
+        env.run()
+        checks += 1
+        assert checks < 40
+    cost = Decimal(env.job_props("burn")["cost"]["amount"])
+    assert Decimal(300) <= cost <= Decimal(300) + Decimal(20) + Decimal(8 * 30 * 60) / 3600
+
+
+def test_duplicate_thresholds_are_refused_and_operators_are_honoured(spending: Env):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="same threshold"):
+        BudgetWrite.model_validate({"properties": {"amount": 10, "timePeriod": {"startDate": "2025-03-01T00:00:00Z"},
+                                                   "notifications": {"a": {"threshold": 80}, "b": {"threshold": 80.0}}}})  # fmt: skip
+    env, events = spending, Events()
+    put_budget(env, notifications={"half": {"threshold": 48, "operator": "GreaterThan"},
+                                   "most": {"threshold": 96, "operator": "GreaterThan"}})  # fmt: skip
+    env.clock.set(f"{DAY}T09:00:00")  # 4.80 of 10 USD: 48 %, not above it
+    monitor(env, events).run()
+    assert events.kinds() == []
+    env.clock.set(f"{DAY}T09:01:00")
+    monitor(env, events).run()
+    assert events.kinds() == [("Budget Threshold Crossed", "48")]
+    assert (events.sent[0][1]["budget"], events.sent[0][1]["spend"]) == ("team", "4.880000")
+
+
+@pytest.mark.parametrize(
+    ("amount", "answered"),
+    [("1E+3", "1000"), (1000, "1000"), ("123456789.123456", "123456789.123456"), (0.1, "0.1"), ("80.50", "80.50")],
+)
+def test_an_amount_is_kept_exact_and_answered_as_a_plain_decimal_string(env: Env, amount: Any, answered: str):
+    budget = put_budget(env, amount=amount)
+    assert budget["properties"]["amount"] == answered
+    assert env.w.budgets.get(env.admin(), env.sub, "team")["properties"]["amount"] == answered
+
+
+@pytest.mark.parametrize(
+    ("props", "field"),
+    [
+        ({"amount": "1234567890123"}, "amount"),  # past 15 digits: a JSON parser's float would change it
+        ({"amount": "0.0000001"}, "amount"),
+        ({"timePeriod": {"startDate": "2025-03-01T00:00:00+05:00"}}, "startDate"),  # 28 Feb 19:00 UTC
+        ({"timePeriod": {"startDate": "0001-01-01T00:00:00+01:00"}}, "startDate"),
+        ({"notifications": {"x": {"threshold": 50, "contactEmails": ["fin@example.com\r\nBcc: all@x.com"]}}},
+         "contactEmails"),
+        ({"notifications": {"x": {"threshold": 50, "contactEmails": ["not an address"]}}}, "contactEmails"),
+    ],
+)  # fmt: skip
+def test_a_bad_amount_start_or_e_mail_is_refused_naming_it(props: dict[str, Any], field: str):
+    from pydantic import ValidationError
+
+    body = {"properties": {"amount": "10", "timePeriod": {"startDate": "2025-03-01T00:00:00Z"}, **props}}
+    with pytest.raises(ValidationError) as refused:
+        BudgetWrite.model_validate(body)
+    assert any(field in str(e["loc"]) + e["msg"] for e in refused.value.errors()), refused.value.errors()
+
+
+def test_a_start_with_an_offset_is_the_instant_it_names(env: Env):
+    budget = put_budget(env, timePeriod={"startDate": "2025-03-01T05:00:00+05:00"})
+    assert budget["properties"]["timePeriod"]["startDate"] == "2025-03-01T00:00:00Z"
+
+
+def test_a_budget_is_seen_only_within_the_callers_scope_and_its_spend_by_admins(spending: Env):
+    env, events = spending, Events()
+    put_budget(env, "rg1-budget", filter={"dimensions": {"name": "ResourceGroupName", "values": [RG]}})
+    put_budget(env, "whole")
+    env.clock.set(f"{DAY}T09:00:00")
+    monitor(env, events).run()
+    rg2_consumer = env.consumer("ann", scopes=[f"/subscriptions/{env.sub}/resourceGroups/rg2"])
+    assert env.w.budgets.in_subscription(rg2_consumer, env.sub) == []
+    with pytest.raises(ResourceNotFound):
+        env.w.budgets.get(rg2_consumer, env.sub, "rg1-budget")
+    rg1_admin = env.admin(scopes=[f"/subscriptions/{env.sub}/resourceGroups/{RG}"])
+    seen = env.w.budgets.in_subscription(rg1_admin, env.sub)
+    assert [b["name"] for b in seen] == ["rg1-budget"]  # not the subscription's: it covers work it may not see
+    assert seen[0]["properties"]["currentSpend"]["amount"] == "4.800000"
+    consumer = env.consumer("bob")  # the whole subscription, but a consumer sees only its own work's cost
+    shown = env.w.budgets.get(consumer, env.sub, "whole")["properties"]
+    assert "currentSpend" not in shown and "status" not in shown
+    assert "contactEmails" not in shown["notifications"]["half"]
+
+
+def test_spend_in_another_currency_is_shown_never_added_nor_ignored(env: Env):
+    env.add_node("euro", price=1.5, currency="EUR")
+    run_job(env, "eu", 1, f"{DAY}T08:00:00")
+    put_budget(env)  # USD: the EUR job was placed before it existed
+    env.clock.set(f"{DAY}T10:00:00")
+    monitor(env, Events()).run()
+    shown = status(env)
+    assert shown["currentSpend"] == {"amount": "0.000000", "unit": "USD"}
+    assert shown["status"]["spendInOtherCurrencies"] == [{"amount": "3.000000", "currency": "EUR"}]
+    env.submit("more", 1)  # a new allocation in EUR under a USD budget: refused by placement, saying why
+    env.run()
+    assert "counts USD only" in env.job_props("more")["statusReason"]
+
+
+def test_settled_and_open_allocations_count_once_across_their_close(spending: Env):
+    """An allocation is counted open until its meter closes, then settled: the spend does not change when it
+    closes (the usage sync settles it, the monitor reads it there)."""
+    env, events = spending, Events()
+    put_budget(env, amount="1000")
+    env.clock.set(f"{DAY}T10:00:00")
+    env.end_job("train", at=env.clock())
+    monitor(env, events).run()
+    before = status(env)["currentSpend"]["amount"]
+    sync(env, f"{DAY}T13:00:00")  # past the late period: the meter closes, its month settled
+    assert env.repos.meters.open_in(env.sub) == []
+    monitor(env, events).run()
+    assert status(env)["currentSpend"]["amount"] == before == "9.600000"

@@ -305,7 +305,12 @@ class Wiring:
     def fleet_changes(self) -> FleetChanges:
         from itl_accelerator.services.streams.fleet import FleetChanges
 
-        return FleetChanges(self.placement, self.repositories, self.state_machines)
+        return FleetChanges(
+            self.placement,
+            self.repositories,
+            self.state_machines,
+            on_budgets=lambda changes: self.budget_monitor.on_change(changes),
+        )
 
     @cached_property
     def reconciler(self) -> Reconciler:
@@ -345,8 +350,9 @@ class Wiring:
     def budgets(self) -> BudgetService:
         """Budgets of a subscription (Azure Cost Management's shape)."""
         from itl_accelerator.services.api.budgets import BudgetService
+        from itl_accelerator.services.common.spend import SpendReader
 
-        return BudgetService(self.repositories.budgets, self.access)
+        return BudgetService(self.repositories.budgets, SpendReader(self.repositories.meters), self.access, self.clock)
 
     @cached_property
     def billing_export(self) -> BillingExport:

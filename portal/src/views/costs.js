@@ -428,18 +428,19 @@ class Costs extends View {
           <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th></tr></thead>
         <tbody>${list.map((b) => {
           const p = b.properties;
-          const spend = p.currentSpend || { amount: 0, unit: p.currency };
-          const pct = Number(p.amount) ? Math.round((Number(spend.amount) / Number(p.amount)) * 100) : 0;
+          const spend = p.currentSpend;  // only admins are answered a budget's spend and status (docs/RBAC.md)
+          const pct = spend && Number(p.amount) ? Math.round((Number(spend.amount) / Number(p.amount)) * 100) : 0;
           const crossed = (p.status && p.status.thresholdsCrossed) || [];
+          const hidden = html`<span class="muted">not shown to your role</span>`;
           return html`<tr data-budget=${b.name}>
             <th scope="row">${b.name}</th><td>${covers(p.filter)}</td>
             <td class="money num budget-amount">${p.amount} ${p.currency}</td>
-            <td class="money num budget-spend">${spend.amount} ${spend.unit} <span class="muted small">(${pct} %)</span></td>
-            <td>${crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
-            <td class="budget-exceeded">${p.status && p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
+            <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : hidden}</td>
+            <td>${!p.status ? hidden : crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
+            <td class="budget-exceeded">${!p.status ? hidden : p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
             <td>${p.actionAtLimit || 'None'}</td></tr>`;
         })}</tbody></table></div>
-        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of the budget monitor's last evaluation (every 15 minutes).</p>` : nothing}
+        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it.</p>` : nothing}
     </section>`;
   }
 

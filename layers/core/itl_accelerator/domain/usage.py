@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from itl_accelerator.billing.metering import HOUR, BillingTerms
+from itl_accelerator.billing.metering import HOUR, BillingTerms, window_charge, windows
+from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, resource_group_scope, tag_scope
 from itl_accelerator.domain.records import ResourceKey, node_key
 
 #: Usage records, roll-ups and correction lines are kept this long (seconds), then the store removes them (TTL).
@@ -140,12 +141,13 @@ class Meter:
     metrics_retry_from: int | None = None
     active: bool = True
     submitted_by: str = ""
+    settled_months: frozenset[str] = frozenset()
 
     @classmethod
     def described(cls, allocation_id: str, d: dict[str, Any], **state: Any) -> Meter:
         """The meter of ``allocation_id`` whose :meth:`descriptor` is ``d``, with its ``state`` (``gpus``, ``terms``,
-        ``start``, ``end``, ``dgx_id``, ``metered_until``, ``metrics_retry_from``, ``active``): how a repository reads
-        one back."""
+        ``start``, ``end``, ``dgx_id``, ``metered_until``, ``metrics_retry_from``, ``active``, ``settled_months``): how
+        a repository reads one back."""
         return cls(
             allocation_id=allocation_id,
             subscription_id=d["subscriptionId"],
@@ -170,6 +172,38 @@ class Meter:
     @property
     def node_key(self) -> ResourceKey:
         return node_key(self.subscription_id, self.node_resource_group, self.node_name)
+
+    @property
+    def spend_scopes(self) -> tuple[str, ...]:
+        """The budget scopes its charges count in (billing/rollup.py's names): the subscription, its resource group
+        and each of its tags (key and value folded)."""
+        scopes = [SUBSCRIPTION_SCOPE, resource_group_scope(self.resource_group)]
+        scopes += [tag_scope(k, v) for k, v in sorted(self.tags.items())]
+        return tuple(dict.fromkeys(scopes))
+
+    def month_charges(self, month_start: int, month_end: int, now: int) -> dict[str, Decimal]:
+        """What the allocation costs in ``[month_start, month_end)`` (epoch s; its hours there) as of ``now``, by
+        currency: the same window charges the usage sync records (billing/metering.py), the rounding rule included
+        once it ended. Nothing before its start or after its end (or ``now``)."""
+        until = min(self.end if self.end is not None else now, month_end)
+        costs: dict[str, Decimal] = {}
+        for window in windows(max(self.start, month_start), until):
+            charge = window_charge(
+                self.terms, gpus=self.gpus, start=self.start, end=self.end, now=now, window_start=window
+            )
+            if charge.segments:
+                costs[charge.currency] = costs.get(charge.currency, Decimal(0)) + charge.cost
+        return costs
+
+    def months(self, now: int) -> list[str]:
+        """The months (``YYYY-MM``, UTC) its charges fall in, up to its end (or ``now``), oldest first."""
+        until = self.end if self.end is not None else now
+        found: list[str] = []
+        for window in windows(self.start, until):
+            month = hour_key(window)[:7]
+            if not found or found[-1] != month:
+                found.append(month)
+        return found
 
     def descriptor(self) -> dict[str, Any]:
         """What every usage record of this allocation says about it (the FOCUS export's resource columns)."""

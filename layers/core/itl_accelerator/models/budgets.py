@@ -1,34 +1,65 @@
 """Budgets on the wire, in the shape of Azure Cost Management's budgets (``amount``, ``timeGrain``, ``timePeriod``,
 ``filter``, ``notifications``), plus the provider's ``currency`` (allocations lock theirs: a budget counts one) and
-``actionAtLimit`` (what happens once it is spent). Amounts are decimal numbers in ``currency``; thresholds percent."""
+``actionAtLimit`` (what happens once it is spent).
+
+Money is exact (issue 26): ``amount`` is taken as a JSON number or a decimal string of at most 15 significant digits
+and 6 decimals (below 10^9) — every such number survives a JSON parser's float unchanged — and is answered, like
+``currentSpend.amount`` and every other money amount of the API (a job's ``cost``, ``/stats``), as a plain decimal
+string (``"1000"``, ``"80.000000"``: never an exponent, never a float). Thresholds are percent (JSON numbers)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, PlainSerializer, StringConstraints, field_validator, model_validator
 
-from itl_accelerator.models.common import ApiModel, CurrencyCode, Number, SystemData
+from itl_accelerator.models.common import ApiModel, CurrencyCode, Instant, Number, SystemData
+
+#: A budget's amount: positive, exact, at most 15 significant digits and 6 decimals; answered as a decimal string.
+BudgetAmount = Annotated[
+    Decimal,
+    Field(gt=0, max_digits=15, decimal_places=6),
+    PlainSerializer(lambda d: format(d, "f"), return_type=str, when_used="json"),
+]
+#: A spend so far: a decimal string with 6 decimals (metering's precision).
+SpendAmount = Annotated[Decimal, PlainSerializer(lambda d: format(d, "f"), return_type=str, when_used="json")]
+
+
+def _email(value: str) -> str:
+    """An e-mail address as email-validator (RFC 5322/6531 syntax, no DNS lookup) reads it, normalised; ValueError
+    otherwise (a CR or LF, a display name, no domain...)."""
+    from email_validator import EmailNotValidError, validate_email
+
+    try:
+        return str(validate_email(value, check_deliverability=False).normalized)
+    except EmailNotValidError as exc:
+        raise ValueError(f"'{value[:80]!s}' is not an e-mail address: {exc}") from None
+
+
+EmailAddress = Annotated[str, StringConstraints(max_length=320), AfterValidator(_email)]
 
 #: The most notifications a budget has (Azure: 5).
 MAX_NOTIFICATIONS = 5
 
 
 class BudgetTimePeriod(ApiModel):
-    """From ``startDate`` (the first of a month, UTC) to ``endDate`` (exclusive; none: open-ended)."""
+    """From ``startDate`` (the first of a month at 00:00 UTC) to ``endDate`` (exclusive; none: open-ended). Any offset
+    is read as the instant it names and answered in UTC: ``2026-12-01T05:00:00+05:00`` is the first of December,
+    ``2026-12-01T00:00:00+05:00`` (the 30th of November at 19:00 UTC) is refused."""
 
-    start_date: datetime
-    end_date: datetime | None = None
+    start_date: Instant
+    end_date: Instant | None = None
 
     @model_validator(mode="after")
     def _first_of_month(self) -> BudgetTimePeriod:
-        start = self.start_date
-        if start.tzinfo is None:
-            raise ValueError("'startDate' must carry a time zone (e.g. 'Z').")
+        start = self.start_date.astimezone(UTC)
         if (start.day, start.hour, start.minute, start.second, start.microsecond) != (1, 0, 0, 0, 0):
-            raise ValueError("'startDate' is the first of a month at 00:00 UTC (a budget counts calendar months).")
+            raise ValueError(
+                f"'startDate' is the first of a month at 00:00 UTC (a budget counts calendar months); "
+                f"{start.isoformat().replace('+00:00', 'Z')} is not."
+            )
         if self.end_date is not None and self.end_date <= start:
             raise ValueError("'endDate' is after 'startDate'.")
         return self
@@ -64,8 +95,8 @@ class Notification(ApiModel):
 
     enabled: bool = True
     operator: Literal["GreaterThan", "GreaterThanOrEqualTo"] = "GreaterThanOrEqualTo"
-    threshold: Decimal = Field(gt=0, le=1000)
-    contact_emails: list[str] = Field(default_factory=list, max_length=50)
+    threshold: Number = Field(gt=0, le=1000, max_digits=8, decimal_places=4)
+    contact_emails: list[EmailAddress] = Field(default_factory=list, max_length=50)
     threshold_type: Literal["Actual"] = "Actual"
 
 
@@ -75,13 +106,27 @@ class BudgetPropertiesWrite(ApiModel):
     model_config = ApiModel.model_config | {"extra": "ignore"}
 
     category: Literal["Cost"] = "Cost"
-    amount: Decimal = Field(gt=0, le=Decimal("1e12"))
+    amount: BudgetAmount
     currency: CurrencyCode = "USD"
     time_grain: Literal["Monthly"] = "Monthly"
     time_period: BudgetTimePeriod
     filter: BudgetFilterBody | None = None
     notifications: dict[str, Notification] = Field(default_factory=dict, max_length=MAX_NOTIFICATIONS)
     action_at_limit: Literal["None", "RefuseNewAllocations", "StopAll"] = "None"
+
+    @field_validator("notifications")
+    @classmethod
+    def _thresholds_once(cls, value: dict[str, Notification]) -> dict[str, Notification]:
+        """Two notifications of one threshold would notify it twice: refused, as Azure refuses them."""
+        seen: dict[Decimal, str] = {}
+        for name, notification in value.items():
+            if notification.threshold in seen:
+                raise ValueError(
+                    f"The notifications '{seen[notification.threshold]}' and '{name}' have the same threshold "
+                    f"({notification.threshold} %): give each threshold once."
+                )
+            seen[notification.threshold] = name
+        return value
 
 
 class BudgetWrite(ApiModel):
@@ -93,23 +138,38 @@ class BudgetWrite(ApiModel):
 
 
 class CurrentSpend(ApiModel):
-    """What the budget's scope spent this month, as of the last evaluation."""
+    """What the work the budget covers spent this month in its currency (``unit``), as of ``status.evaluatedAt``:
+    a decimal string."""
 
-    amount: Number
+    amount: SpendAmount
     unit: str
 
 
+class OtherSpend(ApiModel):
+    """Spend in another currency than the budget's, which it does not count (allocations locked before it existed)."""
+
+    amount: SpendAmount
+    currency: str
+
+
 class BudgetStatus(ApiModel):
-    """Where the budget stands in ``period``: the thresholds crossed (notified) and whether it is spent."""
+    """Where the budget stands in ``period`` (``YYYY-MM``) as of ``evaluatedAt`` (UTC): the thresholds crossed
+    (notified), whether it is spent, and spend it covers in other currencies (not counted)."""
 
     period: str
+    evaluated_at: str | None = None
     thresholds_crossed: list[Number]
     exceeded: bool
+    spend_in_other_currencies: list[OtherSpend] = Field(default_factory=list)
 
 
 class BudgetProperties(BudgetPropertiesWrite):
-    current_spend: CurrentSpend
-    status: BudgetStatus
+    """A budget as returned. ``currentSpend`` and ``status`` are shown to those who may read every charge the budget
+    covers (admins); to others the budget is shown without them, and without its notifications' contact e-mails
+    (docs/RBAC.md, "Budgets")."""
+
+    current_spend: CurrentSpend | None = None
+    status: BudgetStatus | None = None
 
 
 class Budget(ApiModel):

@@ -47,6 +47,10 @@ class WorkloadChanged(StoreError):
         super().__init__("workload changed")
 
 
+class StateMoved(StoreError):
+    """A budget's state was written (an evaluation) since it was read: read it again."""
+
+
 class NodeMissing(StoreError):
     """The node a reservation names does not exist."""
 

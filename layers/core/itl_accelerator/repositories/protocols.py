@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Generic, Protocol, TypeVar
 
 from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
@@ -274,10 +275,11 @@ class BudgetRepository(Protocol):
         """A page of every budget of every subscription (the monitor's work list). Raises ``InvalidSkipToken``."""
         ...
 
-    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None) -> None:
-        """Create (``expected_etag`` None: the name must be free) or replace (still at ``expected_etag``) a budget,
-        with its audit event — together; a replace keeps the monitor's state. Raises ``ItemExists``,
-        ``EtagMismatch``, ``ItemMissing``."""
+    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None, read_version: int = 0) -> None:
+        """Create (``expected_etag`` None: the name must be free) or replace (still at ``expected_etag``, its state
+        still at ``read_version``) a budget, with its audit event — together; ``budget.state`` (evaluated for the
+        change) is written with it, its version one past ``read_version``. Raises ``ItemExists``, ``EtagMismatch``,
+        ``ItemMissing``, ``StateMoved`` (an evaluation was written since: read it again)."""
         ...
 
     def delete(self, budget: Budget, audit: AuditEvent) -> None:
@@ -370,7 +372,21 @@ class MeterRepository(Protocol):
 
     def advance(self, meter: Meter, metered_until: int, due: int | None, metrics_retry_from: int | None = None) -> None:
         """Usage is recorded up to ``metered_until``; metrics are read again from ``metrics_retry_from`` (None:
-        none); next due at ``due`` (None: closed, out of the due list)."""
+        none); next due at ``due`` (None: closed, out of the due list and of the open meters)."""
+        ...
+
+    def open_in(self, subscription_id: str) -> list[Meter]:
+        """The subscription's meters not closed yet (read consistently; by allocation id): what budgets add up live.
+        Grows with the allocations running (and ended within the late period), never with history."""
+        ...
+
+    def settle(self, meter: Meter, month: str, costs: dict[str, dict[str, Decimal]]) -> bool:
+        """Add ``costs`` (budget scope → currency → amount) to the subscription's settled spend of ``month``
+        (``YYYY-MM``) and mark that month settled on the meter — together and once: False when it was already."""
+        ...
+
+    def settled(self, subscription_id: str, month: str, scopes: tuple[str, ...]) -> dict[str, dict[str, Decimal]]:
+        """The settled spend of ``month`` in each of ``scopes`` (currency → amount; {} where none)."""
         ...
 
 

@@ -1,7 +1,8 @@
 """Budgets in the table (item type ``Budget``: ``SUB#{sub}`` / ``BUDGET#{name}``; domain/budgets.py), each listed in
 the system partition ``SYS#BUDGETS`` (``{sub}#{name}``) the budget monitor pages through — the budget and its entry
-written together. A budget's state (its period, spend, thresholds notified) is written only by the monitor,
-conditioned on the version it read, with the audit items of the thresholds it crossed."""
+written together. A budget's state (its period, spend, thresholds notified, whether it is spent) is written with
+every change of the budget (evaluated at once) and by every evaluation of the monitor, each conditioned on the
+state's version it read, the monitor's with the audit items of what it notified."""
 
 from __future__ import annotations
 
@@ -10,20 +11,20 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState
+from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState, Threshold
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import decode_token, encode_token, plain, to_json, typed
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
-from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing, StateMoved
 from itl_accelerator.repositories.protocols import Page
 
 
 def _spec(budget: Budget) -> dict[str, Any]:
     return {
-        "amount": str(budget.amount),
+        "amount": format(budget.amount, "f"),
         "currency": budget.currency,
-        "thresholds": [str(t) for t in budget.thresholds],
+        "thresholds": [{"percent": format(t.percent, "f"), "above": t.strictly_above} for t in budget.thresholds],
         "action": str(budget.action),
         "resourceGroups": list(budget.filter.resource_groups),
         "tagKey": budget.filter.tag_key,
@@ -43,7 +44,10 @@ def budget_from_item(subscription_id: str, item: dict[str, Any]) -> Budget:
         etag=str(item["etag"]),
         amount=Decimal(spec["amount"]),
         currency=spec["currency"],
-        thresholds=tuple(Decimal(t) for t in spec["thresholds"]),
+        thresholds=tuple(
+            Threshold(Decimal(t["percent"]), bool(t["above"])) if isinstance(t, dict) else Threshold(Decimal(t))
+            for t in spec["thresholds"]
+        ),
         action=BudgetAction(spec["action"]),
         filter=BudgetFilter(tuple(spec["resourceGroups"]), spec["tagKey"], tuple(spec["tagValues"])),
         start=datetime.fromisoformat(spec["start"]),
@@ -51,11 +55,42 @@ def budget_from_item(subscription_id: str, item: dict[str, Any]) -> Budget:
         state=BudgetState(
             period=str(item.get("statePeriod", "")),
             spend=Decimal(str(item.get("stateSpend", "0"))),
+            other=tuple((c, Decimal(a)) for c, a in json.loads(item.get("stateOther") or "[]")),
             notified=tuple(Decimal(t) for t in json.loads(item.get("stateNotified") or "[]")),
             exceeded=bool(item.get("stateExceeded", False)),
+            exceeded_notified=bool(item.get("stateExceededNotified", False)),
+            evaluated_at=str(item.get("stateEvaluatedAt", "")),
             version=int(item.get("stateVersion", 0)),
         ),
     )
+
+
+def _state_values(state: BudgetState, version: int) -> dict[str, Any]:
+    """The state's attributes (``:s*`` values of an update) at ``version``."""
+    return {
+        ":sp": state.period,
+        ":ss": format(state.spend, "f"),
+        ":so": json.dumps([[c, format(a, "f")] for c, a in state.other]),
+        ":sn": json.dumps([format(t, "f") for t in state.notified]),
+        ":sx": state.exceeded,
+        ":sxn": state.exceeded_notified,
+        ":se": state.evaluated_at,
+        ":sv": version,
+    }
+
+
+_STATE_SET = (
+    "statePeriod = :sp, stateSpend = :ss, stateOther = :so, stateNotified = :sn, stateExceeded = :sx, "
+    "stateExceededNotified = :sxn, stateEvaluatedAt = :se, stateVersion = :sv"
+)
+
+
+def _unchanged(read_version: int, values: dict[str, Any]) -> str:
+    """The condition that the state is still at ``read_version`` (adds its value to ``values``)."""
+    if read_version:
+        values[":read"] = read_version
+        return "stateVersion = :read"
+    return "attribute_not_exists(stateVersion)"
 
 
 def _index_key(budget: Budget) -> dict[str, str]:
@@ -108,9 +143,10 @@ class DynamoBudgetRepository:
         last = response.get("LastEvaluatedKey")
         return Page(found, encode_token(last) if last else None)
 
-    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None) -> None:
-        """Create (``expected_etag`` None: the name must be free) or replace (at ``expected_etag``) a budget with its
-        index entry and audit event, in one transaction; a replace keeps the monitor's state."""
+    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None, read_version: int = 0) -> None:
+        """Create (``expected_etag`` None: the name must be free) or replace (at ``expected_etag``, its state still at
+        ``read_version``) a budget with its index entry and audit event, in one transaction; the budget's
+        ``state`` is written with it, one version on."""
         key = self._key(budget.subscription_id, budget.name)
         values: dict[str, Any] = {
             ":t": "Budget",
@@ -118,17 +154,19 @@ class DynamoBudgetRepository:
             ":doc": to_json(budget.document),
             ":etag": budget.etag,
             ":spec": to_json(_spec(budget)),
+            **_state_values(budget.state, read_version + 1),
         }
         update: dict[str, Any] = {
             "TableName": self._t.name,
             "Key": typed(key),
-            "UpdateExpression": "SET entityType = :t, budgetName = :n, doc = :doc, etag = :etag, spec = :spec",
+            "UpdateExpression": "SET entityType = :t, budgetName = :n, doc = :doc, etag = :etag, spec = :spec, "
+            + _STATE_SET,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         if expected_etag is None:
             update["ConditionExpression"] = "attribute_not_exists(PK)"
         else:
-            update["ConditionExpression"] = "etag = :expected"
+            update["ConditionExpression"] = f"etag = :expected AND {_unchanged(read_version, values)}"
             values[":expected"] = expected_etag
         update["ExpressionAttributeValues"] = typed(values)
         entry = {**_index_key(budget), "subscriptionId": budget.subscription_id, "budgetName": budget.name}
@@ -142,9 +180,12 @@ class DynamoBudgetRepository:
             )
         except TransactionFailed as exc:
             if 0 in exc.failed:
+                old = exc.failed[0]
                 if expected_etag is None:
                     raise ItemExists() from exc
-                raise (EtagMismatch() if exc.failed[0] else ItemMissing()) from exc
+                if not old:
+                    raise ItemMissing() from exc
+                raise (StateMoved() if old.get("etag") == expected_etag else EtagMismatch()) from exc
             raise ItemExists() from exc
 
     def delete(self, budget: Budget, audit: AuditEvent) -> None:
@@ -172,24 +213,13 @@ class DynamoBudgetRepository:
         """Write the monitor's ``state`` (version one past the one read) and the audit items of what it crossed, in
         one transaction — only if no other evaluation was written since ``budget`` was read. False otherwise."""
         key = self._key(budget.subscription_id, budget.name)
-        values: dict[str, Any] = {
-            ":p": state.period,
-            ":s": str(state.spend),
-            ":n": json.dumps([str(t) for t in state.notified]),
-            ":x": state.exceeded,
-            ":v": budget.state.version + 1,
-        }
-        if budget.state.version:
-            values[":read"] = budget.state.version
-            unchanged = "stateVersion = :read"
-        else:
-            unchanged = "attribute_not_exists(stateVersion)"
+        values = _state_values(state, budget.state.version + 1)
+        unchanged = _unchanged(budget.state.version, values)
         update = {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed(key),
-                "UpdateExpression": "SET statePeriod = :p, stateSpend = :s, stateNotified = :n, stateExceeded = :x, "
-                "stateVersion = :v",
+                "UpdateExpression": "SET " + _STATE_SET,
                 "ConditionExpression": f"attribute_exists(PK) AND {unchanged}",
                 "ExpressionAttributeValues": typed(values),
             }

@@ -2,22 +2,40 @@
 started in the same transaction as the state change that starts its billing (an instance becomes ``Succeeded``, a
 job starts ``Running``) and ended in the one that stops it (repositories/dynamodb/workloads.py builds those items
 from here). It carries the billing terms the allocation locked. While it may still produce usage it sits in the
-sparse index GSI2 (``METER#{shard}``, sorted by when it is next due for a sync).
+sparse index GSI2 (``METER#{shard}``, sorted by when it is next due for a sync) and in GSI3 (``SUB#{sub}#METERS``:
+its subscription's open meters, which budgets add up live).
+
+When a meter closes, its charges of each month are *settled*: added, once, to the subscription's spend of that
+month per budget scope (item type ``SpendMonth``: ``SUB#{sub}#SPEND#{YYYY-MM}`` / ``{scope}``, one number attribute
+per currency), in one transaction with the month's mark on the meter (``settledMonths``) — so a budget's spend is
+the settled spend plus its open meters' charges, each allocation counted once.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.usage import Meter, MeterEnd, MeterRef
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
-from itl_accelerator.repositories.dynamodb.table import Table
+from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
 
 #: Partitions of the meter index (GSI2 ``METER#{shard}``).
 METER_SHARDS = 4
+
+
+def open_meters_partition(subscription_id: str) -> str:
+    """GSI3 partition of a subscription's meters not closed yet (``SUB#{sub}#METERS``): what budgets add up live."""
+    return f"{keys.subscription_pk(subscription_id)}{keys.SEP}METERS"
+
+
+def spend_pk(subscription_id: str, month: str) -> str:
+    """Partition of a subscription's settled spend in one month (``SUB#{sub}#SPEND#{YYYY-MM}``; sort key: the
+    budget scope, billing/rollup.py)."""
+    return f"{keys.subscription_pk(subscription_id)}{keys.SEP}SPEND{keys.SEP}{month}"
 
 
 def _meter_index(pk: str, sk: str, due: int) -> dict[str, Any]:
@@ -36,6 +54,8 @@ def meter_start_item(table: str, meter: Meter) -> dict[str, Any]:
         "pricing": to_json(meter.terms.as_stored()),
         "meteredUntil": meter.start,
         **_meter_index(pk, sk, meter.start),
+        "GSI3PK": open_meters_partition(meter.subscription_id),
+        "GSI3SK": meter.allocation_id,
     }
     names = {f"#a{i}": k for i, k in enumerate(values)}
     expression = ", ".join(f"#a{i} = if_not_exists(#a{i}, :v{i})" for i in range(len(values)))
@@ -128,8 +148,10 @@ class DynamoMeterRepository:
     def _get(self, pk: str, sk: str) -> Meter | None:
         """One meter, read consistently."""
         item = self._t.get_item(pk, sk)
-        if item is None:
-            return None
+        return self._meter(sk, item) if item is not None else None
+
+    @staticmethod
+    def _meter(sk: str, item: dict[str, Any]) -> Meter:
         return Meter.described(
             sk.split(keys.SEP, 1)[1],
             json.loads(item["descriptor"]),
@@ -141,6 +163,7 @@ class DynamoMeterRepository:
             metered_until=int(item.get("meteredUntil", item["start"])),
             metrics_retry_from=int(item["metricsRetryFrom"]) if item.get("metricsRetryFrom") is not None else None,
             active="GSI2PK" in item,
+            settled_months=frozenset(item.get("settledMonths") or ()),
         )
 
     def advance(self, meter: Meter, metered_until: int, due: int | None, metrics_retry_from: int | None = None) -> None:
@@ -156,7 +179,7 @@ class DynamoMeterRepository:
             sets.append("metricsRetryFrom = :r")
             values[":r"] = int(metrics_retry_from)
         if due is None:
-            removes += ["GSI2PK", "GSI2SK"]
+            removes += ["GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK"]
         else:
             index = _meter_index(pk, sk, due)
             sets += ["GSI2PK = :p", "GSI2SK = :s"]
@@ -172,3 +195,88 @@ class DynamoMeterRepository:
             )
         except self._t.client.exceptions.ConditionalCheckFailedException:
             return
+
+    # ----------------------------------------------------------------------------------------------- spend
+    def open_in(self, subscription_id: str) -> list[Meter]:
+        """The subscription's meters not closed: a ``Query`` of GSI3 (its keys), then ``BatchGetItem``s of 100,
+        consistent — a meter closed since the index was read is left out (its charges are settled by then)."""
+        found: list[Meter] = []
+        refs = [
+            str(item["SK"])
+            for item in self._t.query_all(
+                IndexName="GSI3",
+                KeyConditionExpression="GSI3PK = :p",
+                ExpressionAttributeValues=typed({":p": open_meters_partition(subscription_id)}),
+            )
+        ]
+        pk = keys.subscription_pk(subscription_id)
+        for i in range(0, len(refs), 100):
+            request: dict[str, Any] = {
+                self._t.name: {
+                    "Keys": [typed({"PK": pk, "SK": sk}) for sk in refs[i : i + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self._t.client.batch_get_item(RequestItems=request)
+                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
+                    if "GSI3PK" in item:
+                        found.append(self._meter(str(item["SK"]), item))
+                request = response.get("UnprocessedKeys") or {}
+        return sorted(found, key=lambda m: m.allocation_id)
+
+    def settle(self, meter: Meter, month: str, costs: dict[str, dict[str, Decimal]]) -> bool:
+        """Add ``costs`` (budget scope → currency → amount) to the subscription's settled spend of ``month`` and mark
+        the month settled on the meter — one transaction, once: False when the month was settled already."""
+        pk, sk = keys.subscription_pk(meter.subscription_id), keys.meter_sk(meter.allocation_id)
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": typed({"PK": pk, "SK": sk}),
+                    "UpdateExpression": "ADD settledMonths :months",
+                    "ConditionExpression": "attribute_exists(PK) AND NOT contains(settledMonths, :month)",
+                    "ExpressionAttributeValues": {":months": {"SS": [month]}, ":month": {"S": month}},
+                }
+            }
+        ]
+        for scope, by_currency in sorted(costs.items()):
+            amounts = {c: a for c, a in sorted(by_currency.items()) if a}
+            if not amounts:
+                continue
+            names = {f"#c{i}": c for i, c in enumerate(amounts)}
+            values = {f":v{i}": a for i, a in enumerate(amounts.values())}
+            items.append(
+                {
+                    "Update": {
+                        "TableName": self._t.name,
+                        "Key": typed({"PK": spend_pk(meter.subscription_id, month), "SK": scope}),
+                        "UpdateExpression": "SET entityType = :t ADD "
+                        + ", ".join(f"#c{i} :v{i}" for i in range(len(amounts))),
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": typed({":t": "SpendMonth", **values}),
+                    }
+                }
+            )
+        try:
+            self._t.transact(items)
+        except TransactionFailed:
+            return False
+        return True
+
+    def settled(self, subscription_id: str, month: str, scopes: tuple[str, ...]) -> dict[str, dict[str, Decimal]]:
+        """The settled spend of ``month`` in each of ``scopes`` (currency → amount; {} where nothing settled):
+        ``BatchGetItem``s, consistent."""
+        found: dict[str, dict[str, Decimal]] = {scope: {} for scope in scopes}
+        wanted = list(dict.fromkeys(scopes))
+        for i in range(0, len(wanted), 100):
+            keys_ = [typed({"PK": spend_pk(subscription_id, month), "SK": sk}) for sk in wanted[i : i + 100]]
+            request: dict[str, Any] = {self._t.name: {"Keys": keys_, "ConsistentRead": True}}
+            while request:
+                response = self._t.client.batch_get_item(RequestItems=request)
+                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
+                    found[str(item["SK"])] = {
+                        k: Decimal(str(v)) for k, v in item.items() if k not in ("PK", "SK", "entityType")
+                    }
+                request = response.get("UnprocessedKeys") or {}
+        return found

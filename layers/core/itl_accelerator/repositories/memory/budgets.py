@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from itl_accelerator.domain.budgets import Budget, BudgetState
 from itl_accelerator.models.audit import AuditEvent
-from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing, StateMoved
 from itl_accelerator.repositories.memory.state import MemoryState, audit_size, check_size, decode_token, encode_token
 from itl_accelerator.repositories.protocols import Page
 
@@ -44,7 +44,7 @@ class MemoryBudgetRepository:
                 [copy.deepcopy(b) for _, b in page], encode_token("budgets", page[-1][0]) if more and page else None
             )
 
-    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None) -> None:
+    def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None, read_version: int = 0) -> None:
         with self._s.lock:
             check_size(budget.document, audit_size(audit))
             key = _key(budget.subscription_id, budget.name)
@@ -56,10 +56,11 @@ class MemoryBudgetRepository:
                     raise ItemMissing()
                 if stored.etag != expected_etag:
                     raise EtagMismatch()
+                if stored.state.version != read_version:
+                    raise StateMoved()
             if self._s.audit_taken(audit):
                 raise ItemExists()
-            kept = stored.state if stored is not None else BudgetState()
-            self._s.budgets[key] = replace(copy.deepcopy(budget), state=kept)
+            self._s.budgets[key] = replace(copy.deepcopy(budget), state=replace(budget.state, version=read_version + 1))
             self._s.put_audit(audit)
 
     def delete(self, budget: Budget, audit: AuditEvent) -> None:

@@ -5,6 +5,7 @@ sync finds those due and records its progress. Allocation ids match exactly (the
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 
 from itl_accelerator.domain.usage import Meter, MeterRef
 from itl_accelerator.repositories.memory.state import MemoryState, StoredMeter
@@ -24,6 +25,7 @@ def meter_of(stored: StoredMeter) -> Meter:
         metered_until=stored.metered_until,
         metrics_retry_from=stored.metrics_retry_from,
         active=stored.due is not None,
+        settled_months=frozenset(stored.settled_months),
     )
 
 
@@ -64,3 +66,33 @@ class MemoryMeterRepository:
             stored.metered_until = int(metered_until)
             stored.metrics_retry_from = int(metrics_retry_from) if metrics_retry_from is not None else None
             stored.due = int(due) if due is not None else None
+
+    # ----------------------------------------------------------------------------------------------- spend
+    def open_in(self, subscription_id: str) -> list[Meter]:
+        """The subscription's meters not closed (in the due index), by allocation id."""
+        with self._s.lock:
+            subscription = subscription_id.lower()
+            return sorted(
+                (meter_of(m) for (sub, _), m in self._s.meters.items() if sub == subscription and m.due is not None),
+                key=lambda m: m.allocation_id,
+            )
+
+    def settle(self, meter: Meter, month: str, costs: dict[str, dict[str, Decimal]]) -> bool:
+        """Add ``costs`` to the month's settled spend and mark the month on the meter, once (the DynamoDB
+        implementation's transaction)."""
+        with self._s.lock:
+            stored = self._s.meters.get(meter_key(meter.subscription_id, meter.allocation_id))
+            if stored is None or month in stored.settled_months:
+                return False
+            stored.settled_months.add(month)
+            for scope, by_currency in costs.items():
+                key = (meter.subscription_id.lower(), month, scope)
+                spent = self._s.spend.setdefault(key, {})
+                for currency, amount in by_currency.items():
+                    if amount:
+                        spent[currency] = spent.get(currency, Decimal(0)) + amount
+            return True
+
+    def settled(self, subscription_id: str, month: str, scopes: tuple[str, ...]) -> dict[str, dict[str, Decimal]]:
+        with self._s.lock:
+            return {s: dict(self._s.spend.get((subscription_id.lower(), month, s), {})) for s in scopes}

@@ -14,6 +14,7 @@ import binascii
 import json
 import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
@@ -126,6 +127,7 @@ class StoredMeter:
     due: int | None
     end: int | None = None
     metrics_retry_from: int | None = None
+    settled_months: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -158,6 +160,8 @@ class MemoryState:
     audit: dict[tuple[str, str], AuditEvent] = field(default_factory=dict)
     #: (subscription (lower), allocation id) → meter
     meters: dict[tuple[str, str], StoredMeter] = field(default_factory=dict)
+    #: (subscription (lower), month, budget scope) → settled spend by currency (``SpendMonth`` items)
+    spend: dict[tuple[str, str, str], dict[str, Decimal]] = field(default_factory=dict)
     #: (hour, allocation id) → usage record
     usage: dict[tuple[str, str], UsageRecord] = field(default_factory=dict)
     #: hour → version of its due mark

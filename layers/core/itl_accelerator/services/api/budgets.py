@@ -1,32 +1,46 @@
-"""Budgets (domain/budgets.py) as the API serves them: operators set them on a subscription; everyone in it reads them
-and where they stand. ``PUT`` is idempotent (the same budget again writes nothing) and honours ``If-Match``;
-``DELETE`` answers 204 when there was none. Evaluating them is the budget monitor's (services/schedules); refusing
-new work once one is spent is :func:`refusal` here, which the instance and job services call.
+"""Budgets (domain/budgets.py) as the API serves them: operators set them on a subscription; callers read those within
+their scope. ``PUT`` is idempotent (the same budget again writes nothing) and honours ``If-Match``; ``DELETE`` answers
+204 when there was none. Refusing new work once one is spent is services/common/budgets.py's, which the instance and
+job services and placement call.
 
-Rules: reading needs ``budgets/read`` in the subscription (every role); writing ``budgets/write`` over the whole
-subscription (admins).
+Every change is evaluated at once (issue 26): the ``PUT`` writes the budget with its state as of now — its spend this
+month (services/common/spend.py), and whether it is spent under the new amount — so raising a spent budget's amount
+lifts its refusal in the same write, a budget moved to a later month refuses nothing now, and the answer shows the
+fresh figures. Its notifications and ``StopAll`` follow within seconds: the change reaches the budget monitor through
+the table's stream (services/streams/fleet.py), which also serves the jobs waiting on it.
+
+Who sees what (docs/RBAC.md, "Budgets"; the cost query's rule, services/api/costs.py): reading needs
+``budgets/read``; a caller sees a budget only when its scope holds the budget's whole scope (a budget of the
+subscription, or of a tag, to callers holding the subscription; one of resource groups to callers holding each of
+them); and only admins — who see every charge in their scope — see its spend, status and contact e-mails. Writing
+needs ``budgets/write`` over the whole subscription (admins).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState
-from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.auth.principal import Principal
+from itl_accelerator.billing.metering import COST_QUANTUM
+from itl_accelerator.domain.budgets import Budget, BudgetAction, BudgetFilter, BudgetState, Threshold, quietly
+from itl_accelerator.errors import AnotherOperationInProgress, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.budgets import BudgetWrite
-from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing, StateMoved
 from itl_accelerator.repositories.protocols import BudgetRepository
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.access import Access
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.spend import SpendReader
 
 TYPE = f"{PROVIDER_NAMESPACE}/budgets"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -36,30 +50,65 @@ def budget_id(subscription_id: str, name: str) -> str:
     return f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/budgets/{name}"
 
 
-def render(budget: Budget) -> dict[str, Any]:
-    """A budget as returned: its envelope, what was set, its spend this period and where it stands."""
+def sees(principal: Principal, budget: Budget) -> bool:
+    """Whether ``principal`` (holding a scope in the budget's subscription) may see ``budget``: it holds the whole
+    subscription, or the budget covers resource groups only, each of them held."""
+    groups = principal.resource_groups_in(budget.subscription_id)
+    if groups is None:
+        return True
+    held = {g.lower() for g in groups}
+    return bool(budget.filter.resource_groups) and all(g.lower() in held for g in budget.filter.resource_groups)
+
+
+def sees_spend(principal: Principal) -> bool:
+    """Whether ``principal`` sees a visible budget's spend, status and contact e-mails: admins (who see every charge
+    in their scope); consumers see their own work's cost only, suppliers their earnings (the cost query's rule)."""
+    return rbac.ROLE_ADMIN in principal.roles
+
+
+def _money(amount: Decimal) -> str:
+    return format(amount.quantize(COST_QUANTUM), "f")
+
+
+def render(budget: Budget, *, full: bool = True) -> dict[str, Any]:
+    """A budget as returned: its envelope and what was set — and, when ``full``, its spend this period and where it
+    stands; otherwise without them and without its notifications' contact e-mails."""
+    props = dict(budget.document["properties"])
+    if not full:
+        props["notifications"] = {
+            name: {k: v for k, v in n.items() if k != "contactEmails"}
+            for name, n in (props.get("notifications") or {}).items()
+        }
+        return {**budget.document, "etag": budget.etag, "properties": props}
     state = budget.state
     return {
         **budget.document,
         "etag": budget.etag,
         "properties": {
-            **budget.document["properties"],
-            "currentSpend": {"amount": float(state.spend), "unit": budget.currency},
+            **props,
+            "currentSpend": {"amount": _money(state.spend), "unit": budget.currency},
             "status": {
                 "period": state.period,
+                "evaluatedAt": state.evaluated_at or None,
                 "thresholdsCrossed": [float(t) for t in state.notified],
                 "exceeded": state.exceeded,
+                "spendInOtherCurrencies": [{"amount": _money(a), "currency": c} for c, a in state.other],
             },
         },
     }
 
 
 class BudgetService:
-    """Budget operations over the budget repository. ``clock`` returns epoch seconds."""
+    """Budget operations over the budget repository; ``spend`` reads what budgets have spent; ``clock`` returns epoch
+    seconds."""
 
-    def __init__(self, budgets: BudgetRepository, access: Access):
+    def __init__(
+        self, budgets: BudgetRepository, spend: SpendReader, access: Access, clock: Callable[[], float] = time.time
+    ):
         self._budgets = budgets
+        self._spend = spend
         self._access = access
+        self._clock = clock
 
     def _name(self, name: str) -> str:
         if not _NAME.match(name):
@@ -82,30 +131,71 @@ class BudgetService:
         )
 
     def get(self, ctx: CallContext, subscription_id: str, name: str) -> dict[str, Any]:
+        """The budget; 404 when missing or outside the caller's scope (existence not leaked)."""
         self._read(ctx, subscription_id, self._name(name))
         budget = self._budgets.get(subscription_id, name)
-        if budget is None:
+        if budget is None or not sees(ctx.principal, budget):
             raise ResourceNotFound(f"The budget '{name}' was not found.")
-        return render(budget)
+        return render(budget, full=sees_spend(ctx.principal))
 
     def in_subscription(self, ctx: CallContext, subscription_id: str) -> list[dict[str, Any]]:
+        """The budgets of the subscription the caller may see, by name."""
         self._read(ctx, subscription_id)
-        return [render(b) for b in self._budgets.in_subscription(subscription_id)]
+        full = sees_spend(ctx.principal)
+        return [render(b, full=full) for b in self._budgets.in_subscription(subscription_id) if sees(ctx.principal, b)]
 
     def put(
         self, ctx: CallContext, subscription_id: str, name: str, body: BudgetWrite, *, if_match: str | None = None
     ) -> tuple[dict[str, Any], bool]:
-        """Create or replace a budget: ``(budget, created)`` (201/200). Errors: 400, 403, 404, 409 (created
-        meanwhile), 412."""
+        """Create or replace a budget, evaluated as of now (module docstring): ``(budget, created)`` (201/200).
+        Errors: 400, 403, 404, 409 (created meanwhile), 412."""
         validate_subscription_id(subscription_id)
         self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.BUDGETS_WRITE)
-        previous = self._budgets.get(subscription_id, name)
-        arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=None)
+        settings = body.properties.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for _ in range(5):
+            previous = self._budgets.get(subscription_id, name)
+            arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=None)
+            if previous is not None and previous.document["properties"] == settings:
+                return render(previous), False
+            budget = self._budget(ctx, subscription_id, name, body, settings, previous)
+            now = datetime.fromtimestamp(self._clock(), UTC)
+            budget.state = quietly(budget, self._spend.spend(budget, now), now)
+            audit = build_event(
+                ctx,
+                subscription_id=subscription_id,
+                action=rbac.BUDGETS_WRITE.name,
+                resource_id=budget_id(subscription_id, budget.name),
+                resource_type=TYPE,
+                resource_name=budget.name,
+                change_summary=f"Budget {budget.name}: {format(budget.amount, 'f')} {budget.currency} a month, at the "
+                f"limit: {budget.action}",
+                previous_state=previous.document if previous else None,
+                new_state=budget.document,
+            )
+            read_version = previous.state.version if previous else 0
+            try:
+                self._budgets.put(
+                    budget, audit, expected_etag=previous.etag if previous else None, read_version=read_version
+                )
+            except StateMoved:
+                continue  # evaluated meanwhile: judge again on what is stored now
+            except (ItemExists, EtagMismatch, ItemMissing) as exc:
+                raise ResourceKernel.write_error(exc, if_match=if_match) from exc
+            return render(budget), previous is None
+        raise AnotherOperationInProgress(f"The budget '{name}' kept changing; retry the request.")
+
+    @staticmethod
+    def _budget(
+        ctx: CallContext,
+        subscription_id: str,
+        name: str,
+        body: BudgetWrite,
+        settings: dict[str, Any],
+        previous: Budget | None,
+    ) -> Budget:
+        """The budget ``body`` sets (its state still the one read)."""
         props = body.properties
-        settings = props.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if previous is not None and previous.document["properties"] == settings:
-            return render(previous), False
         f = props.filter
         budget_filter = BudgetFilter()
         if f is not None and f.dimensions is not None:
@@ -120,37 +210,24 @@ class BudgetService:
             "systemData": arm_rules.stamp_system_data(ctx, previous.document.get("systemData") if previous else None),
             "properties": settings,
         }
-        budget = Budget(
+        thresholds = sorted(
+            (Threshold(n.threshold, n.operator == "GreaterThan") for n in props.notifications.values() if n.enabled),
+            key=lambda t: t.percent,
+        )
+        return Budget(
             subscription_id=subscription_id,
             name=shown,
             document=document,
             etag=arm_rules.new_etag(),
             amount=props.amount,
             currency=props.currency,
-            thresholds=tuple(sorted(Decimal(n.threshold) for n in props.notifications.values() if n.enabled)),
+            thresholds=tuple(thresholds),
             action=BudgetAction(props.action_at_limit),
             filter=budget_filter,
             start=props.time_period.start_date.astimezone(UTC),
             end=props.time_period.end_date.astimezone(UTC) if props.time_period.end_date else None,
             state=previous.state if previous else BudgetState(),
         )
-        audit = build_event(
-            ctx,
-            subscription_id=subscription_id,
-            action=rbac.BUDGETS_WRITE.name,
-            resource_id=budget_id(subscription_id, shown),
-            resource_type=TYPE,
-            resource_name=budget.name,
-            change_summary=f"Budget {budget.name}: {budget.amount} {budget.currency} a month, at the limit: "
-            f"{budget.action}",
-            previous_state=previous.document if previous else None,
-            new_state=document,
-        )
-        try:
-            self._budgets.put(budget, audit, expected_etag=previous.etag if previous else None)
-        except (ItemExists, EtagMismatch, ItemMissing) as exc:
-            raise ResourceKernel.write_error(exc, if_match=if_match) from exc
-        return render(budget), previous is None
 
     def delete(self, ctx: CallContext, subscription_id: str, name: str, *, if_match: str | None = None) -> bool:
         validate_subscription_id(subscription_id)

@@ -18,6 +18,7 @@ from typing import Any
 from itl_accelerator.billing.metering import HOUR, WindowCharge, iso, window_charge, window_of, windows
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
+from itl_accelerator.domain.budgets import month_bounds
 from itl_accelerator.domain.usage import Meter, UsageRecord, day_of
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import StoreBusy
@@ -159,8 +160,20 @@ class UsageSync:
         settled = ended is not None and not capped and now >= ended + late * HOUR
         closing = ended is not None and settled and (failed_at is None or now >= ended + METRICS_RETRY_SECONDS)
         due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
+        if closing:
+            self._settle(meter, now)
         self._meters.advance(meter, max(meter.start, reached), due, failed_at)
         report.meters_closed += int(closing)
+
+    def _settle(self, meter: Meter, now: int) -> None:
+        """Settle a closing meter's charges month by month into its subscription's spend (what budgets read:
+        services/common/spend.py), each month once, before the meter leaves the open meters."""
+        for month in meter.months(now):
+            if month in meter.settled_months:
+                continue
+            start, end = month_bounds(month)
+            costs = meter.month_charges(start, end, now)
+            self._meters.settle(meter, month, dict.fromkeys(meter.spend_scopes, costs))
 
     def _metrics(self, meter: Meter, start: int, end: int) -> tuple[dict[str, Any] | None, bool]:
         """The DGX metrics of the allocation over ``[start, end)``: ``(metrics, ok)``; ``ok`` False when the read

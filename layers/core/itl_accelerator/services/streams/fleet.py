@@ -16,9 +16,10 @@ Rules (issue 14, item 4 — waiting jobs must not wait for the next periodic ret
   waiting days for its pending timeout. A job that only waits for capacity (the node is cordoned, busy) waits on.
 
 - A quota's limit or a budget set, changed or removed (issue 26: a raised, lowered or deleted limit re-evaluates the
-  waiting jobs at once, not at their next placement retry) — every waiting job of its subscription is admitted
-  again (a job no quota could ever hold now fails at once), the queue is served (a raised limit, a budget no longer
-  spent), and each job still waiting is told why as of now (its ``statusReason``).
+  waiting jobs at once, not at their next placement retry) — a changed budget is evaluated first (its notices, and a
+  spent ``StopAll`` budget's stop: services/schedules/budget_monitor.py), then every waiting job of its subscription
+  is admitted again (a job no quota could ever hold now fails at once), the queue is served (a raised limit, a budget
+  no longer spent), and each job still waiting is told why as of now (its ``statusReason``).
 
 Reservations and releases change a node's or a quota's counters, never its ``etag``, and a budget's evaluation
 leaves its etag too: those records are not changes (the workflow that releases GPUs serves the queue itself).
@@ -26,7 +27,9 @@ leaves its etag too: those records are not changes (the workflow that releases G
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from itl_accelerator.domain.records import LimitChange, NodeChange, NodeState
 from itl_accelerator.domain.states import Availability, JobStatus
@@ -55,11 +58,19 @@ class FleetReport:
 class FleetChanges:
     """See the module docstring."""
 
-    def __init__(self, placement: Placement, repositories: Repositories, state_machines: StateMachines):
+    def __init__(
+        self,
+        placement: Placement,
+        repositories: Repositories,
+        state_machines: StateMachines,
+        *,
+        on_budgets: Callable[[list[LimitChange]], Any] | None = None,
+    ):
         self._placement = placement
         self._jobs = repositories.jobs
         self._nodes = repositories.nodes
         self._state_machines = state_machines
+        self._on_budgets = on_budgets
 
     def on_changes(self, changes: list[NodeChange], limits: list[LimitChange] | None = None) -> FleetReport:
         """Handle a batch of node and limit changes (repositories/dynamodb/streams.py reads them from the stream's
@@ -69,6 +80,9 @@ class FleetChanges:
         for limit in limits or ():
             report.changes += 1
             limited.setdefault(limit.subscription_id, limit.event_id)
+        budgets = [c for c in limits or () if c.kind == "budget"]
+        if budgets and self._on_budgets is not None:
+            self._on_budgets(budgets)  # evaluated at once: notices, a spent StopAll budget's stop
         grown: dict[str, str] = {}
         shrunk: dict[str, str] = {}
         for change in changes:
