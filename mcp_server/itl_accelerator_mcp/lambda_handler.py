@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import logging
 import threading
@@ -155,18 +156,15 @@ def _arm_error(status: int, code: str, message: str, target: str | None = None) 
 
 def _query(event: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
     """``(query, refusal)``: the query parameters, each given once and known, as ``{name: value}``; or the 400
-    answer naming the first that is not (the API's rule, api/routing.py)."""
+    answer naming the first that is not (the API's own rule: ``itl_accelerator.api.query_rules``)."""
+    from itl_accelerator.api.query_rules import query_refusal
+
     multi = event.get("multiValueQueryStringParameters") or {
         k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
     }
-    for name in sorted(multi):
-        if name not in QUERY_PARAMETERS:
-            known = ", ".join(QUERY_PARAMETERS)
-            message = f"The query parameter '{name[:64]}' is not known here (known: {known})."
-            return {}, _arm_error(400, "InvalidParameter", message, name[:64])
-        if len(multi[name]) != 1:
-            message = f"The query parameter '{name}' is given more than once."
-            return {}, _arm_error(400, "InvalidParameter", message, name)
+    refused = query_refusal(((name, v) for name, values in multi.items() for v in values), QUERY_PARAMETERS)
+    if refused is not None:
+        return {}, _json_response(refused.status, refused.body())
     query = {name: values[0] for name, values in multi.items()}
     if "readOnly" in query and query["readOnly"].lower() not in ("true", "false"):
         message = "The query parameter 'readOnly' is 'true' or 'false'."
@@ -177,7 +175,10 @@ def _query(event: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None
 def _body_refusal(event: dict[str, Any]) -> dict[str, Any] | None:
     """The API's answer to a body it would refuse (413 over ``MAX_BODY_BYTES``, 400 not strict JSON), or None."""
     raw = event.get("body") or ""
-    data = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
+    try:
+        data = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else raw.encode()
+    except (binascii.Error, ValueError):
+        return _arm_error(400, "InvalidRequestContent", "The request body is not valid base64.")
     limit = settings().max_body_bytes
     if len(data) > limit:
         return _arm_error(413, "RequestEntityTooLarge", f"The request body exceeds the limit of {limit} bytes.")

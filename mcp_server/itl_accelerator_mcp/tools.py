@@ -12,6 +12,7 @@ refuse to run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -237,6 +238,10 @@ QUOTE = {
             },
         },
         "upperBound": {"type": "boolean"},
+        "maxPrice": {
+            "type": "object",
+            "description": "Jobs, one currency: the price ceiling the job is submitted with (the quoted bound).",
+        },
         "notes": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["quoteId", "expiresAt", "tool", "summary", "gpus", "prices", "estimatedCost", "upperBound"],
@@ -451,23 +456,24 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         if capacity.get("totalGpus", 0) < gpus or capacity.get("totalMemoryGb", 0) < memory:
             continue
         candidates.append(node)
-    highest: dict[str, tuple[Decimal, dict[str, Any]]] = {}
-    for node in candidates:
-        price = _pricing(node)
-        cost = _cost(price, gpus, minutes * 60)
-        if price["currency"] not in highest or cost > highest[price["currency"]][0]:
-            highest[price["currency"]] = (cost, price)
+    bounds = _bounds([_pricing(node) for node in candidates])
     estimated = [
-        {"amount": _money(cost), "currency": cur, "basis": f"at most, for the whole maxDurationMinutes ({minutes})"}
-        for cur, (cost, _) in sorted(highest.items())
+        {
+            "amount": _money(_cost(bound, gpus, minutes * 60)),
+            "currency": cur,
+            "basis": f"at most, for the whole maxDurationMinutes ({minutes})",
+        }
+        for cur, bound in sorted(bounds.items())
     ]
     notes = [
         "The provider picks the node when it places the job (best fit), so the node is not known now: the estimate is "
         "an upper bound, the highest price among the nodes you can see that could hold the job, for the whole "
         "maxDurationMinutes. A job is billed only while it runs, up to its end or that limit.",
-        "A job locks the terms of the node it is placed on when it is placed (billingTerms, docs/BILLING.md), and "
-        "the API holds it to its price ceiling (priceCeiling): the prices in force when it is submitted, so a node "
-        "re-priced above them while the job waits never takes it, and this bound holds.",
+        "A job locks the terms of the node it is placed on when it is placed (billingTerms, docs/BILLING.md). With "
+        "one currency among the candidate nodes the job is submitted with these terms as its maxPrice (the API's "
+        "price ceiling), so no node priced above them — re-priced while the job waits, or outside your view — ever "
+        "takes it, and this bound holds; with several currencies it gets the API's default ceiling, the prices of "
+        "the subscription's nodes when it is submitted.",
     ]
     if not candidates:
         notes.append(
@@ -485,13 +491,39 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         "memoryGb": memory,
         "node": None,
         "candidateNodes": [n.get("id") for n in candidates],
-        "prices": [price for _, price in highest.values()],
+        "prices": [bounds[cur] for cur in sorted(bounds)],
         "maxDurationMinutes": minutes,
         "estimatedCost": estimated,
         "upperBound": True,
         "notes": notes,
     }
+    if len(bounds) == 1:
+        (bound,) = bounds.values()
+        body["maxPrice"] = {k: bound[k] for k in _MAX_PRICE_MEMBERS}
     return body, {e["currency"]: e["amount"] for e in estimated}
+
+
+#: The members of a job's ``maxPrice`` (the API's price ceiling) a quote's bound sets.
+_MAX_PRICE_MEMBERS = ("pricePerGpuHour", "currency", "billingIncrementSeconds", "minimumBillableSeconds")
+
+
+def _bounds(prices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per currency, the least terms that every candidate's pricing is within, by the API's rule (its pricing.py):
+    the highest price and minimum, and an increment every candidate's divides (their least common multiple, at most
+    an hour; an hour when it would be more: a candidate whose increment does not divide it is then left out of the
+    bound, and the API will not place the job there)."""
+    found: dict[str, dict[str, Any]] = {}
+    for price in prices:
+        bound = found.setdefault(
+            price["currency"],
+            {"node": None, "pricePerGpuHour": 0.0, "currency": price["currency"], "billingIncrementSeconds": 1,
+             "minimumBillableSeconds": 0},
+        )  # fmt: skip
+        bound["pricePerGpuHour"] = max(bound["pricePerGpuHour"], price["pricePerGpuHour"])
+        bound["minimumBillableSeconds"] = max(bound["minimumBillableSeconds"], price["minimumBillableSeconds"])
+        increment = math.lcm(bound["billingIncrementSeconds"], max(1, price["billingIncrementSeconds"]))
+        bound["billingIncrementSeconds"] = increment if increment <= 3600 else 3600
+    return found
 
 
 def _within(quoted: dict[str, Any], now: dict[str, Any]) -> bool:
@@ -513,6 +545,8 @@ async def submit_job(call: ToolCall) -> Result:
     _spend(call, accepted)
     properties = {k: call.args[k] for k in _JOB_PROPERTIES if call.args.get(k) is not None}
     properties["maxDurationMinutes"] = body["maxDurationMinutes"]
+    if body.get("maxPrice"):
+        properties["maxPrice"] = body["maxPrice"]  # the quoted bound is the job's price ceiling
     payload: dict[str, Any] = {"name": call.args["name"], "properties": properties}
     for key in ("location", "tags"):
         if call.args.get(key) is not None:

@@ -246,6 +246,10 @@ def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
     # With the quote's id the job is submitted, and runs to Succeeded
     accepted = out["accepted"].structured_content
     assert accepted["status"] == "accepted" and accepted["job"]["properties"]["submittedBy"] == "bob"
+    # the quoted bound is the job's price ceiling: no node priced above the quote ever takes it
+    assert accepted["job"]["properties"]["maxPrice"] == quote["maxPrice"] == {
+        "pricePerGpuHour": 2.5, "currency": "USD", "billingIncrementSeconds": 1, "minimumBillableSeconds": 0}  # fmt: skip
+    assert accepted["job"]["properties"]["priceCeiling"]["basis"] == "MaxPrice"
     job_id = accepted["job"]["id"]
     done = wait_for(
         lambda: (

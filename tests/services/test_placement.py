@@ -316,8 +316,8 @@ def test_a_waiting_job_is_never_placed_at_a_price_set_after_it_was_submitted(env
     props = env.job_props("short")
     assert props["status"] == "Pending" and env.allocation() == Allocation(0, 0)
     assert props["statusReason"] == (
-        "Waiting for a node within its price ceiling: nodes with room now bill above it ('dgx-1': 1000000 EUR per "
-        "GPU-hour (3600 s increments, 3600 s minimum)); the job's price ceiling is 2.5 USD per GPU-hour (60 s "
+        "Waiting for a node within its price ceiling: 1 node with room now bills above it (the lowest: 1000000 EUR "
+        "per GPU-hour (3600 s increments, 3600 s minimum)); the job's price ceiling is 2.5 USD per GPU-hour (60 s "
         "increments, 60 s minimum)."
     )
     # a price back within the ceiling serves it, at that price
@@ -408,3 +408,44 @@ def test_a_budget_in_one_currency_admits_allocations_in_that_currency_only(env):
     env.patch_node("dollar", {"properties": {"availability": "Available"}})
     serve_queue(env)
     assert running_on(env, "j") == "dollar"
+
+
+def test_a_cordoned_node_parked_at_an_extreme_price_does_not_raise_the_ceiling(env):
+    """A supplier keeping a cordoned node at 1,000,000 EUR would otherwise be the ceiling of every job submitted,
+    and could then re-price its available node up to it while the jobs wait."""
+    env.add_node("fair", price=2.5, owner="sup-a")
+    env.add_node("parked", price=1_000_000, currency="EUR", increment=3600, minimum=3600, availability="Cordoned",
+                 owner="sup-b")  # fmt: skip
+    env.submit("k", 1, 80)
+    terms = env.job_props("k")["priceCeiling"]["terms"]
+    assert [(t["pricePerGpuHour"], t["currency"]) for t in terms] == [(2.5, "USD")]
+
+
+@pytest.mark.parametrize(("increment", "eligible"), [(30, True), (60, True), (45, False), (7, False)])
+def test_a_node_is_within_only_when_its_increment_divides_the_ceilings(env, increment, eligible):
+    """A 45 s increment bills a 50 s run 90 s where the ceiling's 60 s bills 60 s: no smaller increment bounds the
+    bill unless it divides the ceiling's."""
+    env.add_node("a", price=2.0, increment=60, minimum=0)
+    env.patch_node("a", {"properties": {"availability": "Cordoned"}})
+    env.submit("j", 1, 80)
+    env.run()
+    env.add_node("b", price=2.0, increment=increment, minimum=0)
+    serve_queue(env)
+    assert (env.status("j") == "Running") is eligible
+
+
+def test_a_release_does_not_rewrite_a_waiting_reason_for_its_figures_alone(env, node):
+    from itl_accelerator.models.quotas import QuotaWrite
+
+    env.add_node("dgx-2")
+    limit = QuotaWrite.model_validate({"properties": {"limit": {"limitObjectType": "LimitValue", "value": 8}}})
+    env.w.quotas.put(env.admin(), env.sub, "eastus", "gpus", limit)
+    env.submit("big", 6, 480)
+    env.submit("small", 2, 160)
+    env.run()
+    env.submit("waits", 4, 320)
+    env.run()
+    told = env.job("waits")
+    assert told.properties["statusReason"].startswith("Waiting for quota")
+    env.end_job("small")  # 2 GPUs freed: still too few under the quota; the reason's kind and quota are the same
+    assert env.job("waits").etag == told.etag

@@ -97,3 +97,32 @@ def test_windows_are_utc_hours_start_inclusive_end_exclusive():
         t("2026-03-01T10:00"),
         t("2026-03-01T11:00"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "now"),
+    [
+        ("2026-03-01T23:40:10", "2026-03-02T01:05:00", "2026-03-03T00:00:00"),
+        ("2026-02-27T10:15:00", None, "2026-03-02T08:20:31"),  # running across the month's start
+        ("2026-03-31T22:10:00", "2026-04-01T03:00:07", "2026-04-02T00:00:00"),  # ending after the month
+        ("2026-03-05T10:00:00", "2026-03-05T10:00:40", "2026-03-06T00:00:00"),  # shorter than its minimum
+        ("2026-03-05T10:00:00", None, "2026-03-05T10:00:00"),  # nothing yet
+    ],
+)
+def test_a_meters_month_charges_are_the_sum_of_its_window_charges_in_that_month(start, end, now):
+    """Budgets price open allocations by Meter.month_charges in three window charges; it must be exactly what the
+    usage sync records, window by window, for the month's hours."""
+    from itl_accelerator.domain.budgets import month_bounds
+    from itl_accelerator.domain.usage import Meter
+
+    meter = Meter("a", "sub", "rg", "/id", "j", "t", "jobs", "rg", "n", "/n", "s", "eastus", "sku", 3, USD_240,
+                  start=t(start), end=t(end) if end else None)  # fmt: skip
+    lo, hi = month_bounds("2026-03")
+    expected = sum(
+        (
+            window_charge(USD_240, gpus=3, start=meter.start, end=meter.end, now=t(now), window_start=w).cost
+            for w in windows(max(meter.start, lo), min(meter.end or t(now), hi))
+        ),
+        Decimal(0),
+    )
+    assert meter.month_charges(lo, hi, t(now)).get("USD", Decimal(0)) == expected

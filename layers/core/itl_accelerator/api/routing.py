@@ -21,7 +21,6 @@ its body (400) instead of its permission (403) — ARM answers 403 before the pr
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,11 +32,11 @@ from starlette.responses import Response
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.api.deps import get_context, get_wiring
 from itl_accelerator.api.json_input import parse_json_body
+from itl_accelerator.api.query_rules import query_refusal
 from itl_accelerator.api.rate_limits import count_request
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Permission
-from itl_accelerator.errors import InvalidParameter
 
 PERMISSIONS_KEY = "x-itl-permissions"
 SCOPE_KEY = "x-itl-scope"
@@ -87,19 +86,9 @@ class ArmRoute(APIRoute):
                 await run_in_threadpool(count_request, request)
             if actions:
                 await run_in_threadpool(_authorize, request, actions, scope, path, resource_type, name_param)
-            unknown = sorted(set(request.query_params) - known)
-            if unknown:
-                allowed = ", ".join(sorted(known)) or "none"
-                raise InvalidParameter(
-                    f"The query parameter '{unknown[0][:64]}' is not known here (known: {allowed}).",
-                    target=unknown[0][:64],
-                )
-            counts = Counter(name for name, _ in request.query_params.multi_items())
-            repeated = sorted(name for name, n in counts.items() if n > 1)
-            if repeated:
-                raise InvalidParameter(
-                    f"The query parameter '{repeated[0]}' is given more than once; give it once.", target=repeated[0]
-                )
+            refused = query_refusal(request.query_params.multi_items(), known)
+            if refused is not None:
+                raise refused
             body = await request.body()
             if body:
                 parse_json_body(body)

@@ -5,19 +5,24 @@ is placed later, so without a ceiling a supplier could re-price a node while the
 1,000,000 EUR per GPU-hour with a one-hour minimum, for a 2-second job) and the job would be billed by it. A ceiling
 makes a node whose terms exceed it ineligible for the job; the job waits, saying so, until a node within it has room.
 
-The ceiling is a set of :class:`BillingTerms` (at most :data:`MAX_CEILING_TERMS`); a node's terms are *within* it
-when one member has the node's currency and is no lower on each of price per GPU-hour, billing increment and minimum
-billable seconds (so the node bills no allocation of any length more than that member would). Its ``basis``:
+The ceiling is a set of :class:`BillingTerms` (at most :data:`MAX_CEILING_TERMS`); a node's terms are *within* a
+member (:func:`dominates`) when they have its currency, no higher price per GPU-hour, no higher minimum billable
+seconds, and a billing increment that divides the member's (a 45 s increment bills a 50 s run 90 s where a 60 s one
+bills 60 s: a smaller increment alone bounds nothing) — so the node bills no run of any length more than the member
+would. A member whose increment is :data:`ANY_INCREMENT` (0) bounds the price and the minimum only. Its ``basis``:
 
 - ``MaxPrice`` — the consumer stated it (``properties.maxPrice``: a price per GPU-hour and its currency, as AWS
   Spot's ``MaxPrice`` or a Vast.ai bid; optionally a largest increment and minimum, otherwise any rounding);
-- ``PricesAtSubmission`` — the default: the terms of every node of the subscription that could hold the job when it
-  was submitted (matching its GPU model, location, GPUs and GPU memory, whatever its availability), reduced to those
-  no other one dominates. So a job is never billed at terms worse than those of some node it could have seen when it
-  was submitted (the price list it accepted by submitting), while a price cut, or a new node at terms within, still
-  serves it. Why this rule rather than, say, the terms of the node best fit at submission: the consumer does not
-  choose the node (placement does, later), so any node it could have been placed on is a price it accepted; and it
-  needs one read of the fleet's shapes, not of its nodes.
+- ``PricesAtSubmission`` — the default: the terms of every node of the subscription that could take the job when it
+  was submitted — ``Available``, of its GPU model and location, with enough GPUs and GPU memory, in a currency the
+  budgets covering it count — reduced to those no other one dominates; when no such node is ``Available``, those of
+  every such node (the job can only ever run on one of them). So a job is never billed at terms worse than those of
+  some node it could have been placed on when it was submitted (the price list it accepted by submitting), while a
+  price cut, or a new node at terms within, still serves it. Why this rule: the consumer does not choose the node
+  (placement does, later), so any node it could have been placed on then is a price it accepted; a cordoned or
+  offline node is not while an available one could take the job (a supplier parking one at an extreme price must
+  not raise every job's ceiling); and it needs one read of the fleet's shapes, not of its nodes. A consumer who
+  wants a tighter bound states ``maxPrice``.
 
 A ceiling with no member (no node could hold the job at submission) admits nothing; such a job is inadmissible
 anyway (services/common/placement.py).
@@ -35,6 +40,8 @@ from itl_accelerator.billing.metering import BillingTerms
 
 #: The most members a ceiling keeps (the highest-priced when more are undominated: never more permissive).
 MAX_CEILING_TERMS = 16
+#: A member's billing increment that bounds nothing (a ``maxPrice`` stating no rounding).
+ANY_INCREMENT = 0
 
 
 class CeilingBasis(StrEnum):
@@ -45,14 +52,43 @@ class CeilingBasis(StrEnum):
 
 
 def dominates(bound: BillingTerms, terms: BillingTerms) -> bool:
-    """Whether ``terms`` are within ``bound``: the same currency, and no higher price per GPU-hour, billing increment
-    or minimum billable seconds."""
+    """Whether ``terms`` are within ``bound`` (module docstring): the same currency, no higher price per GPU-hour or
+    minimum billable seconds, and an increment dividing ``bound``'s (any, for :data:`ANY_INCREMENT`). Then for every
+    run of ``d`` seconds, ``max(min, ceil(d / inc) * inc)`` under ``terms`` is at most that under ``bound``."""
+    increment = bound.billing_increment_seconds
     return (
         bound.currency == terms.currency
         and terms.price_per_gpu_hour <= bound.price_per_gpu_hour
-        and terms.billing_increment_seconds <= bound.billing_increment_seconds
         and terms.minimum_billable_seconds <= bound.minimum_billable_seconds
+        and (increment == ANY_INCREMENT or increment % max(1, terms.billing_increment_seconds) == 0)
     )
+
+
+def within(terms: BillingTerms, bounds: tuple[BillingTerms, ...] | None) -> bool:
+    """Whether ``terms`` are within one of ``bounds`` (None: no bound)."""
+    return bounds is None or any(dominates(b, terms) for b in bounds)
+
+
+def roughly_within(terms: BillingTerms, bounds: tuple[BillingTerms, ...] | None) -> bool:
+    """:func:`within` without the increment's divisibility — what a store's index filter can express (DynamoDB has
+    no modulo): a node it passes may still be refused by :func:`within`, never the other way round."""
+    return bounds is None or any(
+        b.currency == terms.currency
+        and terms.price_per_gpu_hour <= b.price_per_gpu_hour
+        and terms.minimum_billable_seconds <= b.minimum_billable_seconds
+        for b in bounds
+    )
+
+
+def describe_terms(terms: BillingTerms) -> str:
+    """Terms in words: ``2.5 USD per GPU-hour (60 s increments, 60 s minimum)``."""
+    increment = (
+        "any increment"
+        if terms.billing_increment_seconds == ANY_INCREMENT
+        else f"{terms.billing_increment_seconds} s increments"
+    )
+    price = format(terms.price_per_gpu_hour.normalize(), "f")
+    return f"{price} {terms.currency} per GPU-hour ({increment}, {terms.minimum_billable_seconds} s minimum)"
 
 
 def undominated(terms: Iterable[BillingTerms]) -> tuple[BillingTerms, ...]:
@@ -78,7 +114,7 @@ class PriceCeiling:
 
     def allows(self, terms: BillingTerms) -> bool:
         """Whether a node billing by ``terms`` may take the job."""
-        return any(dominates(bound, terms) for bound in self.terms)
+        return within(terms, self.terms)
 
     def in_currencies(self, currencies: frozenset[str] | None) -> PriceCeiling:
         """The ceiling with only the members in ``currencies`` (None: all): a budget that counts one currency admits
@@ -90,12 +126,8 @@ class PriceCeiling:
     def describe(self) -> str:
         """The ceiling in words (``3 USD per GPU-hour (60 s increments, 60 s minimum)``, members joined by "or")."""
         if not self.terms:
-            return "no price (no node could hold the job when it was submitted)"
-        return " or ".join(
-            f"{format(t.price_per_gpu_hour.normalize(), 'f')} {t.currency} per GPU-hour "
-            f"({t.billing_increment_seconds} s increments, {t.minimum_billable_seconds} s minimum)"
-            for t in self.terms
-        )
+            return "no price (no node could take the job when it was submitted)"
+        return " or ".join(describe_terms(t) for t in self.terms)
 
     def as_properties(self) -> dict[str, Any]:
         """``properties.priceCeiling`` (wire names; prices JSON numbers, as the node's pricing)."""

@@ -192,6 +192,29 @@ class FleetShape:
     memory_gb_total: int
     nodes: int = 1
     terms: BillingTerms | None = field(default=None, compare=False)
+    #: how many of its nodes are ``Available`` (they can take work now)
+    available_nodes: int = field(default=0, compare=False)
+
+    @property
+    def available(self) -> bool:
+        """Whether one of its nodes is ``Available``."""
+        return self.available_nodes > 0
+
+    @property
+    def sort_key(self) -> str:
+        """What tells shape items apart, and orders them: hardware and place, then pricing
+        (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{currency}#{price}#{increment}#{minimum}``, ``-`` for no
+        model or no pricing). Both repositories key shape items by it."""
+        hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.gpu_total:03d}#{self.memory_gb_total:07d}"
+        terms = self.terms
+        if terms is None:
+            return f"{hardware}#-"
+        price = format(terms.price_per_gpu_hour.normalize(), "f")
+        return f"{hardware}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
+
+    def matches(self, gpu_model: str, location: str) -> bool:
+        """Whether it has ``gpu_model`` (:func:`gpu_model_key`) and is in ``location`` (normalised); "" matches any."""
+        return (not gpu_model or self.gpu_model == gpu_model) and (not location or self.location == location)
 
     def could_hold(self, gpus: int, memory_gb: int) -> bool:
         """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU

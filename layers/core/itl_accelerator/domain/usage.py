@@ -186,14 +186,24 @@ class Meter:
         currency: the same window charges the usage sync records (billing/metering.py), the rounding rule included
         once it ended. Nothing before its start or after its end (or ``now``)."""
         until = min(self.end if self.end is not None else now, month_end)
-        costs: dict[str, Decimal] = {}
-        for window in windows(max(self.start, month_start), until):
-            charge = window_charge(
+        hours = list(windows(max(self.start, month_start), until))
+        if not hours:
+            return {}
+
+        def charge(window: int) -> Decimal:
+            return window_charge(
                 self.terms, gpus=self.gpus, start=self.start, end=self.end, now=now, window_start=window
-            )
-            if charge.segments:
-                costs[charge.currency] = costs.get(charge.currency, Decimal(0)) + charge.cost
-        return costs
+            ).cost
+
+        # every hour between the first and the last is covered whole at the one locked price: the same charge
+        # (the first may start late, the last end early or carry the rounding rule) — so a month of an
+        # allocation costs three window charges to compute, not 744
+        total = charge(hours[0])
+        if len(hours) > 1:
+            total += charge(hours[-1])
+        if len(hours) > 2:
+            total += charge(hours[1]) * (len(hours) - 2)
+        return {self.terms.currency: total}
 
     def months(self, now: int) -> list[str]:
         """The months (``YYYY-MM``, UTC) its charges fall in, up to its end (or ``now``), oldest first."""

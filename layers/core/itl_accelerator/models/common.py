@@ -82,6 +82,11 @@ def parse_instant(value: str) -> datetime | None:
         return None
 
 
+#: A GPU model name (``H100``, ``A100-80GB``, ``H100 SXM``): letters, digits, spaces, ``.``, ``_``, ``-``, at most 64
+#: characters — so every model, lower-cased without its spaces, is a quota name ``gpus-{model}`` one can set and a
+#: job can ask for (issue 26: a node's model with ``/`` or ``+`` could be limited by no quota).
+GpuModel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$")]
+
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]
 MAX_TAGS = 50

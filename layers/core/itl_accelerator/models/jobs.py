@@ -25,6 +25,7 @@ from itl_accelerator.models.common import (
     ApiModel,
     BillingTermsLocked,
     CurrencyCode,
+    GpuModel,
     Location,
     Money,
     ProvisioningState,
@@ -167,8 +168,6 @@ def masked_job_document(document: dict[str, Any] | None, *, reveal_env: bool) ->
         return document
     return {**document, "properties": {**props, "workload": masked_workload(props["workload"], reveal_env=reveal_env)}}
 
-
-GpuModel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$")]
 
 _SPEC_FIELDS = (
     "job_type",

@@ -16,6 +16,7 @@ from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_
 from itl_accelerator.models.common import (
     ApiModel,
     CurrencyCode,
+    GpuModel,
     Location,
     Money,
     ProvisioningState,
@@ -52,7 +53,7 @@ ShortText = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 class HardwareSpecs(ApiModel):
     """What the box is. ``gpu_count`` GPUs of ``gpu_memory_gb`` GiB each; ``memory_gb`` system RAM in GiB."""
 
-    gpu_model: ShortText | None = None
+    gpu_model: GpuModel | None = None
     gpu_count: int | None = Field(strict=True, default=None, ge=1, le=64)
     gpu_memory_gb: int | None = Field(strict=True, default=None, ge=1, le=1024)
     cpu_cores: int | None = Field(strict=True, default=None, ge=1, le=4096)

@@ -210,19 +210,9 @@ class DynamoMeterRepository:
             )
         ]
         pk = keys.subscription_pk(subscription_id)
-        for i in range(0, len(refs), 100):
-            request: dict[str, Any] = {
-                self._t.name: {
-                    "Keys": [typed({"PK": pk, "SK": sk}) for sk in refs[i : i + 100]],
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                response = self._t.client.batch_get_item(RequestItems=request)
-                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
-                    if "GSI3PK" in item:
-                        found.append(self._meter(str(item["SK"]), item))
-                request = response.get("UnprocessedKeys") or {}
+        for item in self._t.batch_get([{"PK": pk, "SK": sk} for sk in refs]):
+            if "GSI3PK" in item:
+                found.append(self._meter(str(item["SK"]), item))
         return sorted(found, key=lambda m: m.allocation_id)
 
     def settle(self, meter: Meter, month: str, costs: dict[str, dict[str, Decimal]]) -> bool:
@@ -268,15 +258,9 @@ class DynamoMeterRepository:
         """The settled spend of ``month`` in each of ``scopes`` (currency → amount; {} where nothing settled):
         ``BatchGetItem``s, consistent."""
         found: dict[str, dict[str, Decimal]] = {scope: {} for scope in scopes}
-        wanted = list(dict.fromkeys(scopes))
-        for i in range(0, len(wanted), 100):
-            keys_ = [typed({"PK": spend_pk(subscription_id, month), "SK": sk}) for sk in wanted[i : i + 100]]
-            request: dict[str, Any] = {self._t.name: {"Keys": keys_, "ConsistentRead": True}}
-            while request:
-                response = self._t.client.batch_get_item(RequestItems=request)
-                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
-                    found[str(item["SK"])] = {
-                        k: Decimal(str(v)) for k, v in item.items() if k not in ("PK", "SK", "entityType")
-                    }
-                request = response.get("UnprocessedKeys") or {}
+        wanted = [{"PK": spend_pk(subscription_id, month), "SK": sk} for sk in dict.fromkeys(scopes)]
+        for item in self._t.batch_get(wanted):
+            found[str(item["SK"])] = {
+                k: Decimal(str(v)) for k, v in item.items() if k not in ("PK", "SK", "entityType")
+            }
         return found

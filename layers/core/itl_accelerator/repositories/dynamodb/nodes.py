@@ -36,18 +36,8 @@ MAX_CANDIDATE_PAGES = 2
 
 
 def shape_sk(shape: FleetShape) -> str:
-    """Sort key of a fleet-shape item (in the subscription's partition): its hardware and place, then its pricing
-    (``{currency}#{price}#{increment}#{minimum}``), so a subscription's shapes tell the terms its nodes bill by."""
-    hardware = f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
-    return f"{hardware}#{terms_key(shape.terms)}"
-
-
-def terms_key(terms: BillingTerms | None) -> str:
-    """The pricing part of a shape's sort key (``-`` for none)."""
-    if terms is None:
-        return "-"
-    price = format(terms.price_per_gpu_hour.normalize(), "f")
-    return f"{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
+    """Sort key of a fleet-shape item (in the subscription's partition): :attr:`FleetShape.sort_key`."""
+    return shape.sort_key
 
 
 def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
@@ -63,6 +53,11 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         child_count=int(item.get("childCount", 0)),
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
     )
+
+
+def _available(node: Node) -> int:
+    """1 when ``node`` is ``Available`` (it counts in its shape's available nodes), else 0."""
+    return int(node.availability == Availability.AVAILABLE)
 
 
 def job_ref(job: ResourceKey) -> str:
@@ -86,14 +81,15 @@ class DynamoNodeRepository:
         return self._lister.page(scope, limit, token)
 
     def fleet_shapes(self, subscription_id: str) -> list[FleetShape]:
-        response = self._t.client.query(
-            TableName=self._t.name,
+        """Consistent ``Query`` pages of the subscription's shape items (one page for any fleet of a few hundred
+        shapes and prices)."""
+        items = self._t.query_all(
             KeyConditionExpression="PK = :pk AND begins_with(SK, :shape)",
             ExpressionAttributeValues=typed({":pk": keys.subscription_pk(subscription_id), ":shape": "SHAPE#"}),
             ConsistentRead=True,
         )
         shapes = []
-        for item in map(plain, response.get("Items", [])):
+        for item in items:
             if int(item.get("nodes", 0)) > 0:
                 shapes.append(
                     FleetShape(
@@ -103,14 +99,17 @@ class DynamoNodeRepository:
                         int(item["memoryGbTotal"]),
                         int(item["nodes"]),
                         terms=BillingTerms.from_pricing(json.loads(item["pricing"])) if item.get("pricing") else None,
+                        available_nodes=int(item.get("availableNodes", 0)),
                     )
                 )
         return shapes
 
     def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
         """At most :data:`MAX_CANDIDATE_PAGES` pages of GSI5 (a constant number of requests whatever the fleet's
-        size), filtered by memory, model, location, drain and — with ``demand.within`` — pricing (nodes within none
-        of those terms are never read into a page; none at all for an empty ``within``)."""
+        size), filtered by memory, model, location, drain and — with ``demand.within`` — pricing as far as a filter
+        can say it (domain/pricing.py ``roughly_within``: currency, price, minimum; the caller judges the increment).
+        A filter applies after a page's ``Limit``: ineligible nodes with less free room still take places in the
+        pages read. None at all for an empty ``within``."""
         if demand.within is not None and not demand.within:
             return []
         conditions = ["memoryGbFree >= :m", "(attribute_not_exists(drainingFor) OR drainingFor = :job)"]
@@ -131,15 +130,11 @@ class DynamoNodeRepository:
         if demand.within is not None:
             bounds = []
             for i, bound in enumerate(demand.within):
-                bounds.append(
-                    f"priceCurrency = :c{i} AND pricePerGpuHour <= :p{i} AND billingIncrement <= :i{i} "
-                    f"AND minimumBillable <= :n{i}"
-                )
+                bounds.append(f"priceCurrency = :c{i} AND pricePerGpuHour <= :p{i} AND minimumBillable <= :n{i}")
                 values.update(
                     {
                         f":c{i}": bound.currency,
                         f":p{i}": bound.price_per_gpu_hour,
-                        f":i{i}": bound.billing_increment_seconds,
                         f":n{i}": bound.minimum_billable_seconds,
                     }
                 )
@@ -186,7 +181,7 @@ class DynamoNodeRepository:
             },
             self._t.audit_put(audit),
             self._t.subscription_check(node.key.subscription_id),
-            self._shape_count(node.key.subscription_id, node.shape, +1),
+            self._shape_count(node.key.subscription_id, node.shape, +1, _available(node)),
         ]
         self._transact(items, creating=True)
 
@@ -224,9 +219,12 @@ class DynamoNodeRepository:
             self._t.audit_put(audit),
             self._t.subscription_check(node.key.subscription_id),
         ]
+        sub = node.key.subscription_id
         if shape_sk(previous.shape) != shape_sk(node.shape):  # its hardware, place or pricing changed
-            items.append(self._shape_count(node.key.subscription_id, node.shape, +1))
-            items.append(self._shape_count(node.key.subscription_id, previous.shape, -1))
+            items.append(self._shape_count(sub, node.shape, +1, _available(node)))
+            items.append(self._shape_count(sub, previous.shape, -1, -_available(previous)))
+        elif _available(node) != _available(previous):
+            items.append(self._shape_count(sub, node.shape, 0, _available(node) - _available(previous)))
         self._transact(items, expected_etag=previous.etag)
 
     def delete(self, node: Node, audit: AuditEvent) -> None:
@@ -245,7 +243,7 @@ class DynamoNodeRepository:
                     }
                 },
                 self._t.audit_put(audit),
-                self._shape_count(node.key.subscription_id, node.shape, -1),
+                self._shape_count(node.key.subscription_id, node.shape, -1, -_available(node)),
             ],
             expected_etag=node.etag,
             subscription_checked=False,
@@ -302,18 +300,20 @@ class DynamoNodeRepository:
             item["GSI5PK"] = keys.placement_partition(key.subscription_id)
         return item
 
-    def _shape_count(self, subscription_id: str, shape: FleetShape, delta: int) -> dict[str, Any]:
-        """Transaction item: count a node in (``+1``) or out of (``-1``) its fleet shape."""
+    def _shape_count(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> dict[str, Any]:
+        """Transaction item: count a node in (``+1``) or out of (``-1``) its fleet shape, and ``available`` in or out
+        of the shape's ``Available`` nodes."""
         return {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape_sk(shape)}),
-                "UpdateExpression": "ADD nodes :d SET entityType = :t, gpuModelKey = :model, #loc = :loc, "
-                "gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing",
+                "UpdateExpression": "ADD nodes :d, availableNodes :a SET entityType = :t, gpuModelKey = :model, "
+                "#loc = :loc, gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing",
                 "ExpressionAttributeNames": {"#loc": "location"},
                 "ExpressionAttributeValues": typed(
                     {
                         ":d": delta,
+                        ":a": available,
                         ":t": "FleetShape",
                         ":model": shape.gpu_model,
                         ":loc": shape.location,

@@ -44,10 +44,13 @@ class DynamoRateLimitRepository:
         return int(updated["n"])
 
     def give_back(self, counter: RateCounter) -> None:
-        self._t.update_item(
-            keys.rate_counter_pk(counter.subscription_id),
-            keys.rate_counter_sk(counter.kind, counter.window_start, counter.caller),
-            UpdateExpression="SET n = n - :one",
-            ConditionExpression="n > :zero",
-            ExpressionAttributeValues=typed({":zero": 0, ":one": 1}),
-        )
+        try:
+            self._t.update_item(
+                keys.rate_counter_pk(counter.subscription_id),
+                keys.rate_counter_sk(counter.kind, counter.window_start, counter.caller),
+                UpdateExpression="SET n = n - :one",
+                ConditionExpression="n > :zero",
+                ExpressionAttributeValues=typed({":zero": 0, ":one": 1}),
+            )
+        except self._t.client.exceptions.ConditionalCheckFailedException:
+            return  # nothing counted there (a window that ended meanwhile): nothing to give back

@@ -67,15 +67,9 @@ class DynamoUsageRepository:
     def records(self, allocation_id: str, window_starts: list[int]) -> dict[int, UsageRecord]:
         """``BatchGetItem``s of 100 keys, consistent."""
         found: dict[int, UsageRecord] = {}
-        for i in range(0, len(window_starts), 100):
-            wanted = [usage_key(allocation_id, w) for w in window_starts[i : i + 100]]
-            request: dict[str, Any] = {self._t.name: {"Keys": [typed(k) for k in wanted], "ConsistentRead": True}}
-            while request:
-                response = self._t.client.batch_get_item(RequestItems=request)
-                for item in map(plain, response.get("Responses", {}).get(self._t.name, [])):
-                    record = record_from_item(item)
-                    found[record.window_start] = record
-                request = response.get("UnprocessedKeys") or {}
+        for item in self._t.batch_get([usage_key(allocation_id, w) for w in window_starts]):
+            record = record_from_item(item)
+            found[record.window_start] = record
         return found
 
     def get(self, allocation_id: str, window_start: int) -> UsageRecord | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from itl_accelerator.domain.pricing import dominates
+from itl_accelerator.domain.pricing import roughly_within
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
 from itl_accelerator.domain.states import Availability
@@ -44,15 +44,9 @@ CANDIDATE_PAGE = 25
 MAX_CANDIDATE_PAGES = 2
 
 
-def shape_sort_key(shape: FleetShape) -> str:
-    """The sort key of a fleet-shape item (the DynamoDB implementation's ``shape_sk``): shapes are told apart by it,
-    their pricing included."""
-    hardware = f"SHAPE#{shape.gpu_model or '-'}#{shape.location}#{shape.gpu_total:03d}#{shape.memory_gb_total:07d}"
-    terms = shape.terms
-    if terms is None:
-        return f"{hardware}#-"
-    price = format(terms.price_per_gpu_hour.normalize(), "f")
-    return f"{hardware}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
+def _available(node: Node) -> int:
+    """1 when ``node`` is ``Available`` (it counts in its shape's available nodes), else 0."""
+    return int(node.availability == Availability.AVAILABLE)
 
 
 def stored_node(node: Node) -> Node:
@@ -199,6 +193,7 @@ class MemoryNodeRepository:
                     s.shape.memory_gb_total,
                     s.nodes,
                     terms=s.shape.terms,
+                    available_nodes=s.available,
                 )
                 for _, s in found
             ]
@@ -229,7 +224,7 @@ class MemoryNodeRepository:
                     and (s.draining_for is None or s.draining_for == job)
                     and (not demand.gpu_model or shape.gpu_model == demand.gpu_model)
                     and (not demand.location or shape.location == demand.location)
-                    and (demand.within is None or any(dominates(b, s.node.terms) for b in demand.within))
+                    and roughly_within(s.node.terms, demand.within)
                 )
 
             if demand.within is not None and not demand.within:
@@ -264,7 +259,7 @@ class MemoryNodeRepository:
             stored.gpu_allocated = stored.memory_gb_allocated = stored.child_count = 0
             self._s.nodes[fold(node.key)] = StoredNode(stored)
             self._s.put_audit(audit)
-            self._count_shape(node.key.subscription_id, node.shape, +1)
+            self._count_shape(node.key.subscription_id, node.shape, +1, _available(node))
 
     def replace(self, previous: Node, node: Node, audit: AuditEvent) -> None:
         """What clients write of the node (envelope, totals, owners, key casing) replaced at ``previous.etag``;
@@ -292,9 +287,12 @@ class MemoryNodeRepository:
             replaced.child_count = current.child_count
             stored.node = replaced
             self._s.put_audit(audit)
-            if shape_sort_key(previous.shape) != shape_sort_key(node.shape):  # hardware, place or pricing changed
-                self._count_shape(node.key.subscription_id, node.shape, +1)
-                self._count_shape(node.key.subscription_id, previous.shape, -1)
+            sub = node.key.subscription_id
+            if previous.shape.sort_key != node.shape.sort_key:  # hardware, place or pricing changed
+                self._count_shape(sub, node.shape, +1, _available(node))
+                self._count_shape(sub, previous.shape, -1, -_available(previous))
+            elif _available(node) != _available(previous):
+                self._count_shape(sub, node.shape, 0, _available(node) - _available(previous))
 
     def delete(self, node: Node, audit: AuditEvent) -> None:
         """Remove the node at ``node.etag`` holding nothing (any subscription state). Refused with ``ItemMissing``,
@@ -313,7 +311,7 @@ class MemoryNodeRepository:
                 raise StoreError("the audit event exists")
             del self._s.nodes[fold(node.key)]
             self._s.put_audit(audit)
-            self._count_shape(node.key.subscription_id, node.shape, -1)
+            self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node))
 
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
         with self._s.lock:
@@ -321,11 +319,13 @@ class MemoryNodeRepository:
             if stored is not None:  # the node is gone: nothing to drain
                 stored.draining_for = fold(for_job) if for_job else None
 
-    def _count_shape(self, subscription_id: str, shape: FleetShape, delta: int) -> None:
-        """Count a node in (``+1``) or out of (``-1``) its shape (the item keeps the shape as last written)."""
-        key = (subscription_id.lower(), shape_sort_key(shape))
+    def _count_shape(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> None:
+        """Count a node in (``+1``) or out of (``-1``) its shape, and ``available`` in or out of its ``Available``
+        nodes (the item keeps the shape as last written)."""
+        key = (subscription_id.lower(), shape.sort_key)
         entry = self._s.shapes.setdefault(key, StoredShape(shape))
         entry.shape = FleetShape(
             shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total, terms=shape.terms
         )
         entry.nodes += delta
+        entry.available += available

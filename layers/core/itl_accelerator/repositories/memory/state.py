@@ -106,10 +106,12 @@ class StoredNode:
 
 @dataclass
 class StoredShape:
-    """A ``FleetShape`` item: the shape as last written and how many nodes have it (may reach 0)."""
+    """A ``FleetShape`` item: the shape as last written, how many nodes have it (may reach 0) and how many of those
+    are ``Available``."""
 
     shape: FleetShape
     nodes: int = 0
+    available: int = 0
 
 
 @dataclass

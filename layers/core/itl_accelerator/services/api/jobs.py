@@ -20,8 +20,8 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
-from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
-from itl_accelerator.domain.pricing import CeilingBasis, PriceCeiling, undominated
+from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
+from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
 from itl_accelerator.domain.records import Job, Lease, ResourceKey, gpu_model_key
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
@@ -42,7 +42,7 @@ from itl_accelerator.repositories.errors import SubscriptionNotWritable, Workloa
 from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.budgets import refusal
+from itl_accelerator.services.common.budgets import covering, currencies, refusal
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -194,19 +194,17 @@ class SparkJobService:
         self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, spec: dict[str, Any], fingerprint: str
     ) -> Accepted:
         props = body.properties
-        refused = refusal(
-            self._jobs_budgets.in_subscription(key.subscription_id),
-            datetime.fromtimestamp(self._clock(), UTC),
-            key.resource_group,
-            dict(body.tags or {}),
-        )
+        moment = datetime.fromtimestamp(self._clock(), UTC)
+        tags = dict(body.tags or {})
+        budgets = covering(self._jobs_budgets.in_subscription(key.subscription_id), moment, key.resource_group, tags)
+        refused = refusal(budgets, moment, key.resource_group, tags)
         if refused is not None:
             raise refused
         secrets = dict(spec["workload"].get("secretEnv") or {})
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
-        ceiling = self._ceiling(key, props, normalize_location(location) if location else "", now)
+        ceiling = self._ceiling(key, props, normalize_location(location) if location else "", now, currencies(budgets))
         document: dict[str, Any] = {
             "id": JOBS.id(key.subscription_id, key.resource_group, key.names),
             "name": key.names[-1],
@@ -291,30 +289,39 @@ class SparkJobService:
             True,
         )
 
-    def _ceiling(self, key: ResourceKey, props: SparkJobPropertiesWrite, location: str, now: str) -> PriceCeiling:
+    def _ceiling(
+        self,
+        key: ResourceKey,
+        props: SparkJobPropertiesWrite,
+        location: str,
+        now: str,
+        allowed: frozenset[str] | None,
+    ) -> PriceCeiling:
         """The job's price ceiling (domain/pricing.py): its ``maxPrice`` (rounding left out: any), or the terms of
-        every node of the subscription that could hold it now (one read of the fleet's shapes)."""
+        every node of the subscription that could take it now — ``Available``, in a currency its budgets count
+        (``allowed``; None: any) — or, when no such node is ``Available``, of every such node (the job can only
+        ever run on one of them). One read of the fleet's shapes."""
         stated = props.max_price
         if stated is not None:
             bound = BillingTerms(
                 stated.price_per_gpu_hour,
                 stated.currency,
-                stated.billing_increment_seconds or MAX_BILLING_INCREMENT_SECONDS,
+                stated.billing_increment_seconds or ANY_INCREMENT,
                 stated.minimum_billable_seconds
                 if stated.minimum_billable_seconds is not None
                 else MAX_MINIMUM_BILLABLE_SECONDS,
             )
             return PriceCeiling(CeilingBasis.MAX_PRICE, (bound,), now)
-        model = gpu_model_key(props.gpu_model)
-        seen = [
-            shape.terms
+        able = [
+            shape
             for shape in self._kernel.repositories.nodes.fleet_shapes(key.subscription_id)
             if shape.terms is not None
-            and (not model or shape.gpu_model == model)
-            and (not location or shape.location == location)
+            and (allowed is None or shape.terms.currency in allowed)
+            and shape.matches(gpu_model_key(props.gpu_model), location)
             and shape.could_hold(props.requested_gpus, props.requested_memory_gb)
         ]
-        return PriceCeiling(CeilingBasis.PRICES_AT_SUBMISSION, undominated(seen), now)
+        seen = [s.terms for s in able if s.available] or [s.terms for s in able]
+        return PriceCeiling(CeilingBasis.PRICES_AT_SUBMISSION, undominated(t for t in seen if t is not None), now)
 
     # ----------------------------------------------------------------------------------------------- cancel
     def cancel(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> Accepted:

@@ -202,21 +202,23 @@ class QuotaService:
         validate_subscription_id(subscription_id)
         where, quota = self._location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
-        current = self._quotas.get(subscription_id, where, quota)
-        if current is None or current.limit is None:
-            if if_match is not None:
-                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
-            return False
-        arm_rules.check_preconditions(current.etag, if_match=if_match, if_none_match=None)
-        removed = QuotaUsage(subscription_id, where, quota, current.current, None)
-        audit = self._audit(ctx, removed, f"GPU quota {quota} in {where}: {current.limit} -> no limit")
-        try:
-            self._quotas.set_limit(removed, audit, expected_etag=current.etag)
-        except EtagMismatch as exc:
-            if if_match is None:
-                return self.delete(ctx, subscription_id, location, name)  # changed meanwhile: judge what is there
-            raise ResourceKernel.write_error(exc, if_match=if_match) from exc
-        return True
+        for _ in range(5):
+            current = self._quotas.get(subscription_id, where, quota)
+            if current is None or current.limit is None:
+                if if_match is not None:
+                    arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+                return False
+            arm_rules.check_preconditions(current.etag, if_match=if_match, if_none_match=None)
+            removed = QuotaUsage(subscription_id, where, quota, current.current, None)
+            audit = self._audit(ctx, removed, f"GPU quota {quota} in {where}: {current.limit} -> no limit")
+            try:
+                self._quotas.set_limit(removed, audit, expected_etag=current.etag)
+            except EtagMismatch as exc:
+                if if_match is not None:
+                    raise ResourceKernel.write_error(exc, if_match=if_match) from exc
+                continue  # changed meanwhile: judge what is there now
+            return True
+        raise AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request.")
 
     @staticmethod
     def _audit(ctx: CallContext, usage: QuotaUsage, summary: str) -> Any:

@@ -32,14 +32,14 @@ from decimal import Decimal
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import (
-    MAX_BILLING_INCREMENT_SECONDS,
     MAX_MINIMUM_BILLABLE_SECONDS,
     MAX_PRICE_PER_GPU_HOUR,
     BillingTerms,
     terms_properties,
 )
 from itl_accelerator.domain.budgets import Budget
-from itl_accelerator.domain.pricing import dominates
+from itl_accelerator.domain.pricing import ANY_INCREMENT, describe_terms
+from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import (
     Demand,
@@ -110,6 +110,14 @@ class Placed:
     terms: BillingTerms
 
 
+def reason_gist(reason: str) -> tuple[str, str]:
+    """What a waiting reason says, without its figures: its kind (the text before the first ':') and the first name
+    it quotes (a budget's, a quota's)."""
+    kind, _, rest = reason.partition(":")
+    named = rest.split("'")[1] if rest.count("'") >= 2 else ""
+    return kind, named
+
+
 def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
     """Sort key of best fit: the node left with the fewest free GPUs after placing ``gpus``, then the least free
     GPU memory (GiB) after ``memory_gb``."""
@@ -144,9 +152,7 @@ class Placement:
             shapes = self._nodes.fleet_shapes(job.key.subscription_id)
         if not shapes:
             return "The subscription has no nodes."
-        matching = [
-            s for s in shapes if (not model or s.gpu_model == model) and (not location or s.location == location)
-        ]
+        matching = [s for s in shapes if s.matches(model, location)]
         wanted = " and ".join(
             part
             for part in (f"GPU model '{model}'" if model else "", f"location '{location}'" if location else "")
@@ -186,11 +192,11 @@ class Placement:
             refusals.append(f"the GPU quota '{quota.name}' in '{quota.location}' allows {quota.limit}")
         return f"The job asks for {job.gpus} GPUs; " + "; ".join(dict.fromkeys(refusals)) + "."
 
-    def waiting_reason(self, job: Job) -> str:
+    def waiting_reason(self, job: Job, view: BudgetView | None = None) -> str:
         """Why ``job`` waits: a spent budget; or every node with room now above its price ceiling or in a currency
         its budget does not count (saying which, and the ceiling); or every node that could take it now held back by a
-        full GPU quota (saying which); or no node with room."""
-        view = self._budget_view(job)
+        full GPU quota (saying which); or no node with room. ``view``: the budgets covering it, when read already."""
+        view = view or self._budget_view(job)
         if view.refusal is not None:
             return f"Waiting for budget: {view.refusal.message}"
         room = [
@@ -200,9 +206,9 @@ class Placement:
         ]
         within = self._within(job, view.currencies)
         if room and within is not None:
-            priced = [n for n in room if any(dominates(b, n.terms) for b in within)]
+            priced = [n for n in room if within_terms(n.terms, within)]
             if not priced:
-                return self._priced_out(job, room[0], view)
+                return self._priced_out(job, room, view)
             room = priced
         full: list[QuotaUsage] = []
         limits: dict[str, dict[str, QuotaUsage]] = {}
@@ -230,21 +236,23 @@ class Placement:
             "GiB of GPU memory now."
         )
 
-    def _priced_out(self, job: Job, node: Node, view: BudgetView) -> str:
+    def _priced_out(self, job: Job, room: list[Node], view: BudgetView) -> str:
         """The reason of a job that only nodes above its ceiling (or in a currency its budget does not count) could
-        take now: the first such node's terms, and the ceiling."""
-        terms = node.terms
-        shown = (
-            f"{format(terms.price_per_gpu_hour.normalize(), 'f')} {terms.currency} per GPU-hour "
-            f"({terms.billing_increment_seconds} s increments, {terms.minimum_billable_seconds} s minimum)"
-        )
+        take now: how many, the lowest terms among them (no node named: it may lie outside the submitter's scope),
+        and the ceiling."""
+        terms = min((n.terms for n in room), key=lambda t: (t.price_per_gpu_hour, t.currency))
         ceiling = job.price_ceiling
         why = f"the job's price ceiling is {ceiling.describe()}" if ceiling is not None else ""
         if view.currencies is not None and terms.currency not in view.currencies:
             counted = ", ".join(sorted(view.currencies)) or "no single currency"
             names = ", ".join(f"'{b.name}'" for b in view.budgets)
             why = f"the budget {names} covering it counts {counted} only" + (f", and {why}" if why else "")
-        return f"Waiting for a node within its price ceiling: nodes with room now bill above it ('{node.name}': {shown}); {why}."
+        many = len(room) != 1
+        nodes = f"{len(room)} node{'s' if many else ''} with room now bill{'' if many else 's'}"
+        return (
+            f"Waiting for a node within its price ceiling: {nodes} above it (the lowest: {describe_terms(terms)}); "
+            f"{why}."
+        )
 
     # ----------------------------------------------------------------------------------------------- best fit
     def candidates(self, job: Job, within: tuple[BillingTerms, ...] | None = None) -> list[Node]:
@@ -263,7 +271,7 @@ class Placement:
             (not job.gpu_model or gpu_model_key(node.gpu_model) == job.gpu_model)
             and (not job.location or normalize_location(node.location) == job.location)
             and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
-            and (within is None or any(dominates(b, node.terms) for b in within))
+            and within_terms(node.terms, within)
         )
 
     @staticmethod
@@ -276,24 +284,24 @@ class Placement:
         if currencies is None:
             return None
         top = Decimal(MAX_PRICE_PER_GPU_HOUR)
-        return tuple(
-            BillingTerms(top, c, MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS)
-            for c in sorted(currencies)
-        )
+        return tuple(BillingTerms(top, c, ANY_INCREMENT, MAX_MINIMUM_BILLABLE_SECONDS) for c in sorted(currencies))
 
-    def _budget_view(self, job: Job) -> BudgetView:
-        """The budgets covering ``job`` now (one read of the subscription's budgets): whether one refuses it, and the
-        currencies they let it be billed in."""
+    def _budget_view(self, job: Job, budgets: list[Budget] | None = None) -> BudgetView:
+        """The budgets covering ``job`` now, among ``budgets`` (its subscription's; read when not given: one
+        ``Query``): whether one refuses it, and the currencies they let it be billed in."""
         now = datetime.fromtimestamp(self._clock(), UTC)
         tags = dict(job.document.get("tags") or {})
-        found = covering(self._budgets.in_subscription(job.key.subscription_id), now, job.key.resource_group, tags)
+        if budgets is None:
+            budgets = self._budgets.in_subscription(job.key.subscription_id)
+        found = covering(budgets, now, job.key.resource_group, tags)
         return BudgetView(found, refusal(found, now, job.key.resource_group, tags), currencies(found))
 
-    def place(self, ctx: CallContext, job: Job) -> Placed | None:
+    def place(self, ctx: CallContext, job: Job, view: BudgetView | None = None) -> Placed | None:
         """Reserve ``job``'s GPUs on the best-fitting node within its price ceiling and move it Pending → Scheduled,
         one transaction (the node's conditional update judges). None when no candidate could take it now, a spent
-        budget holds it back, or the job changed (e.g. a cancel came)."""
-        view = self._budget_view(job)
+        budget holds it back, or the job changed (e.g. a cancel came). ``view``: the budgets covering it, when read
+        already."""
+        view = view or self._budget_view(job)
         if view.refusal is not None:
             return None
         within = self._within(job, view.currencies)
@@ -360,34 +368,42 @@ class Placement:
         return placed
 
     # ----------------------------------------------------------------------------------------------- waiting jobs
-    def dispatch(self, ctx: CallContext, subscription_id: str) -> Dispatched:
+    def dispatch(self, ctx: CallContext, subscription_id: str, *, refresh: bool = False) -> Dispatched:
         """Serve the subscription's waiting jobs (module docstring): place each that fits now, in order, and resume
-        its execution; tell each that still waits why, as of now, when that changed (a node freed but above its
-        price ceiling, a quota now full...); drain a node for the first one if it starves."""
+        its execution; tell each that still waits why, when that changed in kind or in what it names (a node freed
+        but above its price ceiling, a quota now full...) — or, with ``refresh`` (a limit changed), whenever its
+        text did; drain a node for the first one if it starves."""
         placed = 0
-        waiting: list[Job] = []
-        for key in self._jobs.waiting(subscription_id, DISPATCH_BATCH):
+        waiting: list[tuple[Job, BudgetView]] = []
+        keys = self._jobs.waiting(subscription_id, DISPATCH_BATCH)
+        budgets = self._budgets.in_subscription(subscription_id) if keys else []  # once for the whole queue
+        for key in keys:
             job = self._jobs.get(key)
             if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
                 continue
-            if self.place(ctx, job) is not None:
+            view = self._budget_view(job, budgets)
+            if self.place(ctx, job, view) is not None:
                 placed += 1
                 if not self._state_machines.complete_task(job.task_token, StepOutcome(placed=True).as_output()):
                     logger.warning(
                         "A placed job's execution no longer waits; the reconciler ends it", extra={"job": job.arm_id}
                     )
                 continue
-            waiting.append(job)
-        told = sum(self._tell(ctx, job) for job in waiting)  # after every placement: the reasons as they stand now
+            waiting.append((job, view))
+        told = sum(self._tell(ctx, job, view, refresh) for job, view in waiting)  # after every placement
         if waiting:
-            self._drain_for_if_starving(waiting[0])
+            self._drain_for_if_starving(waiting[0][0])
         return Dispatched(placed, told)
 
-    def _tell(self, ctx: CallContext, job: Job) -> int:
-        """Write why ``job`` (waiting, as read) waits now, when that changed: an audited change of its
-        ``statusReason``, conditioned on the job as read. 1 when told, 0 otherwise."""
-        reason = self.waiting_reason(job)
-        if job.properties.get("statusReason") == reason:
+    def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> int:
+        """Write why ``job`` (waiting, as read) waits now, when that changed in kind or in what it names (a budget,
+        a quota) — or, with ``refresh``, at all: an audited change of its ``statusReason``, conditioned on the job as
+        read. Otherwise figures in a reason (GPUs in use, the lowest price above the ceiling) are as of when it was
+        told: they alone do not rewrite the job on every release of GPUs (each rewrite is an audit item and a new
+        etag). 1 when told, 0 otherwise."""
+        reason = self.waiting_reason(job, view)
+        told = job.properties.get("statusReason") or ""
+        if told == reason or (not refresh and reason_gist(told) == reason_gist(reason)):
             return 0
         document = {
             **job.document,

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from itl_accelerator.domain.budgets import Budget, Spend, month_bounds, period_of
-from itl_accelerator.domain.usage import Meter
 from itl_accelerator.repositories.protocols import MeterRepository
 
 
@@ -38,15 +37,13 @@ class SpendReader:
     def __init__(self, meters: MeterRepository):
         self._meters = meters
 
-    def spend(self, budget: Budget, now: datetime, open_meters: list[Meter] | None = None) -> Spend:
-        """The spend of ``budget`` in the month of ``now`` (UTC), by currency, as of ``now``. ``open_meters``: the
-        subscription's open meters when already read (read after the settled spend otherwise)."""
-        return self.spend_of([budget], now, open_meters)[budget.name]
+    def spend(self, budget: Budget, now: datetime) -> Spend:
+        """The spend of ``budget`` in the month of ``now`` (UTC), by currency, as of ``now``."""
+        return self.spend_of([budget], now)[budget.name]
 
-    def spend_of(
-        self, budgets: Iterable[Budget], now: datetime, open_meters: list[Meter] | None = None
-    ) -> dict[str, Spend]:
-        """:meth:`spend` of several budgets of one subscription, reading its open meters once."""
+    def spend_of(self, budgets: Iterable[Budget], now: datetime) -> dict[str, Spend]:
+        """:meth:`spend` of several budgets of one subscription: every settled spend read first, then the open meters
+        once (module docstring: never counted twice)."""
         budgets = list(budgets)
         if not budgets:
             return {}
@@ -60,8 +57,7 @@ class SpendReader:
             totals[budget.name] = {}
             for costs in settled.values():
                 _add(totals[budget.name], costs)
-        found = open_meters if open_meters is not None else self._meters.open_in(budgets[0].subscription_id)
-        for meter in found:
+        for meter in self._meters.open_in(budgets[0].subscription_id):
             if month in meter.settled_months:
                 continue  # in the settled spend already
             charges: dict[str, Decimal] | None = None

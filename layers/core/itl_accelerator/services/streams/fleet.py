@@ -97,7 +97,7 @@ class FleetChanges:
         for subscription, event_id in {**shrunk, **limited}.items():
             report.failed += self.readmit(self._context(event_id), subscription)
         for subscription, event_id in {**shrunk, **grown, **limited}.items():
-            served = self._placement.dispatch(self._context(event_id), subscription)
+            served = self._placement.dispatch(self._context(event_id), subscription, refresh=subscription in limited)
             report.placed += served.placed
             report.reasons += served.told
         if report.changes:
