@@ -542,6 +542,13 @@ async def submit_job(call: ToolCall) -> Result:
         note = body["summary"] + " Nothing was submitted: show this quote to the user, and call again with quoteId"
         note += " once they accept." if accepted is None else " (prices rose since the last quote)."
         return Result({"status": "quote", "quote": quote}, note)
+    if not accepted.terms:
+        raise ToolRefused(
+            "QuoteNotValid",
+            "The quote named no price: no node you can see could hold this job, so there is nothing to accept. "
+            "Change the job (GPUs, memory, gpuModel, location) and ask for a new quote.",
+            "quoteId",
+        )
     _spend(call, accepted)
     properties = {k: call.args[k] for k in _JOB_PROPERTIES if call.args.get(k) is not None}
     properties["maxDurationMinutes"] = body["maxDurationMinutes"]

@@ -77,7 +77,7 @@ def test_create_refuses_a_taken_name_in_any_casing_and_writes_nothing(repos: Rep
     found = repos.nodes.get(node_key(sub, "rg1", "dgx-1"))
     assert found is not None and found.etag == "n1"
     assert len(audit_events(repos, sub)) == 1
-    assert repos.nodes.fleet_shapes(sub) == [FleetShape("h100", "eastus", 8, 640, 1)]
+    assert hardware(repos, sub) == {FleetShape("h100", "eastus", 8, 640): 1}
 
 
 def test_an_item_too_large_is_refused_before_anything_is_written(repos: Repositories, sub: str) -> None:
@@ -163,7 +163,7 @@ def test_replace_is_refused_at_a_stale_etag_missing_or_below_its_allocations(rep
     found = repos.nodes.get(node.key)
     assert found is not None and (found.etag, found.gpu_total) == ("n1", 8)
     assert len(audit_events(repos, sub)) == events
-    assert repos.nodes.fleet_shapes(sub) == [FleetShape("h100", "eastus", 8, 640, 1)]
+    assert hardware(repos, sub) == {FleetShape("h100", "eastus", 8, 640): 1}
 
 
 # ---------------------------------------------------------------------------------------------- delete
@@ -192,22 +192,33 @@ def test_delete_requires_its_etag_and_an_idle_node(repos: Repositories, sub: str
 
 
 # ---------------------------------------------------------------------------------------------- fleet shapes
+def hardware(repos: Repositories, sub: str) -> dict[FleetShape, int]:
+    """The subscription's shape items added up by hardware and place (they are also kept per resource group and
+    pricing): shape → nodes."""
+    found: dict[FleetShape, int] = {}
+    for shape in repos.nodes.fleet_shapes(sub):
+        plain = FleetShape(shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total)
+        found[plain] = found.get(plain, 0) + shape.nodes
+    return found
+
+
 def test_fleet_shapes_count_the_nodes_of_each_shape(repos: Repositories, sub: str) -> None:
     create_node(repos, make_node(sub, "dgx-1"))
     create_node(repos, make_node(sub, "dgx-2", "rg2", location="East US"))
     a100 = create_node(repos, make_node(sub, "dgx-3", model="A100", location="westus", gpus=4, memory_gb=320))
     create_node(repos, make_node(f"{sub}-other", "dgx-1"))
 
-    assert set(repos.nodes.fleet_shapes(sub)) == {
-        FleetShape("h100", "eastus", 8, 640, 2),
-        FleetShape("a100", "westus", 4, 320, 1),
+    assert hardware(repos, sub) == {
+        FleetShape("h100", "eastus", 8, 640): 2,
+        FleetShape("a100", "westus", 4, 320): 1,
     }
+    assert {s.resource_group for s in repos.nodes.fleet_shapes(sub)} == {"rg1", "rg2"}
 
     repos.nodes.replace(a100, make_node(sub, "dgx-3", etag="n2"), make_audit(sub))
-    assert repos.nodes.fleet_shapes(sub) == [FleetShape("h100", "eastus", 8, 640, 3)]
+    assert hardware(repos, sub) == {FleetShape("h100", "eastus", 8, 640): 3}
 
     repos.nodes.delete(make_node(sub, "dgx-1"), make_audit(sub))
-    assert repos.nodes.fleet_shapes(sub.upper()) == [FleetShape("h100", "eastus", 8, 640, 2)]
+    assert hardware(repos, sub.upper()) == {FleetShape("h100", "eastus", 8, 640): 2}
 
 
 def test_fleet_shapes_tell_the_terms_their_nodes_bill_by(repos: Repositories, sub: str) -> None:

@@ -579,3 +579,20 @@ def test_a_quote_pays_for_one_job_even_after_that_job_is_deleted(mcp_url, make_t
     key = quote_key(quote_id)
     spent = aws.get_item(TableName=TABLE, Key={"PK": {"S": f"SYS#MCPQUOTE#{key[0]}"}, "SK": {"S": key}})
     assert spent["Item"]["entityType"]["S"] == "McpQuoteSpent"
+
+
+def test_a_quote_that_names_no_price_cannot_be_accepted(mcp_url, make_token, admin, sub, with_node):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    args = {"resourceGroup": "rg1", "name": "huge", "requestedGpus": 64, "requestedMemoryGb": 5120}
+
+    async def main() -> tuple[Any, Any]:
+        async with http_session(mcp_url, token) as client:
+            quote = await client.call_tool("submit_job", args)
+            quote_id = quote.structured_content["quote"]["quoteId"]
+            return quote, await client.call_tool("submit_job", {**args, "quoteId": quote_id})
+
+    quote, accepted = run(main)
+    assert quote.structured_content["quote"]["estimatedCost"] == []
+    assert accepted.is_error and payload(accepted)["error"]["code"] == "QuoteNotValid"
+    assert "named no price" in payload(accepted)["error"]["message"]
+    assert admin.get(jobs_path(sub, "huge")).status_code == 404

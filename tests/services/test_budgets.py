@@ -280,7 +280,7 @@ def test_duplicate_thresholds_are_refused_and_operators_are_honoured(spending: E
 
 @pytest.mark.parametrize(
     ("amount", "answered"),
-    [("1E+3", "1000"), (1000, "1000"), ("123456789.123456", "123456789.123456"), (0.1, "0.1"), ("80.50", "80.50")],
+    [(1e3, "1000.0"), (1000, "1000"), ("123456789.123456", "123456789.123456"), (0.1, "0.1"), ("80.50", "80.50")],
 )
 def test_an_amount_is_kept_exact_and_answered_as_a_plain_decimal_string(env: Env, amount: Any, answered: str):
     budget = put_budget(env, amount=amount)
@@ -361,3 +361,21 @@ def test_settled_and_open_allocations_count_once_across_their_close(spending: En
     assert env.repos.meters.open_in(env.sub) == []
     monitor(env, events).run()
     assert status(env)["currentSpend"]["amount"] == before == "9.600000"
+
+
+def test_a_budget_that_has_not_started_counts_nothing_and_is_not_spent(spending: Env):
+    env = spending
+    env.clock.set(f"{DAY}T11:05:00")
+    later = put_budget(env, actionAtLimit="StopAll", timePeriod={"startDate": "2025-04-01T00:00:00Z"})
+    assert later["properties"]["currentSpend"]["amount"] == "0.000000"
+    assert later["properties"]["status"]["exceeded"] is False
+    assert env.status("train") == "Running"
+
+
+@pytest.mark.parametrize("amount", ["2_5", "١٢", "+12", " 12 ", "1E+3", "1e3", "12.", ".5", True])
+def test_an_amount_string_is_plain_digits_or_refused(amount: Any):
+    from pydantic import ValidationError
+
+    body = {"properties": {"amount": amount, "timePeriod": {"startDate": "2025-03-01T00:00:00Z"}}}
+    with pytest.raises(ValidationError, match="amount"):
+        BudgetWrite.model_validate(body)

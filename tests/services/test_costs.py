@@ -166,3 +166,19 @@ def test_a_time_out_of_range_or_without_a_zone_is_refused_naming_it(bound: str):
     with pytest.raises(ValidationError) as refused:
         CostQuery.model_validate(period(bound, "2025-03-11T00:00:00Z"))
     assert refused.value.errors()[0]["loc"][:2] == ("timePeriod", "from")
+
+
+def test_a_time_is_a_date_time_string_and_the_latest_bound_may_end_a_period():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="ISO 8601"):
+        CostQuery.model_validate(period(0, 1))  # type: ignore[arg-type]
+    CostQuery.model_validate(period("8999-12-31T00:00:00Z", "9000-01-01T00:00:00Z"))  # "to" is exclusive
+
+
+def test_a_grouping_given_twice_is_refused():
+    from pydantic import ValidationError
+
+    twice = {"grouping": [{"type": "TagKey", "name": "team"}, {"type": "TagKey", "name": "Team"}]}
+    with pytest.raises(ValidationError, match="given twice"):
+        CostQuery.model_validate({"dataset": twice})

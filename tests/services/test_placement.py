@@ -449,3 +449,22 @@ def test_a_release_does_not_rewrite_a_waiting_reason_for_its_figures_alone(env, 
     assert told.properties["statusReason"].startswith("Waiting for quota")
     env.end_job("small")  # 2 GPUs freed: still too few under the quota; the reason's kind and quota are the same
     assert env.job("waits").etag == told.etag
+
+
+def test_the_default_ceiling_is_made_of_the_prices_the_submitter_can_see(env):
+    """A consumer holding rg1 never saw the 3,600 USD node of rg2: its job is not placed there (a new user's
+    finding: an MCP quote of 2.50 USD for the only node they could see ran at 3,600 USD on a node they could not)."""
+    env.add_node("mine", price=2.5)
+    env.add_node("theirs", rg="rg2", price=3600.0, increment=1, minimum=0)
+    env.submit("filler", 8, 640)
+    env.run()
+    assert running_on(env, "filler") == "mine"
+    ann = env.consumer("ann", scopes=[f"/subscriptions/{env.sub}/resourceGroups/rg1"])
+    env.submit("j", 1, 80, ctx=ann)
+    env.run()
+    terms = env.job_props("j")["priceCeiling"]["terms"]
+    assert [t["pricePerGpuHour"] for t in terms] == [2.5]
+    assert env.status("j") == "Pending" and "price ceiling" in env.job_props("j")["statusReason"]
+    admin_job = env.submit("k", 1, 80)  # an admin holding the subscription saw both
+    env.run()
+    assert admin_job is not None and running_on(env, "k") == "theirs"

@@ -54,8 +54,8 @@ def test_every_model_the_usages_list_can_be_limited_and_a_look_alike_is_flagged(
     env.provision("llama", node="a100", gpus=2, memory_gb=160)
     env.run()
     usage_names = [u["name"]["value"] for u in env.w.quotas.usages(env.admin(), env.sub, "eastus")]
-    assert usage_names == ["gpus", "gpus-a100-80gb"]
-    for name in [*usage_names, "gpus-mi300x_v1.2", "gpus-a10080gb"]:
+    assert usage_names == ["gpus", "gpus-a100-80gb", "gpus-mi300x_v1.2"]  # every model of the location's nodes
+    for name in [*usage_names, "gpus-a10080gb"]:
         set_quota(env, name, 16 if name == "gpus" else 2)
     flags = {name: q["properties"]["isQuotaApplicable"] for name, q in quota_names(env).items()}
     assert flags == {"gpus": True, "gpus-a100-80gb": True, "gpus-mi300x_v1.2": True, "gpus-a10080gb": False}
@@ -126,3 +126,25 @@ def test_a_deleted_quota_places_the_job_it_held_back_at_once(env, node):
     assert env.status("j") == "Pending"
     assert env.w.quotas.delete(env.admin(), env.sub, node["location"], "gpus")
     assert env.w.fleet_changes.on_changes([], [limit_change(env)]).placed == 1
+
+
+@pytest.mark.parametrize("model", ["H200.", "H100/PCIe", "H100 (SXM5)", "Ä100", "-h100", "x" * 59, "H100 "])
+def test_a_node_model_no_quota_name_could_limit_is_refused(model):
+    from pydantic import ValidationError
+
+    from itl_accelerator.models.nodes import SparkNodeWrite
+    from tests.services.conftest import node_body
+
+    with pytest.raises(ValidationError, match="gpuModel"):
+        SparkNodeWrite.model_validate(node_body(model=model))
+
+
+def test_the_longest_model_makes_a_quota_name_one_can_set(env):
+    from itl_accelerator.models.nodes import SparkNodeWrite
+    from tests.services.conftest import node_body
+
+    model = "A" * 57 + "1"  # 58 characters: gpus- and 58 is 63, the longest ARM name
+    body = {**node_body(model=model), "sku": {"name": "DGX-LONG", "capacity": 8}}
+    env.w.nodes.put(env.admin(), env.sub, "rg1", "long", SparkNodeWrite.model_validate(body))
+    set_quota(env, f"gpus-{model.lower()}", 2)
+    assert env.w.quotas.get(env.admin(), env.sub, "eastus", f"gpus-{model.lower()}")["properties"]["isQuotaApplicable"]

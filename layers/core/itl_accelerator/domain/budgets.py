@@ -153,6 +153,9 @@ def evaluate(budget: Budget, spend: Spend, now: datetime) -> Evaluation:
     """Evaluate ``budget`` with its ``spend`` at ``now`` (module docstring); the state's version is left as read."""
     period = period_of(now)
     state = budget.state if budget.state.period == period else BudgetState(period=period, version=budget.state.version)
+    if not budget.active(now):  # before its start or after its end: it counts nothing and stands nowhere
+        quiet = BudgetState(period=period, evaluated_at=spend.at, version=budget.state.version)
+        return Evaluation(quiet, (), False)
     amount = spend.of(budget.currency)
     percent = amount * 100 / budget.amount
     reached = {t.percent for t in budget.thresholds if t.reached(percent)}

@@ -13,16 +13,17 @@ would. A member whose increment is :data:`ANY_INCREMENT` (0) bounds the price an
 
 - ``MaxPrice`` — the consumer stated it (``properties.maxPrice``: a price per GPU-hour and its currency, as AWS
   Spot's ``MaxPrice`` or a Vast.ai bid; optionally a largest increment and minimum, otherwise any rounding);
-- ``PricesAtSubmission`` — the default: the terms of every node of the subscription that could take the job when it
-  was submitted — ``Available``, of its GPU model and location, with enough GPUs and GPU memory, in a currency the
-  budgets covering it count — reduced to those no other one dominates; when no such node is ``Available``, those of
-  every such node (the job can only ever run on one of them). So a job is never billed at terms worse than those of
-  some node it could have been placed on when it was submitted (the price list it accepted by submitting), while a
-  price cut, or a new node at terms within, still serves it. Why this rule: the consumer does not choose the node
-  (placement does, later), so any node it could have been placed on then is a price it accepted; a cordoned or
-  offline node is not while an available one could take the job (a supplier parking one at an extreme price must
-  not raise every job's ceiling); and it needs one read of the fleet's shapes, not of its nodes. A consumer who
-  wants a tighter bound states ``maxPrice``.
+- ``PricesAtSubmission`` — the default: the terms of every node the submitter can see (its resource groups, or the
+  whole subscription) that could take the job when it was submitted — ``Available``, of its GPU model and location,
+  with enough GPUs and GPU memory, in a currency the budgets covering it count — reduced to those no other one
+  dominates; when no such node is ``Available``, those of every such node. So a job is never billed at terms worse
+  than those of some node its submitter could see and it could have been placed on when it was submitted (the price
+  list it accepted by submitting), while a price cut, or a new node at terms within, still serves it — a node in
+  another resource group too, when it is within. Why this rule: the consumer does not choose the node (placement
+  does, later), so any node it could see and have been placed on then is a price it accepted; a node it cannot see
+  is not, nor a cordoned or offline one while an available one could take the job (a supplier parking one at an
+  extreme price must not raise every job's ceiling); and it needs one read of the fleet's shapes, not of its nodes.
+  A consumer who wants a tighter bound states ``maxPrice``.
 
 A ceiling with no member (no node could hold the job at submission) admits nothing; such a job is inadmissible
 anyway (services/common/placement.py).

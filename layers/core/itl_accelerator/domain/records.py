@@ -176,6 +176,7 @@ class Node:
             self.gpu_total,
             self.memory_gb_total,
             terms=self.terms,
+            resource_group=self.key.resource_group.lower(),
         )
 
 
@@ -194,6 +195,9 @@ class FleetShape:
     terms: BillingTerms | None = field(default=None, compare=False)
     #: how many of its nodes are ``Available`` (they can take work now)
     available_nodes: int = field(default=0, compare=False)
+    #: the resource group of its nodes (lower case; "" when not known): shapes are counted per group too, so a job's
+    #: price ceiling is made of the prices its submitter can see
+    resource_group: str = field(default="", compare=False)
 
     @property
     def available(self) -> bool:
@@ -202,15 +206,16 @@ class FleetShape:
 
     @property
     def sort_key(self) -> str:
-        """What tells shape items apart, and orders them: hardware and place, then pricing
-        (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{currency}#{price}#{increment}#{minimum}``, ``-`` for no
-        model or no pricing). Both repositories key shape items by it."""
+        """What tells shape items apart, and orders them: hardware and place, resource group, then pricing
+        (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{rg}#{currency}#{price}#{increment}#{minimum}``, ``-``
+        for no model, group or pricing). Both repositories key shape items by it."""
         hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.gpu_total:03d}#{self.memory_gb_total:07d}"
+        place = f"{hardware}#{self.resource_group or '-'}"
         terms = self.terms
         if terms is None:
-            return f"{hardware}#-"
+            return f"{place}#-"
         price = format(terms.price_per_gpu_hour.normalize(), "f")
-        return f"{hardware}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
+        return f"{place}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
 
     def matches(self, gpu_model: str, location: str) -> bool:
         """Whether it has ``gpu_model`` (:func:`gpu_model_key`) and is in ``location`` (normalised); "" matches any."""

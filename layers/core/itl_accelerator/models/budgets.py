@@ -2,8 +2,9 @@
 ``filter``, ``notifications``), plus the provider's ``currency`` (allocations lock theirs: a budget counts one) and
 ``actionAtLimit`` (what happens once it is spent).
 
-Money is exact (issue 26): ``amount`` is taken as a JSON number or a decimal string of at most 15 significant digits
-and 6 decimals (below 10^9) — every such number survives a JSON parser's float unchanged — and is answered, like
+Money is exact (issue 26): ``amount`` is taken as a JSON number or a plain decimal string (ASCII digits, an optional
+``.`` fraction: ``models.common.strict_decimal``) of at most 15 significant digits and 6 decimals (below 10^9) —
+every such number survives a JSON parser's float unchanged — and is answered, like
 ``currentSpend.amount`` and every other money amount of the API (a job's ``cost``, ``/stats``), as a plain decimal
 string (``"1000"``, ``"80.000000"``: never an exponent, never a float). Thresholds are percent (JSON numbers)."""
 
@@ -13,13 +14,22 @@ from datetime import UTC
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, PlainSerializer, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
-from itl_accelerator.models.common import ApiModel, CurrencyCode, Instant, Number, SystemData
+from itl_accelerator.models.common import ApiModel, CurrencyCode, Instant, Number, SystemData, strict_decimal
 
 #: A budget's amount: positive, exact, at most 15 significant digits and 6 decimals; answered as a decimal string.
 BudgetAmount = Annotated[
     Decimal,
+    BeforeValidator(strict_decimal),
     Field(gt=0, max_digits=15, decimal_places=6),
     PlainSerializer(lambda d: format(d, "f"), return_type=str, when_used="json"),
 ]

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from itl_accelerator.billing.metering import MAX_PRICE_PER_GPU_HOUR
@@ -15,9 +25,27 @@ from itl_accelerator.billing.metering import MAX_PRICE_PER_GPU_HOUR
 ProvisioningState = Literal["Succeeded", "Failed", "Canceled", "Accepted", "Provisioning", "Updating", "Deleting"]
 CreatedByType = Literal["User", "Application", "ManagedIdentity", "Key"]
 
-#: Money amounts: Decimal in code (never float arithmetic), a JSON number on the wire.
+_DECIMAL_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def strict_decimal(value: Any) -> Any:
+    """A money amount as sent: a JSON number, or a string of ASCII digits with an optional ``.`` fraction — never a
+    string Python's ``Decimal`` reads more loosely (``"2_5"`` is 25 to it, ``"١٢"`` 12, ``"1E+3"`` 1000, ``" 12"``
+    12): ``ValueError`` for those, and for a boolean."""
+    if isinstance(value, bool):
+        raise ValueError("An amount is a number, not true or false.")
+    if isinstance(value, str) and not _DECIMAL_TEXT.fullmatch(value):
+        raise ValueError(
+            f"'{value[:40]}' is not a decimal amount: ASCII digits with an optional '.' and fraction (e.g. '2.50')."
+        )
+    return value
+
+
+#: Money amounts: Decimal in code (never float arithmetic), a JSON number on the wire; in, a JSON number or a plain
+#: decimal string (:func:`strict_decimal`).
 Money = Annotated[
     Decimal,
+    BeforeValidator(strict_decimal),
     Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR, max_digits=14, decimal_places=6),
     PlainSerializer(float, return_type=float, when_used="json"),
 ]
@@ -63,14 +91,21 @@ def _bounded_instant(value: datetime) -> datetime:
         utc = value.astimezone(UTC)
     except OverflowError:
         utc = None
-    if utc is None or not EARLIEST_INSTANT <= utc < LATEST_INSTANT:
+    if utc is None or not EARLIEST_INSTANT <= utc <= LATEST_INSTANT:
         raise ValueError("A time must lie between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z.")
     return utc
 
 
-#: An instant in a request body: aware, within the bounds above, and converted to UTC (``+05:00`` offsets are
-#: normalised, never dropped).
-Instant = Annotated[datetime, AfterValidator(_bounded_instant)]
+def _instant_text(value: Any) -> Any:
+    """An instant is an ISO 8601 string (pydantic would also read a number as epoch seconds)."""
+    if not isinstance(value, str | datetime):
+        raise ValueError("A time is an ISO 8601 date-time string with a zone, e.g. '2026-12-01T00:00:00Z'.")
+    return value
+
+
+#: An instant in a request body: an ISO 8601 string with a zone, within the bounds above, and converted to UTC
+#: (``+05:00`` offsets are normalised, never dropped).
+Instant = Annotated[datetime, BeforeValidator(_instant_text), AfterValidator(_bounded_instant)]
 
 
 def parse_instant(value: str) -> datetime | None:
@@ -82,10 +117,14 @@ def parse_instant(value: str) -> datetime | None:
         return None
 
 
-#: A GPU model name (``H100``, ``A100-80GB``, ``H100 SXM``): letters, digits, spaces, ``.``, ``_``, ``-``, at most 64
-#: characters — so every model, lower-cased without its spaces, is a quota name ``gpus-{model}`` one can set and a
-#: job can ask for (issue 26: a node's model with ``/`` or ``+`` could be limited by no quota).
-GpuModel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$")]
+#: A GPU model name (``H100``, ``A100-80GB``, ``H100 SXM``): letters, digits, spaces, ``.``, ``_``, ``-``, starting
+#: with a letter or digit and not ending with ``.`` or a space, at most 58 characters — so every model, lower-cased
+#: without its spaces, makes a quota name ``gpus-{model}`` (an ARM name: at most 63 characters, no final ``.``) one
+#: can set, and a job can ask for it (issue 26: models with ``/``, ``+`` or a final ``.`` could be limited by no
+#: quota).
+GpuModel = Annotated[
+    str, StringConstraints(min_length=1, max_length=58, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]*[A-Za-z0-9_-])?$")
+]
 
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]

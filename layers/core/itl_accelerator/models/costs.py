@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from itl_accelerator.models.common import ApiModel, Instant
 
@@ -86,6 +86,17 @@ class Dataset(ApiModel):
     )
     grouping: list[Grouping] = Field(default_factory=list, max_length=3)
     filter: QueryFilter | None = None
+
+    @field_validator("grouping")
+    @classmethod
+    def _groups_once(cls, value: list[Grouping]) -> list[Grouping]:
+        seen = set()
+        for g in value:
+            key = (g.type, g.name.lower() if g.type == "TagKey" else g.name)
+            if key in seen:
+                raise ValueError(f"The grouping by {g.type} '{g.name}' is given twice: group by each once.")
+            seen.add(key)
+        return value
 
 
 class CostQuery(ApiModel):

@@ -100,6 +100,7 @@ class DynamoNodeRepository:
                         int(item["nodes"]),
                         terms=BillingTerms.from_pricing(json.loads(item["pricing"])) if item.get("pricing") else None,
                         available_nodes=int(item.get("availableNodes", 0)),
+                        resource_group=str(item.get("rgKey", "")),
                     )
                 )
         return shapes
@@ -308,7 +309,7 @@ class DynamoNodeRepository:
                 "TableName": self._t.name,
                 "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape_sk(shape)}),
                 "UpdateExpression": "ADD nodes :d, availableNodes :a SET entityType = :t, gpuModelKey = :model, "
-                "#loc = :loc, gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing",
+                "#loc = :loc, gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing, rgKey = :rg",
                 "ExpressionAttributeNames": {"#loc": "location"},
                 "ExpressionAttributeValues": typed(
                     {
@@ -320,6 +321,7 @@ class DynamoNodeRepository:
                         ":g": shape.gpu_total,
                         ":m": shape.memory_gb_total,
                         ":pricing": to_json(shape.terms.as_stored()) if shape.terms else "",
+                        ":rg": shape.resource_group,
                     }
                 ),
             }

@@ -194,6 +194,7 @@ class MemoryNodeRepository:
                     s.nodes,
                     terms=s.shape.terms,
                     available_nodes=s.available,
+                    resource_group=s.shape.resource_group,
                 )
                 for _, s in found
             ]
@@ -325,7 +326,12 @@ class MemoryNodeRepository:
         key = (subscription_id.lower(), shape.sort_key)
         entry = self._s.shapes.setdefault(key, StoredShape(shape))
         entry.shape = FleetShape(
-            shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total, terms=shape.terms
+            shape.gpu_model,
+            shape.location,
+            shape.gpu_total,
+            shape.memory_gb_total,
+            terms=shape.terms,
+            resource_group=shape.resource_group,
         )
         entry.nodes += delta
         entry.available += available

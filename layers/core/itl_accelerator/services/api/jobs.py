@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -204,7 +204,14 @@ class SparkJobService:
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
-        ceiling = self._ceiling(key, props, normalize_location(location) if location else "", now, currencies(budgets))
+        ceiling = self._ceiling(
+            key,
+            props,
+            normalize_location(location) if location else "",
+            now,
+            currencies(budgets),
+            ctx.principal.resource_groups_in(key.subscription_id),
+        )
         document: dict[str, Any] = {
             "id": JOBS.id(key.subscription_id, key.resource_group, key.names),
             "name": key.names[-1],
@@ -296,11 +303,12 @@ class SparkJobService:
         location: str,
         now: str,
         allowed: frozenset[str] | None,
+        groups: Sequence[str] | None,
     ) -> PriceCeiling:
         """The job's price ceiling (domain/pricing.py): its ``maxPrice`` (rounding left out: any), or the terms of
-        every node of the subscription that could take it now — ``Available``, in a currency its budgets count
-        (``allowed``; None: any) — or, when no such node is ``Available``, of every such node (the job can only
-        ever run on one of them). One read of the fleet's shapes."""
+        every node the submitter can see (in ``groups``; None: the whole subscription) that could take the job now —
+        ``Available``, in a currency its budgets count (``allowed``; None: any) — or, when no such node is
+        ``Available``, of every such node. One read of the fleet's shapes."""
         stated = props.max_price
         if stated is not None:
             bound = BillingTerms(
@@ -316,6 +324,7 @@ class SparkJobService:
             shape
             for shape in self._kernel.repositories.nodes.fleet_shapes(key.subscription_id)
             if shape.terms is not None
+            and (groups is None or shape.resource_group in {g.lower() for g in groups})
             and (allowed is None or shape.terms.currency in allowed)
             and shape.matches(gpu_model_key(props.gpu_model), location)
             and shape.could_hold(props.requested_gpus, props.requested_memory_gb)

@@ -24,7 +24,7 @@ from typing import Any
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import normalize_location, validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.domain.quotas import ALL_GPUS, MODEL_PREFIX, QuotaUsage, localized_name
+from itl_accelerator.domain.quotas import ALL_GPUS, MODEL_PREFIX, QuotaUsage, localized_name, model_quota
 from itl_accelerator.errors import AnotherOperationInProgress, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.quotas import QuotaWrite
 from itl_accelerator.repositories.errors import EtagMismatch
@@ -144,11 +144,16 @@ class QuotaService:
         ]
 
     def usages(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
-        """What the subscription holds in a location against every quota in use or limited; ``gpus`` first,
-        always (0 before any allocation)."""
+        """What the subscription holds in a location against every quota in use or limited, and against the quota of
+        every GPU model its nodes there have (0 when unused: each name a quota can be set under is listed); ``gpus``
+        first, always (0 before any allocation)."""
         where = self._location(location)
         self._read(ctx, subscription_id, where)
         found = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
+        for model in self._models(subscription_id, where):
+            if model:
+                name = model_quota(model)
+                found.setdefault(name, QuotaUsage(subscription_id, where, name))
         everything = found.pop(ALL_GPUS, None) or QuotaUsage(subscription_id, where, ALL_GPUS)
         return [render_usage(everything), *(render_usage(found[n]) for n in sorted(found))]
 
