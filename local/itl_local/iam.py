@@ -81,6 +81,9 @@ class Resources:
     def ref(self, name: str) -> str:
         if name in _PSEUDO:
             return _PSEUDO[name]
+        if name.endswith(".Alias") and name.removesuffix(".Alias") in self.template.resources:
+            # SAM's alias of a function with AutoPublishAlias: its Ref is the function's ARN with the alias
+            return f"{self.get_att(name.removesuffix('.Alias'), 'Arn')}:live"
         parameters = self.template.doc.get("Parameters") or {}
         if name in parameters:
             return str(parameters[name].get("Default", ""))
@@ -486,3 +489,41 @@ def _logical(arn: str, names: dict[str, str]) -> str:
         if arn == known or arn.startswith(known + "/"):
             return names[known] + arn[len(known) :]
     return arn
+
+
+# ------------------------------------------------------------------------------------------------ invoking roles
+def role_statements(template: Template, role_id: str, resources: Resources) -> list[dict[str, Any]]:
+    """The resolved statements of an ``AWS::IAM::Role`` of the template: its inline ``Policies`` and the template's
+    ``ManagedPolicyArns`` it names (AWS managed policies are not read: none grants invoking our functions)."""
+    role = template.resources.get(role_id) or {}
+    if role.get("Type") != "AWS::IAM::Role":
+        raise ValueError(f"{role_id!r} is no AWS::IAM::Role of the template")
+    props = role.get("Properties") or {}
+    found: list[dict[str, Any]] = []
+    for policy in props.get("Policies") or []:
+        found += _statements(policy["PolicyDocument"])
+    for arn in props.get("ManagedPolicyArns") or []:
+        if isinstance(arn, dict) and set(arn) == {"Ref"}:
+            found += _statements(template.resources[arn["Ref"]]["Properties"]["PolicyDocument"])
+    return [resources.resolve(s) for s in found]
+
+
+def may_invoke(template: Template, role: Any, function_id: str) -> bool:
+    """Whether the role a schedule names (``RoleArn``, e.g. ``!GetAtt SchedulerRole.Arn``) may invoke the function
+    ``function_id`` (``lambda:InvokeFunction`` on its ARN, or on its alias when it publishes one, as Scheduler invokes
+    the target the template gives it). EventBridge Scheduler refuses to invoke otherwise: so does the local
+    runtime."""
+    resources = Resources(template)
+    if isinstance(role, dict) and "Fn::GetAtt" in role:
+        target = role["Fn::GetAtt"]
+        role_id = target[0] if isinstance(target, list) else str(target).split(".", 1)[0]
+    else:
+        raise ValueError(f"a schedule's RoleArn {role!r} is not read here (a GetAtt of a template role is)")
+    statements = role_statements(template, role_id, resources)
+    function = resources.get_att(function_id, "Arn")
+    targets = [function]
+    if template.functions()[function_id].get("AutoPublishAlias") or (
+        (template.doc.get("Globals") or {}).get("Function") or {}
+    ).get("AutoPublishAlias"):
+        targets.append(f"{function}:live")
+    return any(allowed(statements, Authorization("lambda:InvokeFunction", arn)) for arn in targets)

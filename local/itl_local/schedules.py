@@ -24,6 +24,7 @@ from typing import Any
 from croniter import croniter
 
 from itl_accelerator.observability import did_something
+from itl_local.iam import may_invoke
 from itl_local.lambda_runtime import invoke
 from itl_local.template import Template, load_handler
 
@@ -34,10 +35,16 @@ _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
 
+class ScheduleNotPermitted(PermissionError):
+    """EventBridge Scheduler's role may not invoke the schedule's function (its ``AccessDeniedException``): the
+    template's ``RoleArn`` must grant ``lambda:InvokeFunction`` on it."""
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One schedule: its name (``{Function}.{Event}``), the function's logical id and handler, the expression and
-    the input template (JSON text)."""
+    the input template (JSON text); ``permitted``: whether its role may invoke the function (template.yaml's
+    ``RoleArn`` policies: itl_local/iam.py ``may_invoke``)."""
 
     name: str
     function_id: str
@@ -45,6 +52,7 @@ class Schedule:
     expression: str
     input: str = "{}"
     timeout_seconds: int = 10
+    permitted: bool = True
 
     def next_after(self, moment: datetime, started: datetime) -> datetime | None:
         """The first firing strictly after ``moment`` (rates count from ``started``, as a new schedule does); None
@@ -105,6 +113,7 @@ def schedules(template: Template) -> list[Schedule]:
                     expression=p["ScheduleExpression"] if "ScheduleExpression" in p else p["Schedule"],
                     input=p.get("Input") or "{}",
                     timeout_seconds=template.function_timeout(function_id),
+                    permitted="RoleArn" not in p or may_invoke(template, p["RoleArn"], function_id),
                 )
             )
     return sorted(found, key=lambda s: s.name)
@@ -127,7 +136,12 @@ def find(template: Template, name: str) -> Schedule:
 
 def fire(schedule: Schedule, scheduled: datetime | None = None, extra: dict[str, Any] | None = None) -> Any:
     """Invoke the schedule's function once, now, as Scheduler would (with ``extra`` added to its input); returns
-    what it returned."""
+    what it returned. Raises :class:`ScheduleNotPermitted` when the schedule's role may not invoke it (Scheduler
+    would fail the invocation, and the function would never run)."""
+    if not schedule.permitted:
+        raise ScheduleNotPermitted(
+            f"{schedule.name}: its RoleArn may not invoke {schedule.function_id} (lambda:InvokeFunction is not granted)"
+        )
     event = {**schedule.event(scheduled or datetime.now(UTC)), **(extra or {})}
     return invoke(load_handler(schedule.handler), event, schedule.function_id, schedule.timeout_seconds)
 
@@ -151,7 +165,7 @@ class ScheduleRunner:
         local stack that should not wait minutes for its schedules)."""
         if every is not None:
             schedules = [
-                Schedule(s.name, s.function_id, s.handler, f"every({every})", s.input, s.timeout_seconds)
+                Schedule(s.name, s.function_id, s.handler, f"every({every})", s.input, s.timeout_seconds, s.permitted)
                 for s in schedules
             ]
         self._schedules = schedules

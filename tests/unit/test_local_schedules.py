@@ -136,3 +136,26 @@ def test_export_download_and_schedule_refuse_a_day_that_is_not_yyyy_mm_dd():
         with pytest.raises(SystemExit) as exited:
             main(argv)
         assert exited.value.code == 2
+
+
+def test_every_schedule_of_the_template_may_invoke_its_function():
+    """Scheduler invokes a target only when the schedule's role grants it (issue 27: the budget monitor's grant was
+    missing, so it could never run in AWS and no test could see it)."""
+    assert {s.name for s in schedules(Template()) if not s.permitted} == set()
+
+
+def test_a_schedule_whose_role_may_not_invoke_its_function_is_refused_as_scheduler_refuses_it(tmp_path):
+    from itl_local.schedules import ScheduleNotPermitted, fire
+    from itl_local.template import DEFAULT_TEMPLATE
+
+    text = DEFAULT_TEMPLATE.read_text()
+    granted = (
+        "                  - !GetAtt BudgetMonitorFunction.Arn\n                  - !Ref BudgetMonitorFunction.Alias\n"
+    )
+    assert granted in text
+    path = tmp_path / "template.yaml"
+    path.write_text(text.replace(granted, ""))
+    monitor = find(Template(path), "budget-monitor")
+    assert monitor.permitted is False
+    with pytest.raises(ScheduleNotPermitted, match="BudgetMonitorFunction"):
+        fire(monitor)
