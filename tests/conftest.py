@@ -136,6 +136,7 @@ def environment(
         "INSTANCE_PROVISION_TIMEOUT_SECONDS": "15",  # long enough for a held instance's checks on a busy machine
         "JOB_POLL_INTERVAL_SECONDS": "1",
         "JOB_POLL_MAX_INTERVAL_SECONDS": "2",
+        "INSTANCE_WATCH_INTERVAL_SECONDS": "1",
         "JOB_STOP_TIMEOUT_SECONDS": "20",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",

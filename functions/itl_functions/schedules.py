@@ -38,9 +38,10 @@ def reconcile(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def track_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Every minute: check the running jobs that are due (services/schedules/job_tracker.py: ended on the DGX Platform, past
-    their max duration, or to be checked later, each less often)."""
-    counts = _wiring().job_tracker.run()
+    """Every minute: check every running job and live instance that is due (services/schedules/job_tracker.py: ended or
+    lost on the DGX Platform, past its max duration, or to be checked later), page by page until none is due or the
+    run's time runs short."""
+    counts = _wiring().job_tracker.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("JobTracker", counts)
     _log("Tracked jobs", counts, event)
     return counts
@@ -112,7 +113,7 @@ def export_billing(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def monitor_budgets(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Every 15 minutes, after the roll-ups: evaluate every budget (services/schedules/budget_monitor.py: notify
+    """Every 5 minutes: evaluate every budget from its spend as of now (services/schedules/budget_monitor.py: notify
     the thresholds crossed, once a month each; stop what a spent ``StopAll`` budget covers)."""
     report = _wiring().budget_monitor.run(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
     _publish("BudgetMonitor", report.as_metrics())

@@ -143,13 +143,19 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
             if "instance_poll_interval_seconds" in settings.model_fields_set
             else 2
         ),
-        # Likewise a running job is first checked after 2 s (30 s in AWS), then at most every 10 s (600 s).
+        # Likewise a running job is first checked after 2 s (30 s in AWS), then at most every 10 s (300 s).
         "JOB_POLL_INTERVAL_SECONDS": str(
             settings.job_poll_interval_seconds if "job_poll_interval_seconds" in settings.model_fields_set else 2
         ),
         "JOB_POLL_MAX_INTERVAL_SECONDS": str(
             settings.job_poll_max_interval_seconds
             if "job_poll_max_interval_seconds" in settings.model_fields_set
+            else 10
+        ),
+        # and a live instance checked every 10 s (300 s in AWS)
+        "INSTANCE_WATCH_INTERVAL_SECONDS": str(
+            settings.instance_watch_interval_seconds
+            if "instance_watch_interval_seconds" in settings.model_fields_set
             else 10
         ),
         "POWERTOOLS_TRACE_DISABLED": "true",

@@ -194,10 +194,12 @@ class DgxSimulator:
                 Route("/v1/nodes/{node_id}/health", self.node_health),
                 Route("/v1/instances", self.create_instance, methods=["POST"]),
                 Route("/v1/instances", self.list_instances, methods=["GET"]),
+                Route("/v1/instances:batchGet", self.batch_get_instances, methods=["POST"]),
                 Route("/v1/instances/{instance_id}", self.get_instance, methods=["GET"]),
                 Route("/v1/instances/{instance_id}", self.delete_instance, methods=["DELETE"]),
                 Route("/v1/jobs", self.create_job, methods=["POST"]),
                 Route("/v1/jobs", self.list_jobs, methods=["GET"]),
+                Route("/v1/jobs:batchGet", self.batch_get_jobs, methods=["POST"]),
                 Route("/v1/jobs/{job_id}", self.get_job, methods=["GET"]),
                 Route("/v1/jobs/{job_id}/cancel", self.cancel_job, methods=["POST"]),
                 Route("/v1/jobs/{job_id}/logs", self.job_logs, methods=["GET"]),
@@ -341,6 +343,47 @@ class DgxSimulator:
             live = [self._refresh(i) for i in list(self.instances.values())]
         items = [self._public(i) for i in live if i and (key is None or i["idempotencyKey"] == key)]
         return JSONResponse({"value": items})
+
+    async def _batch_ids(self, request: Request) -> list[str] | JSONResponse:
+        """The ``ids`` of a batch read (1 to 100 strings), or the contract's 400."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        ids = body.get("ids") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not 1 <= len(ids) <= 100 or not all(isinstance(i, str) for i in ids):
+            return _error(400, "InvalidRequest", "ids: 1 to 100 ids.")
+        return ids
+
+    async def batch_get_instances(self, request: Request) -> JSONResponse:
+        ids = await self._batch_ids(request)
+        if isinstance(ids, JSONResponse):
+            return ids
+        found, missing = [], []
+        with self.lock:
+            for instance_id in ids:
+                inst = self.instances.get(instance_id)
+                inst = self._refresh(inst) if inst else None
+                if inst is None:
+                    missing.append(instance_id)
+                else:
+                    found.append(self._public(inst))
+        return JSONResponse({"value": found, "missing": missing})
+
+    async def batch_get_jobs(self, request: Request) -> JSONResponse:
+        ids = await self._batch_ids(request)
+        if isinstance(ids, JSONResponse):
+            return ids
+        found, missing = [], []
+        with self.lock:
+            for job_id in ids:
+                job = self.jobs.get(job_id)
+                job = self._refresh_job(job) if job else None
+                if job is None:
+                    missing.append(job_id)
+                else:
+                    found.append(self._public_job(job))
+        return JSONResponse({"value": found, "missing": missing})
 
     async def get_instance(self, request: Request) -> JSONResponse:
         with self.lock:

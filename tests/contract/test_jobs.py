@@ -354,16 +354,61 @@ def test_expired_leases_by_kind(repos: Repositories, sub: str) -> None:
 
     elsewhere = ResourceKey(f"{sub}-other", "rg1", "sparkJobs", ("elsewhere",))
     tracked = ResourceKey(sub, "rg1", "sparkJobs", ("tracked",))
-    assert keyset(repos.leases.expired(201, 10)) == keyset([held.key, owned.key, elsewhere])
-    assert keyset(repos.leases.expired(200, 10)) == keyset([held.key, elsewhere])  # strictly before now
-    assert keyset(repos.leases.expired(151, 10, LeaseKind.TRACK)) == keyset([tracked])
-    assert repos.leases.expired(150, 10, LeaseKind.TRACK) == []
-    assert len(repos.leases.expired(1_000_000, 2)) == 2
+    assert keyset(expired(repos, 201, 10)) == keyset([held.key, owned.key, elsewhere])
+    assert keyset(expired(repos, 200, 10)) == keyset([held.key, elsewhere])  # strictly before now
+    assert keyset(expired(repos, 151, 10, LeaseKind.TRACK)) == keyset([tracked])
+    assert expired(repos, 150, 10, LeaseKind.TRACK) == []
+    assert len(repos.leases.expired(1_000_000, 2).items) <= 2
 
-    found = [k for k in repos.leases.expired(201, 10) if k.name == "owned"]
+    found = [k for k in expired(repos, 201, 10) if k.name == "owned"]
     assert [(k.resource_group, k.type_segment) for k in found] == [("RG2", "sparkJobs")]
 
     # a lease given up leaves the index; one renewed moves in it
     assert repos.jobs.note(owned, replace(owned, lease=None), expect=Expect(etag="j1"))
     assert repos.instances.note(held, replace(held, lease=Lease.owned(20_000.0)), expect=Expect(etag="i1"))
-    assert keyset(repos.leases.expired(201, 10)) == keyset([elsewhere])
+    assert keyset(expired(repos, 201, 10)) == keyset([elsewhere])
+
+
+def expired(repos: Repositories, now: float, page: int, kind: LeaseKind = LeaseKind.LEASE) -> list[ResourceKey]:
+    """Every key the lease index gives, page after page."""
+    found: list[ResourceKey] = []
+    token: str | None = None
+    while True:
+        got = repos.leases.expired(now, page, kind, token)
+        found += got.items
+        token = got.token
+        if token is None:
+            return found
+
+
+def names_in_shard(sub: str, shard: int, count: int) -> list[str]:
+    """``count`` job names whose lease-index partition is ``shard``."""
+    from itl_accelerator.repositories.dynamodb import keys as table_keys
+
+    found = []
+    for n in range(10_000):
+        key = ResourceKey(sub, "rg1", "sparkJobs", (f"j{n}",))
+        if table_keys.lease_shard(table_keys.resource_pk(key), table_keys.resource_sk(key)) == shard:
+            found.append(f"j{n}")
+            if len(found) == count:
+                return found
+    raise AssertionError("no such names")
+
+
+def test_a_lease_in_the_last_partition_is_reached_while_the_first_has_more_than_a_page_due(
+    repos: Repositories, sub: str
+) -> None:
+    """Issue 27: the index was read partition by partition, so 25 leases due in partition 0 kept a page of 10 from
+    ever reaching partition 3. Each page now takes a share of every partition; the twins agree on the order."""
+    crowded = names_in_shard(sub, 0, 25)
+    (last,) = names_in_shard(sub, 3, 1)
+    for n, name in enumerate(crowded):
+        submit(repos, make_job(sub, name, lease=Lease.owned(100.0 + n)))
+    submit(repos, make_job(sub, last, lease=Lease.owned(500.0)))  # the latest of all: sorted last overall
+    first = repos.leases.expired(1_000, 10)
+    assert last in [k.name for k in first.items] and len(first.items) <= 10 and first.token is not None
+    # partition 0's own share is its most overdue, in order
+    assert [k.name for k in first.items if k.name != last] == crowded[: len(first.items) - 1]
+    # and page after page gives every due lease exactly once
+    every = expired(repos, 1_000, 10)
+    assert sorted(k.name for k in every) == sorted([*crowded, last]) and len(every) == 26

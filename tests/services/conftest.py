@@ -70,6 +70,7 @@ def make_settings(**overrides: Any) -> Settings:
         "reconcile_batch_size": 25,
         "job_poll_interval_seconds": 30,
         "job_poll_max_interval_seconds": 600,
+        "instance_watch_interval_seconds": 30,
         "job_pending_timeout_seconds": 7 * 24 * 3600,
         "job_placement_retry_seconds": 60,
         "job_starvation_seconds": 900,

@@ -282,6 +282,16 @@ class FakeDgx:
             raise DgxNotFound(f"DGX Platform has no such resource: GET /v1/instances/{instance_id}", status=404)
         return inst.public()
 
+    def get_instances(self, instance_ids: list[str]) -> dict[str, DgxInstance]:
+        self._enter("get_instances", list(instance_ids))
+        found = {}
+        for instance_id in instance_ids:
+            inst = self.instances.get(instance_id)
+            inst = self._refresh(inst) if inst else None
+            if inst is not None:
+                found[instance_id] = inst.public()
+        return found
+
     def delete_instance(self, instance_id: str) -> bool:
         self._enter("delete_instance", instance_id)
         inst = self.instances.get(instance_id)
@@ -343,6 +353,10 @@ class FakeDgx:
         if job is None:
             raise DgxNotFound(f"DGX Platform has no such resource: GET /v1/jobs/{job_id}", status=404)
         return job.public()
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, DgxJob]:
+        self._enter("get_jobs", list(job_ids))
+        return {j: self.jobs[j].public() for j in job_ids if j in self.jobs}
 
     def cancel_job(self, job_id: str) -> DgxJob | None:
         self._enter("cancel_job", job_id)

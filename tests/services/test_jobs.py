@@ -351,7 +351,15 @@ def test_the_tracker_checks_a_running_job_ever_less_often(env, node):
     waits = []
     for _ in range(7):
         env.clock.set(env.job("j").lease.until + 1)
-        assert env.track() == {"checked": 1, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0}
+        assert env.track() == {
+            "checked": 1,
+            "ended": 0,
+            "finished": 0,
+            "instances_lost": 0,
+            "errors": 0,
+            "pages": 1,
+            "left": 0,
+        }
         waits.append(env.job("j").lease.until - env.clock())
     assert waits == [60, 120, 240, 480, 600, 600, 600]
     assert env.job("j").track_checks == 7 and env.status("j") == "Running"
@@ -375,7 +383,7 @@ def test_a_job_whose_execution_no_longer_waits_is_finished_by_the_tracker(env, n
     env.clock.advance(100)
     env.finish_on_platform("j")
     counts = env.track()
-    assert counts == {"checked": 1, "ended": 0, "finished": 1, "instances_lost": 0, "errors": 0}
+    assert counts == {"checked": 1, "ended": 0, "finished": 1, "instances_lost": 0, "errors": 0, "pages": 1, "left": 0}
     assert env.status("j") == "Succeeded" and env.job_props("j")["gpuSeconds"] == 200
     assert env.allocation() == FREE
 
@@ -387,7 +395,15 @@ def test_a_job_past_its_max_duration_keeps_its_gpus_until_the_platform_confirms_
     env.sfn.set_status(accepted.operation_id, "ABORTED")
     env.dgx.ignore_cancels = True
     env.clock.advance(61)
-    assert env.track() == {"checked": 1, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0}
+    assert env.track() == {
+        "checked": 1,
+        "ended": 0,
+        "finished": 0,
+        "instances_lost": 0,
+        "errors": 0,
+        "pages": 1,
+        "left": 0,
+    }
     assert env.status("j") == "Running" and env.allocation() == Allocation(2, 160)
     # When the platform has stopped it, the tracker's next look finishes it, billed to the deadline
     env.dgx.ignore_cancels = False
@@ -405,9 +421,12 @@ def test_a_transient_dgx_error_on_one_job_does_not_keep_the_tracker_from_the_oth
     env.finish_on_platform("b")
     a_id = str(env.job("a").dgx_id)
     env.clock.advance(60)
+    # the batch read fails, and then the read of "a" alone: "b" is read on its own and ends
+    env.dgx.fail("get_jobs", DgxTransientError("DGX Platform answered 503 on POST /v1/jobs:batchGet", status=503))
     env.dgx.fail("get_job", DgxTransientError(f"DGX Platform answered 503 on GET /v1/jobs/{a_id}", status=503))
     counts = env.track()
     assert counts["ended"] == 1 and env.status("b") == "Succeeded"
+    assert counts["errors"] == 1 and env.status("a") == "Running"
 
 
 # ------------------------------------------------------------------------------------------------ submit, delete

@@ -5,6 +5,7 @@ cleared — and capacity is released exactly once, only after the DGX Platform c
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from itl_accelerator.domain.records import Lease
 from itl_accelerator.repositories.protocols import Expect
@@ -94,7 +95,7 @@ def test_overlapping_runs_release_capacity_once(env, node):
     first = env.w.reconciler.run(now=now)
 
     class StaleIndex:
-        def expired(self, now: float, limit: int, kind: str = "LEASE") -> list:
+        def expired(self, now: float, limit: int, kind: str = "LEASE", token: str | None = None) -> Any:
             return stale
 
     env.repos.leases = StaleIndex()

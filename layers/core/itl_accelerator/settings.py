@@ -66,7 +66,11 @@ class Settings(BaseSettings):
     dgx_callback_secret_id: str = ""
     dgx_callback_tolerance_seconds: int = Field(default=300, ge=1, le=3600)
 
-    # Workflows (Step Functions). Poll interval and timeout go into each execution's input.
+    # Workflows (Step Functions). Poll interval and timeout go into each execution's input. The client retries a
+    # throttled or failed call in botocore's adaptive mode (client-side rate limiting after throttling) this many
+    # attempts in all, so a sweep that starts many executions slows to the account's StartExecution rate instead of
+    # deferring the rest to the next run.
+    stepfunctions_max_attempts: int = Field(default=6, ge=1, le=20)
     provision_state_machine_arn: str = ""
     deprovision_state_machine_arn: str = ""
     instance_poll_interval_seconds: int = Field(default=10, ge=1, le=300)
@@ -75,14 +79,17 @@ class Settings(BaseSettings):
     # workflow's first step, and the grace added to each step's own deadline.
     workflow_start_grace_seconds: int = Field(default=120, ge=1, le=3600)
     workflow_lease_grace_seconds: int = Field(default=120, ge=1, le=3600)
-    # The reconciler: at most this many expired leases per run.
-    reconcile_batch_size: int = Field(default=25, ge=1, le=500)
+    # The reconciler reads the expired leases this many at a time (a run reads every page, time allowing).
+    reconcile_batch_size: int = Field(default=100, ge=1, le=500)
 
     # Jobs (services/job_workflow.py, services/placement.py). Seconds.
     job_state_machine_arn: str = ""
-    # First wait before a running job's state is checked on the DGX Platform; it doubles up to the maximum.
+    # First wait before a running job's state is checked on the DGX Platform; it doubles up to the maximum (the
+    # safety sweep behind the platform's callbacks: every running job is checked at least this often).
     job_poll_interval_seconds: int = Field(default=30, ge=1, le=3600)
-    job_poll_max_interval_seconds: int = Field(default=600, ge=1, le=3600)
+    job_poll_max_interval_seconds: int = Field(default=300, ge=1, le=3600)
+    # How often a live instance is checked on the DGX Platform (the job tracker's instance watch).
+    instance_watch_interval_seconds: int = Field(default=300, ge=1, le=3600)
     # How long a job may wait for capacity before it fails; how often waiting jobs are retried without a release.
     job_pending_timeout_seconds: int = Field(default=7 * 24 * 3600, ge=60, le=365 * 24 * 3600)
     job_placement_retry_seconds: int = Field(default=60, ge=1, le=3600)
@@ -91,7 +98,7 @@ class Settings(BaseSettings):
     # Added to maxDurationMinutes for the tracking wait's own timeout; how long a stop may take on the platform.
     job_track_margin_seconds: int = Field(default=3600, ge=60, le=86400)
     job_stop_timeout_seconds: int = Field(default=300, ge=1, le=3600)
-    # At most this many running jobs checked per tracker run.
+    # Workloads the job tracker reads per page of the lease index (a run reads every page due, time allowing).
     job_track_batch_size: int = Field(default=100, ge=1, le=1000)
 
     # Registration with the ITL gateway (gateway_registration.py), as itl-controlplane-sdk's provider server does it:

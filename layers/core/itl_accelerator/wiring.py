@@ -123,7 +123,14 @@ class Wiring:
     def state_machines(self) -> StateMachines:
         from itl_accelerator.state_machines import StateMachines
 
-        return StateMachines(self._stepfunctions_client or _Lazy(lambda: boto3.client("stepfunctions")))
+        def make() -> Any:
+            from botocore.config import Config
+
+            attempts = self.settings.stepfunctions_max_attempts
+            config = Config(retries={"mode": "adaptive", "total_max_attempts": attempts})
+            return boto3.client("stepfunctions", config=config)
+
+        return StateMachines(self._stepfunctions_client or _Lazy(make))
 
     @cached_property
     def dgx(self) -> DgxPlatformClient:

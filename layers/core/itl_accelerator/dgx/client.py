@@ -8,7 +8,8 @@ error message.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 from tenacity import (
@@ -25,6 +26,10 @@ from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogLine, DgxLogPa
 from itl_accelerator.observability import logger
 
 MAX_RETRY_AFTER_SECONDS = 10.0
+#: The most ids one batch read names (the contract's ``maxItems``).
+BATCH_IDS = 100
+
+T = TypeVar("T")
 
 
 def _wait(state: RetryCallState) -> float:
@@ -114,6 +119,11 @@ class DgxPlatformClient:
         """``GET /v1/instances/{id}``. Raises :class:`DgxNotFound` when it does not exist."""
         return _instance(self._call("GET", f"/v1/instances/{instance_id}").json())
 
+    def get_instances(self, instance_ids: list[str]) -> dict[str, DgxInstance]:
+        """``POST /v1/instances:batchGet``, 100 ids a call: the instances the platform knows, by id (an id it does
+        not know is absent)."""
+        return {i.id: i for i in self._batch("/v1/instances:batchGet", instance_ids, _instance)}
+
     def delete_instance(self, instance_id: str) -> bool:
         """``DELETE /v1/instances/{id}``. Returns False when it was already gone (404), True when deletion began."""
         try:
@@ -162,6 +172,19 @@ class DgxPlatformClient:
     def get_job(self, job_id: str) -> DgxJob:
         """``GET /v1/jobs/{id}``. Raises :class:`DgxNotFound` when it does not exist."""
         return _job(self._call("GET", f"/v1/jobs/{job_id}").json())
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, DgxJob]:
+        """``POST /v1/jobs:batchGet``, 100 ids a call: the jobs the platform knows, by id (an id it does not know is
+        absent)."""
+        return {j.id: j for j in self._batch("/v1/jobs:batchGet", job_ids, _job)}
+
+    def _batch(self, path: str, ids: list[str], decode: Callable[[dict[str, Any]], T]) -> list[T]:
+        found: list[T] = []
+        wanted = list(dict.fromkeys(ids))
+        for i in range(0, len(wanted), BATCH_IDS):
+            response = self._call("POST", path, json={"ids": wanted[i : i + BATCH_IDS]})
+            found += [decode(item) for item in response.json().get("value", [])]
+        return found
 
     def cancel_job(self, job_id: str) -> DgxJob | None:
         """``POST /v1/jobs/{id}/cancel`` (idempotent; a job that already ended stays as it ended). None when the

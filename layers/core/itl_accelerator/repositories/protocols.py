@@ -233,9 +233,13 @@ class JobRepository(Protocol):
 class LeaseIndex(Protocol):
     """The workloads whose lease ran out, whatever their type: the reconciler's and the job tracker's work list."""
 
-    def expired(self, now: float, limit: int, kind: LeaseKind = LeaseKind.LEASE) -> list[ResourceKey]:
-        """At most ``limit`` keys of workloads whose ``kind`` lease ended before ``now`` (epoch s). May lag: read
-        each again."""
+    def expired(
+        self, now: float, limit: int, kind: LeaseKind = LeaseKind.LEASE, token: str | None = None
+    ) -> Page[ResourceKey]:
+        """A page of at most ``limit`` keys of workloads whose ``kind`` lease ended before ``now`` (epoch s): a fair
+        share of every index partition not read to its end, most overdue first within each (repositories/leases.py),
+        so no partition starves another. ``token`` (a page's) continues the same read; ``Page.token`` None: nothing
+        more was due. May lag: read each workload again. ``ValueError`` for a token not made here."""
         ...
 
 

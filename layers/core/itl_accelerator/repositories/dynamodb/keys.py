@@ -135,6 +135,20 @@ def rollup_pk(subscription_id: str, scope: str) -> str:
 USAGE_SHARDS = 4
 
 
+#: Partitions of the lease index (GSI2 ``LEASE#{shard}`` / ``TRACK#{shard}``): reads take a fair share of each.
+LEASE_SHARDS = 4
+
+
+def lease_shard(pk: str, sk: str) -> int:
+    """The lease-index partition of an item (stable: a hash of its key)."""
+    return int(hashlib.sha256(f"{pk}#{sk}".encode()).hexdigest(), 16) % LEASE_SHARDS
+
+
+def lease_sort_key(pk: str, sk: str, until: int) -> str:
+    """GSI2 sort key of a lease: ``{leaseUntil:012d}#{PK}#{SK}`` (soonest first; ties by key)."""
+    return f"{int(until):012d}#{pk}#{sk}"
+
+
 def shard_of(value: str, shards: int) -> int:
     """A stable partition number in ``range(shards)`` for ``value`` (a hash of it)."""
     return int(hashlib.sha256(value.encode()).hexdigest(), 16) % shards

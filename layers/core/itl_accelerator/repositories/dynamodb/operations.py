@@ -12,7 +12,9 @@ from itl_accelerator.domain.states import LeaseKind, OperationKind
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, typed
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
-from itl_accelerator.repositories.dynamodb.workloads import LEASE_SHARDS, operation_update
+from itl_accelerator.repositories.dynamodb.workloads import operation_update
+from itl_accelerator.repositories.leases import LeaseRead
+from itl_accelerator.repositories.protocols import Page
 
 
 def operation_from_item(item: dict[str, Any]) -> Operation:
@@ -44,25 +46,38 @@ class DynamoOperationRepository:
 
 
 class DynamoLeaseIndex:
-    """:class:`~itl_accelerator.repositories.protocols.LeaseIndex` over GSI2: one ``Query`` per partition."""
+    """:class:`~itl_accelerator.repositories.protocols.LeaseIndex` over GSI2: per page, one ``Query`` of each
+    partition not read to its end, for its share of the page (repositories/leases.py)."""
 
     def __init__(self, table: Table):
         self._t = table
 
-    def expired(self, now: float, limit: int, kind: LeaseKind = LeaseKind.LEASE) -> list[ResourceKey]:
+    def expired(
+        self, now: float, limit: int, kind: LeaseKind = LeaseKind.LEASE, token: str | None = None
+    ) -> Page[ResourceKey]:
+        read = LeaseRead.decode(token)
         found: list[ResourceKey] = []
-        for shard in range(LEASE_SHARDS):
-            if len(found) >= limit:
-                break
-            response = self._t.client.query(
-                TableName=self._t.name,
-                IndexName="GSI2",
-                KeyConditionExpression="GSI2PK = :p AND GSI2SK < :now",
-                ExpressionAttributeValues=typed({":p": f"{kind}#{shard}", ":now": f"{int(now):012d}#"}),
-                Limit=limit - len(found),
-            )
-            for item in map(plain, response.get("Items", [])):
+        for shard, share in read.shares(limit):
+            request: dict[str, Any] = {
+                "TableName": self._t.name,
+                "IndexName": "GSI2",
+                "KeyConditionExpression": "GSI2PK = :p AND GSI2SK < :now",
+                "ExpressionAttributeValues": typed({":p": f"{kind}#{shard}", ":now": f"{int(now):012d}#"}),
+                "Limit": share,
+            }
+            after = read.after.get(shard)
+            if after:
+                pk, sk, gsi = after
+                request["ExclusiveStartKey"] = typed({"PK": pk, "SK": sk, "GSI2PK": f"{kind}#{shard}", "GSI2SK": gsi})
+            response = self._t.client.query(**request)
+            items = list(map(plain, response.get("Items", [])))
+            for item in items:
                 subscription = str(item["PK"]).split(keys.SEP)[1]
                 names = tuple(json.loads(item["names"]))
                 found.append(ResourceKey(subscription, item["resourceGroup"], item["entityType"], names))
-        return found
+            last = response.get("LastEvaluatedKey")
+            read = read.advanced(
+                shard,
+                (str(items[-1]["PK"]), str(items[-1]["SK"]), str(items[-1]["GSI2SK"])) if last and items else None,
+            )
+        return Page(found, read.encode())

@@ -17,7 +17,6 @@ running job's next check, ``TRACK#{shard}``; ``GSI2SK = {leaseUntil}#{PK}#{SK}``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -47,7 +46,7 @@ from itl_accelerator.repositories.protocols import Effects, Expect
 #: Operation status items are kept at least 24 h (ARM_CONTRACT.md line 14); here 7 days, then TTL removes them.
 OPERATION_RETENTION_SECONDS = 7 * 24 * 3600
 #: Partitions of the lease index: the reconciler queries each, so no single partition takes every lease write.
-LEASE_SHARDS = 4
+LEASE_SHARDS = keys.LEASE_SHARDS
 
 W = TypeVar("W", bound=Workload)
 
@@ -57,7 +56,7 @@ IDENTITY = ("PK", "SK", "entityType", "resourceGroup", "rgKey", "names", "id")
 
 def lease_partition(pk: str, sk: str, kind: LeaseKind) -> str:
     """The lease-index partition of an item (stable: a hash of its key)."""
-    return f"{kind}#{int(hashlib.sha256(f'{pk}#{sk}'.encode()).hexdigest(), 16) % LEASE_SHARDS}"
+    return f"{kind}#{keys.lease_shard(pk, sk)}"
 
 
 def lease_attributes(key: ResourceKey, lease: Lease | None) -> dict[str, Any]:
@@ -66,7 +65,11 @@ def lease_attributes(key: ResourceKey, lease: Lease | None) -> dict[str, Any]:
         return {"leaseUntil": None, "GSI2PK": None, "GSI2SK": None}
     pk, sk = keys.resource_pk(key), keys.resource_sk(key)
     until = int(lease.until)
-    return {"leaseUntil": until, "GSI2PK": lease_partition(pk, sk, lease.kind), "GSI2SK": f"{until:012d}#{pk}#{sk}"}
+    return {
+        "leaseUntil": until,
+        "GSI2PK": lease_partition(pk, sk, lease.kind),
+        "GSI2SK": keys.lease_sort_key(pk, sk, until),
+    }
 
 
 def lease_from_item(item: dict[str, Any]) -> Lease | None:

@@ -1,5 +1,13 @@
 """The job tracker: the schedule that watches running jobs and live instances (every minute; template.yaml
-``JobTrackerFunction``).
+``JobTrackerFunction``) — the safety sweep behind the DGX Platform's callbacks, which announce each end at once.
+
+Each run reads every workload due for a check from the lease index, a page at a time, each page a fair share of every
+index partition (repositories/leases.py: no partition starves another, however many are due in one), until none is
+due or its time runs short; it reads the page's jobs and instances from the DGX Platform in batch calls (100 ids
+each: ``POST /v1/jobs:batchGet``, ``/v1/instances:batchGet``; one item read again on its own when a batch call fails,
+so one bad answer never stalls the others). So a run's work grows with the workloads due, never with the fleet; a
+running job is checked at least every ``JOB_POLL_MAX_INTERVAL_SECONDS`` and a live instance every
+``INSTANCE_WATCH_INTERVAL_SECONDS`` whatever the fleet's size.
 
 For each job due for a check (its ``TRACK`` lease ran out) it asks the DGX Platform how the job is and either resumes
 the job's execution with its end — ended on the platform, or past ``maxDurationMinutes`` (billing stops at that
@@ -19,10 +27,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from itl_accelerator.dgx.errors import DgxNotFound
-from itl_accelerator.domain.records import Job, Lease, ResourceKey
+from itl_accelerator.dgx.errors import DgxError, DgxNotFound
+from itl_accelerator.dgx.models import DgxInstance, DgxJob
+from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey
 from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import Expect, Repositories
@@ -34,6 +44,11 @@ from itl_accelerator.state_machines import StateMachines
 
 if TYPE_CHECKING:
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
+
+T = TypeVar("T")
+
+#: A run stops starting a new page when less than this is left of its Lambda's time (seconds).
+TIME_RESERVE_SECONDS = 10.0
 
 
 class JobTracker:
@@ -59,40 +74,97 @@ class JobTracker:
         self._settings = settings
         self._clock = clock
 
-    def run(self, *, now: float | None = None, limit: int | None = None) -> dict[str, int]:
-        """One pass; returns counts of jobs: ``checked``, ``ended`` (resumed with an end), ``finished`` (ended
-        here); ``instances_lost``: instances ended because the DGX Platform no longer runs them (an instance found
-        running is not counted: that is no work, and the local console prints only runs that did some);
-        ``errors``: workloads whose check failed — the DGX Platform unavailable — logged and looked at again next
-        run; they never keep the others from being checked."""
+    def run(
+        self, *, now: float | None = None, limit: int | None = None, time_left: Callable[[], float] | None = None
+    ) -> dict[str, int]:
+        """Check every workload due at ``now`` (module docstring), ``limit`` (default ``JOB_TRACK_BATCH_SIZE``) a
+        page, until none is due or ``time_left()`` (seconds) runs short. Returns counts of jobs: ``checked``,
+        ``ended`` (resumed with an end), ``finished`` (ended here); ``instances_lost``: instances ended because the
+        DGX Platform no longer runs them (an instance found running is not counted: that is no work, and the local
+        console prints only runs that did some); ``errors``: workloads whose check failed — the DGX Platform
+        unavailable — logged and looked at again next run; they never keep the others from being checked;
+        ``pages``: index pages read; ``left``: 1 when the run stopped with workloads still due (its time ran
+        short)."""
         now = self._clock() if now is None else now
-        counts = {"checked": 0, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0}
-        for key in self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK):
+        counts = {"checked": 0, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0, "pages": 0, "left": 0}
+        token: str | None = None
+        while True:
+            page = self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK, token)
+            counts["pages"] += 1
+            self._check_page(page.items, now, counts)
+            token = page.token
+            if token is None:
+                return counts
+            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                counts["left"] = 1
+                logger.warning("The job tracker ran out of time with workloads still due", extra={"counts": counts})
+                return counts
+
+    def _check_page(self, keys: list[ResourceKey], now: float, counts: dict[str, int]) -> None:
+        """Check one page of due workloads: read them, read the DGX Platform in batches, decide each."""
+        jobs: list[Job] = []
+        instances: list[Instance] = []
+        for key in keys:
             try:
                 if key.type_segment == INSTANCES.segment:
-                    self._watch(key, now, counts)
+                    instance = self._instances.get(key)
+                    if instance is not None and self._watch_due(instance, now):
+                        instances.append(instance)
                 else:
-                    self._track(key, now, counts)
-            except Exception:  # noqa: BLE001 - one workload that cannot be checked must not hold back the others
-                logger.exception("Tracking a workload failed; it is looked at again next run", extra={"key": key.name})
+                    job = self._jobs.get(key)
+                    if (
+                        job is not None
+                        and job.status == JobStatus.RUNNING
+                        and (job.lease.until if job.lease else 0) <= now
+                    ):
+                        jobs.append(job)
+            except Exception:  # noqa: BLE001 - one workload that cannot be read must not hold back the others
+                logger.exception("Reading a workload failed; it is looked at again next run", extra={"key": key.name})
                 counts["errors"] += 1
-        return counts
+        platform_jobs = self._read_many(self._steps.dgx.get_jobs, [str(j.dgx_id) for j in jobs if j.dgx_id])
+        platform_instances = self._read_many(
+            self._instance_steps.dgx.get_instances, [str(i.dgx_id) for i in instances if i.dgx_id]
+        )
+        for instance in instances:
+            self._guarded(partial(self._watch, instance, now, counts, platform_instances), instance.key, counts)
+        for job in jobs:
+            self._guarded(partial(self._track, job, now, counts, platform_jobs), job.key, counts)
 
-    def _watch(self, key: ResourceKey, now: float, counts: dict[str, int]) -> None:
-        """Check a ``Succeeded`` instance whose check is due: end it if the DGX Platform lost it, else set its next
-        check ``JOB_POLL_INTERVAL_SECONDS`` from now."""
-        instance = self._instances.get(key)
-        if (
-            instance is None
-            or instance.state != ProvisioningState.SUCCEEDED
-            or instance.lease is None
-            or instance.lease.kind != LeaseKind.TRACK
-            or instance.lease.until > now
-        ):
-            return
-        found = self._instance_steps.health(instance)
+    @staticmethod
+    def _guarded(check: Callable[[], None], key: ResourceKey, counts: dict[str, int]) -> None:
+        try:
+            check()
+        except Exception:  # noqa: BLE001 - one workload that cannot be checked must not hold back the others
+            logger.exception("Tracking a workload failed; it is looked at again next run", extra={"key": key.name})
+            counts["errors"] += 1
+
+    @staticmethod
+    def _read_many(read: Callable[[list[str]], dict[str, T]], ids: list[str]) -> dict[str, T] | None:
+        """A batch read of the DGX Platform (None, when it failed: each workload is then read on its own)."""
+        if not ids:
+            return {}
+        try:
+            return read(ids)
+        except DgxError as exc:
+            logger.warning("A batch read of the DGX Platform failed; reading one by one", extra={"error": str(exc)})
+            return None
+
+    def _watch_due(self, instance: Instance, now: float) -> bool:
+        return (
+            instance.state == ProvisioningState.SUCCEEDED
+            and instance.lease is not None
+            and instance.lease.kind == LeaseKind.TRACK
+            and instance.lease.until <= now
+        )
+
+    def _watch(
+        self, instance: Instance, now: float, counts: dict[str, int], read: dict[str, DgxInstance] | None
+    ) -> None:
+        """Check a ``Succeeded`` instance whose check is due, as the batch ``read`` found it (None: read it now):
+        end it if the DGX Platform lost it, else set its next check ``INSTANCE_WATCH_INTERVAL_SECONDS`` on."""
+        found = self._instance_steps.health(instance, read)
         if found is None:
-            next_check = Lease.tracked(now + self._settings.job_poll_interval_seconds)
+            next_check = Lease.tracked(now + self._settings.instance_watch_interval_seconds)
             self._instances.note(instance, replace(instance, lease=next_check), expect=Expect(etag=instance.etag))
             return
         error, gone = found
@@ -100,12 +172,11 @@ class JobTracker:
             logger.warning("The DGX Platform lost an instance", extra={"instance": instance.arm_id, "code": error.code})
             counts["instances_lost"] += 1
 
-    def _track(self, key: ResourceKey, now: float, counts: dict[str, int]) -> None:
-        job = self._jobs.get(key)
-        if job is None or job.status != JobStatus.RUNNING or (job.lease.until if job.lease else 0) > now:
-            return
+    def _track(self, job: Job, now: float, counts: dict[str, int], read: dict[str, DgxJob] | None) -> None:
+        """Check a running job whose check is due, as the batch ``read`` found it (None: read it now)."""
+        key = job.key
         counts["checked"] += 1
-        outcome = self._check(job, now)
+        outcome = self._check(job, now, read)
         if outcome is None:
             return
         if job.task_token and self._state_machines.complete_task(job.task_token, StepOutcome(end=outcome).as_output()):
@@ -132,7 +203,7 @@ class JobTracker:
         if job is None or job.status != JobStatus.RUNNING or job.dgx_id != dgx_id:
             return "ignored"
         now = self._clock()
-        outcome = self._check(job, now)
+        outcome = self._check(job, now, None)
         if outcome is None:
             return "checked"
         if job.task_token and self._state_machines.complete_task(job.task_token, StepOutcome(end=outcome).as_output()):
@@ -150,17 +221,24 @@ class JobTracker:
             job, replace(job, lease=Lease.tracked(until), track_checks=checks), expect=Expect(etag=job.etag)
         )
 
-    def _check(self, job: Job, now: float) -> JobEnd | None:
-        """The job's end if it has one now, else None (after setting its next check)."""
+    def _check(self, job: Job, now: float, read: dict[str, DgxJob] | None) -> JobEnd | None:
+        """The job's end if it has one now, else None (after setting its next check). ``read``: the platform's
+        jobs from a batch read (a job absent from it is unknown to the platform); None: read this one now."""
         if (canceled := canceled_end(job)) is not None:
             return canceled
         started = epoch(str(job.started_at))
         limit = job.max_duration_seconds
         deadline = started + limit if limit else None
-        try:
-            found = self._steps.dgx.get_job(str(job.dgx_id))
-        except DgxNotFound:
-            return JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.")
+        gone = JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.")
+        if read is not None:
+            found = read.get(str(job.dgx_id))
+            if found is None:
+                return gone
+        else:
+            try:
+                found = self._steps.dgx.get_job(str(job.dgx_id))
+            except DgxNotFound:
+                return gone
         if found.ended:
             # billing stops when the job ended on the platform, not when the tracker noticed (finish bounds it)
             return platform_end(found)

@@ -1,7 +1,8 @@
 """The reconciler: ends every operation whose workflow stalled, so nothing stays ``Accepted`` or holds GPUs.
 
-Run by an EventBridge schedule (template.yaml, ``ReconcilerFunction``). Each run reads the workloads whose lease
-ran out (the sparse lease index, a bounded number per run), reads each again consistently, and drives it to an end:
+Run by an EventBridge schedule (template.yaml, ``ReconcilerFunction``). Each run reads every workload whose lease
+ran out (the sparse lease index, page by page, each page a fair share of every index partition — repositories/
+leases.py — until none is left or its time runs short), reads each again consistently, and drives it to an end:
 
 ==========================================  ================================================================
 found                                        action
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 
 from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey, Workload
@@ -52,7 +53,8 @@ RECHECK_SECONDS = 60
 class ReconcileReport:
     """Counts of one run (each workload counts once, under what was done to it), and ``repaired``: the ARM id and
     outcome of each workload the run acted on (not those it skipped); ``failed``: workloads whose repair raised
-    (logged; looked at again next run, without holding back the others)."""
+    (logged; looked at again next run, without holding back the others); ``left``: 1 when the run's time ran short
+    with leases still to look at."""
 
     examined: int = 0
     restarted: int = 0
@@ -63,6 +65,7 @@ class ReconcileReport:
     ended: int = 0
     skipped: int = 0
     failed: int = 0
+    left: int = 0
     repaired: list[dict[str, str]] = field(default_factory=list)
 
     def as_metrics(self) -> dict[str, int]:
@@ -96,14 +99,13 @@ class Reconciler:
     def run(
         self, *, now: float | None = None, limit: int | None = None, time_left: Callable[[], float] | None = None
     ) -> ReconcileReport:
-        """One pass over at most ``limit`` (default ``RECONCILE_BATCH_SIZE``) expired leases as of ``now`` (epoch
-        seconds, default the clock), stopping early when ``time_left()`` (seconds) drops below 10."""
+        """One pass over every lease expired as of ``now`` (epoch seconds, default the clock), read ``limit``
+        (default ``RECONCILE_BATCH_SIZE``) a page, stopping early when ``time_left()`` (seconds) drops below 10
+        (``report.left`` is then 1: the next run goes on)."""
         now = self._clock() if now is None else now
         report = ReconcileReport()
         dispatched: set[str] = set()
-        for key in self._repos.leases.expired(now, limit or self._settings.reconcile_batch_size):
-            if time_left is not None and time_left() < 10:
-                break
+        for key in self._expired(now, limit or self._settings.reconcile_batch_size, time_left, report):
             report.examined += 1
             try:
                 if key.type_segment == INSTANCES.segment:
@@ -123,15 +125,33 @@ class Reconciler:
                 report.repaired.append({"resource": resource, "outcome": outcome})
         return report
 
+    def _expired(
+        self, now: float, page: int, time_left: Callable[[], float] | None, report: ReconcileReport
+    ) -> Iterator[ResourceKey]:
+        """Every workload whose lease ran out by ``now``, page by page of the lease index (``page`` a page, a fair
+        share of each of its partitions: a partition of many healthy leases renewing never keeps another's stalled
+        ones from a run), until none is left or ``time_left()`` (seconds) drops below 10 (``report.left`` then)."""
+        token: str | None = None
+        while True:
+            found = self._repos.leases.expired(now, page, token=token)
+            for key in found.items:
+                if time_left is not None and time_left() < 10:
+                    report.left = 1
+                    return
+                yield key
+            token = found.token
+            if token is None:
+                return
+
     @staticmethod
-    def _expired(workload: Workload | None, now: float) -> bool:
+    def _lease_ran_out(workload: Workload | None, now: float) -> bool:
         """Whether ``workload`` still has a lease that ran out (the index may lag: its workflow may have renewed it)."""
         return workload is not None and workload.lease is not None and workload.lease.until <= now
 
     # ----------------------------------------------------------------------------------------------- instances
     def _reconcile(self, key: ResourceKey, now: float) -> str:
         instance = self._repos.instances.get(key)
-        if instance is None or not self._expired(instance, now):
+        if instance is None or not self._lease_ran_out(instance, now):
             return "skipped"  # gone, or its workflow renewed the lease since the index was read
         if instance.state in INSTANCE_IN_FLIGHT:
             if instance.compensation_error is not None:
@@ -242,7 +262,7 @@ class Reconciler:
         of its subscription (the periodic retry of placement) and renew the lease; if its execution ended
         without finishing the job, end the job here (stop it on the DGX Platform, release what it holds)."""
         job = self._repos.jobs.get(key)
-        if job is None or not self._expired(job, now):
+        if job is None or not self._lease_ran_out(job, now):
             return "skipped"
         if job.status.final:
             self._repos.jobs.note(job, replace(job, lease=None), expect=Expect(etag=job.etag))

@@ -348,18 +348,24 @@ class InstanceSteps:
         return CompletionResult(canceled=False)
 
     # ----------------------------------------------------------------------------------------------- watch
-    def health(self, instance: Instance) -> tuple[ErrorBody, bool] | None:
+    def health(self, instance: Instance, read: dict[str, DgxInstance] | None = None) -> tuple[ErrorBody, bool] | None:
         """Whether the DGX Platform still runs the ``Succeeded`` ``instance`` (asked by the job tracker,
-        services/schedules/job_tracker.py): None while it does (or while nothing names it there), else the error
-        that ends it and whether the platform holds nothing of it any more — ``InstanceLost`` when the platform does
-        not know it (``True``), or the platform's own error when it reports it ``Failed``, ``Deleting`` or
-        ``Deleted`` (``True`` only for ``Deleted``). Raises :class:`DgxTransientError` (checked again later)."""
+        services/schedules/job_tracker.py), as a batch ``read`` found it (absent from it: unknown to the platform;
+        None: read it now): None while it does (or while nothing names it there), else the error that ends it and
+        whether the platform holds nothing of it any more — ``InstanceLost`` when the platform does not know it
+        (``True``), or the platform's own error when it reports it ``Failed``, ``Deleting`` or ``Deleted`` (``True``
+        only for ``Deleted``). Raises :class:`DgxTransientError` (checked again later)."""
         if not instance.dgx_id:
             return None
-        try:
-            found = self.dgx.get_instance(instance.dgx_id)
-        except DgxNotFound:
-            return instance_lost(), True
+        if read is not None:
+            found = read.get(instance.dgx_id)
+            if found is None:
+                return instance_lost(), True
+        else:
+            try:
+                found = self.dgx.get_instance(instance.dgx_id)
+            except DgxNotFound:
+                return instance_lost(), True
         failure = platform_failure(found, "InstanceLost")
         return None if failure is None else (failure, found.status == "Deleted")
 
