@@ -195,9 +195,12 @@ def test_metrics_that_arrive_late_update_their_own_window_without_touching_the_b
     meter = usage.meter("sub-a", "late", gpus=1, start="2026-03-01T09:00:00", dgx_id=created["id"])
     usage.run_sync("2026-03-01T10:30:00")
     before = {r.hour: r for r in usage.records(meter)}
-    # When the platform revises the 09:00 hour's utilisation and the next sync runs
+    # When the platform revises the 09:00 hour's utilisation: a sync within the hour reads the open hour only,
     dgx.config.late_metrics_percent = 7.0
-    report = usage.run_sync("2026-03-01T10:35:00")
+    usage.run_sync("2026-03-01T10:35:00")
+    assert {r.hour: r for r in usage.records(meter)}["2026-03-01T09"].metrics == before["2026-03-01T09"].metrics
+    # and the first sync of the next hour re-reads the late hours
+    report = usage.run_sync("2026-03-01T11:00:30")
     after = {r.hour: r for r in usage.records(meter)}
     # Then the 09:00 record carries the new figure, counted as a late window, and its bill did not change
     assert after["2026-03-01T09"].metrics["gpuUtilizationPercent"] == pytest.approx(

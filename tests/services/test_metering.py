@@ -19,7 +19,7 @@ from itl_accelerator.domain.usage import UsageRecord
 from itl_accelerator.errors import AuthorizationFailed
 from itl_accelerator.services.schedules.billing_export import ExportRefused
 from tests.services.conftest import BUCKET, Env
-from tests.services.fakes import epoch_of
+from tests.services.fakes import epoch_of, iso
 
 DAY = "2025-03-10"
 
@@ -101,13 +101,47 @@ def test_metrics_that_arrive_late_update_their_own_window_without_touching_the_b
     sync(env, f"{DAY}T10:30:00")
     before = records(env, allocation, f"{DAY}T09:00:00", f"{DAY}T09:00:00")[0]
     assert before.metrics["gpuUtilizationPercent"] == 50.0
-    # When the platform revises its figures and the next sync runs
+    # When the platform revises its figures, a sync within the same hour reads the current hour only
     env.dgx.metrics_offset = 7.0
-    report = sync(env, f"{DAY}T10:35:00")
+    env.dgx.calls.clear()
+    sync(env, f"{DAY}T10:35:00")
+    assert [call[1] for call in env.dgx.called("get_usage")] == [f"{DAY}T10:00:00Z"]
+    assert records(env, allocation, f"{DAY}T09:00:00", f"{DAY}T09:00:00")[0].metrics == before.metrics
+    # and the first sync of the next hour re-reads the late hours
+    report = sync(env, f"{DAY}T11:00:30")
     after = records(env, allocation, f"{DAY}T09:00:00", f"{DAY}T09:00:00")[0]
     # Then the 09:00 record carries the new figure, counted as late, and its bill is the same
     assert after.metrics["gpuUtilizationPercent"] == 57.0 and report.late_windows >= 1
     assert after.segments == before.segments and after.cost == before.cost
+
+
+def test_an_hour_is_read_as_final_a_bounded_number_of_times(env, node):
+    """Issue 27: every sync re-read the last hours for every meter (about 48 platform reads per hour and meter).
+    Now an hour is read while open, and as final at most ``usage_late_windows + 1`` times, however often the sync
+    runs; an ended meter is read when its end is known and once when it settles."""
+    run_job(env, "j", 1, f"{DAY}T08:00:00")
+    env.dgx.calls.clear()
+    minute = 0
+    while minute < 6 * 60:  # six hours of syncs every 5 minutes
+        sync(env, f"{DAY}T{8 + minute // 60:02d}:{minute % 60:02d}:30")
+        minute += 5
+    reads = [call[1] for call in env.dgx.called("get_usage")]
+    nine = [r for r in reads if r.startswith(f"{DAY}T09:00:00")]
+    assert len(nine) <= 12 + env.settings.usage_late_windows + 1  # 12 syncs while open (every 5 min), 3 as final
+    assert len(reads) <= 6 * 12 + 6 * (env.settings.usage_late_windows + 1)
+    # an ended job: read when its end is known, once more when it settles (then its meter closes), not between
+    allocation = env.job("j").operation_id
+    env.clock.set(f"{DAY}T14:10:00")
+    env.end_job("j", at=env.clock())
+    reading_syncs = 0
+    for _ in range(40):  # 200 minutes of syncs every 5 minutes: past the 2-hour late period
+        env.clock.advance(300)
+        env.dgx.calls.clear()
+        sync(env, iso(env.clock()))
+        reading_syncs += bool(env.dgx.called("get_usage"))
+    meter = env.meter(allocation)
+    assert meter is None or not meter.active
+    assert reading_syncs == 2
 
 
 def test_metrics_the_platform_cannot_give_never_hold_billing_back(env, node):

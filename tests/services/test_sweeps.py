@@ -9,7 +9,7 @@ from tests.services.conftest import Env, make_settings
 
 def fleet(pages: int = 8) -> Env:
     """A world whose sweeps read the lease index ``pages`` workloads at a time, with ten 8-GPU nodes."""
-    env = Env(make_settings(job_track_batch_size=pages, reconcile_batch_size=pages))
+    env = Env(make_settings(job_track_batch_size=pages, reconcile_batch_size=pages, usage_sync_batch_size=pages))
     for n in range(10):
         env.add_node(f"dgx-{n}")
     return env
@@ -56,3 +56,33 @@ def test_one_reconciler_run_reaches_every_expired_lease():
     env.clock.advance(env.settings.workflow_start_grace_seconds + 1)
     report = env.w.reconciler.run()
     assert report.examined == 40 and report.restarted == 40 and report.left == 0
+
+
+def test_one_usage_sync_run_meters_every_allocation_due():
+    """Issue 27: a run took at most ``USAGE_SYNC_BATCH_SIZE`` meters and stopped: past that many, the lag grew
+    without bound and nothing said so. Now it reads page after page until none is due."""
+    env = fleet()
+    for n in range(30):
+        env.submit(f"j{n}", 1, 80)
+        env.provision(f"i{n}", node=f"dgx-{n % 10}", gpus=1, memory_gb=80)
+    env.run()
+    env.clock.advance(3600)
+    report = env.w.usage_sync.run()
+    assert report.meters == 60 and report.errors == 0 and not report.stopped_early
+    assert report.pages > 60 // 8
+    assert env.w.usage_sync.lag_seconds(env.clock()) == 0
+    assert env.w.usage_sync.run().meters == 0  # all synced: none due again until half a period on
+
+
+def test_a_usage_sync_that_runs_out_of_time_says_so_and_the_next_run_goes_on():
+    env = fleet()
+    for n in range(20):
+        env.submit(f"j{n}", 1, 80)
+    env.run()
+    env.clock.advance(3600)
+    budget = iter([60.0] * 5 + [1.0] * 100)
+    first = env.w.usage_sync.run(time_left=lambda: next(budget))
+    assert first.meters == 5 and first.stopped_early
+    assert env.w.usage_sync.lag_seconds(env.clock()) > 0  # what the alarm watches
+    second = env.w.usage_sync.run()
+    assert second.meters == 15 and not second.stopped_early

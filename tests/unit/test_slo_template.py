@@ -164,3 +164,19 @@ def test_the_dashboard_shows_metrics_that_exist():
     titles = " | ".join(w["properties"].get("title", "") for w in body["widgets"] if w["type"] != "text")
     for topic in ("API requests", "latency", "Workflow failures", "Fleet allocation", "Usage sync lag", "export lag"):
         assert topic.lower() in titles.lower(), topic
+
+
+def test_every_alarm_on_the_providers_metrics_watches_one_the_code_publishes():
+    """A misspelt metric name is an alarm that can never fire (with ``notBreaching``, silently)."""
+    watched = {
+        name: props["MetricName"]
+        for name, resource in RESOURCES.items()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+        and (props := resource["Properties"]).get("Namespace") == "ITL/Accelerator"
+    }
+    assert "UsageSyncLagAlarm" in watched  # issue 27: the sync falling behind once alarmed nothing
+    missing = {alarm: metric for alarm, metric in watched.items() if metric not in _published_metric_names()}
+    assert not missing, missing
+    lag = RESOURCES["UsageSyncLagAlarm"]["Properties"]
+    assert lag["Statistic"] == "Maximum" and lag["ComparisonOperator"] == "GreaterThanThreshold"
+    assert lag["AlarmActions"] == [{"Ref": "OperationsAlarmTopic"}]

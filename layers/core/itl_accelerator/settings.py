@@ -139,10 +139,11 @@ class Settings(BaseSettings):
     # Usage metering and billing (services/usage.py, usage_rollups.py, billing_export.py). Seconds unless named otherwise.
     # How often the usage sync runs (template.yaml's schedule; a synced meter is next due after half of it).
     usage_sync_interval_seconds: int = Field(default=300, ge=1, le=3600)
-    # Hours re-read on every sync so metrics that arrive late update their own window.
+    # Hours re-read (on a meter's first sync of each new hour, and when it settles) so metrics that arrive late
+    # update their own window.
     usage_late_windows: int = Field(default=2, ge=0, le=48)
-    # Bounds of one run: meters per sync, windows per meter (a meter far behind catches up over several runs),
-    # hours per roll-up run, days per export run.
+    # Meters the sync reads per page of its index (a run reads every page due, time allowing), windows per meter
+    # and run (a meter far behind catches up over several runs), hours per roll-up run, days per export run.
     usage_sync_batch_size: int = Field(default=500, ge=1, le=10000)
     usage_max_windows_per_meter: int = Field(default=48, ge=1, le=24 * 31)
     rollup_batch_hours: int = Field(default=48, ge=1, le=24 * 31)

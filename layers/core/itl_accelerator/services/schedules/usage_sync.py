@@ -3,9 +3,17 @@ are services/schedules/usage_rollups.py). Both run on EventBridge Scheduler sche
 both are idempotent: a record's id is its allocation and window, it is written only when its content changed
 (compare-and-set), and a roll-up is recomputed from the hour's records, never incremented.
 
-Each run is bounded: at most ``usage_sync_batch_size`` meters and ``usage_max_windows_per_meter`` windows per
-meter, at most ``rollup_batch_hours`` hours, and it stops when its Lambda's time runs short (``time_left``); the
-next run resumes from what is stored (each meter's ``meteredUntil``, the roll-up queue).
+A run reads every meter due, ``usage_sync_batch_size`` a page (a fair share of each index partition), until none is
+due or its Lambda's time runs short (``time_left``: then ``stopped_early``, and ``UsageSyncLagSeconds`` shows the
+backlog; an alarm fires on it), so nothing is silently left behind however many meters are due. A meter syncs at
+most ``usage_max_windows_per_meter`` windows a run; the next run resumes from what is stored (each meter's
+``meteredUntil``, the roll-up queue).
+
+The DGX Platform is read for the work due, not on every run for every hour still open to late metrics: a live
+meter's sync reads its current hour, and re-reads the last ``usage_late_windows`` hours only on its first sync of a
+new hour — so an hour is read as final at most ``usage_late_windows + 1`` times (issue 27: 3 windows on every run,
+about 48 reads an hour). An ended meter is synced once when its end is known and once more when its late period is
+over, when it settles and closes (not every run in between).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from itl_accelerator.billing.metering import HOUR, WindowCharge, iso, window_cha
 from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.domain.budgets import month_bounds
-from itl_accelerator.domain.usage import Meter, UsageRecord, day_of
+from itl_accelerator.domain.usage import Meter, MeterRef, UsageRecord, day_of
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import StoreBusy
 from itl_accelerator.repositories.protocols import Repositories
@@ -53,7 +61,8 @@ class SyncReport:
     """What one sync run did: meters read, windows written (new or changed), unchanged, *late* (a window already
     final whose content changed: late metrics or a late end), corrections queued (usage of a day already billed or
     closed), DGX metric reads that failed (read again later), meters closed (ended, last window final), meters whose
-    sync failed (logged; retried later)."""
+    sync failed (logged; retried later), index pages read, and whether the run's time ran short with meters still
+    due (``stopped_early``)."""
 
     meters: int = 0
     windows_written: int = 0
@@ -63,6 +72,7 @@ class SyncReport:
     dgx_failures: int = 0
     meters_closed: int = 0
     errors: int = 0
+    pages: int = 0
     stopped_early: bool = False
 
     def as_metrics(self) -> dict[str, int]:
@@ -93,30 +103,39 @@ class UsageSync:
         return max(0, int(now) - oldest) if oldest is not None else 0
 
     def run(self, *, now: float | None = None, time_left: Callable[[], float] | None = None) -> SyncReport:
-        """One pass over the meters due now (epoch seconds). A meter that fails is logged, counted and retried
-        later; it never stops the others."""
+        """One pass over every meter due now (epoch seconds), page after page (module docstring). A meter that
+        fails is logged, counted and retried later; it never stops the others. Each synced meter's next due time
+        lies after ``now``, so the next page is the meters not yet read; a meter the index still lists (it lags
+        its table) is not read twice, and a page of nothing new ends the run."""
         now = int(self._clock() if now is None else now)
         report = SyncReport()
         cursor_known = self._billing.export_cursor() is not None
-        for ref in self._meters.due(now, self._settings.usage_sync_batch_size):
-            if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
-                report.stopped_early = True
-                break
-            meter = self._meters.get(ref)
-            if meter is None or not meter.active:
-                continue
-            report.meters += 1
-            try:
-                if not cursor_known:
-                    self._billing.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
-                    cursor_known = True
-                self.sync_meter(meter, now, report)
-            except Exception:  # noqa: BLE001 - one bad meter must not keep the others from being metered
-                logger.exception("Meter sync failed", extra={"allocation": meter.allocation_id})
-                report.errors += 1
-                later = now + self._settings.usage_sync_interval_seconds * 2
-                self._meters.advance(meter, meter.metered_until, later, meter.metrics_retry_from)
-        return report
+        seen: set[MeterRef] = set()
+        while True:
+            page = [ref for ref in self._meters.due(now, self._settings.usage_sync_batch_size) if ref not in seen]
+            report.pages += 1
+            if not page:
+                return report
+            for ref in page:
+                if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
+                    report.stopped_early = True
+                    logger.warning("The usage sync ran out of time with meters still due", extra=report.as_metrics())
+                    return report
+                seen.add(ref)
+                meter = self._meters.get(ref)
+                if meter is None or not meter.active:
+                    continue
+                report.meters += 1
+                try:
+                    if not cursor_known:
+                        self._billing.open_days_from(day_of(window_of(max(meter.start, meter.metered_until))))
+                        cursor_known = True
+                    self.sync_meter(meter, now, report)
+                except Exception:  # noqa: BLE001 - one bad meter must not keep the others from being metered
+                    logger.exception("Meter sync failed", extra={"allocation": meter.allocation_id})
+                    report.errors += 1
+                    later = now + self._settings.usage_sync_interval_seconds * 2
+                    self._meters.advance(meter, meter.metered_until, later, meter.metrics_retry_from)
 
     def sync_meter(self, meter: Meter, now: int, report: SyncReport) -> None:
         """Record ``meter``'s usage from where it stopped up to its end or ``now``, re-reading the last
@@ -126,7 +145,10 @@ class UsageSync:
         the late period."""
         late = self._settings.usage_late_windows
         until = meter.end if meter.end is not None else now
-        resync_from = meter.metered_until - late * HOUR
+        # Late hours are re-read on a meter's first sync of a new hour (and on every sync of an ended meter, which
+        # has two: module docstring); between, a live meter's sync reads its current hour only.
+        new_hour = meter.end is not None or window_of(now) > window_of(meter.metered_until)
+        resync_from = meter.metered_until - late * HOUR if new_hour else meter.metered_until
         if meter.end is not None and meter.end < meter.metered_until:
             resync_from = min(resync_from, meter.end - 1)  # an end learned late: rewrite from its hour on
         retry = meter.metrics_retry_from
@@ -160,6 +182,8 @@ class UsageSync:
         settled = ended is not None and not capped and now >= ended + late * HOUR
         closing = ended is not None and settled and (failed_at is None or now >= ended + METRICS_RETRY_SECONDS)
         due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
+        if due is not None and ended is not None and not capped and failed_at is None and now >= ended:
+            due = max(due, ended + late * HOUR)  # nothing more to read until its late period is over
         if closing:
             self._settle(meter, now)
         self._meters.advance(meter, max(meter.start, reached), due, failed_at)
