@@ -208,6 +208,23 @@ def test_max_duration_is_enforced_and_billing_stops_then(admin, sub, node, aws, 
 
 
 # ------------------------------------------------------------------------------------------------ cancel
+def test_a_running_jobs_operation_tells_one_retry_after_everywhere(admin, sub, node):
+    """ARM clients poll after Retry-After: the accepting response, the operation's status and its result say the
+    same (issue 27: the PUT said 30 s and the result URL the instance's 10)."""
+    accepted = admin.put(jobs_path(sub, "long"), json=job_body(1, 80, workload=sim(forever=True)))
+    assert accepted.status_code == 201
+    wait_job(admin, jobs_path(sub, "long"), ("Running",))
+    status = admin.get(relative(accepted.headers["Azure-AsyncOperation"]))
+    result = admin.get(relative(accepted.headers["Location"]))
+    assert status.json()["status"] == "Running" and result.status_code == 202
+    # status and result give the same hint; it starts at the PUT's and only grows as the job runs on
+    first, now = int(accepted.headers["Retry-After"]), int(status.headers["Retry-After"])
+    assert abs(int(result.headers["Retry-After"]) - now) <= 1 and first <= now
+    admin.post(jobs_path(sub, "long") + "/cancel")
+    wait_job(admin, jobs_path(sub, "long"))
+    assert "Retry-After" not in admin.get(relative(accepted.headers["Azure-AsyncOperation"])).headers
+
+
 def test_cancel_while_pending_ends_it_at_once(admin, sub, node, aws):
     # Given the node full, and a job waiting for capacity
     assert admin.put(jobs_path(sub, "big"), json=job_body(8, 640, workload=sim(forever=True))).status_code == 201

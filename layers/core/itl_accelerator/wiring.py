@@ -187,7 +187,7 @@ class Wiring:
     def operations(self) -> OperationService:
         from itl_accelerator.services.api.operations import OperationService
 
-        return OperationService(self.repositories, self.access)
+        return OperationService(self.repositories, self.access, self.settings, self.clock)
 
     @cached_property
     def subscriptions(self) -> SubscriptionService:

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep, public_base_url
+from itl_accelerator.api.lro import ASYNC_HEADERS
 from itl_accelerator.api.responses import empty, errors, resource_response
 from itl_accelerator.api.routing import ArmRoute
 from itl_accelerator.models.instances import OperationStatus, SparkOllamaInstance
@@ -23,7 +24,10 @@ BASE = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{loc
     BASE + "/operationStatuses/{operationId}",
     operation_id="OperationStatuses_Get",
     response_model=OperationStatus,
-    responses=errors(e.AuthorizationFailed, e.ResourceNotFound),
+    responses={
+        200: {"headers": {"Retry-After": ASYNC_HEADERS["Retry-After"]}},
+        **errors(e.AuthorizationFailed, e.ResourceNotFound),
+    },
 )
 def get_status(
     subscriptionId: str,
@@ -33,9 +37,13 @@ def get_status(
     c: WiringDep,
     api_version: ApiVersion = None,
 ) -> Any:
-    """Always 200 while known; ``status`` ends in Succeeded, Failed or Canceled."""
-    operation, _ = c.operations.get(ctx, subscriptionId, location, operationId)
-    return JSONResponse(operation)
+    """Always 200 while known; ``status`` ends in Succeeded, Failed or Canceled. While it runs, ``Retry-After``
+    says when to ask again (the same rule as the accepting response's: services/common/lro.py ``poll_after``)."""
+    operation, kind = c.operations.get(ctx, subscriptionId, location, operationId)
+    response = JSONResponse(operation)
+    if operation["status"] not in ("Succeeded", "Failed", "Canceled"):
+        response.headers["Retry-After"] = str(c.operations.retry_after(operation, kind))
+    return response
 
 
 @router.get(
@@ -43,7 +51,10 @@ def get_status(
     operation_id="OperationResults_Get",
     response_model=SparkOllamaInstance,
     responses={
-        202: {"description": "Still running; poll the Location header again."},
+        202: {
+            "description": "Still running; poll the Location header again.",
+            "headers": {"Retry-After": ASYNC_HEADERS["Retry-After"]},
+        },
         204: {"description": "Done: the resource was deleted."},
         **errors(e.AuthorizationFailed, e.ResourceNotFound, e.OperationFailed, e.OperationCanceled),
     },
@@ -66,7 +77,7 @@ def get_result(
         response.headers["Location"] = public_base_url(request, c.settings.public_base_url) + operation_result_path(
             subscriptionId, location, operationId
         )
-        response.headers["Retry-After"] = str(c.settings.instance_poll_interval_seconds)
+        response.headers["Retry-After"] = str(c.operations.retry_after(operation, kind))
         return response
     if status == "Failed":
         raise e.OperationFailed.of(operation.get("error"))

@@ -41,7 +41,7 @@ from itl_accelerator.services.common.budgets import covering, currency_refusal, 
 from itl_accelerator.services.common.capacity import Capacity, insufficient
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
-from itl_accelerator.services.common.lro import Accepted, new_operation
+from itl_accelerator.services.common.lro import Accepted, new_operation, poll_after
 from itl_accelerator.services.workflows.io import InstanceStepInput
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
@@ -77,7 +77,11 @@ class SparkOllamaInstanceService:
 
     def _accepted(self, instance: Instance, operation_id: str, *, created: bool = False) -> Accepted:
         return Accepted(
-            render(instance), operation_id, instance.location, self._settings.instance_poll_interval_seconds, created
+            render(instance),
+            operation_id,
+            instance.location,
+            poll_after(OperationKind.PROVISION, 0, self._settings),
+            created,
         )
 
     def _start_lease(self) -> Lease:

@@ -46,7 +46,7 @@ from itl_accelerator.services.common.budgets import covering, currencies, refusa
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
-from itl_accelerator.services.common.lro import Accepted, new_operation
+from itl_accelerator.services.common.lro import CANCEL_POLL_SECONDS, Accepted, new_operation, poll_after
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
@@ -292,7 +292,7 @@ class SparkJobService:
             render_job(job, ctx.principal),
             operation_id,
             location or GLOBAL_LOCATION,
-            self._settings.job_poll_interval_seconds,
+            poll_after(OperationKind.JOB, 0, self._settings),
             True,
         )
 
@@ -344,7 +344,7 @@ class SparkJobService:
             if job.status in FINAL_JOB_STATUSES:
                 raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")
             if job.cancel_requested and job.cancel_operation_id:
-                return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, 2)
+                return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, CANCEL_POLL_SECONDS)
             operation_id = str(uuid.uuid4())
             operation = new_operation(
                 ctx,
@@ -399,7 +399,7 @@ class SparkJobService:
                     end=JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {ctx.principal.subject}.", stop=True)
                 )
                 self._state_machines.complete_task(job.task_token, outcome.as_output())
-            return Accepted(render_job(canceling, ctx.principal), operation_id, location, 2)
+            return Accepted(render_job(canceling, ctx.principal), operation_id, location, CANCEL_POLL_SECONDS)
         raise AnotherOperationInProgress("The job kept changing while being canceled; retry the request.")
 
     # ----------------------------------------------------------------------------------------------- delete

@@ -8,12 +8,16 @@ what the synchronous call would have returned; an operation of another subscript
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import normalize_location, parse_resource_id, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.domain.records import Job, Operation, ResourceKey
+from itl_accelerator.domain.states import OperationKind
 from itl_accelerator.errors import ResourceNotFound
 from itl_accelerator.repositories.protocols import Repositories
 from itl_accelerator.resources import RESOURCE_TYPES
@@ -21,6 +25,8 @@ from itl_accelerator.services.common.access import Access
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import render_job, visible_to
 from itl_accelerator.services.common.kernel import with_etag
+from itl_accelerator.services.common.lro import poll_after
+from itl_accelerator.settings import Settings
 
 _OPERATION_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
@@ -31,9 +37,26 @@ class OperationService:
     whoever may see the job (services/job_access.py) — and, once the job is gone, by its submitter and admins. For
     anyone else an operation is exactly as missing as an unknown id: 404, the refusal audited."""
 
-    def __init__(self, repositories: Repositories, access: Access):
+    def __init__(
+        self,
+        repositories: Repositories,
+        access: Access,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+    ):
         self._repos = repositories
         self._access = access
+        self._settings = settings
+        self._clock = clock
+
+    def retry_after(self, body: dict[str, Any], kind: str) -> int:
+        """The ``Retry-After`` (seconds) of a running operation's status or result: the same rule as the response
+        that accepted it (services/common/lro.py :func:`poll_after`), by how long it has run."""
+        try:
+            started = datetime.fromisoformat(str(body["startTime"]).replace("Z", "+00:00")).timestamp()
+        except (KeyError, ValueError):
+            started = self._clock()
+        return poll_after(OperationKind(kind), self._clock() - started, self._settings)
 
     def get(
         self, ctx: CallContext, subscription_id: str, location: str, operation_id: str

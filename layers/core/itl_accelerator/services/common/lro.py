@@ -16,6 +16,7 @@ from itl_accelerator.arm import normalize_location
 from itl_accelerator.domain.records import Operation, ResourceKey
 from itl_accelerator.domain.states import OperationKind, OperationStatus
 from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.settings import Settings
 
 
 @dataclass
@@ -29,6 +30,28 @@ class Accepted:
     location: str
     retry_after: int
     created: bool = False
+
+
+#: ``Retry-After`` of a job's cancel operation (seconds): a stop on the DGX Platform takes seconds.
+CANCEL_POLL_SECONDS = 2
+
+
+def poll_after(kind: OperationKind, running_seconds: float, settings: Settings) -> int:
+    """The ``Retry-After`` (seconds) of an operation of ``kind`` that has run ``running_seconds``, the same on the
+    accepting response, its status (Azure-AsyncOperation) and its result (Location) URL — ARM RPC: a client polls
+    after Retry-After, so the provider sets how often it is asked.
+
+    An instance's provisioning or deletion takes minutes: ``INSTANCE_POLL_INTERVAL_SECONDS``. A job's operation
+    ends with the job (its ``provisioningState`` is ``Running`` while it runs: docs/API_REFERENCE.md, "Jobs"), which
+    may take days, so its hint grows as the job's own checks do: half the time it has run so far, from
+    ``JOB_POLL_INTERVAL_SECONDS`` up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` (issue 27: a fixed 30 s made 3,000 running
+    jobs' pollers fill the stage's 100 requests a second). A cancel: :data:`CANCEL_POLL_SECONDS`."""
+    if kind == OperationKind.CANCEL:
+        return CANCEL_POLL_SECONDS
+    if kind == OperationKind.JOB:
+        grown = max(settings.job_poll_interval_seconds, int(max(0.0, running_seconds)) // 2)
+        return min(settings.job_poll_max_interval_seconds, grown)
+    return settings.instance_poll_interval_seconds
 
 
 def operation_status_path(subscription_id: str, location: str, operation_id: str) -> str:
