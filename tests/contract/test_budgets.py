@@ -91,3 +91,17 @@ def test_budgets_are_listed_per_subscription_and_across_all(repos: Repositories,
     repos.budgets.delete(deleted, make_audit(sub))
     assert repos.budgets.get(sub, "b0") is None
     assert (sub, "b0") not in {(b.subscription_id, b.name) for b in all_pages(repos.budgets.every, 2)[0]}
+
+
+def test_the_monitor_sweep_resumes_from_its_saved_page(repos: Repositories, sub: str) -> None:
+    for n in range(5):
+        repos.budgets.put(make_budget(sub, f"s{n}"), make_audit(sub), expected_etag=None)
+    repos.budgets.save_sweep_cursor(None)
+    assert repos.budgets.sweep_cursor() is None
+    first = repos.budgets.every(2, None)
+    repos.budgets.save_sweep_cursor(first.token)
+    assert repos.budgets.sweep_cursor() == first.token
+    resumed = repos.budgets.every(2, repos.budgets.sweep_cursor())
+    assert not {(b.subscription_id, b.name) for b in resumed.items} & {(b.subscription_id, b.name) for b in first.items}
+    repos.budgets.save_sweep_cursor(None)
+    assert repos.budgets.sweep_cursor() is None

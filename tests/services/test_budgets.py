@@ -379,3 +379,29 @@ def test_an_amount_string_is_plain_digits_or_refused(amount: Any):
     body = {"properties": {"amount": amount, "timePeriod": {"startDate": "2025-03-01T00:00:00Z"}}}
     with pytest.raises(ValidationError, match="amount"):
         BudgetWrite.model_validate(body)
+
+
+def test_the_monitor_goes_on_where_its_time_ran_short_so_no_budget_is_left_behind(env: Env):
+    """Issue 27: every run started again at the first page of budgets, so past what one run could evaluate, the
+    last budgets were never evaluated. A run cut short saves where it was; the next goes on from there."""
+    body = {"properties": {"amount": "10", "currency": "USD", "timePeriod": {"startDate": "2025-03-01T00:00:00Z"}}}
+    subs = [f"00000000-0000-0000-0000-{n:012d}" for n in range(250)]
+    for sub in subs:
+        env.w.budgets.put(env.admin(scopes=(f"/subscriptions/{sub}",)), sub, "team", BudgetWrite.model_validate(body))
+    watch = monitor(env, Events())
+    evaluated: list[str] = []
+    real = watch._evaluate_all
+    watch._evaluate_all = lambda group, report: (
+        evaluated.extend(b.subscription_id for b in group),
+        real(group, report),
+    )
+    runs = 0
+    while set(evaluated) != set(subs):
+        runs += 1
+        assert runs <= 5, f"{len(set(evaluated))} of {len(subs)} budgets evaluated after {runs - 1} runs"
+        allowance = iter([60.0] * 120 + [1.0] * 1000)  # each run has time for 120 subscriptions
+        report = watch.run(time_left=allowance.__next__)
+    assert runs == 3 and report.stopped_early is False
+    # and a run that reaches the end starts the next one from the beginning
+    evaluated.clear()
+    assert watch.run().evaluated == 250 and evaluated[0] == subs[0]

@@ -279,6 +279,14 @@ class BudgetRepository(Protocol):
         """A page of every budget of every subscription (the monitor's work list). Raises ``InvalidSkipToken``."""
         ...
 
+    def sweep_cursor(self) -> str | None:
+        """Where the budget monitor's sweep of :meth:`every` stopped (a page token; None: at the start)."""
+        ...
+
+    def save_sweep_cursor(self, token: str | None) -> None:
+        """Record where the sweep stopped (None: the next sweep starts at the beginning)."""
+        ...
+
     def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None, read_version: int = 0) -> None:
         """Create (``expected_etag`` None: the name must be free) or replace (still at ``expected_etag``, its state
         still at ``read_version``) a budget, with its audit event — together; ``budget.state`` (evaluated for the

@@ -122,6 +122,18 @@ class DynamoBudgetRepository:
         )
         return [budget_from_item(subscription_id, i) for i in items]
 
+    def sweep_cursor(self) -> str | None:
+        """``SYS#BUDGETSWEEP`` / ``CURSOR``: its ``token`` (consistent read)."""
+        item = self._t.get_item(keys.BUDGET_SWEEP_PK, "CURSOR")
+        return str(item["token"]) if item and item.get("token") else None
+
+    def save_sweep_cursor(self, token: str | None) -> None:
+        """One ``PutItem`` (no ``token`` attribute: from the start)."""
+        item: dict[str, Any] = {"PK": keys.BUDGET_SWEEP_PK, "SK": "CURSOR"}
+        if token:
+            item["token"] = token
+        self._t.client.put_item(TableName=self._t.name, Item=typed(item))
+
     def every(self, limit: int, token: str | None) -> Page[Budget]:
         """A page of the index, then one consistent read per budget."""
         request: dict[str, Any] = {

@@ -182,6 +182,8 @@ def budget_sk(name: str) -> str:
 
 #: The system partition listing every budget (``{sub}#{name}``), which the budget monitor pages through.
 BUDGETS_PK = f"SYS{SEP}BUDGETS"
+#: Where the budget monitor's sweep of ``SYS#BUDGETS`` stopped (SK ``CURSOR``, attribute ``token``).
+BUDGET_SWEEP_PK = f"SYS{SEP}BUDGETSWEEP"
 
 
 def cost_pk(subscription_id: str, month: str) -> str:

@@ -44,6 +44,14 @@ class MemoryBudgetRepository:
                 [copy.deepcopy(b) for _, b in page], encode_token("budgets", page[-1][0]) if more and page else None
             )
 
+    def sweep_cursor(self) -> str | None:
+        with self._s.lock:
+            return self._s.budget_sweep_cursor
+
+    def save_sweep_cursor(self, token: str | None) -> None:
+        with self._s.lock:
+            self._s.budget_sweep_cursor = token
+
     def put(self, budget: Budget, audit: AuditEvent, *, expected_etag: str | None, read_version: int = 0) -> None:
         with self._s.lock:
             check_size(budget.document, audit_size(audit))

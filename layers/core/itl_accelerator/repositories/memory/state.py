@@ -181,6 +181,7 @@ class MemoryState:
     cost_days: dict[tuple[str, str, str], CostDay] = field(default_factory=dict)
     #: (subscription (lower), budget name (lower)) → budget
     budgets: dict[tuple[str, str], Budget] = field(default_factory=dict)
+    budget_sweep_cursor: str | None = None
     #: (subscription (lower), location (lower), quota name (lower)) → quota counter
     quotas: dict[tuple[str, str, str], StoredQuota] = field(default_factory=dict)
     #: (subscription (lower), kind, window start, caller subject or None) → requests counted

@@ -17,7 +17,7 @@ at most one evaluation period (:data:`EVALUATION_PERIOD_SECONDS`) after its spen
 at most the covered work's spend rate over that period, plus each stopped allocation's own rounding (its billing
 increment or minimum), plus the seconds the stop takes.
 
-Work per run: one read of each page of budgets; per subscription with budgets, one read of its open meters (the
+Work per run: one read of each page of budgets from the sweep's cursor (``SYS#BUDGETSWEEP``) on; per subscription with budgets, one read of its open meters (the
 allocations running: never the month's history) and of the settled spend of each budget's scopes.
 """
 
@@ -38,6 +38,7 @@ from itl_accelerator.domain.states import ACTIVE_JOB_STATUSES
 from itl_accelerator.errors import ArmError
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.observability import logger
+from itl_accelerator.repositories.errors import InvalidSkipToken
 from itl_accelerator.repositories.protocols import Repositories
 from itl_accelerator.services.api.instances import SparkOllamaInstanceService
 from itl_accelerator.services.api.jobs import SparkJobService
@@ -49,6 +50,8 @@ from itl_accelerator.services.common.spend import SpendReader
 BUDGET_PRINCIPAL_SUBJECT = "ITL.Accelerator/budgets"
 #: A run stops starting new budgets when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 20.0
+#: Budgets read per page of the ``SYS#BUDGETS`` index.
+BUDGET_PAGE = 100
 #: How often the schedule evaluates every budget (template.yaml ``BudgetMonitorFunction``: rate(5 minutes)).
 EVALUATION_PERIOD_SECONDS = 300
 
@@ -111,18 +114,34 @@ class BudgetMonitor:
         self._clock = clock
 
     def run(self, *, time_left: Callable[[], float] | None = None) -> BudgetReport:
-        """Evaluate every budget, a page at a time (the budgets of one subscription together)."""
+        """Evaluate every budget, a page at a time (the budgets of one subscription together), from where the last
+        run's time ran short (the sweep's cursor) to the end — so however many budgets there are, each is
+        evaluated in turn, the ones at the end too (issue 27: every run started again at the first page, and past
+        about 7,000 budgets the last were never evaluated). A run cut short saves the page it was on (its early
+        subscriptions are evaluated again: an evaluation is idempotent); one that reaches the end starts the next
+        from the beginning."""
         report = BudgetReport()
-        token: str | None = None
+        token = self._repos.budgets.sweep_cursor()
+        resumed = token
         while True:
-            page = self._repos.budgets.every(100, token)
+            try:
+                page = self._repos.budgets.every(BUDGET_PAGE, token)
+            except InvalidSkipToken:  # a cursor from another shape of the index: sweep from the start
+                token = None
+                page = self._repos.budgets.every(BUDGET_PAGE, None)
             for _, group in groupby(page.items, key=lambda b: b.subscription_id.lower()):
                 if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
                     report.stopped_early = True
+                    self._repos.budgets.save_sweep_cursor(token)
+                    logger.warning(
+                        "The budget monitor ran out of time; the next run goes on", extra=report.as_metrics()
+                    )
                     return report
                 self._evaluate_all(list(group), report)
             token = page.token
             if token is None:
+                if resumed is not None:
+                    self._repos.budgets.save_sweep_cursor(None)
                 return report
 
     def on_change(self, changes: list[LimitChange]) -> BudgetReport:
