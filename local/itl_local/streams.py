@@ -42,6 +42,8 @@ def matches(pattern: Any, value: Any, present: bool = True) -> bool:
     """Whether a record (or part of it) ``value`` matches an EventBridge-style ``pattern``: a dict of nested
     patterns, or at a leaf a list of allowed literals and ``{"prefix": s}`` / ``{"exists": bool}`` conditions."""
     if isinstance(pattern, dict):
+        if not present:  # an absent object: only conditions an absent field meets ({"exists": false}) hold
+            value = {}
         if not isinstance(value, dict):
             return False
         return all(matches(sub, value.get(name), name in value) for name, sub in pattern.items())

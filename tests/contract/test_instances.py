@@ -606,3 +606,27 @@ def test_the_readiness_wait_and_a_callbacks_signal_are_bookkeeping_that_never_ov
     assert repos.instances.note(stored, replace(stored, ready_signal=False), expect=Expect(task_token="token-1"))
     taken = repos.instances.get(read.key)
     assert taken is not None and (taken.task_token, taken.ready_signal) == ("token-1", False)
+
+
+def test_a_bookkeeping_write_is_marked_so_the_state_events_filter_skips_it(dynamodb_backend: Repositories, sub: str):
+    """DynamoDB only (the stream is DynamoDB's): a lease renewal (``note``) marks the item ``bookkeeping``, which
+    template.yaml's StateEventsFunction filter leaves out; the next state change removes the mark, so it passes
+    (tests/unit/test_state_events.py applies the filter to these images)."""
+    from itl_accelerator.repositories.dynamodb import keys
+
+    repos = dynamodb_backend
+    node = create_node(repos, make_node(sub))
+    read = place_instance(repos, node, operation_id="op-1")
+    table = repos.instances._w._t  # type: ignore[attr-defined]
+
+    def stored() -> dict:
+        item = table.get_item(keys.resource_pk(read.key), keys.resource_sk(read.key))
+        assert item is not None
+        return item
+
+    assert "bookkeeping" not in stored()
+    assert repos.instances.note(read, replace(read, lease=Lease.owned(5000.0)), expect=Expect(etag="i1"))
+    assert stored()["bookkeeping"] is True
+    after = replace(read, state=ProvisioningState.PROVISIONING, etag="i2", dgx_id="dgx-7")
+    repos.instances.update(read, after, make_audit(sub), expect=Expect(etag="i1"))
+    assert "bookkeeping" not in stored() and stored()["provisioningState"] == "Provisioning"

@@ -162,3 +162,32 @@ def test_only_a_changed_limit_is_a_limit_change():
         ("e4", "budget", "team", "sub-a"),
         ("e6", "budget", "team", "sub-a"),
     ]
+
+
+def _mapping_filters(function_id: str) -> list:
+    from itl_local.template import Template
+
+    (mapping,) = [m for m in Template().stream_mappings() if m.function_id == function_id]
+    return mapping.filters
+
+
+@pytest.mark.parametrize(
+    ("event_name", "sk", "new_image", "passes"),
+    [
+        ("MODIFY", "INSTANCE#dgx-1#llama", {"provisioningState": {"S": "Succeeded"}}, True),
+        ("INSERT", "JOB#train", {"status": {"S": "Pending"}}, True),
+        ("MODIFY", "NODE#dgx-1", {"availability": {"S": "Draining"}}, True),
+        ("REMOVE", "INSTANCE#dgx-1#llama", None, True),
+        # a lease renewal, a task token, a job's next check: no state changed, the consumer is not invoked
+        ("MODIFY", "INSTANCE#dgx-1#llama", {"leaseUntil": {"N": "5000"}, "bookkeeping": {"BOOL": True}}, False),
+        ("MODIFY", "JOB#train", {"bookkeeping": {"BOOL": True}}, False),
+        ("MODIFY", "METER#op-1", {"meteredUntil": {"N": "1"}}, False),
+    ],
+)
+def test_the_state_events_filter_passes_state_changes_not_bookkeeping(event_name, sk, new_image, passes):
+    from itl_local.streams import matches
+
+    record: dict = {"eventName": event_name, "dynamodb": {"Keys": {"PK": {"S": "SUB#s"}, "SK": {"S": sk}}}}
+    if new_image is not None:
+        record["dynamodb"]["NewImage"] = new_image
+    assert any(matches(p, record) for p in _mapping_filters("StateEventsFunction")) is passes

@@ -48,6 +48,11 @@ OPERATION_RETENTION_SECONDS = 7 * 24 * 3600
 #: Partitions of the lease index: the reconciler queries each, so no single partition takes every lease write.
 LEASE_SHARDS = keys.LEASE_SHARDS
 
+#: Set on an instance or job item by a bookkeeping write alone (a lease, a task token, the next check: ``note``),
+#: removed by every other write. The state-events consumer's stream filter (template.yaml ``StateEventsFunction``)
+#: passes only records without it, so lease renewals — some 1,400 a day per live instance — never invoke it.
+BOOKKEEPING = "bookkeeping"
+
 W = TypeVar("W", bound=Workload)
 
 #: Item attributes of the workload envelope and its key (never written by a transition).
@@ -266,7 +271,7 @@ class WorkloadTable:
         workload."""
         if effects.reservation is not None:
             after = replace(after, quota=effects.reservation.quota)
-        items: list[dict[str, Any]] = [self._diff_update(before, after, expect)]
+        items: list[dict[str, Any]] = [self._diff_update(before, after, expect, bookkeeping=False)]
         if audit is not None:
             items.append(self._t.audit_put(audit))
         positions = self._add_effects(items, after.key, effects)
@@ -301,8 +306,9 @@ class WorkloadTable:
             self._raise_typed(exc, operation=positions.get("operation"))
 
     def note(self, before: Workload, after: Workload, expect: Expect) -> bool:
-        """Bookkeeping written on its own (no audit): ``False`` when ``expect`` no longer holds."""
-        item = self._diff_update(before, after, expect)
+        """Bookkeeping written on its own (no audit): ``False`` when ``expect`` no longer holds. The item is marked
+        ``bookkeeping`` (:data:`BOOKKEEPING`), so the state-events consumer's stream filter never wakes for it."""
+        item = self._diff_update(before, after, expect, bookkeeping=True)
         if "Update" not in item:  # nothing to write: whether the expectation still holds is the answer
             try:
                 self._t.transact([item])
@@ -318,9 +324,14 @@ class WorkloadTable:
         return True
 
     # ----------------------------------------------------------------------------------------------- items
-    def _diff_update(self, before: Workload, after: Workload, expect: Expect) -> dict[str, Any]:
+    def _diff_update(self, before: Workload, after: Workload, expect: Expect, *, bookkeeping: bool) -> dict[str, Any]:
+        """The update of what differs between ``before`` and ``after`` under ``expect`` (a ConditionCheck alone
+        when nothing does); a write that changes something sets :data:`BOOKKEEPING` when ``bookkeeping``, else
+        removes it (every state change reaches the stream's consumers)."""
         old, new = self._attributes(before), self._attributes(after)
         changed = {k: v for k, v in new.items() if k not in IDENTITY and old.get(k) != v}
+        if changed:
+            changed[BOOKKEEPING] = True if bookkeeping else None
         sets = {k: v for k, v in changed.items() if v is not None}
         removes = [k for k, v in changed.items() if v is None]
         condition, names, condition_values = expectation(expect)
