@@ -16,8 +16,10 @@ made by the API function serving the request (not the workflows it starts, nor t
     written through the repository on moto and copied. They are served from memory in DynamoDB's 1 MB pages
     (:class:`PagedTable`): moto's per-request cost would dwarf the function's (over API Gateway's 29 s at 3,000
     items). So the figures are the requests, the data read — which is what DynamoDB charges (read units per 4 KB)
-    and what its time grows with — and the function's own time (decoding and summing). All three grow with
-    resources x days: a query reads every day item of its period, whatever it groups by.
+    and what its time grows with — and the function's own time (decoding and summing). A query grouped or filtered
+    by resource reads resources x days; every other reads cost groups x days (issue 27), whatever the resources:
+    the groups' month items (one per group, its days' totals) and, for a day the period holds only part of, the
+    groups' day items (one per group and day, its hours).
 """
 
 from __future__ import annotations
@@ -142,7 +144,10 @@ class PagedTable:
     def query(self, **request: Any) -> dict[str, Any]:
         self.calls["Query"] += 1
         values = request["ExpressionAttributeValues"]
-        low, high = values[":a"]["S"], values[":b"]["S"]
+        if ":m" in values:  # begins_with(SK, :m)
+            low, high = values[":m"]["S"], values[":m"]["S"] + "\uffff"
+        else:
+            low, high = values[":a"]["S"], values[":b"]["S"]
         after = request.get("ExclusiveStartKey", {}).get("SK", {}).get("S", "")
         page: list[dict[str, Any]] = []
         size = 0
@@ -166,14 +171,33 @@ class PagedTable:
         return other
 
 
+#: How the benchmark's resources spread over the dimensions a cost group is made of: resource ``r`` is in resource
+#: group ``rg-{r % 10}``, submitted by ``user-{r % 20}`` and runs on node ``dgx-{r % 50}`` (its supplier
+#: ``sup-{r % 5}``) — 100 cost groups a day, whatever the number of resources past 100.
+GROUPS = 100
+
+
+def _dimensions(r: int) -> dict[str, str]:
+    return {"resourceGroup": f"rg-{r % 10}", "submittedBy": f"user-{r % 20}", "nodeId": f"dgx-{r % 50}",
+            "supplier": f"sup-{r % 5}"}  # fmt: skip
+
+
 def cost_day_items(sub: str, resources: int, days: int) -> list[dict[str, Any]]:
-    """``resources`` jobs x ``days`` days of cost days in ``sub``, 24 charged hours each, as the roll-up writes them:
-    one resource-day through the repository (on moto), the rest copies of its item."""
+    """``resources`` jobs x ``days`` days of cost items in ``sub``, 24 charged hours each, as the roll-up writes them:
+    each resource's day items, and each cost group's day and month items. One of each is written through the
+    repository on moto, the rest are copies of it."""
     import boto3
     from moto import mock_aws
 
-    from itl_accelerator.billing.rollup import CostDimensions, CostHour, Totals, resource_scope
-    from itl_accelerator.repositories.dynamodb.keys import cost_pk
+    from itl_accelerator.billing.rollup import (
+        CostDimensions,
+        CostHour,
+        Totals,
+        cost_group_scope,
+        group_dimensions,
+        resource_scope,
+    )
+    from itl_accelerator.repositories.dynamodb.keys import cost_group_pk, cost_pk
     from itl_accelerator.repositories.dynamodb.table import Table
     from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
     from itl_local.aws import create_table
@@ -184,25 +208,65 @@ def cost_day_items(sub: str, resources: int, days: int) -> list[dict[str, Any]]:
         create_table(db, Template(), TABLE)
         dims = CostDimensions(
             resource_scope="TEMPLATE", resource_id="TEMPLATE", resource_name="job-0",
-            resource_type="ITL.Accelerator/sparkJobs", resource_group="rg-0", submitted_by="ann", node_id="dgx-0",
+            resource_type="ITL.Accelerator/sparkJobs", resource_group="rg-0", submitted_by="user-0", node_id="dgx-0",
             supplier="sup-0", tags=(("team", "nlp"),),
         )  # fmt: skip
         hour = Totals()
         hour.add_record(7200, 7200, {"USD": Decimal("4.800000")}, None)  # 2 GPUs for the hour at 2.40 USD/GPU-h
         repo = DynamoUsageRepository(Table(db, TABLE))
         repo.put_cost_hours([CostHour(sub, f"{FIRST_DAY}T{h:02d}", dims, hour, ttl=2_000_000_000) for h in range(24)])
-        (item,) = db.scan(TableName=TABLE)["Items"]
+        group = group_dimensions(dims)
+        repo.put_cost_group_hours(
+            [CostHour(sub, f"{FIRST_DAY}T{h:02d}", group, hour, ttl=2_000_000_000) for h in range(24)]
+        )
+        stored = db.scan(TableName=TABLE)["Items"]
+    (item,) = [i for i in stored if i.get("entityType", {}).get("S") == "CostDay"]
+    (group_day,) = [i for i in stored if i.get("entityType", {}).get("S") == "CostGroupDay"]
+    (group_month,) = [i for i in stored if i.get("entityType", {}).get("S") == "CostGroupMonth"]
     items = []
+    months: dict[tuple[str, str], dict[str, Any]] = {}
     for day in _days(days):
+        groups: set[str] = set()
         for r in range(resources):
-            rid = f"/subscriptions/{sub}/resourceGroups/rg-{r % 10}/providers/ITL.Accelerator/sparkJobs/job-{r}"
+            rg = f"rg-{r % 10}"
+            rid = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/sparkJobs/job-{r}"
             copy = dict(item)
             copy["PK"] = {"S": cost_pk(sub, day[:7])}
             copy["SK"] = {"S": f"{day}#{resource_scope(rid, '2026-09-30T00:00:00Z')}"}
             copy["resourceId"], copy["resourceName"] = {"S": rid}, {"S": f"job-{r}"}
-            copy["resourceGroup"] = {"S": f"rg-{r % 10}"}
+            copy |= {name: {"S": value} for name, value in _dimensions(r).items()}
             items.append(copy)
-    return items
+            values = _dimensions(r)
+            scope = cost_group_scope(
+                CostDimensions(
+                    "",
+                    "",
+                    "",
+                    dims.resource_type,
+                    values["resourceGroup"],
+                    values["submittedBy"],
+                    values["nodeId"],
+                    values["supplier"],
+                    dims.tags,
+                )
+            )
+            if scope in groups:
+                continue  # one group item a day holds all its resources' charges (the benchmark's are alike)
+            groups.add(scope)
+            copy = dict(group_day) | {name: {"S": value} for name, value in values.items()}
+            copy["PK"] = {"S": cost_group_pk(sub, day[:7])}
+            copy["SK"] = {"S": f"D#{day}#{scope}"}
+            items.append(copy)
+            month = months.get((day[:7], scope))
+            if month is None:
+                month = months[(day[:7], scope)] = {
+                    name: value for name, value in group_month.items() if not name[1:].isdigit()
+                } | {name: {"S": value} for name, value in values.items()}
+                month["PK"] = {"S": cost_group_pk(sub, day[:7])}
+                month["SK"] = {"S": f"M#{scope}"}
+            month[f"d{day[8:10]}"] = group_month[f"d{FIRST_DAY[8:10]}"]
+            month[f"r{day[8:10]}"] = group_month[f"r{FIRST_DAY[8:10]}"]
+    return items + list(months.values())
 
 
 def _days(count: int) -> list[str]:
@@ -221,11 +285,15 @@ def measure_cost_queries(resources: int, days: int) -> list[list[str]]:
 
     sub = "sub-bench-costs"
     items = cost_day_items(sub, resources, days)
-    last = date.fromisoformat(_days(days)[-1]) + timedelta(days=1)
-    period = {"from": f"{FIRST_DAY}T00:00:00Z", "to": f"{last.isoformat()}T00:00:00Z"}
+    last_day = _days(days)[-1]
+    last = date.fromisoformat(last_day) + timedelta(days=1)
+    whole = {"from": f"{FIRST_DAY}T00:00:00Z", "to": f"{last.isoformat()}T00:00:00Z"}
+    to_date = {"from": f"{FIRST_DAY}T00:00:00Z", "to": f"{last_day}T15:20:00Z"}
     admin = Principal(subject="finance", roles=[ADMIN], scopes=[ArmScope(subscription_id=sub)])
     cases = {
+        "month to date (to 15:20 of the last day), total": ({"granularity": "None"}, to_date),
         "total, no grouping": {"granularity": "None"},
+        "by supplier, daily": {"granularity": "Daily", "grouping": [{"type": "Dimension", "name": "Supplier"}]},
         "by resource group, daily": {"granularity": "Daily", "grouping": [{"type": "Dimension", "name": "ResourceGroupName"}]},
         "by resource": {"granularity": "None", "grouping": [{"type": "Dimension", "name": "ResourceId"}]},
         "by tag 'team', monthly, one resource group": {
@@ -235,7 +303,8 @@ def measure_cost_queries(resources: int, days: int) -> list[list[str]]:
         },
     }  # fmt: skip
     rows: list[list[str]] = []
-    for label, dataset in cases.items():
+    for label, case in cases.items():
+        dataset, period = case if isinstance(case, tuple) else (case, whole)
         query = CostQuery.model_validate(
             {"type": "ActualCost", "timeframe": "Custom", "timePeriod": period, "dataset": dataset}
         )
@@ -269,9 +338,14 @@ def main() -> int:
     print(_table(["case", "status", "DynamoDB calls", "added by the limits"], creates, set()))
     print()
     costs = measure_cost_queries(args.resources, args.days)
-    print(f"(b) A cost query over {args.days} days x {args.resources:,} resources ({args.resources * args.days:,} cost")
-    print("    days): the service over 1 MB pages served from memory; 'time' is the function's own (decoding pages,")
-    print("    summing), DynamoDB's own time per page (milliseconds) not included")
+    print(
+        f"(b) A cost query over {args.days} days x {args.resources:,} resources ({args.resources * args.days:,} resource"
+    )
+    print(f"    days, {GROUPS} cost groups a day): the service over 1 MB pages served from memory; 'time' is the")
+    print("    function's own (decoding pages, summing), DynamoDB's own time per page (milliseconds) not included.")
+    print(
+        "    A query by resource reads resource-days; every other, the groups' month items (and day items of a part day)"
+    )
     print(_table(["query", "rows", "DynamoDB requests", "data read", "time"], costs, {1, 3, 4}))
     return 0
 

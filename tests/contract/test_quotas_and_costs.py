@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from itl_accelerator.billing.rollup import CostDimensions, CostHour, Totals
+from itl_accelerator.billing.rollup import CostDimensions, CostHour, Totals, group_dimensions
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import Release, Reservation
 from itl_accelerator.repositories.errors import CapacityShortfall, EtagMismatch, QuotaExceeded
@@ -176,3 +176,33 @@ def test_cost_hours_are_kept_by_resource_and_day_each_hour_replacing_only_itself
     assert days[0].dimensions.tags == (("team", "nlp"),) and days[0].dimensions.submitted_by == "ann"
     assert [d.day for d in repos.usage.cost_days(sub, "2024-06-01", "2024-06-30")] == ["2024-06-01"]
     assert list(repos.usage.cost_days(f"{sub}-other", "2024-05-01", "2024-06-30")) == []
+
+
+def _group_hour(sub: str, hour: str, cost: str, *, submitted_by: str = "ann") -> CostHour:
+    resource = _cost_hour(sub, hour, "any", cost, submitted_by=submitted_by)
+    return replace(resource, dimensions=group_dimensions(resource.dimensions))
+
+
+def test_cost_groups_keep_hours_by_day_and_each_days_total_in_its_month(repos: Repositories, sub: str) -> None:
+    repos.usage.put_cost_group_hours(
+        [_group_hour(sub, "2024-05-31T22", "1.5"), _group_hour(sub, "2024-05-31T23", "2"),
+         _group_hour(sub, "2024-06-01T00", "4"), _group_hour(sub, "2024-05-31T23", "7", submitted_by="bob")]
+    )  # fmt: skip
+    repos.usage.put_cost_group_hours([_group_hour(sub, "2024-05-31T23", "2.25")])  # that hour rolled up again
+    days = list(repos.usage.cost_group_days(sub, "2024-05-31", "2024-06-01"))
+    assert [
+        (d.day, d.dimensions.submitted_by, sorted(d.hours)) for d in days if d.dimensions.submitted_by == "ann"
+    ] == [
+        ("2024-05-31", "ann", ["2024-05-31T22", "2024-05-31T23"]),
+        ("2024-06-01", "ann", ["2024-06-01T00"]),
+    ]
+    assert {d.dimensions.resource_id for d in days} == {""}  # a group is no one resource
+    (may,) = [m for m in repos.usage.cost_group_months(sub, "2024-05") if m.dimensions.submitted_by == "ann"]
+    assert may.days == {"2024-05-31": Totals(7200, 7200, {"USD": Decimal("3.75")})}
+    assert may.dimensions.tags == (("team", "nlp"),) and may.dimensions.supplier == "sup"
+    assert len(list(repos.usage.cost_group_months(sub, "2024-05"))) == 2
+    assert [m.days for m in repos.usage.cost_group_months(sub, "2024-06")] == [
+        {"2024-06-01": Totals(3600, 3600, {"USD": Decimal("4")})}
+    ]
+    assert list(repos.usage.cost_group_months(f"{sub}-other", "2024-05")) == []
+    assert list(repos.usage.cost_group_days(sub, "2024-06-02", "2024-06-30")) == []

@@ -10,6 +10,7 @@ import pytest
 
 from itl_accelerator.errors import AuthorizationFailed, InvalidParameter
 from itl_accelerator.models.costs import CostQuery
+from itl_accelerator.services.api.costs import CostQueryService
 from tests.services.conftest import Env
 from tests.services.test_metering import DAY, export_rows, money, run_job, sync, t
 
@@ -182,3 +183,110 @@ def test_a_grouping_given_twice_is_refused():
     twice = {"grouping": [{"type": "TagKey", "name": "team"}, {"type": "TagKey", "name": "Team"}]}
     with pytest.raises(ValidationError, match="given twice"):
         CostQuery.model_validate({"dataset": twice})
+
+
+# ---------------------------------------------------------------------------------------------- cost groups (issue 27)
+class CountingUsage:
+    """The usage repository, counting the cost items a query reads of each kind."""
+
+    def __init__(self, usage: Any):
+        self._usage = usage
+        self.read: dict[str, int] = {"resource days": 0, "group days": 0, "group months": 0}
+
+    def cost_days(self, *args: Any) -> Any:
+        for item in self._usage.cost_days(*args):
+            self.read["resource days"] += 1
+            yield item
+
+    def cost_group_days(self, *args: Any) -> Any:
+        for item in self._usage.cost_group_days(*args):
+            self.read["group days"] += 1
+            yield item
+
+    def cost_group_months(self, *args: Any) -> Any:
+        for item in self._usage.cost_group_months(*args):
+            self.read["group months"] += 1
+            yield item
+
+
+@pytest.fixture
+def busy_days(env: Env) -> Env:
+    """Twelve jobs over three days (10 to 12 March): two consumers, two suppliers' nodes, two teams — four cost groups,
+    each job a resource of its own."""
+    env.add_node("a", price=2.40, model="H100", owner="sup-a")
+    env.add_node("b", price=3.10, increment=1, minimum=0, model="H200", gpu_memory_gb=141, owner="sup-b")
+    for n in range(12):
+        day, k = f"2025-03-1{n // 4}", n % 4
+        who, model = ("ann", "H100") if n % 2 else ("bob", "H200")
+        start, end = f"{day}T{8 + 2 * k:02d}:{n * 4:02d}:00", f"{day}T{9 + 2 * k:02d}:{n * 3:02d}:30"
+        run_job(env, f"job{n}", 1 + n % 3, start, end, gpuModel=model, ctx=env.consumer(who),
+                tags={"team": "nlp" if k < 2 else "vision"})  # fmt: skip
+    sync(env, "2025-03-13T01:00:00")
+    env.w.usage_rollups.run()
+    return env
+
+
+def _by_resource(env: Env, ctx: Any, body: dict[str, Any], grouping: list[str]) -> dict[tuple[Any, ...], Decimal]:
+    """The same query answered from each resource's charges (grouped by ResourceId too), summed back per group."""
+    dataset = dict(body["dataset"])
+    dataset["grouping"] = [{"type": "Dimension", "name": "ResourceId"}] + [
+        {"type": "TagKey" if g == "team" else "Dimension", "name": g} for g in grouping
+    ]
+    sums: dict[tuple[Any, ...], Decimal] = {}
+    for r in rows_of(query(env, ctx, **{**body, "dataset": dataset})):
+        key = (r.get("UsageDate"), r.get("BillingMonth"), r.get("UsageDateTime"), *(r[g] for g in grouping))
+        sums[key] = sums.get(key, Decimal(0)) + Decimal(str(r["totalCost"]))
+    return sums
+
+
+PERIODS = {
+    "whole days": ("2025-03-10T00:00:00Z", "2025-03-13T00:00:00Z"),
+    "part days at both ends": ("2025-03-10T09:30:00Z", "2025-03-12T11:00:00Z"),
+    "within one day": ("2025-03-11T09:00:00Z", "2025-03-11T13:00:00Z"),
+}
+
+
+@pytest.mark.parametrize("granularity", ["None", "Daily", "Monthly", "Hourly"])
+@pytest.mark.parametrize("period", sorted(PERIODS))
+def test_a_query_by_group_equals_the_sum_of_its_resources(busy_days: Env, granularity: str, period: str):
+    env = busy_days
+    start, end = PERIODS[period]
+    grouping = ["SubmittedBy", "team"]
+    dataset = {"granularity": granularity, "grouping": [{"type": "Dimension", "name": "SubmittedBy"},
+                                                         {"type": "TagKey", "name": "team"}]}  # fmt: skip
+    body = {"timeframe": "Custom", "timePeriod": {"from": start, "to": end}, "dataset": dataset}
+    for ctx in (env.admin(), env.consumer("ann"), env.supplier("sup-b")):
+        rows = rows_of(query(env, ctx, **body))
+        answered = {
+            (r.get("UsageDate"), r.get("BillingMonth"), r.get("UsageDateTime"), *(r[g] for g in grouping)): Decimal(
+                str(r["totalCost"])
+            )
+            for r in rows
+        }
+        assert answered == _by_resource(env, ctx, body, grouping)
+        assert answered, "the period holds charges"
+
+
+def test_a_month_to_date_reads_groups_by_day_not_resources(busy_days: Env):
+    env = busy_days
+    counting = CountingUsage(env.repos.usage)
+    costs = CostQueryService(counting, env.w.access, lambda: t("2025-03-12T15:20:00"))  # type: ignore[arg-type]
+    answer = costs.query(env.admin(), env.sub, CostQuery.model_validate({"timeframe": "MonthToDate"}))
+    # four cost groups: their month items (10 and 11 March whole) and their day items of today (12 March, a part)
+    assert counting.read == {"resource days": 0, "group days": 4, "group months": 4}
+    (total,) = rows_of(answer)
+    by_job = sum(Decimal(env.job_props(f"job{n}")["cost"]["amount"]) for n in range(12))
+    assert Decimal(str(total["totalCost"])) == by_job
+    counting.read = dict.fromkeys(counting.read, 0)
+    by_resource = {"timeframe": "MonthToDate", "dataset": {"grouping": [{"type": "Dimension", "name": "ResourceId"}]}}
+    assert len(rows_of(costs.query(env.admin(), env.sub, CostQuery.model_validate(by_resource)))) == 12
+    assert counting.read == {"resource days": 12, "group days": 0, "group months": 0}
+
+
+def test_an_hour_rolled_up_again_replaces_itself_in_its_groups_day_and_month(busy_days: Env):
+    env = busy_days
+    month = {"timeframe": "Custom", "timePeriod": {"from": "2025-03-01T00:00:00Z", "to": "2025-04-01T00:00:00Z"}}
+    before = rows_of(query(env, env.admin(), **month))
+    for hour in ("2025-03-10T10", "2025-03-11T12"):
+        env.w.usage_rollups.roll_up(hour)
+    assert rows_of(query(env, env.admin(), **month)) == before

@@ -196,6 +196,37 @@ class CostHour:
         return self.hour[:10]
 
 
+def cost_group_scope(d: CostDimensions) -> str:
+    """Key of the *cost group* of a resource's dimensions: everything a cost query groups, filters or confines by
+    except the resource itself (resource group, type, submitter, node, supplier, tags — exact values, as a query
+    shows them). ``GROUP#`` and a digest of those values."""
+    values = [
+        d.resource_group,
+        d.resource_type,
+        d.submitted_by,
+        d.node_id,
+        d.supplier,
+        *(f"{k}={v}" for k, v in d.tags),
+    ]
+    return f"GROUP{SEP}{hashlib.sha256(chr(31).join(values).encode()).hexdigest()[:32]}"
+
+
+def group_dimensions(d: CostDimensions) -> CostDimensions:
+    """The dimensions of the cost group ``d`` counts in (:func:`cost_group_scope`): ``d`` without the resource's id
+    and name."""
+    return CostDimensions(
+        resource_scope=cost_group_scope(d),
+        resource_id="",
+        resource_name="",
+        resource_type=d.resource_type,
+        resource_group=d.resource_group,
+        submitted_by=d.submitted_by,
+        node_id=d.node_id,
+        supplier=d.supplier,
+        tags=d.tags,
+    )
+
+
 @dataclass
 class CostDay:
     """One resource lifetime's charges in one UTC day: its dimensions and its totals by hour (``YYYY-MM-DDTHH``)."""
@@ -206,6 +237,17 @@ class CostDay:
     hours: dict[str, Totals] = field(default_factory=dict)
 
 
+@dataclass
+class CostMonth:
+    """One cost group's charges in one UTC month (``YYYY-MM``): its dimensions (:func:`group_dimensions`) and its
+    totals by day (``YYYY-MM-DD``) — the month roll-up a cost query over whole days reads (Slurm's day table)."""
+
+    subscription_id: str
+    month: str
+    dimensions: CostDimensions
+    days: dict[str, Totals] = field(default_factory=dict)
+
+
 class HourRollup:
     """Accumulates the records of one hour into totals per (subscription, scope)."""
 
@@ -213,6 +255,7 @@ class HourRollup:
         self.hour = hour
         self.scopes: dict[tuple[str, str], Totals] = {}
         self.resources: dict[tuple[str, str], tuple[CostDimensions, Totals]] = {}
+        self.groups: dict[tuple[str, str], tuple[CostDimensions, Totals]] = {}
         self.records = 0
 
     def add(
@@ -250,6 +293,10 @@ class HourRollup:
         if resource not in self.resources:
             self.resources[resource] = (dimensions, Totals())
         self.resources[resource][1].add_record(gpu_seconds, billable, costs, metrics)
+        group = (subscription, cost_group_scope(dimensions))
+        if group not in self.groups:
+            self.groups[group] = (group_dimensions(dimensions), Totals())
+        self.groups[group][1].add_record(gpu_seconds, billable, costs, metrics)
 
     def rollups(self, ttl: int) -> Iterable[Rollup]:
         """The roll-ups of the hour, each kept until ``ttl`` (epoch s)."""
@@ -259,4 +306,10 @@ class HourRollup:
     def cost_hours(self, ttl: int) -> Iterable[CostHour]:
         """Every resource lifetime's charges in the hour, each kept until ``ttl`` (epoch s)."""
         for (subscription, _), (dimensions, totals) in self.resources.items():
+            yield CostHour(subscription, self.hour, dimensions, totals, ttl)
+
+    def cost_group_hours(self, ttl: int) -> Iterable[CostHour]:
+        """Every cost group's charges in the hour (:func:`group_dimensions`: the sums of its resources'), each kept
+        until ``ttl`` (epoch s)."""
+        for (subscription, _), (dimensions, totals) in self.groups.items():
             yield CostHour(subscription, self.hour, dimensions, totals, ttl)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Generic, Protocol, TypeVar
 
-from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
+from itl_accelerator.billing.rollup import CostDay, CostHour, CostMonth, Rollup, Totals
 from itl_accelerator.domain.budgets import Budget, BudgetState
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.rate_limits import RateCounter
@@ -442,7 +442,22 @@ class UsageRepository(Protocol):
 
     def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """Every resource lifetime's charges by day of a subscription, ``first_day`` to ``last_day`` (``YYYY-MM-DD``)
-        inclusive, by day — deleted resources included: what cost queries read."""
+        inclusive, by day — deleted resources included: what cost queries grouped or filtered by resource read."""
+        ...
+
+    def put_cost_group_hours(self, hours: list[CostHour]) -> None:
+        """Write cost groups' charges of an hour (billing/rollup.py ``group_dimensions``; each replaces what that
+        group's hour held) and, from the group's day as it then stands, the day's total in the group's month — a
+        day total never replaced by one computed from fewer of its hours. Raises ``StoreBusy``."""
+        ...
+
+    def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """Every cost group's charges by day and hour, ``first_day`` to ``last_day`` (``YYYY-MM-DD``) inclusive, by
+        day: what cost queries by hour, and the part days of other queries, read."""
+        ...
+
+    def cost_group_months(self, subscription_id: str, month: str) -> Iterator[CostMonth]:
+        """Every cost group's charges by day in ``month`` (``YYYY-MM``): what cost queries over whole days read."""
         ...
 
     def rollups(self, subscription_id: str, scope: str, first_hour: str, last_hour: str) -> dict[str, Totals]:

@@ -191,6 +191,12 @@ def cost_pk(subscription_id: str, month: str) -> str:
     return f"SUB{SEP}{subscription_id.lower()}{SEP}COST{SEP}{month}"
 
 
+def cost_group_pk(subscription_id: str, month: str) -> str:
+    """Partition of a subscription's charges by cost group in one month (``YYYY-MM``): ``D#{day}#{group}`` items
+    (hours of a day) and ``M#{group}`` items (days of the month)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}COSTG{SEP}{month}"
+
+
 def quota_sk(location: str, name: str) -> str:
     """Sort key of a GPU quota's counter (in the subscription's partition): ``QUOTA#{location}#{name}``."""
     return f"QUOTA{SEP}{location.lower()}{SEP}{name.lower()}"

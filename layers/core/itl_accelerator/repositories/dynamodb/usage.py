@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from itl_accelerator.billing.rollup import CostDay, CostDimensions, CostHour, Rollup, Totals
+from itl_accelerator.billing.rollup import CostDay, CostDimensions, CostHour, CostMonth, Rollup, Totals
 from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, UsageRecord, WriteOutcome, hour_key
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
@@ -255,6 +255,88 @@ class DynamoUsageRepository:
                     raise StoreBusy("cost hour writes throttled") from exc
                 raise
 
+    def put_cost_group_hours(self, hours: list[CostHour]) -> None:
+        """Per group: one ``UpdateItem`` of its day item (attribute ``h{HH}``, ``rev`` added 1, the item returned),
+        then one of its month item: ``d{DD}`` = the day's hours summed, written only while the month holds an older
+        revision of that day (``r{DD}``) — so two runs rolling up two hours of one day concurrently leave the day
+        total of the later revision, never one missing an hour."""
+        for hour in hours:
+            d, day = hour.dimensions, hour.day
+            pk = keys.cost_group_pk(hour.subscription_id, day[:7])
+            group = _dimension_values(d)
+            stored = self._update(
+                Key=typed({"PK": pk, "SK": f"D{keys.SEP}{day}{keys.SEP}{d.resource_scope}"}),
+                UpdateExpression=f"SET {_DIMENSIONS_SET}, #h = :h, #ttl = :ttl ADD rev :one",
+                ExpressionAttributeNames={"#ttl": "ttl", "#h": f"h{hour.hour[11:13]}"},
+                ExpressionAttributeValues=typed(
+                    {**group, ":t": "CostGroupDay", ":h": _cost_measures(hour.totals), ":ttl": hour.ttl, ":one": 1}
+                ),
+                ReturnValues="ALL_NEW",
+            )
+            total = Totals()
+            for totals in _hours_of(day, stored).values():
+                total.merge(totals)
+            try:
+                self._update(
+                    Key=typed({"PK": pk, "SK": f"M{keys.SEP}{d.resource_scope}"}),
+                    UpdateExpression=f"SET {_DIMENSIONS_SET}, #d = :d, #r = :rev, #ttl = :ttl",
+                    ConditionExpression="attribute_not_exists(#r) OR #r < :rev",
+                    ExpressionAttributeNames={"#ttl": "ttl", "#d": f"d{day[8:10]}", "#r": f"r{day[8:10]}"},
+                    ExpressionAttributeValues=typed(
+                        {
+                            **group,
+                            ":t": "CostGroupMonth",
+                            ":d": _cost_measures(total),
+                            ":rev": int(stored["rev"]),
+                            ":ttl": hour.ttl + 31 * 86400,
+                        }
+                    ),
+                )
+            except self._t.client.exceptions.ConditionalCheckFailedException:
+                pass  # a later revision of the day is in the month already
+
+    def _update(self, **request: Any) -> dict[str, Any]:
+        """One ``UpdateItem`` (``StoreBusy`` when throttled); the item's new attributes when asked for (plain)."""
+        try:
+            response = self._t.client.update_item(TableName=self._t.name, **request)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in BUSY_ERROR_CODES:
+                raise StoreBusy("cost writes throttled") from exc
+            raise
+        return plain(response.get("Attributes") or {})
+
+    def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """One ``Query`` per month (paged), ``SK BETWEEN D#{first}`` and ``D#{last}#~``."""
+        for month in _months(first_day, last_day):
+            items = self._t.query_all(
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :a AND :b",
+                ExpressionAttributeValues=typed(
+                    {
+                        ":pk": keys.cost_group_pk(subscription_id, month),
+                        ":a": f"D{keys.SEP}{first_day}",
+                        ":b": f"D{keys.SEP}{last_day}{keys.SEP}~",
+                    }
+                ),
+            )
+            for item in items:
+                day, _, scope = str(item["SK"]).partition(keys.SEP)[2].partition(keys.SEP)
+                yield CostDay(subscription_id, day, _dimensions_of(item, scope), _hours_of(day, item))
+
+    def cost_group_months(self, subscription_id: str, month: str) -> Iterator[CostMonth]:
+        """One ``Query`` (paged), ``SK begins_with M#``."""
+        items = self._t.query_all(
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :m)",
+            ExpressionAttributeValues=typed({":pk": keys.cost_group_pk(subscription_id, month), ":m": f"M{keys.SEP}"}),
+        )
+        for item in items:
+            scope = str(item["SK"]).partition(keys.SEP)[2]
+            days = {
+                f"{month}-{name[1:]}": _hour_of(value)
+                for name, value in item.items()
+                if len(name) == 3 and name[0] == "d" and name[1:].isdigit()
+            }
+            yield CostMonth(subscription_id, month, _dimensions_of(item, scope), days)
+
     def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """One ``Query`` per month (paged), ``SK BETWEEN`` the days."""
         for month in _months(first_day, last_day):
@@ -302,10 +384,27 @@ def _cost_sk(day: str, d: CostDimensions) -> str:
     return f"{day}{keys.SEP}{d.resource_scope}"
 
 
-def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
-    """A resource's day from its item (plain values)."""
-    day, _, scope = str(item["SK"]).partition(keys.SEP)
-    dimensions = CostDimensions(
+#: What a cost group's items set of its dimensions (:func:`_dimension_values`).
+_DIMENSIONS_SET = (
+    "entityType = :t, resourceType = :rtype, resourceGroup = :rg, submittedBy = :by, nodeId = :node, "
+    "supplier = :supplier, tags = :tags"
+)
+
+
+def _dimension_values(d: CostDimensions) -> dict[str, Any]:
+    return {
+        ":rtype": d.resource_type,
+        ":rg": d.resource_group,
+        ":by": d.submitted_by,
+        ":node": d.node_id,
+        ":supplier": d.supplier,
+        ":tags": to_json(dict(d.tags)),
+    }
+
+
+def _dimensions_of(item: dict[str, Any], scope: str) -> CostDimensions:
+    """The dimensions a cost item holds (plain values; a cost group's have no resource id or name)."""
+    return CostDimensions(
         resource_scope=scope,
         resource_id=str(item.get("resourceId", "")),
         resource_name=str(item.get("resourceName", "")),
@@ -316,12 +415,21 @@ def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
         supplier=str(item.get("supplier", "")),
         tags=tuple(sorted(json.loads(item.get("tags") or "{}").items())),
     )
-    hours = {
+
+
+def _hours_of(day: str, item: dict[str, Any]) -> dict[str, Totals]:
+    """The hours (``YYYY-MM-DDTHH``) a day item holds (plain values)."""
+    return {
         f"{day}T{name[1:]}": _hour_of(value)
         for name, value in item.items()
         if len(name) == 3 and name[0] == "h" and name[1:].isdigit()
     }
-    return CostDay(subscription_id, day, dimensions, hours)
+
+
+def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
+    """A resource's day from its item (plain values)."""
+    day, _, scope = str(item["SK"]).partition(keys.SEP)
+    return CostDay(subscription_id, day, _dimensions_of(item, scope), _hours_of(day, item))
 
 
 def _months(first_day: str, last_day: str) -> list[str]:

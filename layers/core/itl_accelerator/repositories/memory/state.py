@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.billing.rollup import CostDay, Totals
+from itl_accelerator.billing.rollup import CostDay, CostMonth, Totals
 from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.records import FleetShape, Node, Operation, ResourceKey, Workload
 from itl_accelerator.domain.usage import ExportDay, UsageRecord
@@ -179,6 +179,10 @@ class MemoryState:
     rollups: dict[tuple[str, str], dict[str, Totals]] = field(default_factory=dict)
     #: (subscription (lower), day, resource scope (lower)) → that resource's charges of the day by hour
     cost_days: dict[tuple[str, str, str], CostDay] = field(default_factory=dict)
+    #: (subscription (lower), day, cost group scope) → (revision, that group's charges of the day by hour)
+    cost_group_days: dict[tuple[str, str, str], tuple[int, CostDay]] = field(default_factory=dict)
+    #: (subscription (lower), month, cost group scope) → (day → revision, that group's charges of the month by day)
+    cost_group_months: dict[tuple[str, str, str], tuple[dict[str, int], CostMonth]] = field(default_factory=dict)
     #: (subscription (lower), budget name (lower)) → budget
     budgets: dict[tuple[str, str], Budget] = field(default_factory=dict)
     budget_sweep_cursor: str | None = None

@@ -9,7 +9,7 @@ import copy
 import uuid
 from collections.abc import Iterator
 
-from itl_accelerator.billing.rollup import CostDay, CostHour, Rollup, Totals
+from itl_accelerator.billing.rollup import CostDay, CostHour, CostMonth, Rollup, Totals
 from itl_accelerator.domain.usage import UsageRecord, WriteOutcome, hour_key
 from itl_accelerator.repositories.memory.state import MemoryState, check_size
 
@@ -111,6 +111,56 @@ class MemoryUsageRepository:
                     day = self._s.cost_days[key] = CostDay(hour.subscription_id, hour.day, hour.dimensions)
                 day.dimensions = hour.dimensions
                 day.hours[hour.hour] = copy.deepcopy(hour.totals)
+
+    def put_cost_group_hours(self, hours: list[CostHour]) -> None:
+        """``DynamoUsageRepository.put_cost_group_hours``: the hour replaces only itself in its group's day (whose
+        revision goes up by one), and the day's total goes into the group's month unless the month holds a later
+        revision of it."""
+        with self._s.lock:
+            for hour in hours:
+                sub, scope = hour.subscription_id.lower(), hour.dimensions.resource_scope
+                revision, day = self._s.cost_group_days.get((sub, hour.day, scope), (0, None))
+                if day is None:
+                    day = CostDay(hour.subscription_id, hour.day, hour.dimensions)
+                day.dimensions = hour.dimensions
+                day.hours[hour.hour] = copy_totals(hour.totals)
+                self._s.cost_group_days[(sub, hour.day, scope)] = (revision + 1, day)
+                total = Totals()
+                for totals in day.hours.values():
+                    total.merge(totals)
+                key = (sub, hour.day[:7], scope)
+                revisions, month = self._s.cost_group_months.get(key, ({}, None))
+                if month is None:
+                    month = CostMonth(hour.subscription_id, hour.day[:7], hour.dimensions)
+                if revisions.get(hour.day, 0) < revision + 1:
+                    month.dimensions = hour.dimensions
+                    month.days[hour.day] = copy_totals(total)
+                    revisions[hour.day] = revision + 1
+                self._s.cost_group_months[key] = (revisions, month)
+
+    def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
+        """By day, then group scope (the table's sort key)."""
+        with self._s.lock:
+            found = sorted(
+                (key, copy.deepcopy(day))
+                for key, (_, day) in self._s.cost_group_days.items()
+                if key[0] == subscription_id.lower() and first_day <= key[1] <= last_day
+            )
+        for _, day in found:
+            day.subscription_id = subscription_id
+            yield day
+
+    def cost_group_months(self, subscription_id: str, month: str) -> Iterator[CostMonth]:
+        """By group scope (the table's sort key)."""
+        with self._s.lock:
+            found = sorted(
+                (key, copy.deepcopy(m))
+                for key, (_, m) in self._s.cost_group_months.items()
+                if key[0] == subscription_id.lower() and key[1] == month
+            )
+        for _, m in found:
+            m.subscription_id = subscription_id
+            yield m
 
     def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """By day, then resource scope (the table's sort key)."""

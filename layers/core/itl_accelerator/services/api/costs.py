@@ -1,7 +1,10 @@
 """Cost queries (models/costs.py): what a subscription's work cost, over any past period, grouped and filtered by
-resource group, resource type, resource, submitter, node, supplier or tag — answered from each resource's charges by
-hour, which the hourly roll-up keeps (billing/rollup.py ``CostHour``) for every resource, deleted or not. The figures
-are those of the usage records the FOCUS export bills: a query and the export agree for the same period.
+resource group, resource type, resource, submitter, node, supplier or tag — answered from what the hourly roll-up
+keeps (billing/rollup.py), for every resource, deleted or not: each *cost group*'s (the resources alike in every
+dimension but themselves) charges by day in a month and by hour in a day, so a query reads groups x days, not
+resources x days (issue 27: a month to date of 30,000 resource-days read 29 MiB); a query that groups or filters by
+``ResourceId`` or ``ResourceName`` reads each resource's charges by hour. The figures are those of the usage records
+the FOCUS export bills: a query and the export agree for the same period.
 
 Who sees what (docs/RBAC.md): admins every charge; consumers the charges of the work they asked for (their jobs);
 suppliers the charges of the work on their nodes while they owned them (their earnings) — whoever holds several
@@ -12,15 +15,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.billing.rollup import CostDay, CostDimensions, Totals
+from itl_accelerator.billing.rollup import CostDimensions, Totals
 from itl_accelerator.errors import InvalidParameter, ResourceNotFound
 from itl_accelerator.models.costs import CostQuery, QueryFilter
 from itl_accelerator.repositories.protocols import UsageRepository
@@ -62,6 +65,43 @@ def _matches(d: CostDimensions, f: QueryFilter | None) -> bool:
         return _dimension(d, f.dimensions.name).lower() in wanted
     assert f.tags is not None
     return _tag(d, f.tags.name) in f.tags.values
+
+
+#: What one item of the cost store holds for a query: the dimensions it is grouped, filtered and confined by, and its
+#: charges in the period by hour (``YYYY-MM-DDTHH``) or whole day (``YYYY-MM-DD``).
+Span = tuple[CostDimensions, list[tuple[str, Totals]]]
+
+#: The dimensions only a resource's own charges carry: a query naming them reads resources x days.
+RESOURCE_DIMENSIONS = frozenset({"resourceid", "resourcename"})
+
+
+def _filter_names(f: QueryFilter | None) -> Iterator[str]:
+    if f is None:
+        return
+    for sub in (f.and_ or []) + (f.or_ or []):
+        yield from _filter_names(sub)
+    if f.dimensions is not None:
+        yield f.dimensions.name
+
+
+def _names_resource(query: CostQuery) -> bool:
+    """Whether the query groups or filters by the resource itself (``ResourceId``, ``ResourceName``)."""
+    names = [g.name for g in query.dataset.grouping if g.type == "Dimension"]
+    names += list(_filter_names(query.dataset.filter))
+    return any(n.lower() in RESOURCE_DIMENSIONS for n in names)
+
+
+def _next_day(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+
+
+def _days(first: str, last: str) -> list[str]:
+    """The days ``first`` to ``last`` (``YYYY-MM-DD``) inclusive."""
+    days, day = [], first
+    while day <= last:
+        days.append(day)
+        day = _next_day(day)
+    return days
 
 
 def period_of(query: CostQuery, now: datetime) -> tuple[datetime, datetime]:
@@ -128,20 +168,44 @@ class CostQueryService:
         first, stop = hours_of_period(start, end)
         if first >= stop:
             return self._answer(subscription_id, query, {})  # no hour starts in the period
-        days = self._usage.cost_days(
-            subscription_id, first[:10], (_hour_start(stop) - timedelta(hours=1)).date().isoformat()
-        )
-        sums = self._aggregate(query, self._visible(ctx, subscription_id, days), first, stop)
+        if _names_resource(query):
+            spans = self._resource_spans(subscription_id, first, stop)
+        else:
+            spans = self._group_spans(subscription_id, first, stop, hourly=query.dataset.granularity == "Hourly")
+        sums = self._aggregate(query, self._visible(ctx, subscription_id, spans))
         return self._answer(subscription_id, query, sums)
+
+    # ----------------------------------------------------------------------------------------------- what is read
+    def _resource_spans(self, subscription_id: str, first: str, stop: str) -> Iterator[Span]:
+        """Each resource's hours of the period (a query that groups or filters by resource: resources x days)."""
+        last_day = (_hour_start(stop) - timedelta(hours=1)).date().isoformat()
+        for day in self._usage.cost_days(subscription_id, first[:10], last_day):
+            yield day.dimensions, [(h, t) for h, t in day.hours.items() if first <= h < stop]
+
+    def _group_spans(self, subscription_id: str, first: str, stop: str, *, hourly: bool) -> Iterator[Span]:
+        """Each cost group's charges of the period (billing/rollup.py ``group_dimensions``: groups x days, never
+        resources): the whole days from the groups' month items, by day; the days the period holds only part of (its
+        first and last, or every day of an hourly query) from the groups' day items, by hour (Slurm's day and hour
+        tables, issue 27)."""
+        days = _days(first[:10], (_hour_start(stop) - timedelta(hours=1)).date().isoformat())
+        whole = set() if hourly else {d for d in days if f"{d}T00" >= first and f"{_next_day(d)}T00" <= stop}
+        for month in sorted({d[:7] for d in whole}):
+            for m in self._usage.cost_group_months(subscription_id, month):
+                yield m.dimensions, [(d, t) for d, t in m.days.items() if d in whole]
+        part = [d for d in days if d not in whole]
+        ranges = [(part[0], part[-1])] if hourly else [(d, d) for d in part]
+        for a, b in ranges:
+            for day in self._usage.cost_group_days(subscription_id, a, b):
+                yield day.dimensions, [(h, t) for h, t in day.hours.items() if first <= h < stop]
 
     # ----------------------------------------------------------------------------------------------- who sees what
     @staticmethod
-    def _visible(ctx: CallContext, subscription_id: str, days: Iterable[CostDay]) -> Iterable[CostDay]:
+    def _visible(ctx: CallContext, subscription_id: str, spans: Iterable[Span]) -> Iterable[Span]:
         principal = ctx.principal
         groups = principal.resource_groups_in(subscription_id)
         visible_groups = {g.lower() for g in groups} if groups is not None else None
-        for day in days:
-            d = day.dimensions
+        for span in spans:
+            d = span[0]
             if visible_groups is not None and d.resource_group.lower() not in visible_groups:
                 continue
             if (
@@ -149,40 +213,36 @@ class CostQueryService:
                 or (rbac.ROLE_CONSUMER in principal.roles and d.submitted_by == principal.subject)
                 or (rbac.ROLE_SUPPLIER in principal.roles and d.supplier == principal.subject)
             ):
-                yield day
+                yield span
 
     # ----------------------------------------------------------------------------------------------- sums
     @staticmethod
-    def _bucket(query: CostQuery, hour: str) -> str:
+    def _bucket(query: CostQuery, key: str) -> str:
+        """The time bucket of an hour (``YYYY-MM-DDTHH``) or a whole day (``YYYY-MM-DD``; never hourly)."""
         granularity = query.dataset.granularity
         if granularity == "Hourly":
-            return f"{hour}:00:00Z"
+            return f"{key}:00:00Z"
         if granularity == "Daily":
-            return hour[:10].replace("-", "")
+            return key[:10].replace("-", "")
         if granularity == "Monthly":
-            return hour[:7]
+            return key[:7]
         return ""
 
-    def _aggregate(
-        self, query: CostQuery, days: Iterable[CostDay], first: str, stop: str
-    ) -> dict[tuple[str, tuple[str, ...]], Totals]:
-        """Totals by (time bucket, group values) of the hours ``first <= hour < stop`` (:func:`hours_of_period`)."""
+    def _aggregate(self, query: CostQuery, spans: Iterable[Span]) -> dict[tuple[str, tuple[str, ...]], Totals]:
+        """Totals by (time bucket, group values) of the spans' hours and days (all in the period)."""
         sums: dict[tuple[str, tuple[str, ...]], Totals] = {}
-        for day in days:
-            d = day.dimensions
+        for d, charges in spans:
             if not _matches(d, query.dataset.filter):
                 continue
             group = tuple(
                 _dimension(d, g.name) if g.type == "Dimension" else _tag(d, g.name) for g in query.dataset.grouping
             )
-            for hour, totals in day.hours.items():
-                if not first <= hour < stop:
-                    continue
-                key = (self._bucket(query, hour), group)
-                if key not in sums:
-                    sums[key] = Totals()
+            for key, totals in charges:
+                bucket = (self._bucket(query, key), group)
+                if bucket not in sums:
+                    sums[bucket] = Totals()
                 # the measures a query answers (a full merge would add the utilisation figures no query reads)
-                sums[key].add_record(totals.gpu_seconds, totals.billable_gpu_seconds, totals.costs, None)
+                sums[bucket].add_record(totals.gpu_seconds, totals.billable_gpu_seconds, totals.costs, None)
         return sums
 
     def _answer(

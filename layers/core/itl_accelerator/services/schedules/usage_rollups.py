@@ -1,6 +1,7 @@
 """The hourly roll-ups: every hour whose usage records changed (marked due by each record write) is recomputed from
 its records — per resource lifetime, per subscription, per node lifetime, per resource group and tag
-(billing/rollup.py), and each resource's charges of the hour for cost queries — never incremented, so a repeated or
+(billing/rollup.py), and each resource's and each cost group's charges of the hour (with the group's day total in its
+month, issue 27) for cost queries — never incremented, so a repeated or
 overlapping run changes nothing. Bounded by ``rollup_batch_hours`` and the Lambda's time left; an
 hour that fails is logged and stays due.
 """
@@ -79,4 +80,5 @@ class UsageRollups:
             rollup.add(record.descriptor, record.gpu_seconds, record.billable_gpu_seconds, record.costs, record.metrics)
         self._usage.put_rollups(list(rollup.rollups(ttl)))
         self._usage.put_cost_hours(list(rollup.cost_hours(ttl)))
+        self._usage.put_cost_group_hours(list(rollup.cost_group_hours(ttl)))
         return rollup
