@@ -3,14 +3,18 @@ and BillingRepository (the export's cursor, day states, claims and corrections).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from itl_accelerator.billing.rollup import Rollup, Totals
 from itl_accelerator.domain.records import Instance
 from itl_accelerator.domain.usage import CorrectionDue, ExportDay, MeterRef, UsageRecord, hour_key
+from itl_accelerator.repositories.dynamodb import dynamodb_repositories, keys
 from itl_accelerator.repositories.protocols import Effects, Expect, Repositories
 from tests.contract.builders import (
     DAY1_START,
@@ -328,3 +332,70 @@ def test_a_correction_with_no_line_updates_the_bill_only(repos: Repositories, li
     stored = repos.usage.get("alloc-1", DAY1_START)
     assert stored is not None and stored.corrections == 0 and stored.billed is not None
     assert stored.billed["hash"] == changed.billing_hash
+
+
+# ---------------------------------------------------------------------------------------------- the write path
+@pytest.fixture
+def table(moto_dynamodb: Any, contract_template: Any) -> Iterator[tuple[Any, str]]:
+    """A fresh table of template.yaml's definition on moto: (client, name)."""
+    from itl_local.aws import create_table
+
+    name = f"contract-{uuid.uuid4().hex[:12]}"
+    create_table(moto_dynamodb, contract_template, name)
+    yield moto_dynamodb, name
+    moto_dynamodb.delete_table(TableName=name)
+
+
+def _items(client: Any, name: str, pk: str) -> list[dict[str, Any]]:
+    response = client.query(
+        TableName=name,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        ConsistentRead=True,
+    )
+    return list(response["Items"])
+
+
+def test_a_burst_of_usage_writes_spreads_its_marks_and_cursor_checks_over_the_shards(table: tuple[Any, str]) -> None:
+    """Issue 27: every usage write put the one ``SYS#ROLLUPDUE`` item of its hour and read the one export cursor,
+    so an hour's writes could go no faster than one item allows. Now each touches its allocation's shard."""
+    client, name = table
+    repos = dynamodb_repositories(client, name)
+    repos.billing.open_days_from(DAY1)
+    allocations = [f"alloc-{n}" for n in range(64)]
+    for allocation in allocations:
+        assert repos.usage.write(make_usage(allocation), None) == "written"
+    marked = [s for s in range(keys.WRITE_PATH_SHARDS) if _items(client, name, keys.rollup_due_pk(s))]
+    assert marked == list(range(keys.WRITE_PATH_SHARDS))
+    assert _items(client, name, keys.ROLLUP_DUE_PK) == []  # the one item every write put before
+    ((hour, token),) = repos.usage.due_rollups(10)
+    assert hour == H0 and len(token.split(";")) == keys.WRITE_PATH_SHARDS
+    repos.usage.write(make_usage("one-more"), None)  # re-marks one shard's item of the hour
+    assert repos.usage.rollup_done(H0, token) is False  # so the hour stays due, by that one mark
+    ((_, token),) = repos.usage.due_rollups(10)
+    assert len(token.split(";")) == 1 and repos.usage.rollup_done(H0, token) is True
+    assert repos.usage.due_rollups(10) == []
+
+    assert repos.billing.close_day(DAY1, DAY2)
+    copies = [_items(client, name, keys.export_cursor_copy_pk(s)) for s in range(keys.WRITE_PATH_SHARDS)]
+    assert [c[0]["nextDay"]["S"] for c in copies] == [DAY2] * keys.WRITE_PATH_SHARDS
+    outcomes = {repos.usage.write(make_usage(f"late-{a}"), None) for a in allocations}
+    assert outcomes == {"correction"}  # whichever copy a write checks, the day is closed
+
+
+def test_a_table_from_before_the_shards_keeps_its_marks_and_gets_its_cursor_copies(table: tuple[Any, str]) -> None:
+    client, name = table
+    repos = dynamodb_repositories(client, name)
+    client.put_item(TableName=name, Item={"PK": {"S": keys.ROLLUP_DUE_PK}, "SK": {"S": H1}, "version": {"S": "v0"}})
+    client.put_item(
+        TableName=name, Item={"PK": {"S": keys.EXPORT_PK}, "SK": {"S": keys.EXPORT_CURSOR_SK}, "nextDay": {"S": DAY2}}
+    )
+    assert repos.usage.due_rollups(10) == [(H1, f"{keys.ROLLUP_DUE_PK}=v0")]
+    assert repos.usage.rollup_done(H1, f"{keys.ROLLUP_DUE_PK}=v0") is True
+    assert repos.usage.due_rollups(10) == []
+
+    repos.billing.open_days_from(DAY1)  # what each usage sync does first
+    assert repos.billing.export_cursor() == DAY2
+    copies = [_items(client, name, keys.export_cursor_copy_pk(s)) for s in range(keys.WRITE_PATH_SHARDS)]
+    assert [c[0]["nextDay"]["S"] for c in copies] == [DAY2] * keys.WRITE_PATH_SHARDS
+    assert {repos.usage.write(make_usage(f"alloc-{n}"), None) for n in range(32)} == {"correction"}  # DAY1 closed

@@ -4,7 +4,8 @@ The export *claims* each usage record for the day it bills (``billed``: what wen
 that changes after it was claimed — or that arrives for a day already closed — is queued as a correction
 (``SYS#CORRECTIONDUE``) and goes out as ``Correction`` lines in a later day's export (``SYS#BILL#{day}``). The cursor
 (``SYS#EXPORT`` / ``CURSOR``, ``nextDay``) is the first day still open; every usage record write checks it in the
-same transaction (usage.py), so no record can slip between a day's closing and its export.
+same transaction (usage.py) — one of its copies (``SYS#EXPORT#{shard}``, moved with it in the transaction that closes
+a day), so no single item is read by every write — and no record can slip between a day's closing and its export.
 """
 
 from __future__ import annotations
@@ -31,12 +32,24 @@ class DynamoBillingRepository:
         return str(item["nextDay"]) if item and item.get("nextDay") else None
 
     def open_days_from(self, day: str) -> None:
-        self._t.client.update_item(
+        """The cursor at ``day`` unless it exists; then each shard's copy at the cursor unless the copy exists (a
+        table from before the copies gets them here, before any write checks one: the usage sync calls this
+        first)."""
+        response = self._t.client.update_item(
             TableName=self._t.name,
             Key=typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
             UpdateExpression="SET nextDay = if_not_exists(nextDay, :d)",
             ExpressionAttributeValues=typed({":d": day}),
+            ReturnValues="ALL_NEW",
         )
+        cursor = plain(response["Attributes"])["nextDay"]
+        for shard in range(keys.WRITE_PATH_SHARDS):
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=typed({"PK": keys.export_cursor_copy_pk(shard), "SK": keys.EXPORT_CURSOR_SK}),
+                UpdateExpression="SET nextDay = if_not_exists(nextDay, :d)",
+                ExpressionAttributeValues=typed({":d": cursor}),
+            )
 
     def export_day(self, day: str) -> ExportDay | None:
         item = self._t.get_item(keys.EXPORT_PK, keys.export_day_sk(day))
@@ -65,6 +78,21 @@ class DynamoBillingRepository:
                             "ConditionExpression": "attribute_not_exists(PK)",
                         }
                     },
+                    *(
+                        {
+                            "Put": {
+                                "TableName": self._t.name,
+                                "Item": typed(
+                                    {
+                                        "PK": keys.export_cursor_copy_pk(s),
+                                        "SK": keys.EXPORT_CURSOR_SK,
+                                        "nextDay": next_day,
+                                    }
+                                ),
+                            }
+                        }
+                        for s in range(keys.WRITE_PATH_SHARDS)
+                    ),
                 ]
             )
         except TransactionFailed:

@@ -159,10 +159,29 @@ def usage_pk(hour: str, shard: int) -> str:
     return f"SYS{SEP}USAGE{SEP}{hour}{SEP}{shard}"
 
 
+#: The hours due for a roll-up before issue 27 (one partition, one item an hour that every usage write of the hour
+#: put): still read, so a mark written before an upgrade is rolled up; nothing writes it now.
 ROLLUP_DUE_PK = f"SYS{SEP}ROLLUPDUE"
 CORRECTION_DUE_PK = f"SYS{SEP}CORRECTIONDUE"
 EXPORT_PK = f"SYS{SEP}EXPORT"
 EXPORT_CURSOR_SK = "CURSOR"
+
+#: Shards of the marks every usage write touches (issue 27: no single item on the write path): an hour's roll-up
+#: mark (``SYS#ROLLUPDUE#{shard}`` / ``{hour}``) and the copy of the export cursor it checks (``SYS#EXPORT#{shard}``
+#: / ``CURSOR``), the shard a hash of the allocation — so a burst of writes spreads over this many items, each far
+#: under DynamoDB's 1,000 writes and 3,000 reads a second per item.
+WRITE_PATH_SHARDS = 8
+
+
+def rollup_due_pk(shard: int) -> str:
+    """Partition of one shard of the hours due for a roll-up."""
+    return f"{ROLLUP_DUE_PK}{SEP}{shard}"
+
+
+def export_cursor_copy_pk(shard: int) -> str:
+    """Partition of one shard's copy of the export cursor (sort key :data:`EXPORT_CURSOR_SK`), written with the
+    cursor in the transaction that closes a day."""
+    return f"{EXPORT_PK}{SEP}{shard}"
 
 
 def export_day_sk(day: str) -> str:

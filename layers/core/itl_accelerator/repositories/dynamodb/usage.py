@@ -4,8 +4,9 @@
 A **usage record** (``SYS#USAGE#{hour}#{shard}`` / ``{allocationId}``) is one allocation's usage in one UTC hour: its
 key is deterministic, so a repeated or concurrent sync rewrites the same item; it is written compare-and-set on what
 was read (content and billing state), so nothing is lost between concurrent writers; each write marks its hour's
-roll-up due (``SYS#ROLLUPDUE``) and either checks that its day is still open (the export cursor) or queues a
-correction (billing.py).
+roll-up due (``SYS#ROLLUPDUE#{shard}``) and either checks that its day is still open (its shard's copy of the export
+cursor) or queues a correction (billing.py) — the shard a hash of the allocation, so no single item takes every
+write (keys.py ``WRITE_PATH_SHARDS``).
 """
 
 from __future__ import annotations
@@ -86,11 +87,12 @@ class DynamoUsageRepository:
         for attempt in ("check", "correction"):
             if attempt == "correction":
                 correction = True
-            items = [self._usage_put(record, previous), self._rollup_due_put(record.hour)]
+            shard = keys.shard_of(record.allocation_id, keys.WRITE_PATH_SHARDS)
+            items = [self._usage_put(record, previous), self._rollup_due_put(record.hour, shard)]
             if correction:
                 items.append(self._correction_due_put(record))
             elif billed is None:
-                items.append(self._day_open_check(record.day))
+                items.append(self._day_open_check(record.day, shard))
             try:
                 self._t.transact(items)
             except TransactionFailed as exc:
@@ -135,11 +137,11 @@ class DynamoUsageRepository:
             put["ExpressionAttributeValues"] = typed(values)
         return {"Put": put}
 
-    def _rollup_due_put(self, hour: str) -> dict[str, Any]:
+    def _rollup_due_put(self, hour: str, shard: int) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self._t.name,
-                "Item": typed({"PK": keys.ROLLUP_DUE_PK, "SK": hour, "version": uuid.uuid4().hex}),
+                "Item": typed({"PK": keys.rollup_due_pk(shard), "SK": hour, "version": uuid.uuid4().hex}),
             }
         }
 
@@ -157,11 +159,13 @@ class DynamoUsageRepository:
             }
         }
 
-    def _day_open_check(self, day: str) -> dict[str, Any]:
+    def _day_open_check(self, day: str, shard: int) -> dict[str, Any]:
+        """The day is still open by the shard's copy of the export cursor (billing.py keeps the copies equal to
+        the cursor; none yet: no day closed)."""
         return {
             "ConditionCheck": {
                 "TableName": self._t.name,
-                "Key": typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
+                "Key": typed({"PK": keys.export_cursor_copy_pk(shard), "SK": keys.EXPORT_CURSOR_SK}),
                 "ConditionExpression": "attribute_not_exists(nextDay) OR nextDay <= :d",
                 "ExpressionAttributeValues": typed({":d": day}),
             }
@@ -179,14 +183,23 @@ class DynamoUsageRepository:
 
     # ------------------------------------------------------------------------------------------- roll-ups
     def due_rollups(self, limit: int) -> list[tuple[str, str]]:
-        response = self._t.client.query(
-            TableName=self._t.name,
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues=typed({":pk": keys.ROLLUP_DUE_PK}),
-            ConsistentRead=True,
-            Limit=limit,
-        )
-        return [(str(i["SK"]), str(i["version"])) for i in map(plain, response.get("Items", []))]
+        """One consistent ``Query`` (``Limit``) per shard of the marks and the pre-shard partition; the oldest
+        ``limit`` hours of their union, each with a token naming every mark of it that was read
+        (``{partition}={version}``, ``;``-separated) — the oldest ``limit`` of each shard hold the oldest ``limit``
+        of all."""
+        marks: dict[str, list[str]] = {}
+        partitions = [keys.ROLLUP_DUE_PK] + [keys.rollup_due_pk(s) for s in range(keys.WRITE_PATH_SHARDS)]
+        for pk in partitions:
+            response = self._t.client.query(
+                TableName=self._t.name,
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues=typed({":pk": pk}),
+                ConsistentRead=True,
+                Limit=limit,
+            )
+            for item in map(plain, response.get("Items", [])):
+                marks.setdefault(str(item["SK"]), []).append(f"{pk}={item['version']}")
+        return [(hour, ";".join(marks[hour])) for hour in sorted(marks)[:limit]]
 
     def put_rollups(self, rollups: list[Rollup]) -> None:
         """``BatchWriteItem``s of 25, retrying what DynamoDB leaves unprocessed."""
@@ -210,16 +223,22 @@ class DynamoUsageRepository:
                 raise StoreBusy("roll-up writes stayed unprocessed")
 
     def rollup_done(self, hour: str, version: str) -> bool:
-        try:
-            self._t.client.delete_item(
-                TableName=self._t.name,
-                Key=typed({"PK": keys.ROLLUP_DUE_PK, "SK": hour}),
-                ConditionExpression="version = :v",
-                ExpressionAttributeValues=typed({":v": version}),
-            )
-        except self._t.client.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        """Delete each mark the token names (:meth:`due_rollups`) that still has its version; True when all did."""
+        done = True
+        for mark in version.split(";"):
+            pk, _, v = mark.rpartition("=")
+            if not pk.startswith(keys.ROLLUP_DUE_PK):
+                return False  # not a token of due_rollups
+            try:
+                self._t.client.delete_item(
+                    TableName=self._t.name,
+                    Key=typed({"PK": pk, "SK": hour}),
+                    ConditionExpression="version = :v",
+                    ExpressionAttributeValues=typed({":v": v}),
+                )
+            except self._t.client.exceptions.ConditionalCheckFailedException:
+                done = False  # newer usage marked it again: the hour stays due
+        return done
 
     # ------------------------------------------------------------------------------------------- cost days
     def put_cost_hours(self, hours: list[CostHour]) -> None:
