@@ -393,24 +393,27 @@ import importlib
 from itl_accelerator.wiring import Wiring
 handler = getattr(importlib.import_module({module!r}), {attr!r})
 getattr(Wiring.build(), {service!r}).__class__
-Wiring.build().store
+Wiring.build().repositories
 """
 
 #: The service a workflow step or schedule handler uses (what its first invocation builds).
 SERVICES = {
-    "itl_functions.instance_workflow": "instance_workflow",
-    "itl_functions.job_workflow": "job_workflow",
+    "itl_functions.instance_workflow": "instance_steps",
+    "itl_functions.job_workflow": "job_steps",
     "itl_functions.schedules.reconcile": "reconciler",
     "itl_functions.schedules.track_jobs": "job_tracker",
     "itl_functions.schedules.sync_usage": "usage_sync",
     "itl_functions.schedules.roll_up_usage": "usage_rollups",
     "itl_functions.schedules.export_billing": "billing_export",
+    "itl_functions.schedules.monitor_budgets": "budget_monitor",
     "itl_functions.streams.fleet_changes": "fleet_changes",
     "itl_functions.state_events.publish": "state_events",
+    "itl_functions.audit_archive.archive": "audit_archive",
+    # the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client
     "itl_functions.registration.handler": "settings",
 }
 #: API functions that serve no operation of the app (plain handlers: the catch-all route, the probes): their import.
-PLAIN_API_FUNCTIONS = ("CanonicalPathFunction", "HealthFunction", "ReadyFunction")
+PLAIN_API_FUNCTIONS = ("CanonicalPathFunction", "HealthFunction", "ReadyFunction", "DgxCallbacksFunction")
 
 _PLAIN_FUNCTION = """
 import importlib
@@ -448,6 +451,7 @@ def _child_environment() -> dict[str, str]:
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             # what the template gives the state-change events' and the SLO report's functions
             "EVENT_BUS_NAME": "bench-bus",
+            "AUDIT_ARCHIVE_BUCKET": "bench-archive",
             "API_NAME": "bench-api",
             "API_STAGE": "v1",
         }

@@ -135,6 +135,8 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
         "DGX_PLATFORM_API_KEY": settings.dgx_platform_api_key.get_secret_value() or LOCAL_DGX_API_KEY,
         # the embedded S3's bucket for template.yaml's BillingExportBucket (created by `up`)
         "BILLING_EXPORT_BUCKET": settings.billing_export_bucket or local_bucket_name("BillingExportBucket"),
+        # and for its AuditArchiveBucket (audit events whose retention ended)
+        "AUDIT_ARCHIVE_BUCKET": settings.audit_archive_bucket or local_bucket_name("AuditArchiveBucket"),
         # the embedded AWS's bus for template.yaml's EventBus (state-change events; created by `up`)
         "EVENT_BUS_NAME": settings.event_bus_name or local_event_bus_name("EventBus"),
         # Local default: poll every 2 s (settings default 10 s for real hardware); explicit values win.

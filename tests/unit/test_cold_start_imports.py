@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.requests_and_cold_start import SERVICES
 from itl_local.template import Template, load_handler
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -65,20 +66,9 @@ DGX_PROXIES = {
 #: Handler modules whose functions call a service other than their operation prefix's.
 SERVICE_OF_MODULE = {"itl_functions.usage_stats": "usage_stats", "itl_functions.job_logs": "job_logs"}
 #: The wiring attribute a workflow step or schedule builds on its first invocation.
-SERVICE_OF_HANDLER = {
-    "itl_functions.instance_workflow": "instance_steps",
-    "itl_functions.job_workflow": "job_steps",
-    "itl_functions.schedules.reconcile": "reconciler",
-    "itl_functions.schedules.track_jobs": "job_tracker",
-    "itl_functions.schedules.sync_usage": "usage_sync",
-    "itl_functions.schedules.roll_up_usage": "usage_rollups",
-    "itl_functions.schedules.export_billing": "billing_export",
-    "itl_functions.schedules.monitor_budgets": "budget_monitor",
-    "itl_functions.streams.fleet_changes": "fleet_changes",
-    "itl_functions.state_events.publish": "state_events",
-    # the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client
-    "itl_functions.registration.handler": "settings",
-}
+#: The service a workflow step or schedule handler builds at its first invocation (the cold-start table's own map;
+#: the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client).
+SERVICE_OF_HANDLER = SERVICES
 ROUTE_MODULES = {
     "itl_accelerator.api.routes.spark_nodes",
     "itl_accelerator.api.routes.spark_ollama_instances",
@@ -124,7 +114,12 @@ def loaded(handler: str, build: str) -> set[str]:
     module, _, attr = handler.rpartition(".")
     # EVENT_BUS_NAME: the state-change events' function is given its bus by the template (it refuses to start without)
     # API_NAME/API_STAGE: the SLO report's, likewise (where it reads the API's metrics)
-    given = {"EVENT_BUS_NAME": "cold-start-bus", "API_NAME": "cold-start-api", "API_STAGE": "v1"}
+    given = {
+        "EVENT_BUS_NAME": "cold-start-bus",
+        "AUDIT_ARCHIVE_BUCKET": "cold-start-archive",
+        "API_NAME": "cold-start-api",
+        "API_STAGE": "v1",
+    }
     env = {**given, **os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
     env["AWS_DEFAULT_REGION"] = "us-east-1"
     done = subprocess.run(

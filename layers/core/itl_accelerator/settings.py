@@ -154,6 +154,12 @@ class Settings(BaseSettings):
     # Where the daily FOCUS export goes (template.yaml's BillingExportBucket) and under which key prefix.
     billing_export_bucket: str = ""
     billing_export_prefix: str = "focus/"
+    # How long an audit event stays in the table (days; 0: for ever): each carries a DynamoDB TTL this long after it
+    # happened; when DynamoDB deletes it, the audit archive (template.yaml's AuditArchiveFunction) copies it to
+    # this bucket under this prefix (docs/ARCHITECTURE.md, "Audit retention").
+    audit_retention_days: int = Field(default=400, ge=0, le=36500)
+    audit_archive_bucket: str = ""
+    audit_archive_prefix: str = "audit/"
 
     # OIDC (Keycloak). Empty issuer / JWKS URL derive from CONTROL_PLANE_AUTH_URL and the realm.
     oidc_realm: str = "itl"

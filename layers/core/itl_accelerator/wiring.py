@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.schedules.reconciler import Reconciler
     from itl_accelerator.services.schedules.usage_rollups import UsageRollups
     from itl_accelerator.services.schedules.usage_sync import UsageSync
+    from itl_accelerator.services.streams.audit_archive import AuditArchive
     from itl_accelerator.services.streams.fleet import FleetChanges
     from itl_accelerator.services.workflows.callbacks import DgxCallbacks
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
@@ -117,7 +118,11 @@ class Wiring:
             return self._repositories
         from itl_accelerator.repositories.dynamodb import dynamodb_repositories
 
-        return dynamodb_repositories(self._dynamodb_client or boto3.client("dynamodb"), self.settings.table_name)
+        return dynamodb_repositories(
+            self._dynamodb_client or boto3.client("dynamodb"),
+            self.settings.table_name,
+            audit_retention_days=self.settings.audit_retention_days,
+        )
 
     @cached_property
     def state_machines(self) -> StateMachines:
@@ -243,6 +248,17 @@ class Wiring:
                 client, settings.api_name, settings.api_stage, settings.slo_latency_threshold_ms
             )
         return SloReportService(metrics, settings)
+
+    @cached_property
+    def audit_archive(self) -> AuditArchive:
+        """Expired audit events into ``AUDIT_ARCHIVE_BUCKET`` (raises ``ValueError`` when unset)."""
+        from itl_accelerator.services.streams.audit_archive import AuditArchive
+
+        return AuditArchive(
+            self._s3_client or boto3.client("s3"),
+            self.settings.audit_archive_bucket,
+            self.settings.audit_archive_prefix,
+        )
 
     @cached_property
     def state_events(self) -> StateEventPublisher:

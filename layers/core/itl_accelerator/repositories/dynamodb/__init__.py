@@ -22,9 +22,10 @@ from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
 from itl_accelerator.repositories.protocols import Repositories
 
 
-def dynamodb_repositories(client: Any, table_name: str) -> Repositories:
-    """Every repository over ``table_name``, through one boto3 DynamoDB *client* (injected: tests pass moto's)."""
-    table = Table(client, table_name)
+def dynamodb_repositories(client: Any, table_name: str, *, audit_retention_days: int = 0) -> Repositories:
+    """Every repository over ``table_name``, through one boto3 DynamoDB *client* (injected: tests pass moto's);
+    audit events kept ``audit_retention_days`` in the table (0: for ever)."""
+    table = Table(client, table_name, audit_retention_seconds=audit_retention_days * 86400)
     return Repositories(
         nodes=DynamoNodeRepository(table),
         instances=DynamoInstanceRepository(table),

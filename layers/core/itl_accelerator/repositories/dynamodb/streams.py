@@ -191,3 +191,23 @@ def state_change(record: dict[str, Any]) -> StateChange | None:
 def state_changes(records: Iterable[dict[str, Any]]) -> list[StateChange]:
     """The state changes of a batch of stream records, in stream order (records without one are left out)."""
     return [c for c in map(state_change, records) if c is not None]
+
+
+#: Who deletes an item whose TTL passed (DynamoDB Streams ``userIdentity`` of such a ``REMOVE``).
+TTL_DELETER = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def expired_audit_events(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit events DynamoDB deleted because their TTL passed (``REMOVE`` by :data:`TTL_DELETER` of an
+    ``AuditEvent`` item), each as stored (plain values, the table's keys dropped) — what the audit archive keeps.
+    Every other record (a user's delete, another item's TTL) is none of them."""
+    events: list[dict[str, Any]] = []
+    for record in records:
+        if record.get("eventName") != "REMOVE" or record.get("userIdentity") != TTL_DELETER:
+            continue
+        image = (record.get("dynamodb") or {}).get("OldImage") or {}
+        item = plain(image)
+        if item.get("entityType") != "AuditEvent":
+            continue
+        events.append({k: v for k, v in item.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "entityType")})
+    return events

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -44,11 +45,13 @@ class TransactionFailed(StoreError):
 
 class Table:
     """``client`` is a boto3 DynamoDB *client*; ``table_name`` the table of template.yaml. Shared by the
-    repositories of one table (each repository holds one)."""
+    repositories of one table (each repository holds one). ``audit_retention_seconds``: how long an audit event
+    stays in the table (its TTL; 0: for ever)."""
 
-    def __init__(self, client: Any, table_name: str):
+    def __init__(self, client: Any, table_name: str, *, audit_retention_seconds: int = 0):
         self._db = client
         self._table = table_name
+        self._audit_retention = audit_retention_seconds
 
     def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
         """One strongly consistent ``GetItem``, as plain values; None when absent."""
@@ -149,7 +152,7 @@ class Table:
         return {
             "Put": {
                 "TableName": self._table,
-                "Item": typed(audit_item(audit)),
+                "Item": typed(audit_item(audit, self._audit_retention)),
                 "ConditionExpression": "attribute_not_exists(PK)",
             }
         }
@@ -163,9 +166,15 @@ class Table:
         return self._table
 
 
-def audit_item(audit: AuditEvent) -> dict[str, Any]:
+def _epoch(timestamp: str) -> int:
+    """Epoch seconds of an audit event's UTC ISO 8601 ``timestamp`` (``...Z`` or an offset)."""
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp())
+
+
+def audit_item(audit: AuditEvent, retention_seconds: int = 0) -> dict[str, Any]:
     """The stored form of an audit event (plain values): its fields (states as JSON), keyed by subscription and
-    time, and by resource (GSI1)."""
+    time, and by resource (GSI1); with ``ttl`` (epoch s) ``retention_seconds`` after it happened when that is not 0
+    — DynamoDB deletes it then, and the audit archive keeps it (services/streams/audit_archive.py)."""
     record = audit.model_dump()
     for state in ("previous_state", "new_state"):
         record[state] = to_json(record[state]) if record[state] is not None else None
@@ -178,4 +187,5 @@ def audit_item(audit: AuditEvent) -> dict[str, Any]:
         "GSI1SK": sk,
         "entityType": "AuditEvent",
         **record,
+        **({"ttl": _epoch(audit.timestamp) + retention_seconds} if retention_seconds else {}),
     }
