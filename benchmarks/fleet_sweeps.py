@@ -1,29 +1,40 @@
 """The periodic sweeps as the fleet grows (issue 27): does every live instance and running job get checked on time,
-and does a run's work grow with the workloads due rather than with the fleet? Prints two tables.
+does a job's end reach the provider soon after the platform's when every callback is lost, and does a run's work
+grow with the workloads due rather than with the fleet? Prints two tables.
 
-Run from the repository root: ``python -m benchmarks.fleet_sweeps [--fleets 100,1000,3000]`` (``./dev bench`` runs
-it too). Everything runs through the services seam of the tests (tests/services: the real services and workflows,
-the in-memory twin of the repositories — whose lease index pages as DynamoDB's GSI2 does, ``Limit`` and
-``LastEvaluatedKey`` — a fake DGX Platform and a virtual clock), so 10,000 workloads take seconds, not hours.
+Run from the repository root: ``python -m benchmarks.fleet_sweeps [--gpus 1000,10000] [--moto-gpus 1000]``
+(``./dev bench`` runs it too). Everything runs through the services seam of the tests (tests/services: the real
+services and workflows, a fake DGX Platform and a virtual clock) over one of two stores: the **DynamoDB
+repositories on moto** (in process: the real key design, shards, ``Limit`` and ``LastEvaluatedKey``; every request
+counted at the client) for the fleets of ``--moto-gpus``, and the in-memory twin (whose lease index pages as
+DynamoDB's GSI2 does) for the larger ``--gpus`` fleets — moto's per-request cost makes those hours, not minutes.
+A fleet of G GPUs is G/2 live instances and G/2 running jobs of 1 GPU each on 8-GPU nodes.
 
-(a) The job tracker: ``N`` live instances and ``N`` running jobs (1 GPU each on 8-GPU nodes), then the tracker's
-    schedule (every 60 s) for 30 virtual minutes. Per fleet: the runs' index pages and DGX Platform calls (mean,
-    max), the longest any workload went without a check (goal: ``INSTANCE_WATCH_INTERVAL_SECONDS`` /
-    ``JOB_POLL_MAX_INTERVAL_SECONDS`` plus one schedule period, whatever N), the workloads never checked (goal: 0),
-    and a run's own time at its busiest (the function's timeout is 120 s).
-(b) The reconciler after a Step Functions outage: ``N`` jobs accepted whose ``StartExecution`` failed, all leases
+(a) The job tracker, its schedule (every 60 s) for 30 virtual minutes; one job in 20 ends on the platform at a
+    random moment and *every callback is lost*. Per fleet: the runs' DynamoDB requests and items read (moto), index
+    pages and DGX Platform calls (mean, max), the longest any workload went without a check (goal: the check
+    interval, 300 s, plus one schedule period, whatever the fleet), the workloads never checked (goal: 0), the lag
+    from a job's end on the platform to the provider recording it (p50, p99; goal: one check interval plus one
+    period), and a run's own time at its busiest (the function's timeout is 120 s; goal: under half). With callbacks
+    the end is recorded by the callback's own request (docs/DGX_INTEGRATION.md): no sweep is in that path.
+(b) The reconciler after a Step Functions outage: every job accepted while ``StartExecution`` failed, all leases
     running out together; runs every 5 virtual minutes until every execution started. Per fleet: runs needed
-    (goal: 1), leases examined (goal: N) and the run's time.
+    (goal: 1), leases examined (goal: all) and the run's time.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.requests_and_cold_start import _table
+from itl_accelerator.repositories.protocols import Repositories
 from tests.services.conftest import Env, make_settings
 
 GPUS_PER_NODE = 8
@@ -55,43 +66,126 @@ class Checks:
         setattr(env.dgx, name, counted)
 
 
-def tracker_row(n: int) -> dict[str, Any]:
-    env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300))
-    for i in range(2 * n // GPUS_PER_NODE + 1):
-        env.add_node(f"dgx-{i}", gpus=GPUS_PER_NODE)
-    nodes = 2 * n // GPUS_PER_NODE + 1
-    for i in range(n):
-        env.provision(f"i{i}", node=f"dgx-{i % nodes}", gpus=1, memory_gb=80)
-        env.submit(f"j{i}", 1, 80, maxDurationMinutes=7 * 24 * 60)
-    env.run()
-    ids = {str(env.job(f"j{i}").dgx_id) for i in range(n)}
-    ids |= {str(inst.dgx_id) for i in range(n) if (inst := env.instance(f"i{i}", f"dgx-{i % nodes}"))}
-    checks = Checks()
-    checks.wrap(env, "get_jobs")
-    checks.wrap(env, "get_instances")
-    pages: list[int] = []
-    calls: list[int] = []
-    seconds: list[float] = []
-    for _ in range(VIRTUAL_MINUTES * 60 // TRACKER_PERIOD):
-        env.clock.advance(TRACKER_PERIOD)
-        before = checks.calls
-        started = time.perf_counter()
-        counts = env.w.job_tracker.run()
-        seconds.append(time.perf_counter() - started)
+class CountingClient:
+    """A boto3 DynamoDB client that counts its requests and the items they return."""
+
+    def __init__(self, client: Any):
+        self._client = client
+        self.requests = 0
+        self.items = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute) or name.startswith("_") or name in ("exceptions", "meta"):
+            return attribute
+
+        def counted(**kwargs: Any) -> Any:
+            self.requests += 1
+            response = attribute(**kwargs)
+            if isinstance(response, dict):
+                self.items += len(response.get("Items", ())) + sum(
+                    len(v) for v in (response.get("Responses") or {}).values()
+                )
+            return response
+
+        return counted
+
+
+@contextmanager
+def store(backend: str) -> Iterator[tuple[Repositories | None, CountingClient | None]]:
+    """The repositories of ``backend`` (None: the Env's own in-memory twin) and, on moto, the counting client."""
+    if backend == "memory":
+        yield None, None
+        return
+    import boto3
+    from moto import mock_aws
+
+    from itl_accelerator.repositories.dynamodb import dynamodb_repositories
+    from itl_local.aws import create_table, make_dynamodb_faithful
+    from itl_local.template import Template
+
+    make_dynamodb_faithful()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, Template(), "fleet-bench")
+        counting = CountingClient(client)
+        yield dynamodb_repositories(counting, "fleet-bench"), counting
+
+
+def _percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
+    n = gpus // 2
+    with store(backend) as (repositories, counting):
+        env = Env(
+            make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
+            repositories=repositories,
+        )
+        nodes = 2 * n // GPUS_PER_NODE + 1
+        for i in range(nodes):
+            env.add_node(f"dgx-{i}", gpus=GPUS_PER_NODE)
+        for i in range(n):
+            env.provision(f"i{i}", node=f"dgx-{i % nodes}", gpus=1, memory_gb=80)
+            env.submit(f"j{i}", 1, 80, maxDurationMinutes=7 * 24 * 60)
         env.run()
-        pages.append(counts["pages"])
-        calls.append(checks.calls - before)
-    return {
-        "workloads": len(ids),
-        "pages": (statistics.mean(pages), max(pages)),
-        "calls": (statistics.mean(calls), max(calls)),
-        "longest": checks.longest,
-        "never": len(ids - set(checks.last)),
-        "run_s": max(seconds),
-    }
+        ids = {str(env.job(f"j{i}").dgx_id) for i in range(n)}
+        ids |= {str(inst.dgx_id) for i in range(n) if (inst := env.instance(f"i{i}", f"dgx-{i % nodes}"))}
+        checks = Checks()
+        checks.wrap(env, "get_jobs")
+        checks.wrap(env, "get_instances")
+        pages: list[int] = []
+        calls: list[int] = []
+        requests: list[int] = []
+        items: list[int] = []
+        seconds: list[float] = []
+        ending = random.Random(27)
+        enders = ending.sample(range(n), max(1, n // 20))
+        per_run = max(1, len(enders) // (VIRTUAL_MINUTES - 6))  # the last few minutes end none: time to notice
+        pending: dict[str, float] = {}
+        lags: list[float] = []
+        for minute in range(VIRTUAL_MINUTES * 60 // TRACKER_PERIOD):
+            for k in enders[minute * per_run : (minute + 1) * per_run]:
+                at = env.clock() + ending.uniform(0, TRACKER_PERIOD)
+                env.finish_on_platform(f"j{k}", at=at)
+                pending[f"j{k}"] = at
+            env.clock.advance(TRACKER_PERIOD)
+            before = checks.calls
+            asked, read = (counting.requests, counting.items) if counting else (0, 0)
+            started = time.perf_counter()
+            counts = env.w.job_tracker.run()
+            seconds.append(time.perf_counter() - started)
+            if counting:
+                requests.append(counting.requests - asked)
+                items.append(counting.items - read)
+            env.run()
+            pages.append(counts["pages"])
+            calls.append(checks.calls - before)
+            for name, at in list(pending.items()):
+                if env.status(name) in ("Succeeded", "Failed", "Canceled"):
+                    lags.append(env.clock() - at)
+                    del pending[name]
+        return {
+            "backend": backend,
+            "gpus": gpus,
+            "workloads": len(ids),
+            "requests": (statistics.mean(requests), max(requests)) if requests else None,
+            "items": (statistics.mean(items), max(items)) if items else None,
+            "pages": (statistics.mean(pages), max(pages)),
+            "calls": (statistics.mean(calls), max(calls)),
+            "longest": checks.longest,
+            "never": len(ids - set(checks.last)),
+            "lag": (_percentile(lags, 0.5), _percentile(lags, 0.99), len(lags), len(pending)),
+            "run_s": max(seconds),
+        }
 
 
-def reconciler_row(n: int) -> dict[str, Any]:
+def reconciler_row(gpus: int) -> dict[str, Any]:
+    n = gpus
     env = Env(make_settings())
     nodes = n // GPUS_PER_NODE + 1
     for i in range(nodes):
@@ -112,35 +206,44 @@ def reconciler_row(n: int) -> dict[str, Any]:
     return {"jobs": n, "runs": runs, "restarted": restarted, "examined": examined, "run_s": seconds}
 
 
+def _pair(value: tuple[float, float] | None) -> str:
+    return "-" if value is None else f"{value[0]:,.1f} max {value[1]:,}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fleets", default="100,1000,3000", help="live instances (and as many running jobs)")
-    fleets = [int(x) for x in parser.parse_args().fleets.split(",")]
+    parser.add_argument("--gpus", default="1000,10000", help="fleets (GPUs) on the in-memory twin")
+    parser.add_argument("--moto-gpus", default="1000", help="fleets (GPUs) on the DynamoDB repositories on moto")
+    args = parser.parse_args()
+    fleets = [("moto", int(x)) for x in args.moto_gpus.split(",") if x] + [
+        ("memory", int(x)) for x in args.gpus.split(",") if x
+    ]
     # the deferred starts of (b) and the checks log as in AWS: not figures
     from itl_accelerator.observability import logger
 
     logger.setLevel("CRITICAL")
 
-    print(f"(a) Job tracker, every {TRACKER_PERIOD} s for {VIRTUAL_MINUTES} virtual minutes; checks due every 300 s")
-    print(
-        f"{'instances+jobs':>15} {'pages/run':>14} {'DGX calls/run':>14} {'longest gap':>12} {'never':>6} "
-        f"{'busiest run':>12}"
-    )
-    for n in fleets:
-        row = tracker_row(n)
-        print(
-            f"{row['workloads']:>15,} {row['pages'][0]:>8.1f} max {row['pages'][1]:<3} "
-            f"{row['calls'][0]:>8.1f} max {row['calls'][1]:<3} {row['longest']:>10.0f} s {row['never']:>6} "
-            f"{row['run_s']:>10.2f} s"
-        )
+    print(f"(a) Job tracker, every {TRACKER_PERIOD} s for {VIRTUAL_MINUTES} virtual minutes; checks due every 300 s;")
+    print("    1 job in 20 ends on the platform and its callback is lost")
+    headers = ["store", "GPUs", "workloads", "DynamoDB requests/run", "items read/run", "pages/run", "DGX calls/run",
+               "longest gap", "never", "end lag p50/p99 (ends)", "busiest run"]  # fmt: skip
+    rows = []
+    for backend, gpus in fleets:
+        row = tracker_row(gpus, backend)
+        p50, p99, ended, late = row["lag"]
+        rows.append([backend, f"{gpus:,}", f"{row['workloads']:,}", _pair(row["requests"]), _pair(row["items"]),
+                     _pair(row["pages"]), _pair(row["calls"]), f"{row['longest']:.0f} s", str(row["never"]),
+                     f"{p50:.0f} / {p99:.0f} s ({ended}{f', {late} not yet' if late else ''})",
+                     f"{row['run_s']:.2f} s"])  # fmt: skip
+    print(_table(headers, rows, {1, 2, 3, 4, 5, 6, 7, 8, 10}))
     print()
-    print(f"(b) Reconciler after a Step Functions outage, every {RECONCILER_PERIOD} s")
-    print(f"{'jobs':>8} {'runs':>5} {'restarted':>10} {'examined':>9} {'busiest run':>12}")
-    for n in fleets:
-        row = reconciler_row(n)
-        print(
-            f"{row['jobs']:>8,} {row['runs']:>5} {row['restarted']:>10,} {row['examined']:>9,} {row['run_s']:>10.2f} s"
-        )
+    print(f"(b) Reconciler after a Step Functions outage, every {RECONCILER_PERIOD} s (in-memory twin)")
+    rows = []
+    for gpus in sorted({g for _, g in fleets}):
+        row = reconciler_row(gpus)
+        rows.append([f"{row['jobs']:,}", str(row["runs"]), f"{row['restarted']:,}", f"{row['examined']:,}",
+                     f"{row['run_s']:.2f} s"])  # fmt: skip
+    print(_table(["jobs", "runs", "restarted", "examined", "busiest run"], rows, {0, 1, 2, 3, 4}))
 
 
 if __name__ == "__main__":

@@ -161,13 +161,15 @@ class Allocation:
 class Env:
     """One test's world (module docstring)."""
 
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None, *, repositories: Repositories | None = None):
+        """``repositories``: another store than the in-memory twin (benchmarks/fleet_sweeps.py passes the DynamoDB
+        repositories on moto)."""
         self.clock = FakeClock(START)
         self.dgx = FakeDgx(self.clock)
         self.sfn = FakeStepFunctions()
         self.s3 = FakeS3(BUCKET)
         self.state = MemoryState()
-        self.repos: Repositories = memory_repositories(self.state)
+        self.repos: Repositories = repositories or memory_repositories(self.state)
         # hooks between a service's read and its write (fakes.Hooked); pass-through unless a test sets one
         self.nodes_hooks = Hooked(self.repos.nodes)
         self.instances_hooks = Hooked(self.repos.instances)

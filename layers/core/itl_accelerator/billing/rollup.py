@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -214,17 +214,7 @@ def cost_group_scope(d: CostDimensions) -> str:
 def group_dimensions(d: CostDimensions) -> CostDimensions:
     """The dimensions of the cost group ``d`` counts in (:func:`cost_group_scope`): ``d`` without the resource's id
     and name."""
-    return CostDimensions(
-        resource_scope=cost_group_scope(d),
-        resource_id="",
-        resource_name="",
-        resource_type=d.resource_type,
-        resource_group=d.resource_group,
-        submitted_by=d.submitted_by,
-        node_id=d.node_id,
-        supplier=d.supplier,
-        tags=d.tags,
-    )
+    return replace(d, resource_scope=cost_group_scope(d), resource_id="", resource_name="")
 
 
 @dataclass

@@ -247,15 +247,10 @@ class DynamoUsageRepository:
         for hour in hours:
             d = hour.dimensions
             values = {
+                **_dimension_values(d),
                 ":t": "CostDay",
                 ":rid": d.resource_id,
                 ":rname": d.resource_name,
-                ":rtype": d.resource_type,
-                ":rg": d.resource_group,
-                ":by": d.submitted_by,
-                ":node": d.node_id,
-                ":supplier": d.supplier,
-                ":tags": to_json(dict(d.tags)),
                 ":h": _cost_measures(hour.totals),
                 ":ttl": hour.ttl,
             }
@@ -263,9 +258,8 @@ class DynamoUsageRepository:
                 self._t.client.update_item(
                     TableName=self._t.name,
                     Key=typed({"PK": keys.cost_pk(hour.subscription_id, hour.day[:7]), "SK": _cost_sk(hour.day, d)}),
-                    UpdateExpression="SET entityType = :t, resourceId = :rid, resourceName = :rname, "
-                    "resourceType = :rtype, resourceGroup = :rg, submittedBy = :by, nodeId = :node, "
-                    f"supplier = :supplier, tags = :tags, h{hour.hour[11:13]} = :h, #ttl = :ttl",
+                    UpdateExpression=f"SET {_DIMENSIONS_SET}, resourceId = :rid, resourceName = :rname, "
+                    f"h{hour.hour[11:13]} = :h, #ttl = :ttl",
                     ExpressionAttributeNames={"#ttl": "ttl"},
                     ExpressionAttributeValues=typed(values),
                 )
