@@ -163,6 +163,12 @@ class PagedTable:
         self.bytes += size
         return {"Items": page}
 
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["GetItem"] += 1
+        key = request["Key"]
+        found = [i for i in self.partitions.get(key["PK"]["S"], []) if i["SK"] == key["SK"]]
+        return {"Item": found[0]} if found else {}
+
     def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
         def other(**_: Any) -> dict[str, Any]:
             self.calls[name] += 1
@@ -197,7 +203,12 @@ def cost_day_items(sub: str, resources: int, days: int) -> list[dict[str, Any]]:
         group_dimensions,
         resource_scope,
     )
-    from itl_accelerator.repositories.dynamodb.keys import cost_group_pk, cost_pk
+    from itl_accelerator.repositories.dynamodb.keys import (
+        COST_GROUPS_PK,
+        COST_GROUPS_SINCE_SK,
+        cost_group_pk,
+        cost_pk,
+    )
     from itl_accelerator.repositories.dynamodb.table import Table
     from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
     from itl_local.aws import create_table
@@ -266,7 +277,9 @@ def cost_day_items(sub: str, resources: int, days: int) -> list[dict[str, Any]]:
                 month["SK"] = {"S": f"M#{scope}"}
             month[f"d{day[8:10]}"] = group_month[f"d{FIRST_DAY[8:10]}"]
             month[f"r{day[8:10]}"] = group_month[f"r{FIRST_DAY[8:10]}"]
-    return items + list(months.values())
+    # every hour of the benchmark's days was rolled up with its cost groups (services/api/costs.py reads them)
+    since = {"PK": {"S": COST_GROUPS_PK}, "SK": {"S": COST_GROUPS_SINCE_SK}, "hour": {"S": "2026-09-01T00"}}
+    return [*items, *months.values(), since]
 
 
 def _days(count: int) -> list[str]:

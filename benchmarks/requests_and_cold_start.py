@@ -408,7 +408,6 @@ SERVICES = {
     "itl_functions.schedules.monitor_budgets": "budget_monitor",
     "itl_functions.streams.fleet_changes": "fleet_changes",
     "itl_functions.state_events.publish": "state_events",
-    "itl_functions.audit_archive.archive": "audit_archive",
     # the ITL gateway registration builds no service: it is a client of the gateway (httpx), like the DGX client
     "itl_functions.registration.handler": "settings",
 }

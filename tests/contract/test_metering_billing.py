@@ -399,3 +399,23 @@ def test_a_table_from_before_the_shards_keeps_its_marks_and_gets_its_cursor_copi
     copies = [_items(client, name, keys.export_cursor_copy_pk(s)) for s in range(keys.WRITE_PATH_SHARDS)]
     assert [c[0]["nextDay"]["S"] for c in copies] == [DAY2] * keys.WRITE_PATH_SHARDS
     assert {repos.usage.write(make_usage(f"alloc-{n}"), None) for n in range(32)} == {"correction"}  # DAY1 closed
+
+
+def test_a_day_closed_by_an_export_of_before_the_copies_reaches_them_before_the_next_write(
+    table: tuple[Any, str],
+) -> None:
+    """Review of issue 27: an export of the version before the copies, closing a day during a deploy, moves only the
+    cursor; the usage sync's ``open_days_from`` (before its first write of every run) brings every copy up to it."""
+    client, name = table
+    repos = dynamodb_repositories(client, name)
+    repos.billing.open_days_from(DAY1)
+    client.put_item(  # the old export closed DAY1 and DAY2: the cursor alone moved
+        TableName=name, Item={"PK": {"S": keys.EXPORT_PK}, "SK": {"S": keys.EXPORT_CURSOR_SK}, "nextDay": {"S": DAY3}}
+    )
+    repos.billing.open_days_from(DAY1)
+    copies = [_items(client, name, keys.export_cursor_copy_pk(s)) for s in range(keys.WRITE_PATH_SHARDS)]
+    assert [c[0]["nextDay"]["S"] for c in copies] == [DAY3] * keys.WRITE_PATH_SHARDS
+    assert {repos.usage.write(make_usage(f"alloc-{n}", DAY2_START), None) for n in range(32)} == {"correction"}
+    assert repos.billing.close_day(DAY3, "2024-05-04")
+    repos.billing.open_days_from(DAY1)  # never moves a copy back
+    assert {c[0]["nextDay"]["S"] for c in (_items(client, name, keys.export_cursor_copy_pk(0)),)} == {"2024-05-04"}

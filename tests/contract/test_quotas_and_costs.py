@@ -206,3 +206,10 @@ def test_cost_groups_keep_hours_by_day_and_each_days_total_in_its_month(repos: R
     ]
     assert list(repos.usage.cost_group_months(f"{sub}-other", "2024-05")) == []
     assert list(repos.usage.cost_group_days(sub, "2024-06-02", "2024-06-30")) == []
+
+
+def test_the_first_hour_with_cost_groups_is_recorded_once(repos: Repositories) -> None:
+    assert repos.usage.cost_groups_since() is None
+    assert repos.usage.mark_cost_groups_since("2024-05-01T10") == "2024-05-01T10"
+    assert repos.usage.mark_cost_groups_since("2024-06-01T00") == "2024-05-01T10"
+    assert repos.usage.cost_groups_since() == "2024-05-01T10"

@@ -193,6 +193,9 @@ class CountingUsage:
         self._usage = usage
         self.read: dict[str, int] = {"resource days": 0, "group days": 0, "group months": 0}
 
+    def cost_groups_since(self) -> Any:
+        return self._usage.cost_groups_since()
+
     def cost_days(self, *args: Any) -> Any:
         for item in self._usage.cost_days(*args):
             self.read["resource days"] += 1
@@ -213,6 +216,7 @@ class CountingUsage:
 def busy_days(env: Env) -> Env:
     """Twelve jobs over three days (10 to 12 March): two consumers, two suppliers' nodes, two teams — four cost groups,
     each job a resource of its own."""
+    env.repos.usage.mark_cost_groups_since("2025-03-01T00")  # every hour of the days is rolled up with its groups
     env.add_node("a", price=2.40, model="H100", owner="sup-a")
     env.add_node("b", price=3.10, increment=1, minimum=0, model="H200", gpu_memory_gb=141, owner="sup-b")
     for n in range(12):
@@ -290,3 +294,31 @@ def test_an_hour_rolled_up_again_replaces_itself_in_its_groups_day_and_month(bus
     for hour in ("2025-03-10T10", "2025-03-11T12"):
         env.w.usage_rollups.roll_up(hour)
     assert rows_of(query(env, env.admin(), **month)) == before
+
+
+def test_a_table_from_before_cost_groups_answers_its_old_days_from_the_resources(busy_days: Env):
+    """Review of issue 27: a deployment upgraded on 11 March has no cost groups for the days before; its first
+    roll-up after the upgrade records 11 March 05:00 as the first hour sure to hold them, and a query reads the
+    resources' days up to the end of that day, the groups' after."""
+    env = busy_days
+    month = CostQuery.model_validate({"timeframe": "Custom", "timePeriod": {"from": "2025-03-01T00:00:00Z",
+                                                                             "to": "2025-04-01T00:00:00Z"}})  # fmt: skip
+    before = CostQueryService(env.repos.usage, env.w.access, env.clock).query(env.admin(), env.sub, month)
+    for key in [k for k in env.state.cost_group_days if k[1] < "2025-03-12"]:
+        del env.state.cost_group_days[key]  # what a table from before cost groups lacks
+    for _, m in env.state.cost_group_months.values():
+        m.days = {d: t for d, t in m.days.items() if d >= "2025-03-12"}
+    env.state.cost_groups_since = "2025-03-11T05"
+    counting = CountingUsage(env.repos.usage)
+    after = CostQueryService(counting, env.w.access, env.clock).query(env.admin(), env.sub, month)  # type: ignore[arg-type]
+    assert after["properties"]["rows"] == before["properties"]["rows"]
+    assert counting.read == {"resource days": 8, "group days": 0, "group months": 4}  # 10-11 March; 12 March
+
+
+def test_the_first_roll_up_records_the_hour_after_it_as_the_first_with_cost_groups(env: Env):
+    env.clock.set("2025-03-10T10:20:00")
+    env.w.usage_rollups.run()
+    assert env.repos.usage.cost_groups_since() == "2025-03-10T11"
+    env.clock.set("2025-03-12T00:00:00")
+    env.w.usage_rollups.run()
+    assert env.repos.usage.cost_groups_since() == "2025-03-10T11"  # recorded once

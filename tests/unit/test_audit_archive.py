@@ -25,12 +25,12 @@ from itl_local.template import Template
 from tests.contract.builders import make_audit
 
 TEMPLATE = Template()
-(PATTERN,) = [
-    json.loads(f["Pattern"])
-    for f in TEMPLATE.functions()["AuditArchiveFunction"]["Events"]["ExpiredAuditEvents"]["Properties"][
-        "FilterCriteria"
-    ]["Filters"]
-]
+#: The table stream's filter for expired audit events (StateEventsFunction's third: the stream's readers are two).
+PATTERN = json.loads(
+    TEMPLATE.functions()["StateEventsFunction"]["Events"]["StateChanges"]["Properties"]["FilterCriteria"]["Filters"][2][
+        "Pattern"
+    ]
+)
 
 
 def _record(event: str, item: dict[str, Any], *, by_ttl: bool) -> dict[str, Any]:
@@ -60,6 +60,9 @@ def _records() -> tuple[list[dict[str, Any]], list[str]]:
 def test_only_audit_events_deleted_by_their_ttl_are_archived_by_the_filter_and_the_parser_alike():
     records, wanted = _records()
     assert [r for r in records if matches(PATTERN, r)] == [records[0], records[4]]
+    filters = TEMPLATE.functions()["StateEventsFunction"]["Events"]["StateChanges"]["Properties"]["FilterCriteria"]
+    others = [json.loads(f["Pattern"]) for f in filters["Filters"][:2]]
+    assert not any(matches(p, r) for p in others for r in records[:1])  # no state change: no event for it
     events = expired_audit_events(records)
     assert [e["event_id"] for e in events] == wanted
     assert "PK" not in events[0] and events[0]["new_state"] == '{"name":"x","properties":{"gpuCount":2}}'
@@ -115,3 +118,44 @@ def test_a_batch_s3_refuses_raises_so_the_stream_delivers_it_again(s3: Any):
         AuditArchive(s3, "no-such-bucket", "audit/").archive(expired_audit_events(records))
     with pytest.raises(ValueError, match="AUDIT_ARCHIVE_BUCKET"):
         AuditArchive(s3, "", "audit/")
+
+
+def test_the_table_stream_has_at_most_two_readers():
+    """DynamoDB Streams advises at most two readers a shard (more are throttled): the archive reads through the
+    state events' mapping instead of a third (review of issue 27)."""
+    readers = [
+        name
+        for name, props in TEMPLATE.functions().items()
+        for event in (props.get("Events") or {}).values()
+        if event.get("Type") == "DynamoDB"
+    ]
+    assert sorted(readers) == ["FleetChangesFunction", "StateEventsFunction"]
+
+
+def test_the_state_events_handler_archives_expired_audit_events_and_publishes_only_state_changes(s3: Any):
+    from itl_accelerator.settings import Settings
+    from itl_accelerator.wiring import Wiring
+    from itl_functions import state_events
+    from itl_local.lambda_runtime import LambdaContext
+
+    records, wanted = _records()
+    sent: list[Any] = []
+
+    class Events:
+        def put_events(self, Entries: list[Any]) -> dict[str, Any]:
+            sent.extend(Entries)
+            return {"FailedEntryCount": 0, "Entries": [{"EventId": "e"} for _ in Entries]}
+
+    wiring = Wiring.build(
+        Settings(table_name="t", event_bus_name="bus", audit_archive_bucket="archive"),
+        s3_client=s3,
+        events_client=Events(),
+    )
+    original = state_events._wiring
+    state_events._wiring = lambda: wiring  # type: ignore[assignment]
+    try:
+        counts = state_events.publish({"Records": records}, LambdaContext("StateEventsFunction"))
+    finally:
+        state_events._wiring = original  # type: ignore[assignment]
+    assert counts["archived"] == len(wanted) and sent == []
+    assert len(s3.list_objects_v2(Bucket="archive")["Contents"]) == 2

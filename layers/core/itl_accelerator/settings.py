@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     billing_export_bucket: str = ""
     billing_export_prefix: str = "focus/"
     # How long an audit event stays in the table (days; 0: for ever): each carries a DynamoDB TTL this long after it
-    # happened; when DynamoDB deletes it, the audit archive (template.yaml's AuditArchiveFunction) copies it to
+    # happened; when DynamoDB deletes it, the audit archive (template.yaml's StateEventsFunction) copies it to
     # this bucket under this prefix (docs/ARCHITECTURE.md, "Audit retention").
     audit_retention_days: int = Field(default=400, ge=0, le=36500)
     audit_archive_bucket: str = ""

@@ -359,7 +359,7 @@ class Wiring:
     def usage_rollups(self) -> UsageRollups:
         from itl_accelerator.services.schedules.usage_rollups import UsageRollups
 
-        return UsageRollups(self.repositories.usage, self.settings)
+        return UsageRollups(self.repositories.usage, self.settings, self.clock)
 
     @cached_property
     def budget_monitor(self) -> BudgetMonitor:

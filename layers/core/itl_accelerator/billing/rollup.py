@@ -11,6 +11,7 @@ the mean over any set of hours is Σ weighted / Σ measured.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -200,15 +201,9 @@ def cost_group_scope(d: CostDimensions) -> str:
     """Key of the *cost group* of a resource's dimensions: everything a cost query groups, filters or confines by
     except the resource itself (resource group, type, submitter, node, supplier, tags — exact values, as a query
     shows them). ``GROUP#`` and a digest of those values."""
-    values = [
-        d.resource_group,
-        d.resource_type,
-        d.submitted_by,
-        d.node_id,
-        d.supplier,
-        *(f"{k}={v}" for k, v in d.tags),
-    ]
-    return f"GROUP{SEP}{hashlib.sha256(chr(31).join(values).encode()).hexdigest()[:32]}"
+    # as JSON, so no two groups' values run together (tags "a=b": "c" and "a": "b=c" are two groups)
+    values = [d.resource_group, d.resource_type, d.submitted_by, d.node_id, d.supplier, [list(t) for t in d.tags]]
+    return f"GROUP{SEP}{hashlib.sha256(json.dumps(values).encode()).hexdigest()[:32]}"
 
 
 def group_dimensions(d: CostDimensions) -> CostDimensions:

@@ -451,6 +451,16 @@ class UsageRepository(Protocol):
         day total never replaced by one computed from fewer of its hours. Raises ``StoreBusy``."""
         ...
 
+    def mark_cost_groups_since(self, hour: str) -> str:
+        """Record, unless recorded already, that every hour from ``hour`` (``YYYY-MM-DDTHH``) on is rolled up with
+        its cost groups; the hour recorded."""
+        ...
+
+    def cost_groups_since(self) -> str | None:
+        """The first hour whose roll-ups are sure to hold its cost groups (:meth:`mark_cost_groups_since`); None
+        before the first roll-up that writes them. Earlier hours may lack them (a table from before them)."""
+        ...
+
     def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """Every cost group's charges by day and hour, ``first_day`` to ``last_day`` (``YYYY-MM-DD``) inclusive, by
         day: what cost queries by hour, and the part days of other queries, read."""

@@ -32,9 +32,10 @@ class DynamoBillingRepository:
         return str(item["nextDay"]) if item and item.get("nextDay") else None
 
     def open_days_from(self, day: str) -> None:
-        """The cursor at ``day`` unless it exists; then each shard's copy at the cursor unless the copy exists (a
-        table from before the copies gets them here, before any write checks one: the usage sync calls this
-        first)."""
+        """The cursor at ``day`` unless it exists; then each shard's copy at the cursor where the copy is missing or
+        behind it (a table from before the copies gets them here, and a day closed by an export of before the copies
+        reaches them; the usage sync calls this before its first write of every run). A copy a concurrent
+        ``close_day`` moved on is left as it is."""
         response = self._t.client.update_item(
             TableName=self._t.name,
             Key=typed({"PK": keys.EXPORT_PK, "SK": keys.EXPORT_CURSOR_SK}),
@@ -44,12 +45,16 @@ class DynamoBillingRepository:
         )
         cursor = plain(response["Attributes"])["nextDay"]
         for shard in range(keys.WRITE_PATH_SHARDS):
-            self._t.client.update_item(
-                TableName=self._t.name,
-                Key=typed({"PK": keys.export_cursor_copy_pk(shard), "SK": keys.EXPORT_CURSOR_SK}),
-                UpdateExpression="SET nextDay = if_not_exists(nextDay, :d)",
-                ExpressionAttributeValues=typed({":d": cursor}),
-            )
+            try:
+                self._t.client.update_item(
+                    TableName=self._t.name,
+                    Key=typed({"PK": keys.export_cursor_copy_pk(shard), "SK": keys.EXPORT_CURSOR_SK}),
+                    UpdateExpression="SET nextDay = :d",
+                    ConditionExpression="attribute_not_exists(nextDay) OR nextDay < :d",
+                    ExpressionAttributeValues=typed({":d": cursor}),
+                )
+            except self._t.client.exceptions.ConditionalCheckFailedException:
+                pass  # the copy is there, and not behind
 
     def export_day(self, day: str) -> ExportDay | None:
         item = self._t.get_item(keys.EXPORT_PK, keys.export_day_sk(day))

@@ -210,6 +210,11 @@ def cost_pk(subscription_id: str, month: str) -> str:
     return f"SUB{SEP}{subscription_id.lower()}{SEP}COST{SEP}{month}"
 
 
+#: Where the first hour rolled up with its cost groups is recorded (the cost query reads resources before it).
+COST_GROUPS_PK = f"SYS{SEP}COSTGROUPS"
+COST_GROUPS_SINCE_SK = "SINCE"
+
+
 def cost_group_pk(subscription_id: str, month: str) -> str:
     """Partition of a subscription's charges by cost group in one month (``YYYY-MM``): ``D#{day}#{group}`` items
     (hours of a day) and ``M#{group}`` items (days of the month)."""

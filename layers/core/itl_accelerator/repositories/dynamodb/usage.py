@@ -160,8 +160,10 @@ class DynamoUsageRepository:
         }
 
     def _day_open_check(self, day: str, shard: int) -> dict[str, Any]:
-        """The day is still open by the shard's copy of the export cursor (billing.py keeps the copies equal to
-        the cursor; none yet: no day closed)."""
+        """The day is still open by the shard's copy of the export cursor (billing.py keeps the copies equal to the
+        cursor; none: no day closed yet). The usage sync makes sure of the copies (``open_days_from``) before its
+        first write of every run, so a table from before the copies, or a day closed by an export of before them,
+        never has a write check a missing or stale copy."""
         return {
             "ConditionCheck": {
                 "TableName": self._t.name,
@@ -317,6 +319,22 @@ class DynamoUsageRepository:
                 raise StoreBusy("cost writes throttled") from exc
             raise
         return plain(response.get("Attributes") or {})
+
+    def mark_cost_groups_since(self, hour: str) -> str:
+        """``UpdateItem SET hour = if_not_exists(hour, :h)`` on ``SYS#COSTGROUPS`` / ``SINCE``."""
+        stored = self._update(
+            Key=typed({"PK": keys.COST_GROUPS_PK, "SK": keys.COST_GROUPS_SINCE_SK}),
+            UpdateExpression="SET #h = if_not_exists(#h, :h)",
+            ExpressionAttributeNames={"#h": "hour"},
+            ExpressionAttributeValues=typed({":h": hour}),
+            ReturnValues="ALL_NEW",
+        )
+        return str(stored["hour"])
+
+    def cost_groups_since(self) -> str | None:
+        """One consistent ``GetItem``."""
+        item = self._t.get_item(keys.COST_GROUPS_PK, keys.COST_GROUPS_SINCE_SK)
+        return str(item["hour"]) if item else None
 
     def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """One ``Query`` per month (paged), ``SK BETWEEN D#{first}`` and ``D#{last}#~``."""

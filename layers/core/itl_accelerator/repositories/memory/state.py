@@ -183,6 +183,8 @@ class MemoryState:
     cost_group_days: dict[tuple[str, str, str], tuple[int, CostDay]] = field(default_factory=dict)
     #: (subscription (lower), month, cost group scope) → (day → revision, that group's charges of the month by day)
     cost_group_months: dict[tuple[str, str, str], tuple[dict[str, int], CostMonth]] = field(default_factory=dict)
+    #: the first hour rolled up with its cost groups (``SYS#COSTGROUPS`` / ``SINCE``)
+    cost_groups_since: str | None = None
     #: (subscription (lower), budget name (lower)) → budget
     budgets: dict[tuple[str, str], Budget] = field(default_factory=dict)
     budget_sweep_cursor: str | None = None

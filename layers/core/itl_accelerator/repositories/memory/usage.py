@@ -138,6 +138,16 @@ class MemoryUsageRepository:
                     revisions[hour.day] = revision + 1
                 self._s.cost_group_months[key] = (revisions, month)
 
+    def mark_cost_groups_since(self, hour: str) -> str:
+        with self._s.lock:
+            if self._s.cost_groups_since is None:
+                self._s.cost_groups_since = hour
+            return self._s.cost_groups_since
+
+    def cost_groups_since(self) -> str | None:
+        with self._s.lock:
+            return self._s.cost_groups_since
+
     def cost_group_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
         """By day, then group scope (the table's sort key)."""
         with self._s.lock:

@@ -169,9 +169,9 @@ class CostQueryService:
         if first >= stop:
             return self._answer(subscription_id, query, {})  # no hour starts in the period
         if _names_resource(query):
-            spans = self._resource_spans(subscription_id, first, stop)
+            spans: Iterable[Span] = self._resource_spans(subscription_id, first, stop)
         else:
-            spans = self._group_spans(subscription_id, first, stop, hourly=query.dataset.granularity == "Hourly")
+            spans = self._spans(subscription_id, first, stop, hourly=query.dataset.granularity == "Hourly")
         sums = self._aggregate(query, self._visible(ctx, subscription_id, spans))
         return self._answer(subscription_id, query, sums)
 
@@ -181,6 +181,17 @@ class CostQueryService:
         last_day = (_hour_start(stop) - timedelta(hours=1)).date().isoformat()
         for day in self._usage.cost_days(subscription_id, first[:10], last_day):
             yield day.dimensions, [(h, t) for h, t in day.hours.items() if first <= h < stop]
+
+    def _spans(self, subscription_id: str, first: str, stop: str, *, hourly: bool) -> Iterator[Span]:
+        """The period's charges from the cost groups where every hour of the day is sure to hold them
+        (``UsageRepository.cost_groups_since``: from the day after the one it names), from the resources' days
+        before — so a table from before cost groups answers its old days as it always did."""
+        since = self._usage.cost_groups_since()
+        boundary = f"{_next_day(since[:10])}T00" if since is not None else "~"
+        if first < boundary:
+            yield from self._resource_spans(subscription_id, first, min(stop, boundary))
+        if stop > boundary:
+            yield from self._group_spans(subscription_id, max(first, boundary), stop, hourly=hourly)
 
     def _group_spans(self, subscription_id: str, first: str, stop: str, *, hourly: bool) -> Iterator[Span]:
         """Each cost group's charges of the period (billing/rollup.py ``group_dimensions``: groups x days, never

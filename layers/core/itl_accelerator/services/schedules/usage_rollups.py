@@ -8,11 +8,13 @@ hour that fails is logged and stays due.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.billing.rollup import HourRollup
-from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS
+from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, hour_key
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import UsageRepository
 from itl_accelerator.settings import Settings
@@ -46,13 +48,19 @@ class RollupReport:
 class UsageRollups:
     """The hourly roll-ups (module docstring): every hour marked due is recomputed from its records."""
 
-    def __init__(self, usage: UsageRepository, settings: Settings):
+    def __init__(self, usage: UsageRepository, settings: Settings, clock: Callable[[], float] = time.time):
         self._usage = usage
         self._settings = settings
+        self._clock = clock
 
     def run(self, *, time_left: Callable[[], float] | None = None) -> RollupReport:
-        """Roll up the hours due, oldest first."""
+        """Roll up the hours due, oldest first. The first run ever records the hour after now as the first whose
+        roll-ups hold its cost groups (every record of a later hour is written after it, so that hour is rolled up by
+        a run that writes them): a table from before cost groups answers cost queries of earlier days from its
+        resources' days (services/api/costs.py)."""
         report = RollupReport()
+        if self._usage.cost_groups_since() is None:
+            self._usage.mark_cost_groups_since(hour_key(int(self._clock()) + HOUR))
         for hour, version in self._usage.due_rollups(self._settings.rollup_batch_hours):
             if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
                 report.stopped_early = True

@@ -109,7 +109,9 @@ class UsageSync:
         its table) is not read twice, and a page of nothing new ends the run."""
         now = int(self._clock() if now is None else now)
         report = SyncReport()
-        cursor_known = self._billing.export_cursor() is not None
+        # the export cursor and its copies made sure of before the run's first write (a table from before the
+        # copies gets them here; repositories/dynamodb/billing.py open_days_from): once a run, a few writes
+        cursor_known = False
         seen: set[MeterRef] = set()
         while True:
             page = [ref for ref in self._meters.due(now, self._settings.usage_sync_batch_size) if ref not in seen]

@@ -2,18 +2,19 @@
 
 An audit event carries a DynamoDB TTL ``AUDIT_RETENTION_DAYS`` after it happened (repositories/dynamodb/table.py
 ``audit_item``; 0: none, it stays in the table). DynamoDB deletes it some time after (typically within days), and
-the deletion reaches this service through the table's stream (template.yaml ``AuditArchiveFunction``: only
-``REMOVE`` records by DynamoDB's TTL of ``AuditEvent`` items). Each batch's events are written, per subscription and
-UTC day of the events, as one gzip JSON Lines object:
+the deletion reaches this service through the table's stream (template.yaml ``StateEventsFunction``, the stream's
+second and last reader: its third filter passes only ``REMOVE`` records by DynamoDB's TTL of ``AuditEvent`` items).
+Each batch's events are written, per subscription and UTC day of the events, as one gzip JSON Lines object:
 
 ``{AUDIT_ARCHIVE_PREFIX}{subscription}/{YYYY}/{MM}/{DD}/{digest}.jsonl.gz``
 
 one event per line as the table held it (the ITL SDK's ``AuditEvent`` fields; states as JSON text, plus ``ttl``),
-sorted by time and id; ``digest`` is a SHA-256 of the event ids, so a batch delivered again (the stream delivers at
-least once) writes the same object again, never a second copy. A batch that fails (S3 refused) raises: the stream
-retries it, split in halves, then sends its position to the dead-letter queue — an event is never dropped
-silently. Why this shape: the table's audit items were two thirds of what a job stored, for ever (issue 27); AWS
-CloudTrail's own answer is a short in-service history and the trail in S3.
+sorted by time and id; ``digest`` is a SHA-256 of the event ids, so a batch delivered again whole (the stream
+delivers at least once) writes the same object again. A batch that fails (S3 refused) raises: the stream retries it,
+split in halves, then sends its position to the dead-letter queue — an event is never dropped silently; but a split
+batch's halves are new objects, so an event may be in two objects: a reader keeps one line per ``event_id``. Why this
+shape: the table's audit items were two thirds of what a job stored, for ever (issue 27); AWS CloudTrail's own
+answer is a short in-service history and the trail in S3.
 """
 
 from __future__ import annotations
