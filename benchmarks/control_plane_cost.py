@@ -1,0 +1,183 @@
+"""What the control plane costs per job (issue 27's target: under 0.40 USD of AWS per 1,000 one-hour jobs): the
+AWS requests a one-hour GPU job makes from its submission to its last usage hour being rolled up and exported,
+counted, then priced at us-east-1 list prices.
+
+Run from the repository root: ``python -m benchmarks.control_plane_cost [--jobs 40]`` (``./dev bench`` runs it too).
+``--jobs`` one-GPU jobs of one hour run through the services seam of the tests (the real services and workflows, a
+fake DGX Platform, a virtual clock) over the DynamoDB repositories on moto, every DynamoDB request counted with the
+size of what it wrote and read; every DGX callback is lost (the tracker's polling is in the figure: the worst case).
+The schedules fire at template.yaml's rates (tracker 60 s, usage sync 5 min, roll-up 15 min, export once for the
+day), and their runs are shared among the jobs. Counted:
+
+- **DynamoDB** request units (on-demand): a write 1 per KB of the item (2 in a transaction), a read 1 per 4 KB
+  (strongly consistent; half for an eventually consistent ``Query``); sizes are the JSON length of the typed item,
+  close to DynamoDB's own (attribute names and values).
+- **Lambda** invocations: each Task state entered (a workflow step), each schedule run, each API request (the PUT
+  and the status polls an ARM client makes after each ``Retry-After``: services/common/lro.py ``poll_after``);
+  billed at an assumed 100 ms and 512 MB each (arm64).
+- **Step Functions** (Standard) state transitions: every state the executions entered.
+- **API Gateway** (REST) requests: the PUT and the polls; **EventBridge** events: one per state change the job
+  goes through (created, Scheduled, Running, Succeeded).
+
+Prices (us-east-1, AWS pricing pages, December 2026): DynamoDB on-demand 0.625 USD per million write and 0.125 per
+million read request units; Lambda 0.20 USD per million requests and 0.0000133334 per GB-second (arm64); Step
+Functions Standard 0.025 USD per 1,000 state transitions; API Gateway REST 3.50 USD per million requests;
+EventBridge custom events 1.00 USD per million. Not counted: CloudWatch Logs and metrics, X-Ray, data transfer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from benchmarks.fleet_sweeps import store
+from benchmarks.requests_and_cold_start import _table
+from itl_accelerator.domain.states import OperationKind
+from itl_accelerator.services.common.lro import poll_after
+from tests.services.conftest import Env, make_settings
+
+PRICES = {
+    "DynamoDB write units": 0.625e-6,
+    "DynamoDB read units": 0.125e-6,
+    "Lambda invocations": 0.20e-6 + 0.1 * 0.5 * 0.0000133334,
+    "Step Functions transitions": 0.025e-3,
+    "API Gateway requests": 3.50e-6,
+    "EventBridge events": 1.00e-6,
+}
+STATE_CHANGES_PER_JOB = 4
+
+
+def _size(item: dict[str, Any]) -> int:
+    return len(json.dumps(item, separators=(",", ":")))
+
+
+class Units:
+    """Counts DynamoDB request units from the requests a client sends and what it gets back."""
+
+    def __init__(self, client: Any):
+        self._client = client
+        self.write = 0.0
+        self.read = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute) or name.startswith("_") or name in ("exceptions", "meta"):
+            return attribute
+
+        def counted(**request: Any) -> Any:
+            response = attribute(**request)
+            self._count(name, request, response if isinstance(response, dict) else {})
+            return response
+
+        return counted
+
+    def _count(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
+        if name in ("put_item", "update_item", "delete_item"):
+            written = request.get("Item") or request.get("ExpressionAttributeValues") or request.get("Key") or {}
+            self.write += math.ceil(max(1, _size(written)) / 1024)
+        elif name == "transact_write_items":
+            for entry in request["TransactItems"]:
+                (kind, op), *_ = entry.items()
+                written = op.get("Item") or op.get("ExpressionAttributeValues") or op.get("Key") or {}
+                units = 2 * math.ceil(max(1, _size(written)) / 1024)
+                if kind == "ConditionCheck":
+                    self.read += units
+                else:
+                    self.write += units
+        elif name == "batch_write_item":
+            for requests in request["RequestItems"].values():
+                for r in requests:
+                    self.write += math.ceil(max(1, _size(r.get("PutRequest", {}).get("Item") or {})) / 1024)
+        elif name == "get_item":
+            self.read += max(1, math.ceil(_size(response.get("Item") or {}) / 4096))
+        elif name == "query":
+            factor = 1.0 if request.get("ConsistentRead") else 0.5
+            self.read += factor * max(1, math.ceil(sum(_size(i) for i in response.get("Items", [])) / 4096))
+        elif name == "batch_get_item":
+            for items in (response.get("Responses") or {}).values():
+                self.read += sum(max(1, math.ceil(_size(i) / 4096)) for i in items)
+
+
+def polls_of_an_hour(env: Env) -> int:
+    """The status polls of an ARM client that follows ``Retry-After`` through a job of one hour."""
+    elapsed, polls = 0, 0
+    while elapsed < 3600:
+        elapsed += poll_after(OperationKind.JOB, elapsed, env.settings)
+        polls += 1
+    return polls
+
+
+def measure(jobs: int) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    with store("moto") as (repositories, counting):
+        assert counting is not None
+        units = Units(counting._client)
+        counting._client = units
+        env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
+                  repositories=repositories)  # fmt: skip
+        for i in range(jobs // 8 + 1):
+            env.add_node(f"dgx-{i}", gpus=8)
+        setup = (units.write, units.read)
+        start = env.clock()
+        for n in range(jobs):
+            env.submit(f"j{n}", 1, 80, maxDurationMinutes=120)
+        env.run()
+        for n in range(jobs):
+            env.finish_on_platform(f"j{n}", at=start + 3600 + n)
+        runs = 0
+        step = 60
+        for tick in range(1, 5 * 3600 // step + 1):  # the hour, then the late hours until every meter settled
+            env.clock.advance(step)
+            env.w.job_tracker.run()
+            runs += 1
+            if tick % 5 == 0:
+                env.w.usage_sync.run()
+                runs += 1
+            if tick % 15 == 0:
+                env.w.usage_rollups.run()
+                runs += 1
+            env.run()
+        env.clock.set(start + 2 * 86400)
+        env.w.billing_export.run(now=env.clock())
+        runs += 1
+        ended = sum(1 for n in range(jobs) if env.status(f"j{n}") == "Succeeded")
+        assert ended == jobs, f"{jobs - ended} jobs did not end"
+        entered = [s for e in env.sfn.executions.values() if e.runner for s in e.runner.entered]
+        tasks = [
+            s
+            for e in env.sfn.executions.values()
+            if e.runner
+            for s in e.runner.entered
+            if e.runner.asl["States"].get(s, {}).get("Type") == "Task"
+        ]
+        api = jobs * (1 + polls_of_an_hour(env))
+        counts = {
+            "DynamoDB write units": units.write - setup[0],
+            "DynamoDB read units": units.read - setup[1],
+            "Lambda invocations": len(tasks) + runs + api,
+            "Step Functions transitions": len(entered),
+            "API Gateway requests": api,
+            "EventBridge events": jobs * STATE_CHANGES_PER_JOB,
+        }
+    return {k: v / jobs * 1000 for k, v in counts.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=40)
+    args = parser.parse_args()
+    from itl_accelerator.observability import logger
+
+    logger.setLevel("CRITICAL")
+    per_thousand = measure(args.jobs)
+    rows = [[what, f"{n:,.0f}", f"{n * PRICES[what]:.4f}"] for what, n in per_thousand.items()]
+    total = sum(n * PRICES[what] for what, n in per_thousand.items())
+    rows.append(["total", "", f"{total:.4f}"])
+    print(f"Control plane per 1,000 one-hour jobs of 1 GPU ({args.jobs} measured, every callback lost), us-east-1")
+    print(_table(["what", "per 1,000 jobs", "USD"], rows, {1, 2}))
+
+
+if __name__ == "__main__":
+    main()
