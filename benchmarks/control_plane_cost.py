@@ -28,9 +28,6 @@ EventBridge custom events 1.00 USD per million. Not counted: CloudWatch Logs and
 from __future__ import annotations
 
 import argparse
-import json
-import math
-from typing import Any
 
 from benchmarks.fleet_sweeps import store
 from benchmarks.requests_and_cold_start import _table
@@ -49,57 +46,6 @@ PRICES = {
 STATE_CHANGES_PER_JOB = 4
 
 
-def _size(item: dict[str, Any]) -> int:
-    return len(json.dumps(item, separators=(",", ":")))
-
-
-class Units:
-    """Counts DynamoDB request units from the requests a client sends and what it gets back."""
-
-    def __init__(self, client: Any):
-        self._client = client
-        self.write = 0.0
-        self.read = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._client, name)
-        if not callable(attribute) or name.startswith("_") or name in ("exceptions", "meta"):
-            return attribute
-
-        def counted(**request: Any) -> Any:
-            response = attribute(**request)
-            self._count(name, request, response if isinstance(response, dict) else {})
-            return response
-
-        return counted
-
-    def _count(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
-        if name in ("put_item", "update_item", "delete_item"):
-            written = request.get("Item") or request.get("ExpressionAttributeValues") or request.get("Key") or {}
-            self.write += math.ceil(max(1, _size(written)) / 1024)
-        elif name == "transact_write_items":
-            for entry in request["TransactItems"]:
-                (kind, op), *_ = entry.items()
-                written = op.get("Item") or op.get("ExpressionAttributeValues") or op.get("Key") or {}
-                units = 2 * math.ceil(max(1, _size(written)) / 1024)
-                if kind == "ConditionCheck":
-                    self.read += units
-                else:
-                    self.write += units
-        elif name == "batch_write_item":
-            for requests in request["RequestItems"].values():
-                for r in requests:
-                    self.write += math.ceil(max(1, _size(r.get("PutRequest", {}).get("Item") or {})) / 1024)
-        elif name == "get_item":
-            self.read += max(1, math.ceil(_size(response.get("Item") or {}) / 4096))
-        elif name == "query":
-            factor = 1.0 if request.get("ConsistentRead") else 0.5
-            self.read += factor * max(1, math.ceil(sum(_size(i) for i in response.get("Items", [])) / 4096))
-        elif name == "batch_get_item":
-            for items in (response.get("Responses") or {}).values():
-                self.read += sum(max(1, math.ceil(_size(i) / 4096)) for i in items)
-
-
 def polls_of_an_hour(env: Env) -> int:
     """The status polls of an ARM client that follows ``Retry-After`` through a job of one hour."""
     elapsed, polls = 0, 0
@@ -113,13 +59,11 @@ def measure(jobs: int) -> dict[str, float]:
     counts: dict[str, float] = {}
     with store("moto") as (repositories, counting):
         assert counting is not None
-        units = Units(counting._client)
-        counting._client = units
         env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
                   repositories=repositories)  # fmt: skip
         for i in range(jobs // 8 + 1):
             env.add_node(f"dgx-{i}", gpus=8)
-        setup = (units.write, units.read)
+        setup = (counting.write_units, counting.read_units)
         start = env.clock()
         for n in range(jobs):
             env.submit(f"j{n}", 1, 80, maxDurationMinutes=120)
@@ -154,8 +98,8 @@ def measure(jobs: int) -> dict[str, float]:
         ]
         api = jobs * (1 + polls_of_an_hour(env))
         counts = {
-            "DynamoDB write units": units.write - setup[0],
-            "DynamoDB read units": units.read - setup[1],
+            "DynamoDB write units": counting.write_units - setup[0],
+            "DynamoDB read units": counting.read_units - setup[1],
             "Lambda invocations": len(tasks) + runs + api,
             "Step Functions transitions": len(entered),
             "API Gateway requests": api,

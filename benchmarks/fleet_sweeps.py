@@ -25,6 +25,8 @@ A fleet of G GPUs is G/2 live instances and G/2 running jobs of 1 GPU each on 8-
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import random
 import statistics
 import time
@@ -66,29 +68,66 @@ class Checks:
         setattr(env.dgx, name, counted)
 
 
+def _size(item: dict[str, Any]) -> int:
+    """About an item's DynamoDB size: the JSON length of its typed form (attribute names and values)."""
+    return len(json.dumps(item, separators=(",", ":")))
+
+
 class CountingClient:
-    """A boto3 DynamoDB client that counts its requests and the items they return."""
+    """A boto3 DynamoDB client that counts its requests, the items they return and their request units (on-demand:
+    a write 1 per KB of the item, 2 in a transaction; a read 1 per 4 KB, half for an eventually consistent
+    ``Query``)."""
 
     def __init__(self, client: Any):
         self._client = client
         self.requests = 0
         self.items = 0
+        self.write_units = 0.0
+        self.read_units = 0.0
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)
         if not callable(attribute) or name.startswith("_") or name in ("exceptions", "meta"):
             return attribute
 
-        def counted(**kwargs: Any) -> Any:
+        def counted(**request: Any) -> Any:
             self.requests += 1
-            response = attribute(**kwargs)
+            response = attribute(**request)
             if isinstance(response, dict):
                 self.items += len(response.get("Items", ())) + sum(
                     len(v) for v in (response.get("Responses") or {}).values()
                 )
+                self._units(name, request, response)
             return response
 
         return counted
+
+    def _units(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
+        def written(op: dict[str, Any]) -> int:
+            return math.ceil(
+                max(1, _size(op.get("Item") or op.get("ExpressionAttributeValues") or op.get("Key") or {})) / 1024
+            )
+
+        if name in ("put_item", "update_item", "delete_item"):
+            self.write_units += written(request)
+        elif name == "transact_write_items":
+            for entry in request["TransactItems"]:
+                (kind, op), *_ = entry.items()
+                if kind == "ConditionCheck":
+                    self.read_units += 2 * written(op)
+                else:
+                    self.write_units += 2 * written(op)
+        elif name == "batch_write_item":
+            for requests in request["RequestItems"].values():
+                self.write_units += sum(written(r.get("PutRequest") or r.get("DeleteRequest") or {}) for r in requests)
+        elif name == "get_item":
+            self.read_units += max(1, math.ceil(_size(response.get("Item") or {}) / 4096))
+        elif name == "query":
+            factor = 1.0 if request.get("ConsistentRead") else 0.5
+            self.read_units += factor * max(1, math.ceil(sum(_size(i) for i in response.get("Items", [])) / 4096))
+        elif name == "batch_get_item":
+            for items in (response.get("Responses") or {}).values():
+                self.read_units += sum(max(1, math.ceil(_size(i) / 4096)) for i in items)
 
 
 @contextmanager
