@@ -91,10 +91,32 @@ def test_the_table_writes_audit_events_with_the_deployments_retention():
 
 @pytest.fixture
 def s3() -> Any:
+    """An S3 client on moto whose bucket ``archive`` is empty (the bucket is the test's own: a mock of the session
+    may outlive this one's, and with it what an earlier test wrote)."""
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="archive")
-        yield client
+        bucket = f"archive-{uuid.uuid4().hex[:12]}"
+        client.create_bucket(Bucket=bucket)
+        yield _Bucket(client, bucket)
+
+
+class _Bucket:
+    """An S3 client whose calls naming ``archive`` go to the test's own bucket."""
+
+    def __init__(self, client: Any, bucket: str):
+        self._client = client
+        self._bucket = bucket
+        self.exceptions = client.exceptions
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._client, name)
+
+        def own(**kwargs: Any) -> Any:
+            if kwargs.get("Bucket") == "archive":
+                kwargs["Bucket"] = self._bucket
+            return call(**kwargs)
+
+        return own
 
 
 def test_expired_events_go_to_one_object_per_subscription_and_day_the_same_however_often_they_come(s3: Any):
