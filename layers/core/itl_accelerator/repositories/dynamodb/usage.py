@@ -256,19 +256,13 @@ class DynamoUsageRepository:
                 ":h": _cost_measures(hour.totals),
                 ":ttl": hour.ttl,
             }
-            try:
-                self._t.client.update_item(
-                    TableName=self._t.name,
-                    Key=typed({"PK": keys.cost_pk(hour.subscription_id, hour.day[:7]), "SK": _cost_sk(hour.day, d)}),
-                    UpdateExpression=f"SET {_DIMENSIONS_SET}, resourceId = :rid, resourceName = :rname, "
-                    f"h{hour.hour[11:13]} = :h, #ttl = :ttl",
-                    ExpressionAttributeNames={"#ttl": "ttl"},
-                    ExpressionAttributeValues=typed(values),
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in BUSY_ERROR_CODES:
-                    raise StoreBusy("cost hour writes throttled") from exc
-                raise
+            self._update(
+                Key=typed({"PK": keys.cost_pk(hour.subscription_id, hour.day[:7]), "SK": _cost_sk(hour.day, d)}),
+                UpdateExpression=f"SET {_DIMENSIONS_SET}, resourceId = :rid, resourceName = :rname, "
+                f"h{hour.hour[11:13]} = :h, #ttl = :ttl",
+                ExpressionAttributeNames={"#ttl": "ttl"},
+                ExpressionAttributeValues=typed(values),
+            )
 
     def put_cost_group_hours(self, hours: list[CostHour]) -> None:
         """Per group: one ``UpdateItem`` of its day item (attribute ``h{HH}``, ``rev`` added 1, the item returned),
@@ -361,11 +355,7 @@ class DynamoUsageRepository:
         )
         for item in items:
             scope = str(item["SK"]).partition(keys.SEP)[2]
-            days = {
-                f"{month}-{name[1:]}": _hour_of(value)
-                for name, value in item.items()
-                if len(name) == 3 and name[0] == "d" and name[1:].isdigit()
-            }
+            days = {f"{month}-{dd}": totals for dd, totals in _numbered(item, "d").items()}
             yield CostMonth(subscription_id, month, _dimensions_of(item, scope), days)
 
     def cost_days(self, subscription_id: str, first_day: str, last_day: str) -> Iterator[CostDay]:
@@ -448,13 +438,19 @@ def _dimensions_of(item: dict[str, Any], scope: str) -> CostDimensions:
     )
 
 
+def _numbered(item: dict[str, Any], prefix: str) -> dict[str, Totals]:
+    """The totals a cost item holds in its attributes ``{prefix}{NN}`` (``h00``..``h23``, ``d01``..``d31``), by
+    ``NN`` (plain values)."""
+    return {
+        name[1:]: _hour_of(value)
+        for name, value in item.items()
+        if len(name) == 3 and name[0] == prefix and name[1:].isdigit()
+    }
+
+
 def _hours_of(day: str, item: dict[str, Any]) -> dict[str, Totals]:
     """The hours (``YYYY-MM-DDTHH``) a day item holds (plain values)."""
-    return {
-        f"{day}T{name[1:]}": _hour_of(value)
-        for name, value in item.items()
-        if len(name) == 3 and name[0] == "h" and name[1:].isdigit()
-    }
+    return {f"{day}T{hh}": totals for hh, totals in _numbered(item, "h").items()}
 
 
 def _cost_day(subscription_id: str, item: dict[str, Any]) -> CostDay:
