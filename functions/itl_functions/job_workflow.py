@@ -47,7 +47,6 @@ def _outcome(inp: JobStepInput) -> JobEnd:
     return (inp.step.end if inp.step else None) or error_end(inp.error)
 
 
-admit = _step(lambda s, i, e: s.admit(i))
 place = _step(lambda s, i, e: s.place(i))
 await_capacity = _step(lambda s, i, e: s.await_capacity(i, e["taskToken"]))
 submit = _step(lambda s, i, e: s.submit(i))

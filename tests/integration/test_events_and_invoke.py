@@ -477,7 +477,6 @@ MISSING_INSTANCE_OUTCOME: dict[str, dict[str, Any]] = {
     "DeprovisionFinishFunction": {"outcome": "AlreadyDone"},
     "DeprovisionFailFunction": {"outcome": "AlreadyDone"},
     # a job's steps: it is gone, so the job ends (quietly) as canceled
-    "JobAdmitFunction": {"end.status": "Canceled"},
     "JobPlaceFunction": {"end.status": "Canceled", "placed": False},
     "JobAwaitCapacityFunction": {},
     "JobSubmitFunction": {"end.status": "Canceled"},

@@ -68,7 +68,6 @@ def test_workflow_changes_are_audited_as_system_under_the_requests_correlation_i
     by_system = [e for e in events if e.actor_type == "SYSTEM"]
     summaries = [e.change_summary for e in by_system]
     assert len(by_system) == len(events) - 1
-    assert "Admitted; looking for a node." in summaries
     assert "Placed on dgx-1; submitting to the DGX Platform." in summaries
     assert any(s.startswith("Running on the DGX Platform") for s in summaries)
     (ended,) = [e for e in by_system if e.change_summary.startswith("Job Succeeded")]
@@ -78,12 +77,6 @@ def test_workflow_changes_are_audited_as_system_under_the_requests_correlation_i
     assert {e.correlation_id for e in events} == {submitted.correlation_id}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="JobSteps.track records the task token and first check with _note (an audited update, new etag) though "
-    "nothing a user sees changes: the trail gets a second 'Running on the DGX Platform' item and the job a new "
-    "etag; JobRepository.note is the bookkeeping write for task tokens and leases (no audit, no new etag)",
-)
 def test_tracking_a_running_job_is_bookkeeping_without_a_new_etag_or_audit_item(env, node):
     env.submit("j", 2, 160)
     env.run(stop_before={"Track"})
@@ -279,7 +272,7 @@ def test_a_cancel_before_the_workflow_started_ends_the_job_at_admission(env, nod
     canceled = env.w.jobs.cancel(env.admin(), env.sub, "rg1", "j")
     env.run()
     assert env.status("j") == "Canceled" and env.allocation() == FREE and env.dgx.jobs == {}
-    assert env.sfn.execution(accepted.operation_id).runner.entered[:3] == ["Admit", "AdmitOutcome", "EndsHow"]
+    assert env.sfn.execution(accepted.operation_id).runner.entered[:3] == ["Place", "PlaceOutcome", "EndsHow"]
     assert env.op_status(canceled.operation_id) == "Succeeded"
 
 

@@ -123,7 +123,6 @@ def job_tasks(steps: JobSteps) -> dict[str, Task]:
         return (i.step.end if i.step else None) or error_end(i.error)
 
     return {
-        "JobAdmitFunctionArn": step(lambda i, e: steps.admit(i)),
         "JobPlaceFunctionArn": step(lambda i, e: steps.place(i)),
         "JobAwaitCapacityFunctionArn": step(lambda i, e: steps.await_capacity(i, e["taskToken"])),
         "JobSubmitFunctionArn": step(lambda i, e: steps.submit(i)),

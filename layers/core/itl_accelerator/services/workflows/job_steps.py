@@ -1,7 +1,7 @@
 """The steps of the job lifecycle state machine (statemachines/job_lifecycle.asl.json); their inputs and outputs are
 services/workflows/io.py.
 
-admit → place (or wait for capacity) → submit to the DGX Platform (idempotency key = the job's operation id) →
+admit and place (or wait for capacity) → submit to the DGX Platform (idempotency key = the job's operation id) →
 track → (stop on the DGX Platform) → finish. Waiting costs no execution history: a job that does not fit waits on a
 task token that placement completes when capacity frees (services/common/placement.py); a running job waits on a
 task token that the tracker (a schedule: services/schedules/job_tracker.py) completes when the DGX Platform reports
@@ -213,32 +213,14 @@ class JobSteps:
         )
         return found.moved(status, now, error)
 
-    # ----------------------------------------------------------------------------------------------- admit
-    def admit(self, inp: JobStepInput) -> StepOutcome:
-        """Could any node of the subscription ever hold the job? ``end`` null to place it; an end (Failed,
-        inadmissible, with why) otherwise."""
-        job = self._current(inp)
-        if job is None:
-            return StepOutcome(end=gone())
-        if (canceled := canceled_end(job)) is not None:
-            return StepOutcome(end=canceled)
-        if (reason := self._placement.inadmissible(job)) is not None:
-            return StepOutcome(end=JobEnd(status=JobStatus.FAILED, reason=f"Inadmissible: {reason}"))
-        try:
-            self._note(
-                inp,
-                job,
-                reason="Admitted; looking for a node.",
-                expect=Expect(status=(JobStatus.PENDING,)),
-                lease=self._lease(60),
-            )
-        except WorkloadChanged:
-            return self.admit(inp) if self._current(inp) else StepOutcome(end=gone())
-        return StepOutcome()
-
     # ----------------------------------------------------------------------------------------------- place
     def place(self, inp: JobStepInput) -> StepOutcome:
-        """Place the job on the best-fitting node now: ``placed`` False when it must wait."""
+        """Admit the job, then place it on the best-fitting node now: ``placed`` False when it must wait.
+
+        Admission first: could any node of the subscription ever hold the job (placement.py ``inadmissible``, one
+        Query of the fleet's shapes)? If not, ``end`` is Failed, "Inadmissible: <why>". Both in one step, so a job
+        placed at once enters 7 states of the state machine, the control plane's largest cost per job
+        (benchmarks/control_plane_cost.py)."""
         job = self._current(inp)
         if job is None:
             return StepOutcome(end=gone(), placed=False)
@@ -246,6 +228,8 @@ class JobSteps:
             return StepOutcome(end=canceled, placed=False)
         if job.status != JobStatus.PENDING:
             return StepOutcome(placed=True)  # placed already (a retried step)
+        if (reason := self._placement.inadmissible(job)) is not None:
+            return StepOutcome(end=JobEnd(status=JobStatus.FAILED, reason=f"Inadmissible: {reason}"), placed=False)
         placed = self._placement.place(self._context(inp), job)
         return StepOutcome(placed=placed is not None)
 
@@ -344,7 +328,8 @@ class JobSteps:
     # ----------------------------------------------------------------------------------------------- track
     def track(self, inp: JobStepInput, token: str) -> None:
         """The job runs: record the task token the tracker (or a cancel) resumes it with, and when it is first due
-        to be checked. The state machine waits until the token is completed with the job's end."""
+        to be checked, as bookkeeping (nothing a user sees changes: no audit item, no new etag). The state machine
+        waits until the token is completed with the job's end."""
         job = self._current(inp)
         if job is None:
             self._state_machines.complete_task(
@@ -354,17 +339,14 @@ class JobSteps:
         if (canceled := canceled_end(job)) is not None:
             self._state_machines.complete_task(token, StepOutcome(end=canceled).as_output())
             return
-        try:
-            self._note(
-                inp,
-                job,
-                reason=str(job.document["properties"].get("statusReason", "Running.")),
-                expect=Expect(status=(JobStatus.RUNNING,), cancel_requested=False),
-                task_token=token,
-                track_checks=0,
-                lease=Lease.tracked(self._clock() + self._settings.job_poll_interval_seconds),
-            )
-        except WorkloadChanged:
+        tracked = replace(
+            job,
+            task_token=token,
+            track_checks=0,
+            lease=Lease.tracked(self._clock() + self._settings.job_poll_interval_seconds),
+        )
+        expect = Expect(status=(JobStatus.RUNNING,), cancel_requested=False, operation_id=inp.operationId)
+        if not self._jobs.note(job, tracked, expect=expect):  # bookkeeping: no audit item, no new etag
             self.track(inp, token)
 
     # ----------------------------------------------------------------------------------------------- stop
