@@ -55,6 +55,32 @@ def polls_of_an_hour(env: Env) -> int:
     return polls
 
 
+def _schedules(env: Env, seconds: int, *, step: int = 60) -> int:
+    """Advance ``seconds`` firing the schedules at template.yaml's rates (tracker each minute, usage sync each 5,
+    roll-up each 15), letting the workflows run after each tick; returns the runs made."""
+    runs = 0
+    for tick in range(1, seconds // step + 1):
+        env.clock.advance(step)
+        env.w.job_tracker.run()
+        runs += 1
+        if tick % 5 == 0:
+            env.w.usage_sync.run()
+            runs += 1
+        if tick % 15 == 0:
+            env.w.usage_rollups.run()
+            runs += 1
+        env.run()
+    return runs
+
+
+def _executions(env: Env) -> tuple[int, int]:
+    """(state transitions, Task states entered) of every execution so far."""
+    runners = [e.runner for e in env.sfn.executions.values() if e.runner]
+    entered = [s for r in runners for s in r.entered]
+    tasks = [s for r in runners for s in r.entered if r.asl["States"].get(s, {}).get("Type") == "Task"]
+    return len(entered), len(tasks)
+
+
 def measure(jobs: int) -> dict[str, float]:
     counts: dict[str, float] = {}
     with store("moto") as (repositories, counting):
@@ -70,57 +96,83 @@ def measure(jobs: int) -> dict[str, float]:
         env.run()
         for n in range(jobs):
             env.finish_on_platform(f"j{n}", at=start + 3600 + n)
-        runs = 0
-        step = 60
-        for tick in range(1, 5 * 3600 // step + 1):  # the hour, then the late hours until every meter settled
-            env.clock.advance(step)
-            env.w.job_tracker.run()
-            runs += 1
-            if tick % 5 == 0:
-                env.w.usage_sync.run()
-                runs += 1
-            if tick % 15 == 0:
-                env.w.usage_rollups.run()
-                runs += 1
-            env.run()
+        runs = _schedules(env, 5 * 3600)  # the hour, then the late hours until every meter settled
         env.clock.set(start + 2 * 86400)
         env.w.billing_export.run(now=env.clock())
         runs += 1
         ended = sum(1 for n in range(jobs) if env.status(f"j{n}") == "Succeeded")
         assert ended == jobs, f"{jobs - ended} jobs did not end"
-        entered = [s for e in env.sfn.executions.values() if e.runner for s in e.runner.entered]
-        tasks = [
-            s
-            for e in env.sfn.executions.values()
-            if e.runner
-            for s in e.runner.entered
-            if e.runner.asl["States"].get(s, {}).get("Type") == "Task"
-        ]
+        transitions, tasks = _executions(env)
         api = jobs * (1 + polls_of_an_hour(env))
         counts = {
             "DynamoDB write units": counting.write_units - setup[0],
             "DynamoDB read units": counting.read_units - setup[1],
-            "Lambda invocations": len(tasks) + runs + api,
-            "Step Functions transitions": len(entered),
+            "Lambda invocations": tasks + runs + api,
+            "Step Functions transitions": transitions,
             "API Gateway requests": api,
             "EventBridge events": jobs * STATE_CHANGES_PER_JOB,
         }
     return {k: v / jobs * 1000 for k, v in counts.items()}
 
 
+def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
+    """An Ollama instance of 2 GPUs serving for ``days``: its provisioning (the PUT, the polls until it is ready),
+    the instance watch (every ``INSTANCE_WATCH_INTERVAL_SECONDS``, template default 300 s), the usage sync, the
+    roll-ups and the day's export; the deletion is not in it (a day of a long-lived instance). Per instance-day."""
+    counts: dict[str, float] = {}
+    with store("moto") as (repositories, counting):
+        assert counting is not None
+        env = Env(make_settings(instance_watch_interval_seconds=300), repositories=repositories)
+        for i in range(instances // 4 + 1):
+            env.add_node(f"dgx-{i}", gpus=8)
+        setup = (counting.write_units, counting.read_units)
+        for n in range(instances):
+            env.provision(f"llama-{n}", f"dgx-{n // 4}")
+        env.run()
+        ready = sum(
+            1
+            for n in range(instances)
+            if env.instance_props(f"llama-{n}", f"dgx-{n // 4}")["provisioningState"] == "Succeeded"
+        )
+        assert ready == instances, f"{instances - ready} instances are not serving"
+        runs = _schedules(env, days * 86400)
+        env.w.billing_export.run(now=env.clock())
+        runs += 1
+        transitions, tasks = _executions(env)
+        polls = 3  # an ARM client's polls of a provisioning of about a minute, after Retry-After
+        api = instances * (1 + polls)
+        counts = {
+            "DynamoDB write units": counting.write_units - setup[0],
+            "DynamoDB read units": counting.read_units - setup[1],
+            "Lambda invocations": tasks + runs + api,
+            "Step Functions transitions": transitions,
+            "API Gateway requests": api,
+            "EventBridge events": instances * 2,  # created, Succeeded
+        }
+    return {k: v / (instances * days) * 1000 for k, v in counts.items()}
+
+
+def _print(title: str, unit: str, per_thousand: dict[str, float]) -> None:
+    rows = [[what, f"{n:,.0f}", f"{n * PRICES[what]:.4f}"] for what, n in per_thousand.items()]
+    total = sum(n * PRICES[what] for what, n in per_thousand.items())
+    rows.append(["total", "", f"{total:.4f}"])
+    print(title)
+    print(_table(["what", f"per 1,000 {unit}", "USD"], rows, {1, 2}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--instances", type=int, default=12)
     args = parser.parse_args()
     from itl_accelerator.observability import logger
 
     logger.setLevel("CRITICAL")
-    per_thousand = measure(args.jobs)
-    rows = [[what, f"{n:,.0f}", f"{n * PRICES[what]:.4f}"] for what, n in per_thousand.items()]
-    total = sum(n * PRICES[what] for what, n in per_thousand.items())
-    rows.append(["total", "", f"{total:.4f}"])
-    print(f"Control plane per 1,000 one-hour jobs of 1 GPU ({args.jobs} measured, every callback lost), us-east-1")
-    print(_table(["what", "per 1,000 jobs", "USD"], rows, {1, 2}))
+    _print(f"Control plane per 1,000 one-hour jobs of 1 GPU ({args.jobs} measured, every callback lost), us-east-1",
+           "jobs", measure(args.jobs))  # fmt: skip
+    print()
+    _print(f"Control plane per 1,000 instance-days of an Ollama instance of 2 GPUs ({args.instances} measured for a day,"
+           " every callback lost), us-east-1", "instance-days", measure_instances(args.instances))  # fmt: skip
 
 
 if __name__ == "__main__":

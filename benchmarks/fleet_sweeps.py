@@ -75,7 +75,7 @@ def _size(item: dict[str, Any]) -> int:
 
 class CountingClient:
     """A boto3 DynamoDB client that counts its requests, the items they return and their request units (on-demand:
-    a write 1 per KB of the item, 2 in a transaction; a read 1 per 4 KB, half for an eventually consistent
+    a write 1 per KB of the item (an update: of the whole item after it), 2 in a transaction; a read 1 per 4 KB, half for an eventually consistent
     ``Query``)."""
 
     def __init__(self, client: Any):
@@ -102,19 +102,29 @@ class CountingClient:
 
         return counted
 
+    def _updated(self, op: dict[str, Any]) -> int:
+        """Write units of an update: DynamoDB charges the whole item's size (the larger of before and after), not
+        the attributes the update names. Read after it (uncounted)."""
+        found = self._client.get_item(TableName=op["TableName"], Key=op["Key"]).get("Item") or {}
+        return math.ceil(max(1, _size(found)) / 1024)
+
     def _units(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         def written(op: dict[str, Any]) -> int:
             return math.ceil(
                 max(1, _size(op.get("Item") or op.get("ExpressionAttributeValues") or op.get("Key") or {})) / 1024
             )
 
-        if name in ("put_item", "update_item", "delete_item"):
+        if name in ("put_item", "delete_item"):
             self.write_units += written(request)
+        elif name == "update_item":
+            self.write_units += self._updated(request)
         elif name == "transact_write_items":
             for entry in request["TransactItems"]:
                 (kind, op), *_ = entry.items()
                 if kind == "ConditionCheck":
                     self.read_units += 2 * written(op)
+                elif kind == "Update":
+                    self.write_units += 2 * self._updated(op)
                 else:
                     self.write_units += 2 * written(op)
         elif name == "batch_write_item":

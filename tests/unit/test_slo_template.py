@@ -180,3 +180,21 @@ def test_every_alarm_on_the_providers_metrics_watches_one_the_code_publishes():
     lag = RESOURCES["UsageSyncLagAlarm"]["Properties"]
     assert lag["Statistic"] == "Maximum" and lag["ComparisonOperator"] == "GreaterThanThreshold"
     assert lag["AlarmActions"] == [{"Ref": "OperationsAlarmTopic"}]
+
+
+def test_an_alarm_on_a_count_published_only_when_non_zero_does_not_breach_on_missing_data():
+    """observability.publish_counts leaves zeros out (an idle deployment pays for no metric it does not need): an
+    alarm on such a count that treated missing data as breaching would fire on every quiet period."""
+    text = "\n".join(
+        p.read_text() for p in [*(REPO_ROOT / "functions").rglob("*.py"), *(REPO_ROOT / "layers").rglob("*.py")]
+    )
+    by_name = set(re.findall(r'add_metric\(\s*name="(\w+)"', text))
+    breaching = {
+        name: props["MetricName"]
+        for name, resource in RESOURCES.items()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+        and (props := resource["Properties"]).get("Namespace") == "ITL/Accelerator"
+        and props.get("TreatMissingData") != "notBreaching"
+    }
+    assert breaching, "the export and sync heartbeats must breach when their runs stop"
+    assert set(breaching.values()) <= by_name, breaching

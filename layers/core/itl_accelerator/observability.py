@@ -113,10 +113,16 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 def publish_counts(target: Metrics, prefix: str, counts: Mapping[str, int | float]) -> None:
-    """Each count of a run as the metric ``{prefix}{Name}`` (``windows_written`` → ``UsageSyncWindowsWritten``)."""
+    """Each non-zero count of a run as the metric ``{prefix}{Name}`` (``windows_written`` →
+    ``UsageSyncWindowsWritten``). A zero is left out: CloudWatch bills a custom metric for every hour it receives a
+    value (0.30 USD a month for one published all month), and the idle runs of an unused deployment count only
+    zeros (benchmarks/idle_cost.py). An alarm on such a count treats missing data as not breaching
+    (tests/unit/test_slo_template.py keeps it so); a metric that must arrive every run is published by name."""
     from aws_lambda_powertools.metrics import MetricUnit
 
     for name, value in counts.items():
+        if not value:
+            continue
         camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
         target.add_metric(name=f"{prefix}{camel}", unit=MetricUnit.Count, value=value)
 
