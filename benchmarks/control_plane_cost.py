@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.fleet_sweeps import store
+from benchmarks.fleet_sweeps import CountingClient, store
 from benchmarks.requests_and_cold_start import _table
 from itl_accelerator.domain.states import OperationKind
 from itl_accelerator.services.common.lro import poll_after
@@ -46,11 +46,12 @@ PRICES = {
 STATE_CHANGES_PER_JOB = 4
 
 
-def polls_of_an_hour(env: Env) -> int:
-    """The status polls of an ARM client that follows ``Retry-After`` through a job of one hour."""
+def polls_of(kind: OperationKind, seconds: float, env: Env) -> int:
+    """The status polls of an ARM client that follows ``Retry-After`` through an operation of ``kind`` that runs
+    ``seconds``."""
     elapsed, polls = 0, 0
-    while elapsed < 3600:
-        elapsed += poll_after(OperationKind.JOB, elapsed, env.settings)
+    while elapsed < seconds:
+        elapsed += poll_after(kind, elapsed, env.settings)
         polls += 1
     return polls
 
@@ -73,6 +74,23 @@ def _schedules(env: Env, seconds: int, *, step: int = 60) -> int:
     return runs
 
 
+def _per_thousand(
+    counting: CountingClient, setup: tuple[float, float], env: Env, *, runs: int, api: int, events: int, per: int
+) -> dict[str, float]:
+    """The AWS requests counted since ``setup`` (write and read units then), the executions' states and Tasks, the
+    schedules' ``runs``, the ``api`` requests and the EventBridge ``events``, per 1,000 of ``per`` workloads."""
+    transitions, tasks = _executions(env)
+    counts = {
+        "DynamoDB write units": counting.write_units - setup[0],
+        "DynamoDB read units": counting.read_units - setup[1],
+        "Lambda invocations": tasks + runs + api,
+        "Step Functions transitions": transitions,
+        "API Gateway requests": api,
+        "EventBridge events": events,
+    }
+    return {k: v / per * 1000 for k, v in counts.items()}
+
+
 def _executions(env: Env) -> tuple[int, int]:
     """(state transitions, Task states entered) of every execution so far."""
     runners = [e.runner for e in env.sfn.executions.values() if e.runner]
@@ -82,7 +100,6 @@ def _executions(env: Env) -> tuple[int, int]:
 
 
 def measure(jobs: int) -> dict[str, float]:
-    counts: dict[str, float] = {}
     with store("moto") as (repositories, counting):
         assert counting is not None
         env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
@@ -102,24 +119,14 @@ def measure(jobs: int) -> dict[str, float]:
         runs += 1
         ended = sum(1 for n in range(jobs) if env.status(f"j{n}") == "Succeeded")
         assert ended == jobs, f"{jobs - ended} jobs did not end"
-        transitions, tasks = _executions(env)
-        api = jobs * (1 + polls_of_an_hour(env))
-        counts = {
-            "DynamoDB write units": counting.write_units - setup[0],
-            "DynamoDB read units": counting.read_units - setup[1],
-            "Lambda invocations": tasks + runs + api,
-            "Step Functions transitions": transitions,
-            "API Gateway requests": api,
-            "EventBridge events": jobs * STATE_CHANGES_PER_JOB,
-        }
-    return {k: v / jobs * 1000 for k, v in counts.items()}
+        api = jobs * (1 + polls_of(OperationKind.JOB, 3600, env))
+        return _per_thousand(counting, setup, env, runs=runs, api=api, events=jobs * STATE_CHANGES_PER_JOB, per=jobs)
 
 
 def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
     """An Ollama instance of 2 GPUs serving for ``days``: its provisioning (the PUT, the polls until it is ready),
     the instance watch (every ``INSTANCE_WATCH_INTERVAL_SECONDS``, template default 300 s), the usage sync, the
     roll-ups and the day's export; the deletion is not in it (a day of a long-lived instance). Per instance-day."""
-    counts: dict[str, float] = {}
     with store("moto") as (repositories, counting):
         assert counting is not None
         env = Env(make_settings(instance_watch_interval_seconds=300), repositories=repositories)
@@ -128,7 +135,9 @@ def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
         setup = (counting.write_units, counting.read_units)
         for n in range(instances):
             env.provision(f"llama-{n}", f"dgx-{n // 4}")
+        began = env.clock()
         env.run()
+        provisioned = max(1.0, env.clock() - began)  # the simulated provisioning's length, as the client waits it
         ready = sum(
             1
             for n in range(instances)
@@ -138,18 +147,8 @@ def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
         runs = _schedules(env, days * 86400)
         env.w.billing_export.run(now=env.clock())
         runs += 1
-        transitions, tasks = _executions(env)
-        polls = 3  # an ARM client's polls of a provisioning of about a minute, after Retry-After
-        api = instances * (1 + polls)
-        counts = {
-            "DynamoDB write units": counting.write_units - setup[0],
-            "DynamoDB read units": counting.read_units - setup[1],
-            "Lambda invocations": tasks + runs + api,
-            "Step Functions transitions": transitions,
-            "API Gateway requests": api,
-            "EventBridge events": instances * 2,  # created, Succeeded
-        }
-    return {k: v / (instances * days) * 1000 for k, v in counts.items()}
+        api = instances * (1 + polls_of(OperationKind.PROVISION, provisioned, env))
+        return _per_thousand(counting, setup, env, runs=runs, api=api, events=instances * 2, per=instances * days)
 
 
 def _print(title: str, unit: str, per_thousand: dict[str, float]) -> None:

@@ -70,7 +70,8 @@ def _memory_mb(template: Template, props: dict[str, Any]) -> int:
     return int(props.get("MemorySize") or template.doc["Globals"]["Function"].get("MemorySize", 128))
 
 
-def _snapstart(template: Template, props: dict[str, Any]) -> bool:
+def has_snapstart(template: Template, props: dict[str, Any]) -> bool:
+    """Whether SnapStart applies to a function of ``template`` (its ``Properties``), conditions resolved."""
     value = props.get("SnapStart", template.doc["Globals"]["Function"].get("SnapStart"))
     if value is None:
         return False
@@ -138,7 +139,7 @@ def model(template: Template, run_ms: float, runs: dict[str, IdleRun]) -> dict[s
     """USD a month per line (module docstring) for ``template`` with its parameters as given."""
     functions = template.functions()
     cost: dict[str, float] = {}
-    snap_gb = sum(_memory_mb(template, p) / 1024 for p in functions.values() if _snapstart(template, p))
+    snap_gb = sum(_memory_mb(template, p) / 1024 for p in functions.values() if has_snapstart(template, p))
     cost["SnapStart cache"] = snap_gb * MONTH_SECONDS * SNAPSTART_CACHE_PER_GB_SECOND
     scheduled = schedules(template)
     invocations = sum(MONTH_SECONDS / period for _, period in scheduled)

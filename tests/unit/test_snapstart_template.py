@@ -8,7 +8,7 @@ the functions an ARM client calls most have it, so an idle deployment stays unde
 
 from __future__ import annotations
 
-from benchmarks.idle_cost import model
+from benchmarks.idle_cost import has_snapstart, model
 from benchmarks.requests_and_cold_start import PLAIN_API_FUNCTIONS
 from itl_local.template import Template
 
@@ -49,11 +49,7 @@ def test_snapstart_is_on_the_functions_callers_wait_on_and_no_others():
 def test_the_default_puts_snapstart_on_the_hot_paths_only_and_enabled_on_every_waited_on_function():
     def snapstarted(value: str) -> set[str]:
         template = Template(parameters={"ApiSnapStart": value})
-        on = set()
-        for name, props in template.functions().items():
-            if "SnapStart" in props and template.condition(props["SnapStart"]["Fn::If"][0]):
-                on.add(name)
-        return on
+        return {name for name, props in template.functions().items() if has_snapstart(template, props)}
 
     assert TEMPLATE.parameters["ApiSnapStart"] == "HotPaths"
     assert snapstarted("HotPaths") == HOT_PATHS
