@@ -28,6 +28,8 @@ EventBridge custom events 1.00 USD per million. Not counted: CloudWatch Logs and
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+from dataclasses import dataclass
 
 from benchmarks.fleet_sweeps import CountingClient, store
 from benchmarks.requests_and_cold_start import _table
@@ -74,21 +76,37 @@ def _schedules(env: Env, seconds: int, *, step: int = 60) -> int:
     return runs
 
 
+@dataclass
+class Setup:
+    """What the counting client had counted when the measured workloads began."""
+
+    write_units: float
+    read_units: float
+    written_by: Counter[str]
+
+    @classmethod
+    def of(cls, counting: CountingClient) -> Setup:
+        return cls(counting.write_units, counting.read_units, Counter(counting.written_by))
+
+
 def _per_thousand(
-    counting: CountingClient, setup: tuple[float, float], env: Env, *, runs: int, api: int, events: int, per: int
-) -> dict[str, float]:
-    """The AWS requests counted since ``setup`` (write and read units then), the executions' states and Tasks, the
-    schedules' ``runs``, the ``api`` requests and the EventBridge ``events``, per 1,000 of ``per`` workloads."""
+    counting: CountingClient, setup: Setup, env: Env, *, runs: int, api: int, events: int, per: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The AWS requests counted since ``setup``, the executions' states and Tasks, the schedules' ``runs``, the
+    ``api`` requests and the EventBridge ``events``, per 1,000 of ``per`` workloads; and the write units by item
+    kind (``item_kind``) per workload, largest first."""
     transitions, tasks = _executions(env)
+    written = counting.written_by - setup.written_by
+    by_kind = {kind: units / per for kind, units in written.most_common()}
     counts = {
-        "DynamoDB write units": counting.write_units - setup[0],
-        "DynamoDB read units": counting.read_units - setup[1],
+        "DynamoDB write units": counting.write_units - setup.write_units,
+        "DynamoDB read units": counting.read_units - setup.read_units,
         "Lambda invocations": tasks + runs + api,
         "Step Functions transitions": transitions,
         "API Gateway requests": api,
         "EventBridge events": events,
     }
-    return {k: v / per * 1000 for k, v in counts.items()}
+    return {k: v / per * 1000 for k, v in counts.items()}, by_kind
 
 
 def _executions(env: Env) -> tuple[int, int]:
@@ -99,14 +117,14 @@ def _executions(env: Env) -> tuple[int, int]:
     return len(entered), len(tasks)
 
 
-def measure(jobs: int) -> dict[str, float]:
+def measure(jobs: int) -> tuple[dict[str, float], dict[str, float]]:
     with store("moto") as (repositories, counting):
         assert counting is not None
         env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
                   repositories=repositories)  # fmt: skip
         for i in range(jobs // 8 + 1):
             env.add_node(f"dgx-{i}", gpus=8)
-        setup = (counting.write_units, counting.read_units)
+        setup = Setup.of(counting)
         start = env.clock()
         for n in range(jobs):
             env.submit(f"j{n}", 1, 80, maxDurationMinutes=120)
@@ -123,7 +141,7 @@ def measure(jobs: int) -> dict[str, float]:
         return _per_thousand(counting, setup, env, runs=runs, api=api, events=jobs * STATE_CHANGES_PER_JOB, per=jobs)
 
 
-def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
+def measure_instances(instances: int, days: int = 1) -> tuple[dict[str, float], dict[str, float]]:
     """An Ollama instance of 2 GPUs serving for ``days``: its provisioning (the PUT, the polls until it is ready),
     the instance watch (every ``INSTANCE_WATCH_INTERVAL_SECONDS``, template default 300 s), the usage sync, the
     roll-ups and the day's export; the deletion is not in it (a day of a long-lived instance). Per instance-day."""
@@ -132,7 +150,7 @@ def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
         env = Env(make_settings(instance_watch_interval_seconds=300), repositories=repositories)
         for i in range(instances // 4 + 1):
             env.add_node(f"dgx-{i}", gpus=8)
-        setup = (counting.write_units, counting.read_units)
+        setup = Setup.of(counting)
         for n in range(instances):
             env.provision(f"llama-{n}", f"dgx-{n // 4}")
         began = env.clock()
@@ -151,12 +169,18 @@ def measure_instances(instances: int, days: int = 1) -> dict[str, float]:
         return _per_thousand(counting, setup, env, runs=runs, api=api, events=instances * 2, per=instances * days)
 
 
-def _print(title: str, unit: str, per_thousand: dict[str, float]) -> None:
+def _print(title: str, unit: str, measured: tuple[dict[str, float], dict[str, float]]) -> None:
+    per_thousand, by_kind = measured
     rows = [[what, f"{n:,.0f}", f"{n * PRICES[what]:.4f}"] for what, n in per_thousand.items()]
     total = sum(n * PRICES[what] for what, n in per_thousand.items())
     rows.append(["total", "", f"{total:.4f}"])
     print(title)
     print(_table(["what", f"per 1,000 {unit}", "USD"], rows, {1, 2}))
+    shown = list(by_kind.items())[:8]
+    rest = sum(by_kind.values()) - sum(n for _, n in shown)
+    rows = [[kind, f"{n:,.1f}"] for kind, n in shown] + ([["the rest", f"{rest:,.1f}"]] if rest else [])
+    print(f"  DynamoDB write units per {unit[:-1]}, by item (PK / SK kind; docs/ARCHITECTURE.md, Data model):")
+    print(_table(["item", "write units"], rows, {1}))
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The periodic sweeps as the fleet grows (issue 27): does every live instance and running job get checked on time,
 does a job's end reach the provider soon after the platform's when every callback is lost, and does a run's work
-grow with the workloads due rather than with the fleet? Prints two tables.
+grow with the workloads due rather than with the fleet? Prints three tables.
 
 Run from the repository root: ``python -m benchmarks.fleet_sweeps [--gpus 1000,10000] [--moto-gpus 1000]``
 (``./dev bench`` runs it too). Everything runs through the services seam of the tests (tests/services: the real
@@ -20,6 +20,9 @@ A fleet of G GPUs is G/2 live instances and G/2 running jobs of 1 GPU each on 8-
 (b) The reconciler after a Step Functions outage: every job accepted while ``StartExecution`` failed, all leases
     running out together; runs every 5 virtual minutes until every execution started. Per fleet: runs needed
     (goal: 1), leases examined (goal: all) and the run's time.
+(c) The roll-up and the export at the moto fleet's size: an hour of usage records, one an allocation (each GPU its
+    own allocation: the worst case), rolled up by one run, then its day exported by one: DynamoDB requests, items
+    read, write units and the run's time (timeouts: roll-up 600 s, export 900 s).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import math
 import random
 import statistics
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -84,6 +88,7 @@ class CountingClient:
         self.items = 0
         self.write_units = 0.0
         self.read_units = 0.0
+        self.written_by: Counter[str] = Counter()  # write units by item kind (``item_kind``)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)
@@ -108,28 +113,33 @@ class CountingClient:
         found = self._client.get_item(TableName=op["TableName"], Key=op["Key"]).get("Item") or {}
         return math.ceil(max(1, _size(found)) / 1024)
 
-    def _units(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
-        def written(op: dict[str, Any]) -> int:
-            return math.ceil(
+    def _write(self, op: dict[str, Any], *, update: bool = False, factor: int = 1) -> None:
+        """Charge one item's write (a Put, Delete or Update of ``op``), by its kind too."""
+        if update:
+            units = self._updated(op)
+        else:
+            units = math.ceil(
                 max(1, _size(op.get("Item") or op.get("ExpressionAttributeValues") or op.get("Key") or {})) / 1024
             )
+        self.write_units += factor * units
+        self.written_by[item_kind(op.get("Item") or op.get("Key") or {})] += factor * units
 
+    def _units(self, name: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         if name in ("put_item", "delete_item"):
-            self.write_units += written(request)
+            self._write(request)
         elif name == "update_item":
-            self.write_units += self._updated(request)
+            self._write(request, update=True)
         elif name == "transact_write_items":
             for entry in request["TransactItems"]:
                 (kind, op), *_ = entry.items()
                 if kind == "ConditionCheck":
-                    self.read_units += 2 * written(op)
-                elif kind == "Update":
-                    self.write_units += 2 * self._updated(op)
+                    self.read_units += 2 * math.ceil(max(1, _size(op.get("Key") or {})) / 1024)
                 else:
-                    self.write_units += 2 * written(op)
+                    self._write(op, update=kind == "Update", factor=2)
         elif name == "batch_write_item":
             for requests in request["RequestItems"].values():
-                self.write_units += sum(written(r.get("PutRequest") or r.get("DeleteRequest") or {}) for r in requests)
+                for r in requests:
+                    self._write(r.get("PutRequest") or r.get("DeleteRequest") or {})
         elif name == "get_item":
             self.read_units += max(1, math.ceil(_size(response.get("Item") or {}) / 4096))
         elif name == "query":
@@ -138,6 +148,19 @@ class CountingClient:
         elif name == "batch_get_item":
             for items in (response.get("Responses") or {}).values():
                 self.read_units += sum(max(1, math.ceil(_size(i) / 4096)) for i in items)
+
+
+def item_kind(key: dict[str, Any]) -> str:
+    """An item's kind from its key, ids left out: the literal (upper-case) parts of its PK, then its SK's first one
+    (``SUB#s1#ROLLUP#RES#x`` / ``2026-12-01T10`` -> ``SUB#ROLLUP#RES/-``; ``SUB#s1`` / ``INSTANCE#rg#n#i`` ->
+    ``SUB/INSTANCE``)."""
+
+    def literal(value: Any) -> list[str]:
+        text = value.get("S", "") if isinstance(value, dict) else str(value or "")
+        return [part for part in text.split("#") if part.isupper() and part.isalpha()]
+
+    pk, sk = literal(key.get("PK")), literal(key.get("SK"))
+    return f"{'#'.join(pk) or '-'}/{sk[0] if sk else '-'}"
 
 
 @contextmanager
@@ -255,6 +278,39 @@ def reconciler_row(gpus: int) -> dict[str, Any]:
     return {"jobs": n, "runs": runs, "restarted": restarted, "examined": examined, "run_s": seconds}
 
 
+def billing_row(allocations: int) -> dict[str, Any]:
+    """One hour of ``allocations`` usage records (benchmarks/usage_billing.py's, one record an allocation) written
+    through the usage repository on moto, then the roll-up run of that hour and the export run of its day, each
+    counted at the client."""
+    import dataclasses
+
+    from benchmarks import usage_billing
+    from itl_accelerator.domain.usage import day_of
+
+    with store("moto") as (repositories, counting):
+        assert repositories is not None and counting is not None
+        env = Env(make_settings(), repositories=repositories)
+        env.clock.set(usage_billing.START - 7200)
+        env.w.usage_rollups.run()  # the first run ever: the hours from the next on hold cost groups
+        repositories.billing.open_days_from(day_of(usage_billing.START))  # as the sync's first run
+        for record in usage_billing.records(allocations):
+            repositories.usage.write(dataclasses.replace(record, billed=None, content_hash=""), None)
+        env.clock.set(usage_billing.START + 2 * 3600)
+        row: dict[str, Any] = {"records": allocations}
+        runs = {
+            "roll-up": env.w.usage_rollups.run,
+            "export": lambda: env.w.billing_export.run(now=usage_billing.START + 2 * 86400),
+        }
+        for name, run in runs.items():
+            before = (counting.requests, counting.items, counting.write_units)
+            started = time.perf_counter()
+            report = run()
+            seconds = time.perf_counter() - started
+            row[name] = (counting.requests - before[0], counting.items - before[1],
+                         counting.write_units - before[2], seconds, report)  # fmt: skip
+        return row
+
+
 def _pair(value: tuple[float, float] | None) -> str:
     return "-" if value is None else f"{value[0]:,.1f} max {value[1]:,}"
 
@@ -293,6 +349,16 @@ def main() -> None:
         rows.append([f"{row['jobs']:,}", str(row["runs"]), f"{row['restarted']:,}", f"{row['examined']:,}",
                      f"{row['run_s']:.2f} s"])  # fmt: skip
     print(_table(["jobs", "runs", "restarted", "examined", "busiest run"], rows, {0, 1, 2, 3, 4}))
+    print()
+    print("(c) Roll-up of one hour and export of its day, one usage record per allocation (DynamoDB on moto)")
+    rows = []
+    for gpus in sorted({g for b, g in fleets if b == "moto"}):
+        row = billing_row(gpus)
+        for name in ("roll-up", "export"):
+            requests, items, units, seconds, _ = row[name]
+            rows.append([name, f"{row['records']:,}", f"{requests:,}", f"{items:,}", f"{units:,.0f}",
+                         f"{seconds:.2f} s"])  # fmt: skip
+    print(_table(["run", "records", "DynamoDB requests", "items read", "write units", "run"], rows, {1, 2, 3, 4, 5}))
 
 
 if __name__ == "__main__":
