@@ -6,7 +6,9 @@ sparknodes`` is the same collection as its canonical spelling. API Gateway route
 spells it; a request in any other casing reaches the catch-all route (``/{proxy+}``), whose function
 (itl_functions/canonical_path.py) sends it again to the canonical path of the same API.
 
-Pure functions, no I/O. :data:`ROUTE_PATHS` is every route path of template.yaml (a test keeps them equal).
+Pure functions, no I/O. :data:`ROUTE_PATHS` is every ARM route path of template.yaml and of the API's routers:
+tests/unit/test_canonical_paths.py keeps the three equal (it is a table here so that the catch-all's cold start
+loads neither the routers nor a YAML parser).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from itl_accelerator.api import paths
 
 _OPERATIONS = paths.LOCATION
 
-#: Every API route path of template.yaml, the catch-all excepted.
+#: Every ARM route path (``/subscriptions/...``, ``/providers/...``) of template.yaml, the catch-all excepted.
 ROUTE_PATHS: tuple[str, ...] = (
     "/providers/ITL.Accelerator/operations",
     "/subscriptions/{subscriptionId}",
     paths.SUBSCRIPTION + "/auditEvents",
+    paths.SUBSCRIPTION + "/slo",
     _OPERATIONS + "/operationStatuses/{operationId}",
     _OPERATIONS + "/operationResults/{operationId}",
     paths.NODES_OF_SUBSCRIPTION,
@@ -34,6 +37,7 @@ ROUTE_PATHS: tuple[str, ...] = (
     paths.JOB,
     paths.JOB + "/cancel",
     paths.JOB + "/stats",
+    paths.JOB + "/logs",
     paths.QUOTAS,
     paths.QUOTA,
     paths.USAGES,
