@@ -209,6 +209,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 DESELECTED = pytest.StashKey[int]()
 
+#: The suite's tiers (``./dev test fast|integration|e2e``; ``./dev test`` runs them all): the test directories of each.
+TIERS = {
+    "fast": ("unit", "services", "contract"),
+    "integration": ("integration",),
+    "e2e": ("e2e",),
+}
+_TIER_SECONDS: dict[str, float] = {}  # this session's, by tier
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    directory = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    return next((tier for tier, dirs in TIERS.items() if directory in dirs), "other")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup, call and teardown time, added to its tier's (session fixtures count in the first test
+    that needs them)."""
+    tier = _tier(report.nodeid)
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Each tier's time at the end of the run (issue 28: a developer runs one tier alone, CI runs all)."""
+    seconds = _TIER_SECONDS
+    if not seconds:
+        return
+    terminalreporter.section("time by tier")
+    for tier in [*TIERS, "other"]:
+        if tier in seconds:
+            terminalreporter.write_line(f"{tier:<12} {seconds[tier]:8.1f} s")
+
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """Count deselected tests (``-k``, ``-m``, ``--deselect``...): a ``last`` test can tell a partial session."""
