@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from functools import lru_cache
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: A Step Functions state machine's ARN (any partition; template.yaml passes ``!Ref`` of each state machine).
@@ -25,6 +25,36 @@ class SettingMissing(RuntimeError):
     variable named in the log) instead of accepting work that cannot go on."""
 
 
+class SettingInvalid(ValueError):
+    """A setting's environment variable holds a value the model refuses (not a number, out of range, not an ARN...):
+    raised at the settings' first read, the function's cold start, naming each variable and why."""
+
+
+#: What each function cannot run without, by its handler (template.yaml's ``Handler``; Lambda passes it as
+#: ``_HANDLER``): checked when the function first reads its settings, at its cold start (the cookbook's
+#: ``init_environment_variables``), so a deployment that leaves one out fails its first call naming the variable
+#: instead of accepting work it cannot go on with. tests/unit/test_settings_needed.py keeps template.yaml giving every
+#: function the variables listed here. The local runtime serves every function from one process environment holding
+#: them all (and no ``_HANDLER``), so there the check has nothing to find.
+REQUIRED_BY_HANDLER: dict[str, tuple[str, ...]] = {
+    "itl_functions.spark_ollama_instances.create": ("provision_state_machine_arn",),
+    "itl_functions.spark_ollama_instances.create_or_update": ("provision_state_machine_arn",),
+    "itl_functions.spark_ollama_instances.delete": ("deprovision_state_machine_arn",),
+    "itl_functions.spark_jobs.create": ("job_state_machine_arn",),
+    "itl_functions.spark_jobs.create_or_update": ("job_state_machine_arn",),
+    "itl_functions.slo.get": ("api_name", "api_stage"),
+    "itl_functions.streams.fleet_changes": ("deprovision_state_machine_arn",),
+    "itl_functions.state_events.publish": ("event_bus_name", "audit_archive_bucket"),
+    "itl_functions.schedules.reconcile": (
+        "provision_state_machine_arn",
+        "deprovision_state_machine_arn",
+        "job_state_machine_arn",
+    ),
+    "itl_functions.schedules.monitor_budgets": ("deprovision_state_machine_arn",),
+    "itl_functions.schedules.export_billing": ("billing_export_bucket",),
+}
+
+
 class Settings(BaseSettings):
     """Runtime configuration, read from environment variables (case-insensitive names).
 
@@ -35,6 +65,9 @@ class Settings(BaseSettings):
 
     service_name: str = "accelerator-provider"
     log_level: str = "INFO"
+    # The function's handler as Lambda names it (``_HANDLER``, e.g. ``itl_functions.spark_jobs.create``): which
+    # entry of REQUIRED_BY_HANDLER its cold start checks. Empty outside Lambda.
+    lambda_handler: str = Field(default="", validation_alias="_handler")
 
     # The ITL Control Plane's API gateway, which the provider registers with (gateway_registration.py): the seed's
     # CONTROL_PLANE_API_URL, or CONTROLPLANE_API_URL as the ITL SDK and the ITL CLI name it. Empty: no registration.
@@ -232,5 +265,19 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read once on first use (never at import time)."""
-    return Settings()
+    """The process-wide settings, read once on first use (never at import time: a function's first invocation).
+    Raises :class:`SettingInvalid` naming each variable whose value is refused, and :class:`SettingMissing` naming
+    each one this function's handler needs (``REQUIRED_BY_HANDLER``) that is not set; neither is cached, so every
+    call of a misconfigured function fails the same way."""
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        raise SettingInvalid(
+            "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors())
+        ) from None
+    missing = [
+        name.upper() for name in REQUIRED_BY_HANDLER.get(settings.lambda_handler, ()) if not getattr(settings, name)
+    ]
+    if missing:
+        raise SettingMissing(f"{', '.join(missing)} not set: {settings.lambda_handler} cannot run without it")
+    return settings
