@@ -88,6 +88,9 @@ class LambdaTracer:
 
             @functools.wraps(handler)
             def run(event: dict[str, Any], context: Any) -> Any:
+                # Every invocation, not only the first: a misconfigured function fails each call naming the
+                # variable (SettingMissing/SettingInvalid are never cached; a good read is an lru_cache hit).
+                get_settings()
                 if not traced:
                     traced.append(self._traced(handler, capture_response))
                 return traced[0](event, context)
