@@ -1,0 +1,409 @@
+"""What template.yaml repeats, written from the tables the code already holds: ``./dev generate`` rewrites each
+generated region of template.yaml in place, ``./dev generate --check`` (and tests/unit/test_generated_template.py)
+fails when a region differs from what its table gives.
+
+template.yaml stays the deployable source of truth (``sam validate --lint``, ``sam build`` and the local runtime read
+it as they always did); a region is the text between its two marker lines::
+
+      # >>> generated: <region> - from <source>; ./dev generate writes this, edit the source
+      ...
+      # <<< generated: <region>
+
+Regions and their sources:
+
+- ``api-functions``: one ``AWS::Serverless::Function`` per ARM operation, from :data:`API_FUNCTIONS` (one row per
+  function: its handler, description, policies, environment) and the routers (each handler's route gives the event's
+  ``Path`` and ``Method``, so the template cannot disagree with the route it serves).
+- ``events/{Name}Function.json``: a sample API Gateway event for a row of :data:`API_FUNCTIONS` that has none yet
+  (its route with :data:`SAMPLE_PATH_PARAMETERS`, ``api-version`` and no body), so ``./dev invoke`` runs a new
+  operation at once; an existing event is never rewritten (it holds a chosen body and query).
+- ``slo-alarms``: the multiwindow, multi-burn-rate alarms of both SLOs and their composite alarms, from
+  ``itl_accelerator.slo.BURN_RATE_ALERTS`` (the table the SLO report reads too) and :data:`OBJECTIVES`.
+
+Hand-written stays what is said once (the functions with their own authorizer setting, code or comments, the
+workflow steps, the state machines, the data and the alarms of the fleet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import json
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from itl_local.template import DEFAULT_TEMPLATE
+
+# ------------------------------------------------------------------------------------------------ API functions
+#: Policy sets of template.yaml (each a managed policy the template declares once), by what a function does.
+READ = ("TableReadPolicy", "AuditAppendPolicy", "RateCounterPolicy")
+WRITE = (*READ, "TableCreatePolicy", "TableUpdatePolicy")
+DELETE = (*WRITE, "TableDeletePolicy")
+
+
+@dataclass(frozen=True)
+class ApiFunction:
+    """One API function: ``name`` (its logical id without ``Function``), ``handler`` (in ``itl_functions``; its
+    route gives the event's path and method), ``description``, ``policies`` (names of the template's managed
+    policies), ``environment`` (variable → YAML value, e.g. ``!Ref JobLifecycleStateMachine``), ``timeout``
+    (seconds; the template's global when None) and ``hot`` (SnapStart already under ``ApiSnapStart: HotPaths``:
+    the paths callers wait on, benchmarks/idle_cost.py)."""
+
+    name: str
+    handler: str
+    description: str
+    policies: tuple[str, ...] = READ
+    environment: dict[str, str] = field(default_factory=dict)
+    timeout: int | None = None
+    hot: bool = False
+
+
+_PROVISION = {"PROVISION_STATE_MACHINE_ARN": "!Ref ProvisionInstanceStateMachine"}
+_DEPROVISION = {"DEPROVISION_STATE_MACHINE_ARN": "!Ref DeprovisionInstanceStateMachine"}
+_JOB = {"JOB_STATE_MACHINE_ARN": "!Ref JobLifecycleStateMachine"}
+
+#: Every ARM operation's function, in template order. A new operation is its route, its service method, its test
+#: and one row here.
+API_FUNCTIONS: tuple[ApiFunction, ...] = (
+    ApiFunction('SparkNodesCreate', 'spark_nodes.create', 'POST to the sparkNodes collection (ITL form: name in body)', WRITE),
+    ApiFunction('SparkNodesCreateOrUpdate', 'spark_nodes.create_or_update', 'PUT a sparkNode (create or replace)', WRITE),
+    ApiFunction('SparkNodesGet', 'spark_nodes.get', 'GET a sparkNode'),
+    ApiFunction('SparkNodesUpdate', 'spark_nodes.update', 'PATCH a sparkNode', (*READ, 'TableUpdatePolicy')),
+    ApiFunction('SparkNodesDelete', 'spark_nodes.delete', 'DELETE a sparkNode', (*READ, 'TableDeletePolicy', 'TableUpdatePolicy')),
+    ApiFunction('SparkNodesListByResourceGroup', 'spark_nodes.list_by_resource_group', 'List sparkNodes of a resource group'),
+    ApiFunction('SparkNodesListBySubscription', 'spark_nodes.list_by_subscription', 'List sparkNodes of a subscription'),
+    ApiFunction('OperationsList', 'provider.list_operations', "List the provider's operations (permissions)", ()),
+    ApiFunction('SubscriptionsCreateOrUpdate', 'provider.put_subscription', 'PUT a subscription registration state', (*READ, 'TableSubscriptionWritePolicy')),
+    ApiFunction('SubscriptionsGet', 'provider.get_subscription', 'GET a subscription registration'),
+    ApiFunction('QuotasGet', 'quotas.get', 'GET a GPU quota of a subscription in a location'),
+    ApiFunction('QuotasList', 'quotas.list_quotas', 'List the GPU quotas of a subscription in a location'),
+    ApiFunction('QuotasCreateOrUpdate', 'quotas.put', "PUT a GPU quota (the provider's operators)", (*READ, 'TableUpdatePolicy')),
+    ApiFunction('QuotasDelete', 'quotas.delete', "DELETE a GPU quota's limit (the provider's operators)", (*READ, 'TableUpdatePolicy')),
+    ApiFunction('BudgetsGet', 'budgets.get', "GET a budget of a subscription, with this month's spend"),
+    ApiFunction('BudgetsList', 'budgets.list_budgets', 'List the budgets of a subscription'),
+    ApiFunction('BudgetsCreateOrUpdate', 'budgets.put', "PUT a monthly budget (the provider's operators)", DELETE),
+    ApiFunction('BudgetsDelete', 'budgets.delete', "DELETE a budget (the provider's operators)", DELETE),
+    ApiFunction('UsagesList', 'quotas.usages', 'List what a subscription holds against its GPU quotas in a location'),
+    ApiFunction('CostsQuery', 'costs.query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
+    ApiFunction('AuditEventsList', 'provider.list_audit_events', 'Query audit events (admins)'),
+    ApiFunction('SparkOllamaInstancesCreate', 'spark_ollama_instances.create', 'POST to the sparkOllamaInstances collection (seed form) - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION),
+    ApiFunction('SparkOllamaInstancesCreateOrUpdate', 'spark_ollama_instances.create_or_update', 'PUT an instance - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION, hot=True),
+    ApiFunction('SparkOllamaInstancesGet', 'spark_ollama_instances.get', 'GET an instance', hot=True),
+    ApiFunction('SparkOllamaInstancesDelete', 'spark_ollama_instances.delete', 'DELETE an instance - starts deprovisioning', (*WRITE, 'StartDeprovisionPolicy'), environment=_DEPROVISION),
+    ApiFunction('SparkOllamaInstancesListByNode', 'spark_ollama_instances.list_by_node', 'List the instances of a node'),
+    ApiFunction('OperationStatusesGet', 'operations.get_status', 'Azure-AsyncOperation status of a long-running operation', hot=True),
+    ApiFunction('OperationResultsGet', 'operations.get_result', 'Location result of a long-running operation', hot=True),
+    ApiFunction('SparkJobsCreate', 'spark_jobs.create', 'POST to the sparkJobs collection (seed form) - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
+    ApiFunction('SparkJobsCreateOrUpdate', 'spark_jobs.create_or_update', 'PUT a sparkJob - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
+    ApiFunction('SparkJobsGet', 'spark_jobs.get', 'GET a sparkJob', hot=True),
+    ApiFunction('SparkJobsCancel', 'spark_jobs.cancel', 'POST cancel on a sparkJob - resumes its waiting execution at once', (*WRITE, 'CompleteTasksPolicy')),
+    ApiFunction('SparkJobsDelete', 'spark_jobs.delete', 'DELETE a finished sparkJob', (*READ, 'TableDeletePolicy')),
+    ApiFunction('SparkJobsListByResourceGroup', 'spark_jobs.list_by_resource_group', 'List the sparkJobs of a resource group (?submitted_by=)'),
+    ApiFunction('SparkJobsListBySubscription', 'spark_jobs.list_by_subscription', 'List the sparkJobs of a subscription (?submitted_by=)'),
+    ApiFunction('SparkJobsGetLogs', 'job_logs.get_logs', "GET a page of a sparkJob's log (whoever may read the job), proxied from the DGX Platform", (*READ, 'DgxApiKeyReadPolicy'), environment={'DGX_ATTEMPTS': '"2"', 'DGX_CALL_BUDGET_SECONDS': '"8"'},
+                timeout=15),  # one DGX call, bounded well within API Gateway's 29 s
+    ApiFunction('SloReport', 'slo.get', "GET the API's SLO attainment and error budget left over a month (admins), from API Gateway's metrics", ('AuditAppendPolicy', 'ApiMetricsReadPolicy', 'RateCounterPolicy'), environment={'API_NAME': '!Sub "${AWS::StackName}-api"', 'API_STAGE': '!Ref StageName', 'SLO_AVAILABILITY_PERCENT': '!Ref AvailabilitySloPercent', 'SLO_LATENCY_PERCENT': '!Ref LatencySloPercent', 'SLO_LATENCY_THRESHOLD_MS': '!Ref LatencyThresholdMs'}),
+)  # fmt: skip
+
+
+def _handler_route(handler: str) -> tuple[str, str]:
+    """``(path, method)`` of the route ``itl_functions.{handler}`` serves (the operation id its module gave it).
+    Raises ``LookupError`` when the router has no route of that id."""
+    module_name, attribute = handler.rsplit(".", 1)
+    function = getattr(importlib.import_module(f"itl_functions.{module_name}"), attribute)
+    for route in function.router.routes:
+        if getattr(route, "operation_id", None) == function.operation_id:
+            (method,) = sorted(route.methods)
+            return route.path, method.lower()
+    raise LookupError(f"itl_functions.{handler}: its router has no route {function.operation_id}")
+
+
+def _scalar(text: str) -> str:
+    """``text`` as a YAML plain scalar where it can be one, else single-quoted."""
+    plain = re.fullmatch(r"[A-Za-z0-9][^:#'\"]*", text) and not re.search(r"\s-\s*$|:\s|\s#", text)
+    return text if plain else "'" + text.replace("'", "''") + "'"
+
+
+def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> list[str]:
+    """The ``api-functions`` region's lines (indented as resources of template.yaml)."""
+    lines: list[str] = []
+    for f in functions:
+        path, method = _handler_route(f.handler)
+        condition = "HasHotPathSnapStart" if f.hot else "HasApiSnapStart"
+        lines += [
+            f"  {f.name}Function:",
+            "    Type: AWS::Serverless::Function",
+            "    Properties:",
+            f'      SnapStart: !If [{condition}, {{ApplyOn: PublishedVersions}}, !Ref "AWS::NoValue"]',
+            f"      Description: {_scalar(f.description)}",
+            f"      Handler: itl_functions.{f.handler}",
+        ]
+        if f.timeout is not None:
+            lines.append(f"      Timeout: {f.timeout}")
+        if f.environment:
+            lines += ["      Environment:", "        Variables:"]
+            lines += [f"          {name}: {value}" for name, value in f.environment.items()]
+        if f.policies:
+            lines.append("      Policies:")
+            lines += [f"        - !Ref {policy}" for policy in f.policies]
+        lines += [
+            "      Events:",
+            "        Api:",
+            "          Type: Api",
+            "          Properties:",
+            "            RestApiId: !Ref Api",
+            f"            Path: {path}",
+            f"            Method: {method}",
+            "",
+        ]
+    return lines[:-1]
+
+
+#: The value a sample event gives each path parameter (the names the routes use).
+SAMPLE_PATH_PARAMETERS = {
+    "subscriptionId": "sub-123", "resourceGroupName": "rg1", "nodeName": "dgx-1", "instanceName": "instance-1",
+    "jobName": "job-1", "budgetName": "team-nlp", "location": "us-east-1", "quotaName": "gpus",
+    "operationId": "3f2b8c1e-7a4d-4e9b-9c61-5d0e2a7b4f13",
+}  # fmt: skip
+_SAMPLE_HEADERS = {
+    "Accept": "application/json", "Host": "abc123.execute-api.us-east-1.amazonaws.com",
+    "User-Agent": "itl-local-sample/1.0", "X-Forwarded-For": "203.0.113.10", "X-Forwarded-Port": "443",
+    "X-Forwarded-Proto": "https", "Authorization": "Bearer ${DEV_TOKEN}",
+}  # fmt: skip
+_SAMPLE_PRINCIPAL = {
+    "subject": "dev-admin", "display_name": "dev-admin", "actor_type": "User", "roles": ["itl-accelerator-admin"],
+    "scopes": [{"subscription_id": "sub-123", "resource_group": None}],
+}  # fmt: skip
+
+
+def sample_event(function: ApiFunction) -> dict[str, Any]:
+    """A REST proxy event (API Gateway's shape, as ``events/`` holds them) of ``function``'s route: the sample path
+    parameters, ``api-version`` 2026-11-01, no body, a dev admin of sub-123 as the authorizer's principal. Raises
+    ``KeyError`` for a path parameter :data:`SAMPLE_PATH_PARAMETERS` lacks."""
+    resource, method = _handler_route(function.handler)
+    names = re.findall(r"\{(\w+)\}", resource)
+    parameters = {name: SAMPLE_PATH_PARAMETERS[name] for name in names}
+    path = re.sub(r"\{(\w+)\}", lambda m: parameters[m.group(1)], resource)
+    query = {"api-version": "2026-11-01"}
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method.upper(),
+        "headers": _SAMPLE_HEADERS,
+        "multiValueHeaders": {k: [v] for k, v in _SAMPLE_HEADERS.items()},
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()},
+        "pathParameters": parameters or None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method.upper(),
+            "path": f"/v1{path}",
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "stage": "v1",
+            "requestId": str(uuid.uuid5(uuid.NAMESPACE_URL, function.name)),
+            "requestTimeEpoch": 1767225600000,
+            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+            "protocol": "HTTP/1.1",
+            "identity": {"sourceIp": "203.0.113.10", "userAgent": "itl-local-sample/1.0"},
+            "authorizer": {
+                "principal": json.dumps(_SAMPLE_PRINCIPAL, separators=(",", ":")),
+                "principalId": "dev-admin",
+                "integrationLatency": 42,
+            },
+        },
+        "body": None,
+        "isBase64Encoded": False,
+    }
+
+
+def missing_events(events_dir: Path, functions: Iterable[ApiFunction] = API_FUNCTIONS) -> dict[Path, str]:
+    """The sample event file of each row that has none: path → its JSON text."""
+    return {
+        path: json.dumps(sample_event(f), indent=2) + "\n"
+        for f in functions
+        if not (path := events_dir / f"{f.name}Function.json").exists()
+    }
+
+
+# ------------------------------------------------------------------------------------------------ SLO alarms
+@dataclass(frozen=True)
+class Objective:
+    """One SLO as its alarms compute it: ``goal`` (the template parameter holding the goal, percent), ``bad`` (what
+    a bad answer is, for the descriptions), ``ratio`` (metric math: the bad share of ``requests``), ``metric_id``,
+    ``metric`` and ``stat`` (the API Gateway metric the ratio reads besides ``Count``)."""
+
+    name: str
+    goal: str
+    bad: str
+    ratio: str
+    metric_id: str
+    metric: str
+    stat: str
+
+
+#: The API's two SLOs (docs/ARCHITECTURE.md, "Service level objectives").
+OBJECTIVES: tuple[Objective, ...] = (
+    Objective("Availability", "AvailabilitySloPercent", "5xx answers", "FILL(errors, 0) / requests", "errors",
+              "5XXError", "Sum"),
+    Objective("Latency", "LatencySloPercent", "answers slower than ${LatencyThresholdMs} ms",
+              "(100 - FILL(fast, 100)) / 100", "fast", "Latency", '!Sub "PR(:${LatencyThresholdMs})"'),
+)  # fmt: skip
+
+_WINDOW_ID = {300: "5m", 1800: "30m", 3600: "1h", 21600: "6h", 259200: "3d"}
+_WINDOW_TEXT = {300: "5 min", 1800: "30 min", 3600: "1 h", 21600: "6 h", 259200: "3 days"}
+_AUDIENCE = {"page": "page the on-call", "ticket": "open a ticket"}
+
+
+def _metric(metric_id: str, name: str, period: int, stat: str) -> list[str]:
+    return [
+        f"        - Id: {metric_id}",
+        "          MetricStat:",
+        "            Metric:",
+        "              Namespace: AWS/ApiGateway",
+        f"              MetricName: {name}",
+        "              Dimensions:",
+        "                - Name: ApiName",
+        '                  Value: !Sub "${AWS::StackName}-api"',
+        "                - Name: Stage",
+        "                  Value: !Ref StageName",
+        f"            Period: {period}",
+        f"            Stat: {stat}",
+        "          ReturnData: false",
+    ]
+
+
+def render_slo_alarms() -> list[str]:
+    """The ``slo-alarms`` region's lines: per objective, one alarm per window of every row of
+    ``BURN_RATE_ALERTS`` and one composite alarm per severity (a pair fires when both its windows do)."""
+    from itl_accelerator.slo import BURN_RATE_ALERTS
+
+    lines: list[str] = []
+    for objective in OBJECTIVES:
+        lines.append(
+            f"  # {objective.name}: multiwindow, multi-burn-rate alarms (itl_accelerator/slo.py BURN_RATE_ALERTS;"
+            " Google SRE workbook table 5-8)"
+        )
+        pairs: dict[str, list[tuple[str, str]]] = {}
+        for alert in BURN_RATE_ALERTS:
+            composite = f"{objective.name}{alert.severity.title()}Alarm"
+            ids = []
+            for window, which in ((alert.long_window, "long"), (alert.short_window, "short")):
+                logical_id = f"{objective.name}{alert.severity.title()}{_WINDOW_ID[window]}Alarm"
+                ids.append(logical_id)
+                rate = f"{alert.burn_rate.normalize():f}"
+                lines += [
+                    f"  {logical_id}:",
+                    "    Type: AWS::CloudWatch::Alarm",
+                    "    Properties:",
+                    f'      AlarmDescription: !Sub "{objective.name} SLO (${{{objective.goal}}} %): error budget burning'
+                    f" faster than {rate}x over {_WINDOW_TEXT[window]} ({objective.bad}; {which} window of"
+                    f' {composite})"',
+                    "      ComparisonOperator: GreaterThanThreshold",
+                    f"      Threshold: {rate}",
+                    "      EvaluationPeriods: 1",
+                    "      DatapointsToAlarm: 1",
+                    "      TreatMissingData: notBreaching",
+                    "      Metrics:",
+                    "        - Id: burn",
+                    f"          Label: burn rate over {_WINDOW_TEXT[window]}",
+                    f'          Expression: !Sub "IF(requests > 0, {objective.ratio}, 0) / (1 - ${{{objective.goal}}}'
+                    ' / 100)"',
+                    "          ReturnData: true",
+                    *_metric("requests", "Count", window, "Sum"),
+                    *_metric(objective.metric_id, objective.metric, window, objective.stat),
+                ]
+            pairs.setdefault(alert.severity, []).append((ids[0], ids[1]))
+        for severity, severity_pairs in pairs.items():
+            rule = " OR ".join(f'(ALARM("${{{a}}}") AND ALARM("${{{b}}}"))' for a, b in severity_pairs)
+            lines += [
+                f"  {objective.name}{severity.title()}Alarm:",
+                "    Type: AWS::CloudWatch::CompositeAlarm",
+                "    Properties:",
+                f'      AlarmName: !Sub "${{AWS::StackName}}-{objective.name.lower()}-slo-{severity}"',
+                f"      AlarmDescription: {objective.name} SLO error budget burning fast enough to"
+                f" {_AUDIENCE[severity]} (both windows of a pair above the burn rate)",
+                f"      AlarmRule: !Sub '{rule}'",
+                "      ActionsEnabled: true",
+                "      AlarmActions: [!Ref OperationsAlarmTopic]",
+                "      OKActions: [!Ref OperationsAlarmTopic]",
+                "",
+            ]
+    return lines[:-1]
+
+
+# ------------------------------------------------------------------------------------------------ regions
+@dataclass(frozen=True)
+class Region:
+    """A generated region of template.yaml: its ``name``, the ``source`` its marker names, and its renderer."""
+
+    name: str
+    source: str
+    render: Callable[[], list[str]]
+
+
+REGIONS: tuple[Region, ...] = (
+    Region("api-functions", "itl_local/generate.py API_FUNCTIONS and the routers", render_api_functions),
+    Region("slo-alarms", "itl_accelerator/slo.py BURN_RATE_ALERTS and itl_local/generate.py OBJECTIVES",
+           render_slo_alarms),
+)  # fmt: skip
+
+
+class RegionMissing(ValueError):
+    """template.yaml lacks a region's markers (or has them twice, or out of order)."""
+
+
+def generate(text: str, regions: Iterable[Region] = REGIONS) -> str:
+    """``text`` (template.yaml) with every region between its markers rewritten from its source. Raises
+    :class:`RegionMissing` naming a region whose markers are not there exactly once, in order."""
+    for region in regions:
+        begin = f"  # >>> generated: {region.name} - from {region.source}; ./dev generate writes this, edit the source"
+        end = f"  # <<< generated: {region.name}"
+        pattern = re.compile(rf"^  # >>> generated: {re.escape(region.name)} .*?^{re.escape(end)}$", re.M | re.S)
+        found = pattern.findall(text)
+        if len(found) != 1:
+            raise RegionMissing(
+                f"template.yaml: region {region.name!r} found {len(found)} times (want its markers once)"
+            )
+        start, stop = pattern.search(text).span()  # type: ignore[union-attr]  # found once, above
+        text = text[:start] + "\n".join([begin, *region.render(), end]) + text[stop:]
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``./dev generate [--check] [--template FILE]``: rewrite the regions (exit 0), or with ``--check`` print the
+    difference and exit 1 when template.yaml is not what its sources give."""
+    parser = argparse.ArgumentParser(prog="./dev generate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff when out of date")
+    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    parser.add_argument("--events", type=Path, default=None, help="sample events' folder (events/ beside the template)")
+    args = parser.parse_args(argv)
+    current = args.template.read_text()
+    wanted = generate(current)
+    events = missing_events(args.events or args.template.parent / "events")
+    if args.check:
+        if wanted == current and not events:
+            return 0
+        diff = difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), "template.yaml", "generated")
+        sys.stdout.writelines(diff)
+        for path in events:
+            print(f"missing sample event: {path.name}")
+        print("template.yaml or events/ is out of date with its tables: run ./dev generate", file=sys.stderr)
+        return 1
+    if wanted != current:
+        args.template.write_text(wanted)
+    for path, text in events.items():
+        path.write_text(text)
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

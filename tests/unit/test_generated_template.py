@@ -1,0 +1,100 @@
+"""template.yaml's generated regions are what their tables give (``./dev generate`` writes them): an ARM operation's
+function block comes from its row in ``API_FUNCTIONS`` and its route, the SLO alarms from ``slo.BURN_RATE_ALERTS``.
+A hand edit of a region, or a table changed without ``./dev generate``, fails here with the difference."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import replace
+from decimal import Decimal
+
+import pytest
+
+from itl_accelerator import slo
+from itl_local import generate
+from itl_local.generate import API_FUNCTIONS, ApiFunction, RegionMissing
+from itl_local.template import DEFAULT_TEMPLATE, Template
+
+
+def test_template_yaml_is_what_its_tables_generate() -> None:
+    current = DEFAULT_TEMPLATE.read_text()
+    wanted = generate.generate(current)
+    assert wanted == current, "".join(
+        difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), "template.yaml", "generated", n=1)
+    )
+
+
+def test_every_function_of_the_table_is_in_the_template_with_its_routes_path_and_method() -> None:
+    resources = Template().resources
+    for row in API_FUNCTIONS:
+        props = resources[f"{row.name}Function"]["Properties"]
+        assert props["Handler"] == f"itl_functions.{row.handler}"
+        event = props["Events"]["Api"]["Properties"]
+        assert (event["Path"], event["Method"]) == generate._handler_route(row.handler)
+        assert sorted(p["Ref"] for p in props.get("Policies", [])) == sorted(row.policies)
+
+
+def test_a_new_row_is_a_whole_function_block_with_its_routes_path() -> None:
+    lines = generate.render_api_functions(
+        [ApiFunction("SparkJobsPeek", "spark_jobs.get", "GET: a sparkJob, peeked", environment={"A": '"1"'})]
+    )
+    text = "\n".join(lines)
+    assert "  SparkJobsPeekFunction:\n    Type: AWS::Serverless::Function" in text
+    assert "Description: 'GET: a sparkJob, peeked'" in text  # quoted where a plain scalar would not parse
+    assert "/providers/ITL.Accelerator/sparkJobs/{jobName}\n            Method: get" in text
+    assert '          A: "1"' in text
+
+
+def test_a_handler_without_a_route_is_refused() -> None:
+    with pytest.raises(AttributeError):
+        generate.render_api_functions([ApiFunction("Nothing", "spark_jobs.no_such_operation", "x")])
+
+
+def test_a_changed_burn_rate_changes_the_alarms(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = slo.BURN_RATE_ALERTS[0]
+    monkeypatch.setattr(slo, "BURN_RATE_ALERTS", (replace(first, burn_rate=Decimal("10")), *slo.BURN_RATE_ALERTS[1:]))
+    text = "\n".join(generate.render_slo_alarms())
+    assert "Threshold: 10\n" in text and "Threshold: 14.4\n" not in text
+    assert "faster than 10x over 1 h" in text
+
+
+def test_a_template_without_a_regions_markers_is_refused_naming_it() -> None:
+    text = DEFAULT_TEMPLATE.read_text().replace("# <<< generated: slo-alarms", "# end of the alarms")
+    with pytest.raises(RegionMissing, match="slo-alarms"):
+        generate.generate(text)
+
+
+def test_check_exits_1_with_the_difference_when_a_region_was_edited_by_hand(tmp_path, capsys) -> None:
+    edited = tmp_path / "template.yaml"
+    edited.write_text(DEFAULT_TEMPLATE.read_text().replace("Description: GET a sparkJob\n", "Description: hand\n", 1))
+    events = ["--events", str(DEFAULT_TEMPLATE.parent / "events")]  # every sample event there: none written
+    assert generate.main(["--check", "--template", str(edited), *events]) == 1
+    assert "+      Description: GET a sparkJob" in capsys.readouterr().out
+    assert generate.main(["--template", str(edited), *events]) == 0
+    assert edited.read_text() == DEFAULT_TEMPLATE.read_text()
+
+
+def test_a_rows_sample_event_is_the_shape_events_holds_for_its_route() -> None:
+    row = next(f for f in API_FUNCTIONS if f.name == "SparkJobsGet")
+    kept = json.loads((DEFAULT_TEMPLATE.parent / "events" / "SparkJobsGetFunction.json").read_text())
+    made = generate.sample_event(row)
+    for key in ("resource", "path", "httpMethod", "headers", "pathParameters", "queryStringParameters", "body"):
+        assert made[key] == kept[key], key
+    assert made["requestContext"]["authorizer"] == kept["requestContext"]["authorizer"]
+
+
+def test_a_row_without_a_sample_event_gets_one_and_check_fails_until_then(tmp_path, capsys) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(DEFAULT_TEMPLATE.read_text())
+    events = tmp_path / "events"
+    events.mkdir()
+    for source in (DEFAULT_TEMPLATE.parent / "events").glob("*.json"):
+        if source.name != "QuotasGetFunction.json":
+            (events / source.name).write_text(source.read_text())
+    assert generate.main(["--check", "--template", str(template)]) == 1
+    assert "missing sample event: QuotasGetFunction.json" in capsys.readouterr().out
+    assert generate.main(["--template", str(template)]) == 0
+    written = json.loads((events / "QuotasGetFunction.json").read_text())
+    assert written["path"] == "/subscriptions/sub-123/providers/ITL.Accelerator/locations/us-east-1/quotas/gpus"
+    assert generate.main(["--check", "--template", str(template)]) == 0
