@@ -108,6 +108,9 @@ API_FUNCTIONS: tuple[ApiFunction, ...] = (
     ApiFunction('SparkJobsListBySubscription', 'spark_jobs.list_by_subscription', 'List the sparkJobs of a subscription (?submitted_by=)'),
     ApiFunction('SparkJobsGetLogs', 'job_logs.get_logs', "GET a page of a sparkJob's log (whoever may read the job), proxied from the DGX Platform", (*READ, 'DgxApiKeyReadPolicy'), environment={'DGX_ATTEMPTS': '"2"', 'DGX_CALL_BUDGET_SECONDS': '"8"'},
                 timeout=15),  # one DGX call, bounded well within API Gateway's 29 s
+    ApiFunction('SparkNodesGetStats', 'usage_stats.node_stats', 'GET the usage and earnings of a node (its supplier and admins)'),
+    ApiFunction('SparkOllamaInstancesGetStats', 'usage_stats.instance_stats', 'GET the usage of an instance (per hour, from the roll-ups)'),
+    ApiFunction('SparkJobsGetStats', 'usage_stats.job_stats', 'GET the usage of a job (per hour, from the roll-ups)'),
     ApiFunction('SloReport', 'slo.get', "GET the API's SLO attainment and error budget left over a month (admins), from API Gateway's metrics", ('AuditAppendPolicy', 'ApiMetricsReadPolicy', 'RateCounterPolicy'), environment={'API_NAME': '!Sub "${AWS::StackName}-api"', 'API_STAGE': '!Ref StageName', 'SLO_AVAILABILITY_PERCENT': '!Ref AvailabilitySloPercent', 'SLO_LATENCY_PERCENT': '!Ref LatencySloPercent', 'SLO_LATENCY_THRESHOLD_MS': '!Ref LatencyThresholdMs'}),
 )  # fmt: skip
 
@@ -130,38 +133,155 @@ def _scalar(text: str) -> str:
     return text if plain else "'" + text.replace("'", "''") + "'"
 
 
+def _function_block(
+    name: str,
+    handler: str,
+    description: str,
+    policies: tuple[str, ...],
+    environment: dict[str, str],
+    timeout: int | None,
+    snapstart: str | None = None,
+    api: tuple[str, str] | None = None,
+) -> list[str]:
+    """One ``AWS::Serverless::Function`` block (its lines, then a blank one): SnapStart under condition
+    ``snapstart``, an ``Api`` event of ``api`` = (path, method)."""
+    lines = [f"  {name}Function:", "    Type: AWS::Serverless::Function", "    Properties:"]
+    if snapstart:
+        lines.append(f'      SnapStart: !If [{snapstart}, {{ApplyOn: PublishedVersions}}, !Ref "AWS::NoValue"]')
+    lines += [f"      Description: {_scalar(description)}", f"      Handler: itl_functions.{handler}"]
+    if timeout is not None:
+        lines.append(f"      Timeout: {timeout}")
+    if environment:
+        lines += ["      Environment:", "        Variables:"]
+        lines += [f"          {variable}: {value}" for variable, value in environment.items()]
+    if policies:
+        lines.append("      Policies:")
+        lines += [f"        - !Ref {policy}" for policy in policies]
+    if api:
+        path, method = api
+        lines += ["      Events:", "        Api:", "          Type: Api", "          Properties:"]
+        lines += ["            RestApiId: !Ref Api", f"            Path: {path}", f"            Method: {method}"]
+    return [*lines, ""]
+
+
 def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> list[str]:
     """The ``api-functions`` region's lines (indented as resources of template.yaml)."""
     lines: list[str] = []
     for f in functions:
-        path, method = _handler_route(f.handler)
         condition = "HasHotPathSnapStart" if f.hot else "HasApiSnapStart"
+        lines += _function_block(
+            f.name, f.handler, f.description, f.policies, f.environment, f.timeout, condition, _handler_route(f.handler)
+        )
+    return lines[:-1]
+
+
+# ------------------------------------------------------------------------------------------------ workflows
+@dataclass(frozen=True)
+class Step:
+    """One Lambda task of a state machine: ``name`` (its logical id without ``Function``; the ASL calls it as
+    ``${<name>FunctionArn}``), ``handler`` (in ``itl_functions``), ``description``, ``policies``, ``timeout``
+    (seconds) and ``environment`` (variable → YAML value)."""
+
+    name: str
+    handler: str
+    description: str
+    policies: tuple[str, ...]
+    timeout: int
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A Step Functions state machine: ``name`` (logical id), ``asl`` (its definition under statemachines/) and
+    the ``steps`` its definition calls - every one named there as ``${<Step>FunctionArn}``, and no other."""
+
+    name: str
+    asl: str
+    steps: tuple[Step, ...]
+
+
+_CALLBACK_URL = {"DGX_CALLBACK_URL": '!If [HasPublicApiUrl, !Sub "${PublicApiUrl}/dgx/callbacks", ""]'}
+
+#: The three workflows and their steps (docs/ARCHITECTURE.md, "Long-running operations", "Jobs and placement").
+#: A new step is its handler, its row here and its Task state in the ASL file.
+WORKFLOWS: tuple[Workflow, ...] = (
+    Workflow('ProvisionInstanceStateMachine', 'provision_instance.asl.json', (
+        Step('InstanceRequest', 'instance_workflow.request', 'Provision step - ask the DGX Platform for the instance (and to call back when it is ready)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 90, environment=_CALLBACK_URL),
+        Step('InstanceAwaitReady', 'instance_workflow.await_ready', "Provision step - wait for the DGX Platform's ready callback on a task token (it, or the poll interval, ends the wait)", ('TableReadPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
+        Step('InstancePoll', 'instance_workflow.poll', 'Provision step - poll the DGX instance', ('TableReadPolicy', 'DgxApiKeyReadPolicy'), 60),
+        Step('InstanceComplete', 'instance_workflow.complete', 'Provision step - mark the instance Succeeded', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy'), 30),
+        Step('InstanceCompensate', 'instance_workflow.compensate', 'Provision step - compensate (ask the DGX Platform to delete, record the failure)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 120),
+        Step('InstanceRemovalCheck', 'instance_workflow.check_removal', 'Provision step - has the DGX Platform removed the failed instance?', ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 60),
+        Step('InstanceRelease', 'instance_workflow.release_capacity', 'Provision step - Failed and capacity released, once the DGX Platform confirmed removal', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
+        Step('InstanceCancel', 'instance_workflow.cancel', 'Provision step - end a provisioning overtaken by a delete', ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 30),
+    )),
+    Workflow('DeprovisionInstanceStateMachine', 'deprovision_instance.asl.json', (
+        Step('DeprovisionStart', 'instance_workflow.deprovision_start', "Deprovision step - delete on the DGX Platform, renew the instance's lease", ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 90),
+        Step('DeprovisionPoll', 'instance_workflow.deprovision_poll', 'Deprovision step - poll until the DGX instance is gone', ('TableReadPolicy', 'DgxApiKeyReadPolicy'), 90),
+        Step('DeprovisionFinish', 'instance_workflow.deprovision_finish', 'Deprovision step - remove the instance and release capacity', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'TableDeletePolicy', 'CompleteTasksPolicy'), 30),
+        Step('DeprovisionFail', 'instance_workflow.deprovision_fail', 'Deprovision step - mark a failed deprovisioning', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
+    )),
+    Workflow('JobLifecycleStateMachine', 'job_lifecycle.asl.json', (
+        Step('JobPlace', 'job_workflow.place', 'Job step - admission (could any node ever hold it?), then best-fit placement (conditional reservation on the node)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy'), 60),
+        Step('JobAwaitCapacity', 'job_workflow.await_capacity', 'Job step - wait for capacity on a task token (placement resumes it)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 60),
+        Step('JobSubmit', 'job_workflow.submit', 'Job step - submit to the DGX Platform (and ask it to call back when the job ends)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 90, environment=_CALLBACK_URL),
+        Step('JobTrack', 'job_workflow.track', 'Job step - wait while it runs, on a task token (the job tracker resumes it)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
+        Step('JobStop', 'job_workflow.stop', 'Job step - stop the job on the DGX Platform', ('TableReadPolicy', 'DgxApiKeyReadPolicy'), 90),
+        Step('JobFinish', 'job_workflow.finish', 'Job step - final status, cost, capacity released once; serve the waiting jobs', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 60),
+    )),
+)  # fmt: skip
+
+STATEMACHINES_DIR = DEFAULT_TEMPLATE.parent / "statemachines"
+
+
+class WorkflowMismatch(ValueError):
+    """A state machine's definition calls a function its workflow has no step for, or a step it never calls."""
+
+
+def asl_functions(workflow: Workflow, statemachines: Path = STATEMACHINES_DIR) -> list[str]:
+    """The steps ``workflow``'s ASL calls, in the order it first names them (``${XFunctionArn}`` → ``X``). Raises
+    :class:`WorkflowMismatch` naming a placeholder without a step or a step without a placeholder."""
+    text = (statemachines / workflow.asl).read_text()
+    called = list(dict.fromkeys(re.findall(r"\$\{(\w+)FunctionArn\}", text)))
+    steps = {step.name for step in workflow.steps}
+    if set(called) != steps:
+        raise WorkflowMismatch(
+            f"statemachines/{workflow.asl}: calls without a step {sorted(set(called) - steps)},"
+            f" steps it never calls {sorted(steps - set(called))}"
+        )
+    return called
+
+
+def render_workflow_steps(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str]:
+    """The ``workflow-steps`` region's lines: every step's function, workflow by workflow."""
+    lines: list[str] = []
+    for workflow in workflows:
+        for s in workflow.steps:
+            lines += _function_block(s.name, s.handler, s.description, s.policies, s.environment, s.timeout)
+    return lines[:-1]
+
+
+def render_state_machines(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str]:
+    """The ``state-machines`` region's lines: each state machine with a substitution (the step's ``live`` alias)
+    and an invoke permission for every step its ASL calls, in the ASL's order."""
+    lines: list[str] = []
+    for workflow in workflows:
+        called = asl_functions(workflow)
         lines += [
-            f"  {f.name}Function:",
-            "    Type: AWS::Serverless::Function",
+            f"  {workflow.name}:",
+            "    Type: AWS::Serverless::StateMachine",
             "    Properties:",
-            f'      SnapStart: !If [{condition}, {{ApplyOn: PublishedVersions}}, !Ref "AWS::NoValue"]',
-            f"      Description: {_scalar(f.description)}",
-            f"      Handler: itl_functions.{f.handler}",
+            "      Type: STANDARD",
+            f"      DefinitionUri: statemachines/{workflow.asl}",
+            "      Tracing:",
+            "        Enabled: true",
+            "      DefinitionSubstitutions:",
+            *(f"        {name}FunctionArn: !Ref {name}Function.Alias" for name in called),
+            "      Policies:",
         ]
-        if f.timeout is not None:
-            lines.append(f"      Timeout: {f.timeout}")
-        if f.environment:
-            lines += ["      Environment:", "        Variables:"]
-            lines += [f"          {name}: {value}" for name, value in f.environment.items()]
-        if f.policies:
-            lines.append("      Policies:")
-            lines += [f"        - !Ref {policy}" for policy in f.policies]
-        lines += [
-            "      Events:",
-            "        Api:",
-            "          Type: Api",
-            "          Properties:",
-            "            RestApiId: !Ref Api",
-            f"            Path: {path}",
-            f"            Method: {method}",
-            "",
-        ]
+        for name in called:
+            lines += ["        - LambdaInvokePolicy:", f"            FunctionName: !Ref {name}Function"]
+        lines.append("")
     return lines[:-1]
 
 
@@ -351,6 +471,8 @@ class Region:
 
 REGIONS: tuple[Region, ...] = (
     Region("api-functions", "itl_local/generate.py API_FUNCTIONS and the routers", render_api_functions),
+    Region("workflow-steps", "itl_local/generate.py WORKFLOWS", render_workflow_steps),
+    Region("state-machines", "itl_local/generate.py WORKFLOWS and statemachines/*.asl.json", render_state_machines),
     Region("slo-alarms", "itl_accelerator/slo.py BURN_RATE_ALERTS and itl_local/generate.py OBJECTIVES",
            render_slo_alarms),
 )  # fmt: skip

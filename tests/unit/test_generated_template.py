@@ -98,3 +98,27 @@ def test_a_row_without_a_sample_event_gets_one_and_check_fails_until_then(tmp_pa
     written = json.loads((events / "QuotasGetFunction.json").read_text())
     assert written["path"] == "/subscriptions/sub-123/providers/ITL.Accelerator/locations/us-east-1/quotas/gpus"
     assert generate.main(["--check", "--template", str(template)]) == 0
+
+
+def test_each_state_machine_calls_exactly_its_workflows_steps_through_their_aliases() -> None:
+    resources = Template().resources
+    for workflow in generate.WORKFLOWS:
+        props = resources[workflow.name]["Properties"]
+        names = [s.name for s in workflow.steps]
+        assert sorted(props["DefinitionSubstitutions"]) == sorted(f"{n}FunctionArn" for n in names)
+        assert sorted(p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in props["Policies"]) == sorted(
+            f"{n}Function" for n in names
+        )
+        for step in workflow.steps:
+            step_props = resources[f"{step.name}Function"]["Properties"]
+            assert (step_props["Handler"], step_props["Timeout"]) == (f"itl_functions.{step.handler}", step.timeout)
+
+
+def test_a_step_the_definition_never_calls_or_a_call_without_a_step_is_refused_naming_it(tmp_path) -> None:
+    workflow = next(w for w in generate.WORKFLOWS if w.name == "JobLifecycleStateMachine")
+    asl = (generate.STATEMACHINES_DIR / workflow.asl).read_text()
+    (tmp_path / workflow.asl).write_text(asl.replace("${JobStopFunctionArn}", "${JobHaltFunctionArn}"))
+    with pytest.raises(
+        generate.WorkflowMismatch, match=r"calls without a step \['JobHalt'\].*never calls \['JobStop'\]"
+    ):
+        generate.asl_functions(workflow, tmp_path)
