@@ -366,6 +366,23 @@ def test_an_instance_accepted_on_a_node_repriced_meanwhile_locks_the_price_in_fo
     assert env.allocation() == HELD
 
 
+def test_a_node_repriced_at_every_read_is_409_after_three_tries_and_nothing_is_written(env, node):
+    prices = iter([3.0, 3.5, 4.0, 4.5])
+    reads: list[object] = []
+
+    def reprice(found: object) -> None:  # after every read of the instance and its node (a hook runs once)
+        reads.append(found)
+        env.patch_node("dgx-1", {"properties": {"pricing": {"pricePerGpuHour": next(prices)}}})
+        env.instances_hooks.after["get_with_node"] = reprice
+
+    env.instances_hooks.after["get_with_node"] = reprice
+    with pytest.raises(AnotherOperationInProgress, match="'dgx-1' kept changing"):
+        env.provision()
+    # three reads and three refused transactions, then the caller is told to retry: no instance, no reservation
+    assert len(reads) == 3
+    assert env.allocation() == EMPTY and env.sfn.started == []
+
+
 def test_etag_preconditions_are_honoured(env, node):
     accepted = provision(env)
     etag = accepted.resource["etag"]

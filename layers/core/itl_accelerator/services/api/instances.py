@@ -15,16 +15,25 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from itl_accelerator.billing.metering import terms_properties
-from itl_accelerator.domain.records import Instance, Lease, Reservation, ResourceKey, node_key
+from itl_accelerator.domain.records import (
+    Instance,
+    Lease,
+    Node,
+    Operation,
+    Reservation,
+    ResourceKey,
+    node_key,
+)
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, Availability, OperationKind, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
-from itl_accelerator.models.instances import SparkOllamaInstanceWrite
+from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.models.instances import InstanceSpec, SparkOllamaInstanceWrite
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
     NodeChanged,
@@ -45,6 +54,25 @@ from itl_accelerator.services.common.lro import Accepted, new_operation, poll_af
 from itl_accelerator.services.workflows.io import InstanceStepInput
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
+
+#: How many times a create reads the node and tries its accepting transaction when the node is written meanwhile
+#: (its pricing or shape changed: the terms it locks must be the ones in force), before 409
+#: ``AnotherOperationInProgress``.
+NODE_WRITE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class _PutRequest:
+    """A validated PUT of an instance: its key, body, spec and the spec's fingerprint, and the request's
+    conditions."""
+
+    key: ResourceKey
+    body: SparkOllamaInstanceWrite
+    spec: InstanceSpec
+    fingerprint: str
+    if_match: str | None
+    if_none_match: str | None
+    create_only: bool
 
 
 def render(instance: Instance) -> dict[str, Any]:
@@ -135,13 +163,12 @@ class SparkOllamaInstanceService:
         if_match: str | None = None,
         if_none_match: str | None = None,
         create_only: bool = False,
-        _attempt: int = 0,
     ) -> tuple[Accepted | None, dict[str, Any]]:
         """Create (or re-provision a Failed) instance. Returns ``(accepted, resource)``: ``accepted`` is None when
         nothing was started (an identical PUT of a Succeeded instance → 200). The instance locks the node's pricing
         as its ``billingTerms`` in the transaction that reserves its GPUs (billing/metering.py); a node written
-        meanwhile is read again (at most 3 times). Raises ``SettingMissing`` before anything is written when the
-        provisioning workflow's ARN is not set.
+        meanwhile is read again (:data:`NODE_WRITE_ATTEMPTS` in all). Raises ``SettingMissing`` before anything is
+        written when the provisioning workflow's ARN is not set.
 
         Errors: 400 (names, body, provisioningState), 403, 404 (node), 409 ``AnotherOperationInProgress`` /
         ``InsufficientCapacity`` / ``NodeNotAvailable`` / ``PropertyChangeNotAllowed`` / ``Conflict`` (POST of an
@@ -152,43 +179,93 @@ class SparkOllamaInstanceService:
         arm_rules.check_body_name(body.name, name)
         self._settings.require("provision_state_machine_arn")
         spec = body.spec()
-        fingerprint = spec.fingerprint()
+        request = _PutRequest(key, body, spec, spec.fingerprint(), if_match, if_none_match, create_only)
+        for _ in range(NODE_WRITE_ATTEMPTS):
+            try:
+                return self._put_once(ctx, request)
+            except NodeChanged as exc:
+                changed = exc  # its pricing or shape changed since it was read: decide again on the node as it is
+        raise AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request.") from changed
+
+    def _put_once(self, ctx: CallContext, request: _PutRequest) -> tuple[Accepted | None, dict[str, Any]]:
+        """One read-decide-write of :meth:`put`. Raises ``NodeChanged`` when the node was written since it was read
+        (nothing was written)."""
+        key, spec = request.key, request.spec
         existing, node_record = self._instances.get_with_node(key)
         arm_rules.check_preconditions(
-            existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
+            existing.etag if existing else None, if_match=request.if_match, if_none_match=request.if_none_match
         )
-        assert body.properties is not None
         if existing is not None:
-            if body.properties.provisioning_state not in (None, existing.state):
-                arm_rules.check_provisioning_state(body.properties.provisioning_state, existing.state)
-            if existing.state in INSTANCE_IN_FLIGHT and existing.operation_id:
-                if existing.spec_hash != fingerprint:
-                    raise AnotherOperationInProgress(
-                        f"The instance '{name}' is being provisioned (operation {existing.operation_id}); "
-                        "wait for it to finish."
-                    )
-                self._start_provision(ctx, key, existing.operation_id)
-                return self._accepted(existing, existing.operation_id), render(existing)
-            if existing.state == ProvisioningState.DELETING:
-                raise AnotherOperationInProgress(f"The instance '{name}' is being deleted.")
-            if create_only:
-                raise Conflict(
-                    f"A sparkOllamaInstance named '{existing.document['name']}' already exists on this node."
-                )
-            if existing.state == ProvisioningState.FAILED and existing.capacity_reserved:
-                raise Conflict(
-                    f"The instance '{name}' failed to deprovision and still holds its GPUs: delete it again first."
-                )
-            if existing.state == ProvisioningState.SUCCEEDED:
-                if existing.spec_hash == fingerprint:
-                    return None, render(existing)
-                raise PropertyChangeNotAllowed(
-                    "A running instance cannot change model, gpus or memory: delete it and create it again."
-                )
-        elif body.properties.provisioning_state not in (None, ProvisioningState.ACCEPTED):
-            arm_rules.check_provisioning_state(body.properties.provisioning_state, ProvisioningState.ACCEPTED)
+            answer = self._against_existing(ctx, request, existing)
+            if answer is not None:
+                return answer
+        else:
+            requested = request.body.properties.provisioning_state if request.body.properties else None
+            if requested not in (None, ProvisioningState.ACCEPTED):
+                arm_rules.check_provisioning_state(requested, ProvisioningState.ACCEPTED)
         if node_record is None:
-            raise self._kernel.parent_missing(INSTANCES, (node,))
+            raise self._kernel.parent_missing(INSTANCES, (key.names[0],))
+        self._check_fits(key, node_record, spec)
+        instance, operation, audit = self._accepting(ctx, request, existing, node_record)
+        reservation = Reservation.on(node_record, spec.gpus, spec.memory_gb, child=1 if existing is None else 0)
+        try:
+            self._instances.accept(instance, operation, audit, reservation, replacing=existing)
+        except WorkloadChanged as exc:
+            winner = self._instances.get(key) if existing is None else None
+            if (
+                winner
+                and winner.operation_id
+                and winner.state in INSTANCE_IN_FLIGHT
+                and winner.spec_hash == request.fingerprint
+            ):
+                # a concurrent identical create won the race: answer with its operation (ARM_CONTRACT.md 17)
+                return self._accepted(winner, winner.operation_id), render(winner)
+            raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
+        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded) as exc:
+            raise self._kernel.write_error(exc, node=key.names[0], gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
+        operation_id = str(instance.operation_id)
+        self._start_provision(ctx, key, operation_id)
+        return self._accepted(instance, operation_id, created=existing is None), render(instance)
+
+    def _against_existing(
+        self, ctx: CallContext, request: _PutRequest, existing: Instance
+    ) -> tuple[Accepted | None, dict[str, Any]] | None:
+        """What a PUT over ``existing`` answers without a new operation - the running one again (an identical
+        retry while it is in flight), or 200 for an identical PUT of a Succeeded instance - or None when a new
+        provisioning may start (a Failed instance that released its GPUs). Raises the 409s of a write that may not
+        happen now and 400 for a provisioningState the body may not set."""
+        name, fingerprint = request.key.names[-1], request.fingerprint
+        requested = request.body.properties.provisioning_state if request.body.properties else None
+        if requested not in (None, existing.state):
+            arm_rules.check_provisioning_state(requested, existing.state)
+        if existing.state in INSTANCE_IN_FLIGHT and existing.operation_id:
+            if existing.spec_hash != fingerprint:
+                raise AnotherOperationInProgress(
+                    f"The instance '{name}' is being provisioned (operation {existing.operation_id}); "
+                    "wait for it to finish."
+                )
+            self._start_provision(ctx, request.key, existing.operation_id)
+            return self._accepted(existing, existing.operation_id), render(existing)
+        if existing.state == ProvisioningState.DELETING:
+            raise AnotherOperationInProgress(f"The instance '{name}' is being deleted.")
+        if request.create_only:
+            raise Conflict(f"A sparkOllamaInstance named '{existing.document['name']}' already exists on this node.")
+        if existing.state == ProvisioningState.FAILED and existing.capacity_reserved:
+            raise Conflict(
+                f"The instance '{name}' failed to deprovision and still holds its GPUs: delete it again first."
+            )
+        if existing.state == ProvisioningState.SUCCEEDED:
+            if existing.spec_hash == fingerprint:
+                return None, render(existing)
+            raise PropertyChangeNotAllowed(
+                "A running instance cannot change model, gpus or memory: delete it and create it again."
+            )
+        return None
+
+    def _check_fits(self, key: ResourceKey, node_record: Node, spec: InstanceSpec) -> None:
+        """The node as read can take ``spec`` now and the subscription's budgets allow it: 409 ``NodeNotAvailable``
+        / ``InsufficientCapacity`` / the budget's refusal, 400 for more memory than the GPUs hold."""
+        node = key.names[0]
         if node_record.availability != Availability.AVAILABLE:
             raise self._kernel.write_error(NodeUnavailable(node_record.availability), node=node)
         per_gpu = node_record.gpu_memory_gb_per_gpu
@@ -201,10 +278,19 @@ class SparkOllamaInstanceService:
         if not capacity.fits(spec.gpus, spec.memory_gb):
             raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
         now = datetime.fromtimestamp(self._clock(), UTC)
-        budgets = covering(self._kernel.repositories.budgets.in_subscription(subscription_id), now, resource_group, {})
-        refused = refusal(budgets, now, resource_group, {}) or currency_refusal(budgets, node_record.terms.currency)
+        budgets = covering(
+            self._kernel.repositories.budgets.in_subscription(key.subscription_id), now, key.resource_group, {}
+        )
+        refused = refusal(budgets, now, key.resource_group, {}) or currency_refusal(budgets, node_record.terms.currency)
         if refused is not None:
             raise refused
+
+    def _accepting(
+        self, ctx: CallContext, request: _PutRequest, existing: Instance | None, node_record: Node
+    ) -> tuple[Instance, Operation, AuditEvent]:
+        """The records the accepting transaction writes: the Accepted instance (its node's terms locked, a start
+        lease), its PROVISION operation and its audit event."""
+        key, spec, name = request.key, request.spec, request.key.names[-1]
         operation_id = str(uuid.uuid4())
         terms = node_record.terms
         document: dict[str, Any] = {
@@ -227,7 +313,7 @@ class SparkOllamaInstanceService:
             etag=arm_rules.new_etag(),
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
-            spec_hash=fingerprint,
+            spec_hash=request.fingerprint,
             gpus=spec.gpus,
             memory_gb=spec.memory_gb,
             capacity_reserved=True,
@@ -249,44 +335,11 @@ class SparkOllamaInstanceService:
             INSTANCES,
             key,
             INSTANCES.write,
-            f"Accepted provisioning of {spec.model} ({spec.gpus} GPUs, {spec.memory_gb} GiB) on '{node}'",
+            f"Accepted provisioning of {spec.model} ({spec.gpus} GPUs, {spec.memory_gb} GiB) on '{key.names[0]}'",
             existing.document if existing else None,
             document,
         )
-        reservation = Reservation.on(node_record, spec.gpus, spec.memory_gb, child=1 if existing is None else 0)
-        try:
-            self._instances.accept(instance, operation, audit, reservation, replacing=existing)
-        except WorkloadChanged as exc:
-            if existing is None:
-                # a concurrent identical create won the race: answer with its operation (ARM_CONTRACT.md 17)
-                winner = self._instances.get(key)
-                if (
-                    winner
-                    and winner.state in INSTANCE_IN_FLIGHT
-                    and winner.spec_hash == fingerprint
-                    and winner.operation_id
-                ):
-                    return self._accepted(winner, winner.operation_id), render(winner)
-            raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
-        except NodeChanged as exc:
-            if _attempt >= 2:
-                raise AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request.") from exc
-            return self.put(
-                ctx,
-                subscription_id,
-                resource_group,
-                node,
-                name,
-                body,
-                if_match=if_match,
-                if_none_match=if_none_match,
-                create_only=create_only,
-                _attempt=_attempt + 1,
-            )
-        except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded) as exc:
-            raise self._kernel.write_error(exc, node=node, gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
-        self._start_provision(ctx, key, operation_id)
-        return self._accepted(instance, operation_id, created=existing is None), render(instance)
+        return instance, operation, audit
 
     def _start(self, arn: str, ctx: CallContext, key: ResourceKey, operation_id: str) -> None:
         """Start (or harmlessly restart, by name) the execution of an accepted operation; one Step Functions could
