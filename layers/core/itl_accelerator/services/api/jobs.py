@@ -22,7 +22,7 @@ from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
-from itl_accelerator.domain.records import Job, Lease, ResourceKey, gpu_model_key
+from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey, gpu_model_key
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -31,6 +31,7 @@ from itl_accelerator.domain.states import (
     ProvisioningState,
 )
 from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
+from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.jobs import (
     SECRET_MASK,
     SparkJobPropertiesWrite,
@@ -193,14 +194,50 @@ class SparkJobService:
     def _accept(
         self, ctx: CallContext, key: ResourceKey, body: SparkJobWrite, spec: dict[str, Any], fingerprint: str
     ) -> Accepted:
-        props = body.properties
+        """Submit the job: its budgets must allow it (the refusing budget's 409 otherwise), then the Pending job,
+        its operation and its audit event in one transaction, then its workflow started (or left to the
+        reconciler). 409 ``Conflict`` when a job of this name was submitted at the same moment."""
         moment = datetime.fromtimestamp(self._clock(), UTC)
         tags = dict(body.tags or {})
         budgets = covering(self._jobs_budgets.in_subscription(key.subscription_id), moment, key.resource_group, tags)
         refused = refusal(budgets, moment, key.resource_group, tags)
         if refused is not None:
             raise refused
-        secrets = dict(spec["workload"].get("secretEnv") or {})
+        job, operation, audit = self._submitted(ctx, key, body, spec, fingerprint, currencies(budgets))
+        try:
+            self._jobs.submit(job, operation, audit)
+        except WorkloadChanged as exc:
+            raise Conflict("Another request submitted a job of this name at the same time; retry.") from exc
+        except SubscriptionNotWritable as exc:
+            raise self._kernel.write_error(exc) from exc
+        operation_id = operation.operation_id
+        self._state_machines.start_or_defer(
+            self._settings.require("job_state_machine_arn"),
+            operation_id,
+            JobStepInput.starting(
+                self._settings, key, operation_id, ctx.correlation_id, job.max_duration_seconds // 60
+            ).execution_input(),
+        )
+        return Accepted(
+            render_job(job, ctx.principal),
+            operation_id,
+            job.document.get("location") or GLOBAL_LOCATION,
+            poll_after(OperationKind.JOB, 0, self._settings),
+            True,
+        )
+
+    def _submitted(
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        body: SparkJobWrite,
+        spec: dict[str, Any],
+        fingerprint: str,
+        budget_currencies: frozenset[str] | None,
+    ) -> tuple[Job, Operation, AuditEvent]:
+        """The records a submission writes: the Pending job (its price ceiling fixed now, in the currencies its
+        budgets allow; its secret values kept apart from the document), its JOB operation and its audit event."""
+        props = body.properties
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
@@ -209,7 +246,7 @@ class SparkJobService:
             props,
             normalize_location(location) if location else "",
             now,
-            currencies(budgets),
+            budget_currencies,
             ctx.principal.resource_groups_in(key.subscription_id),
         )
         document: dict[str, Any] = {
@@ -255,7 +292,7 @@ class SparkJobService:
             submitted_at=now,
             max_duration_seconds=props.max_duration_minutes * 60,
             gpu_model=gpu_model_key(props.gpu_model),
-            secret_env=secrets,
+            secret_env=dict(spec["workload"].get("secretEnv") or {}),
         )
         operation = new_operation(
             ctx,
@@ -275,26 +312,7 @@ class SparkJobService:
             None,
             document,
         )
-        try:
-            self._jobs.submit(job, operation, audit)
-        except WorkloadChanged as exc:
-            raise Conflict("Another request submitted a job of this name at the same time; retry.") from exc
-        except SubscriptionNotWritable as exc:
-            raise self._kernel.write_error(exc) from exc
-        self._state_machines.start_or_defer(
-            self._settings.require("job_state_machine_arn"),
-            operation_id,
-            JobStepInput.starting(
-                self._settings, key, operation_id, ctx.correlation_id, props.max_duration_minutes
-            ).execution_input(),
-        )
-        return Accepted(
-            render_job(job, ctx.principal),
-            operation_id,
-            location or GLOBAL_LOCATION,
-            poll_after(OperationKind.JOB, 0, self._settings),
-            True,
-        )
+        return job, operation, audit
 
     def _ceiling(
         self,
