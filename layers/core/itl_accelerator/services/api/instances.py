@@ -51,6 +51,7 @@ from itl_accelerator.services.common.capacity import Capacity, insufficient
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
 from itl_accelerator.services.common.lro import Accepted, new_operation, poll_after
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.workflows.io import InstanceStepInput
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
@@ -180,12 +181,13 @@ class SparkOllamaInstanceService:
         self._settings.require("provision_state_machine_arn")
         spec = body.spec()
         request = _PutRequest(key, body, spec, spec.fingerprint(), if_match, if_none_match, create_only)
-        for _ in range(NODE_WRITE_ATTEMPTS):
-            try:
-                return self._put_once(ctx, request)
-            except NodeChanged as exc:
-                changed = exc  # its pricing or shape changed since it was read: decide again on the node as it is
-        raise AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request.") from changed
+        # a node repriced or reshaped since it was read: decide again on the node as it is now
+        return reattempt(
+            lambda: self._put_once(ctx, request),
+            on=NodeChanged,
+            attempts=NODE_WRITE_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(f"The node '{node}' kept changing; retry the request."),
+        )
 
     def _put_once(self, ctx: CallContext, request: _PutRequest) -> tuple[Accepted | None, dict[str, Any]]:
         """One read-decide-write of :meth:`put`. Raises ``NodeChanged`` when the node was written since it was read

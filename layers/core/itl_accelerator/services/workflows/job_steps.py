@@ -39,6 +39,7 @@ from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.lro import placeholder_operation
 from itl_accelerator.services.common.metering import meter_for
 from itl_accelerator.services.common.placement import Placement
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.workflows.io import (
     CaughtError,
     FinishResult,
@@ -54,6 +55,11 @@ from itl_accelerator.state_machines import StateMachines
 def iso(epoch: float) -> str:
     """UTC ISO 8601 with microseconds and ``Z``."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+#: How many times the final transition reads and decides again when the job changed meanwhile (a cancel, the
+#: tracker) before the step fails with ``StoreBusy`` for its own retry.
+FINISH_ATTEMPTS = 5
 
 
 def epoch(value: str) -> float:
@@ -373,23 +379,71 @@ class JobSteps:
         )
 
     # ----------------------------------------------------------------------------------------------- finish
-    def finish(
-        self, inp: JobStepInput, outcome: JobEnd, platform: JobEnd | None = None, attempt: int = 0
-    ) -> FinishResult:
+    def finish(self, inp: JobStepInput, outcome: JobEnd, platform: JobEnd | None = None) -> FinishResult:
         """The one final transition (module docstring). ``outcome``: the end a step asked for; ``platform``: the
         end the DGX Platform recorded when the job was stopped there (:meth:`stop`), which decides where it
-        differs (:func:`settle`)."""
+        differs (:func:`settle`). A job changed meanwhile (a cancel, the tracker) is read and decided again, at
+        most :data:`FINISH_ATTEMPTS` times; then ``StoreBusy`` (the step's retry runs it again)."""
+        return reattempt(
+            lambda: self._finish_once(inp, settle(outcome, platform)),
+            on=WorkloadChanged,
+            attempts=FINISH_ATTEMPTS,
+            exhausted=lambda: StoreBusy("the job kept changing while it was being finished"),
+        )
+
+    def _finish_once(self, inp: JobStepInput, outcome: JobEnd) -> FinishResult:
+        """One read-decide-write of :meth:`finish`. Raises ``WorkloadChanged`` when the job was written since it
+        was read (nothing was written)."""
         job = self._current(inp)
         if job is None:
             self._end_operation(inp, OperationStatus.CANCELED)
             return FinishResult(status=JobStatus.CANCELED)
         if job.status.final:
             return FinishResult(status=job.status)
-        outcome = settle(outcome, platform)
+        ctx = self._context(inp)
+        ended_job, summary, ended = self._ended(ctx, job, outcome)
+        final = ended_job.status
+        error = {
+            JobStatus.FAILED: {"code": "JobFailed", "message": ended_job.document["properties"]["statusReason"]},
+            JobStatus.CANCELED: {"code": "JobCanceled", "message": ended_job.document["properties"]["statusReason"]},
+        }.get(final)
+        operations = self._operations_ended(inp, job, final, error)
+        self._jobs.update(
+            job,
+            ended_job,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, summary, job.document, ended_job.document),
+            expect=Expect(
+                operation_id=inp.operationId,
+                status=(job.status,),
+                capacity_reserved=job.capacity_reserved,
+                # a cancel accepted after the read above started an operation this write must end too
+                cancel_requested=job.cancel_requested,
+            ),
+            effects=Effects(
+                operation=operations[0],
+                more_operations=tuple(operations[1:]),
+                release=Release.of(job) if job.capacity_reserved else None,
+                # billing stops with the job: its meter ends in the same transaction
+                meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
+                if job.meter_id
+                else None,
+            ),
+        )
+        if job.drain_node is not None:
+            self._nodes.set_draining(job.drain_node, None)
+        if job.capacity_reserved or job.drain_node is not None:
+            # capacity freed, or a node drained for this job takes others again: serve the waiting jobs
+            self._placement.dispatch(ctx, inp.subscriptionId)
+        return FinishResult(status=final)
+
+    def _ended(self, ctx: CallContext, job: Job, outcome: JobEnd) -> tuple[Job, str, float]:
+        """``job`` as ``outcome`` ends it, the audit summary and the end (epoch seconds, whole): its end time (billing runs from its start to its
+        end, and an end the platform reported is never past now), GPU-seconds, billable GPU-seconds and cost under
+        its locked terms, its reason (with the exit code), its capacity, lease and token let go."""
         final = outcome.status
         now = self._clock()
         ended = float(int(outcome.endedAt or now))
-        if job.started_at:  # billing runs from the start to the end; an end the platform reported is never past now
+        if job.started_at:
             ended = max(ended, float(int(epoch(job.started_at))))
             if outcome.onPlatform:
                 ended = min(ended, float(int(now)))
@@ -397,7 +451,6 @@ class JobSteps:
         reason = outcome.reason or str(final)
         if outcome.exitCode is not None:
             reason = f"{reason} (exit code {outcome.exitCode})"
-        ctx = self._context(inp)
         started = job.started_at is not None
         properties = {
             "status": str(final),
@@ -413,11 +466,6 @@ class JobSteps:
             "properties": {k: v for k, v in {**job.document["properties"], **properties}.items() if v is not None},
             "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
         }
-        error = {
-            JobStatus.FAILED: {"code": "JobFailed", "message": reason},
-            JobStatus.CANCELED: {"code": "JobCanceled", "message": reason},
-        }.get(final)
-        operations = self._operations_ended(inp, job, final, error)
         ended_job = replace(
             job,
             document=document,
@@ -438,38 +486,7 @@ class JobSteps:
         summary = f"Job {final}: {reason}" + (
             f"; released {job.gpus} GPUs and {job.memory_gb} GiB" if job.capacity_reserved else ""
         )
-        try:
-            self._jobs.update(
-                job,
-                ended_job,
-                self._kernel.audit(ctx, JOBS, job.key, JOBS.write, summary, job.document, document),
-                expect=Expect(
-                    operation_id=inp.operationId,
-                    status=(job.status,),
-                    capacity_reserved=job.capacity_reserved,
-                    # a cancel accepted after the read above started an operation this write must end too
-                    cancel_requested=job.cancel_requested,
-                ),
-                effects=Effects(
-                    operation=operations[0],
-                    more_operations=tuple(operations[1:]),
-                    release=Release.of(job) if job.capacity_reserved else None,
-                    # billing stops with the job: its meter ends in the same transaction
-                    meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
-                    if job.meter_id
-                    else None,
-                ),
-            )
-        except WorkloadChanged:
-            if attempt >= 4:
-                raise StoreBusy("the job kept changing while it was being finished") from None
-            return self.finish(inp, outcome, platform, attempt + 1)  # re-read: a cancel or the tracker changed it
-        if job.drain_node is not None:
-            self._nodes.set_draining(job.drain_node, None)
-        if job.capacity_reserved or job.drain_node is not None:
-            # capacity freed, or a node drained for this job takes others again: serve the waiting jobs
-            self._placement.dispatch(ctx, inp.subscriptionId)
-        return FinishResult(status=final)
+        return ended_job, summary, ended
 
     def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
         """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` under the terms it
