@@ -53,7 +53,7 @@ def await_ready(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _requested(inp: InstanceStepInput) -> tuple[str, float]:
-    assert inp.request is not None and inp.request.dgxInstanceId is not None, "RequestInstance ran before"
+    assert inp.request is not None and inp.request.dgxInstanceId is not None, "Request ran before"
     return inp.request.dgxInstanceId, inp.request.deadline
 
 
@@ -63,7 +63,7 @@ def _compensation_deadline(inp: InstanceStepInput) -> float:
 
 
 def _deletion_deadline(inp: InstanceStepInput) -> float:
-    assert inp.deprovision is not None, "DeleteOnDgx ran before"
+    assert inp.deprovision is not None, "the deprovisioning Start ran before"
     return inp.deprovision.deadline
 
 
@@ -79,8 +79,8 @@ request = _step(lambda s, i: s.request(i))
 poll = _step(lambda s, i: s.poll(i, *_requested(i)))
 complete = _step(lambda s, i: s.complete(i, _requested(i)[0], (i.poll.endpoint if i.poll else None) or ""))
 compensate = _step(lambda s, i: s.compensate(i, (i.poll.error if i.poll else None) or error_from_catch(i.error)))
-check_removal = _step(lambda s, i: s.removal_status(i, _compensation_deadline(i)))
-release_capacity = _step(lambda s, i: s.release_after_removal(i))
+check_removal = _step(lambda s, i: s.check_removal(i, _compensation_deadline(i)))
+release_capacity = _step(lambda s, i: s.release_capacity(i))
 cancel = _step(lambda s, i: s.cancel(i))
 deprovision_start = _step(lambda s, i: s.deprovision_start(i))
 deprovision_poll = _step(lambda s, i: s.deprovision_poll(i, _deletion_deadline(i)))

@@ -211,8 +211,8 @@ WORKFLOWS: tuple[Workflow, ...] = (
         Step('InstancePoll', 'instance_workflow.poll', 'Provision step - poll the DGX instance', ('TableReadPolicy', 'DgxApiKeyReadPolicy'), 60),
         Step('InstanceComplete', 'instance_workflow.complete', 'Provision step - mark the instance Succeeded', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy'), 30),
         Step('InstanceCompensate', 'instance_workflow.compensate', 'Provision step - compensate (ask the DGX Platform to delete, record the failure)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 120),
-        Step('InstanceRemovalCheck', 'instance_workflow.check_removal', 'Provision step - has the DGX Platform removed the failed instance?', ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 60),
-        Step('InstanceRelease', 'instance_workflow.release_capacity', 'Provision step - Failed and capacity released, once the DGX Platform confirmed removal', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
+        Step('InstanceCheckRemoval', 'instance_workflow.check_removal', 'Provision step - has the DGX Platform removed the failed instance?', ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 60),
+        Step('InstanceReleaseCapacity', 'instance_workflow.release_capacity', 'Provision step - Failed and capacity released, once the DGX Platform confirmed removal', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
         Step('InstanceCancel', 'instance_workflow.cancel', 'Provision step - end a provisioning overtaken by a delete', ('TableReadPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 30),
     )),
     Workflow('DeprovisionInstanceStateMachine', 'deprovision_instance.asl.json', (

@@ -61,7 +61,7 @@ def test_a_ready_callback_completes_the_provisioning_at_once(env, node):
     props = env.instance_props()
     assert props["provisioningState"] == "Succeeded" and env.op_status(accepted.operation_id) == "Succeeded"
     assert env.meter(accepted.operation_id).start == START + 3
-    assert entered(env, accepted.operation_id, "PollInstance") == 1
+    assert entered(env, accepted.operation_id, "Poll") == 1
     assert (env.instance().task_token, env.instance().ready_signal) == (None, False)
 
 
@@ -102,7 +102,7 @@ def test_a_callback_twice_or_after_the_poll_moved_on_is_harmless(env, node):
     assert env.instance_props()["provisioningState"] == "Succeeded"
     # and once more after it Succeeded: nothing provisions any more
     assert env.w.dgx_callbacks.receive(headers, body) == "ignored"
-    assert entered(env, accepted.operation_id, "PollInstance") == 1
+    assert entered(env, accepted.operation_id, "Poll") == 1
     assert env.op_status(accepted.operation_id) == "Succeeded" and env.instance().ready_signal is False
 
 

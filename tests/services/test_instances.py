@@ -56,9 +56,9 @@ def test_provisioning_reserves_gpus_on_accept_and_succeeds_with_an_endpoint(env,
     meter = env.meter(accepted.operation_id)
     assert meter is not None and meter.active and meter.end is None and meter.dgx_id == env.instance().dgx_id
     assert env.allocation() == HELD and env.instance().lease == Lease.tracked(env.clock() + 10)  # watched from now
-    assert [s for s in env.sfn.execution(accepted.operation_id).runner.entered if s == "PollInstance"] == [
-        "PollInstance",
-        "PollInstance",
+    assert [s for s in env.sfn.execution(accepted.operation_id).runner.entered if s == "Poll"] == [
+        "Poll",
+        "Poll",
     ]
 
 

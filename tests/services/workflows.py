@@ -65,7 +65,7 @@ def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
         return lambda payload: run(InstanceStepInput.model_validate(payload)).as_output()
 
     def requested(i: InstanceStepInput) -> tuple[str, float]:
-        assert i.request is not None and i.request.dgxInstanceId is not None, "RequestInstance ran before"
+        assert i.request is not None and i.request.dgxInstanceId is not None, "Request ran before"
         return i.request.dgxInstanceId, i.request.deadline
 
     def deprovision_failure(i: InstanceStepInput) -> ErrorBody:
@@ -80,7 +80,7 @@ def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
         return i.compensation.deadline
 
     def deletion_deadline(i: InstanceStepInput) -> float:
-        assert i.deprovision is not None, "DeleteOnDgx ran before"
+        assert i.deprovision is not None, "the deprovisioning Start ran before"
         return i.deprovision.deadline
 
     def await_ready(payload: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +97,8 @@ def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
         "InstanceCompensateFunctionArn": step(
             lambda i: steps.compensate(i, (i.poll.error if i.poll else None) or error_from_catch(i.error))
         ),
-        "InstanceRemovalCheckFunctionArn": step(lambda i: steps.removal_status(i, compensation_deadline(i))),
-        "InstanceReleaseFunctionArn": step(steps.release_after_removal),
+        "InstanceCheckRemovalFunctionArn": step(lambda i: steps.check_removal(i, compensation_deadline(i))),
+        "InstanceReleaseCapacityFunctionArn": step(steps.release_capacity),
         "InstanceCancelFunctionArn": step(steps.cancel),
         "DeprovisionStartFunctionArn": step(steps.deprovision_start),
         "DeprovisionPollFunctionArn": step(lambda i: steps.deprovision_poll(i, deletion_deadline(i))),

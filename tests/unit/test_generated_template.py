@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import replace
 from decimal import Decimal
 
@@ -122,3 +123,38 @@ def test_a_step_the_definition_never_calls_or_a_call_without_a_step_is_refused_n
         generate.WorkflowMismatch, match=r"calls without a step \['JobHalt'\].*never calls \['JobStop'\]"
     ):
         generate.asl_functions(workflow, tmp_path)
+
+
+#: A workflow's function prefix, and the prefix its handlers and step methods add (the deprovisioning steps share
+#: the instance module and class with the provisioning ones).
+STEP_NAMING = {
+    "ProvisionInstanceStateMachine": ("Instance", "", "InstanceSteps"),
+    "DeprovisionInstanceStateMachine": ("Deprovision", "deprovision_", "InstanceSteps"),
+    "JobLifecycleStateMachine": ("Job", "", "JobSteps"),
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_every_step_has_one_name_through_state_function_handler_and_method() -> None:
+    from itl_accelerator.services.workflows.instance_steps import InstanceSteps
+    from itl_accelerator.services.workflows.job_steps import JobSteps
+
+    classes = {"InstanceSteps": InstanceSteps, "JobSteps": JobSteps}
+    for workflow in generate.WORKFLOWS:
+        prefix, method_prefix, steps_class = STEP_NAMING[workflow.name]
+        definition = json.loads((generate.STATEMACHINES_DIR / workflow.asl).read_text())
+        tasks = {
+            state_name: re.search(r"\$\{(\w+)FunctionArn\}", json.dumps(state)).group(1)  # type: ignore[union-attr]
+            for state_name, state in definition["States"].items()
+            if "FunctionArn}" in json.dumps(state.get("Arguments", state.get("Parameters", {})))
+        }
+        assert len(tasks) == len(workflow.steps), workflow.asl  # every step is one Task state
+        for state_name, function in tasks.items():
+            assert function == f"{prefix}{state_name}", (workflow.asl, state_name)
+            step = next(s for s in workflow.steps if s.name == function)
+            attribute = step.handler.rsplit(".", 1)[1]
+            assert attribute == method_prefix + _snake(state_name), step
+            assert callable(getattr(classes[steps_class], attribute, None)), f"{steps_class}.{attribute}"

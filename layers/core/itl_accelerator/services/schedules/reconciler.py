@@ -194,11 +194,11 @@ class Reconciler:
         return self._finish_compensation(inp, current, now)
 
     def _finish_compensation(self, inp: InstanceStepInput, instance: Instance, now: float) -> str:
-        removal = self._steps.removal_status(inp, float("inf"))
+        removal = self._steps.check_removal(inp, float("inf"))
         if removal.canceled:
             return "skipped"
         if removal.gone:
-            outcome = self._steps.release_after_removal(inp).outcome
+            outcome = self._steps.release_capacity(inp).outcome
             return "released" if outcome == "Failed" else "skipped"
         self._renew(instance, now + RECHECK_SECONDS)
         return "awaiting_removal"

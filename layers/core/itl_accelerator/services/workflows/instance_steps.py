@@ -415,7 +415,7 @@ class InstanceSteps:
     # ----------------------------------------------------------------------------------------------- compensation
     def compensate(self, inp: InstanceStepInput, error: ErrorBody) -> CompensationResult:
         """Begin undoing a failed provisioning: ask the DGX Platform to delete what it made and record the failure
-        to report (``error``) with a lease; the GPUs stay reserved until :meth:`release_after_removal`."""
+        to report (``error``) with a lease; the GPUs stay reserved until :meth:`release_capacity`."""
         deadline = self._clock() + inp.timeoutSeconds
         for _ in range(3):
             instance = self._instances.get(inp.key)
@@ -428,7 +428,7 @@ class InstanceSteps:
                 self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)  # deprovisioning cleans up
                 return CompensationResult(outcome="Canceled", deadline=deadline)
             if not instance.capacity_reserved or instance.state not in INSTANCE_IN_FLIGHT:
-                # e.g. CompleteInstance committed Succeeded and only its answer was lost: leave the live instance be
+                # e.g. Complete committed Succeeded and only its answer was lost: leave the live instance be
                 return CompensationResult(outcome="AlreadyDone", deadline=deadline)
             for dgx_id in self._dgx_ids(instance):
                 self.dgx.delete_instance(dgx_id)
@@ -455,7 +455,7 @@ class InstanceSteps:
             return CompensationResult(outcome="Removing", deadline=deadline)
         raise StoreBusy("the instance kept changing during compensation")
 
-    def removal_status(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
+    def check_removal(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
         """Gone once the DGX Platform holds none of the instance's DGX instances; canceled when a delete took the
         instance over (its workflow cleans up)."""
         instance = self._instances.get(inp.key)
@@ -465,7 +465,7 @@ class InstanceSteps:
         remaining = self._remaining_on_dgx(instance)
         return RemovalResult(gone=not remaining, timedOut=bool(remaining) and self._clock() > deadline)
 
-    def release_after_removal(self, inp: InstanceStepInput) -> OutcomeResult:
+    def release_capacity(self, inp: InstanceStepInput) -> OutcomeResult:
         """The DGX Platform confirmed the instance gone: → Failed with the recorded error, capacity released, the
         operation Failed, the lease ended — one transaction, conditioned on the capacity still being held.
         Outcome ``Failed``, ``Canceled`` or ``AlreadyDone``."""

@@ -95,7 +95,7 @@ WOKEN: dict[str, Any] = {"woken": True}
 
 
 class RequestResult(StepModel):
-    """``RequestInstance``: whether a delete came first (``canceled``), the DGX instance asked for, and the deadline
+    """``Request``: whether a delete came first (``canceled``), the DGX instance asked for, and the deadline
     of the provisioning."""
 
     canceled: bool
@@ -107,7 +107,7 @@ PollStatus = Literal["Running", "Provisioning", "Failed", "TimedOut", "Canceled"
 
 
 class PollResult(StepModel):
-    """``PollInstance``: how the DGX instance is; its ``endpoint`` once Running; the ``error`` to report when it
+    """``Poll``: how the DGX instance is; its ``endpoint`` once Running; the ``error`` to report when it
     failed or timed out."""
 
     status: PollStatus
@@ -116,7 +116,7 @@ class PollResult(StepModel):
 
 
 class CompletionResult(StepModel):
-    """``CompleteInstance`` and ``Cancel``-style answers: whether a delete took the instance over."""
+    """``Complete`` and ``Cancel``-style answers: whether a delete took the instance over."""
 
     canceled: bool
 
@@ -130,7 +130,7 @@ class CompensationResult(StepModel):
 
 
 class RemovalResult(StepModel):
-    """``CheckRemoval`` / ``PollDeletion``: whether the DGX Platform holds nothing of the instance any more, whether
+    """``CheckRemoval`` / ``Poll`` (deprovisioning): whether the DGX Platform holds nothing of the instance any more, whether
     the wait timed out, and (compensation only) whether a delete took the instance over."""
 
     gone: bool
@@ -139,7 +139,7 @@ class RemovalResult(StepModel):
 
 
 class DeadlineResult(StepModel):
-    """``DeleteOnDgx``: the deadline of the deletion."""
+    """``Start`` (deprovisioning): the deadline of the deletion."""
 
     deadline: float
 
