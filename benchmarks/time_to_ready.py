@@ -171,12 +171,11 @@ def local_stack() -> Iterator[tuple[str, Any, Callable[[str], str], int]]:
 def callbacks(api_url: str, on: bool, simulator: Any) -> None:
     """Ask the platform for callbacks (to ``api_url``) or not: the provisioning steps' wiring is built anew."""
     from itl_accelerator.settings import get_settings
-    from itl_functions import dgx_callbacks, instance_workflow
+    from itl_functions import process
 
     os.environ["DGX_CALLBACK_URL"] = f"{api_url}/dgx/callbacks" if on else ""
     get_settings.cache_clear()
-    instance_workflow._wirings.clear()
-    dgx_callbacks._wirings.clear()
+    process.forget()
     simulator.config.callbacks = on
 
 

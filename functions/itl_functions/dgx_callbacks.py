@@ -20,16 +20,11 @@ from typing import Any
 from itl_accelerator.dgx.callbacks import CallbackMalformed, CallbackRejected
 from itl_accelerator.errors import ArmError, AuthenticationFailed, BadRequest, ServiceUnavailable
 from itl_accelerator.observability import logger
-
-_wirings: list[Any] = []
+from itl_functions.process import wiring
 
 
 def _callbacks() -> Any:
-    if not _wirings:
-        from itl_accelerator.wiring import Wiring
-
-        _wirings.append(Wiring.build())
-    return _wirings[0].dgx_callbacks
+    return wiring(__name__).dgx_callbacks
 
 
 def _answer(

@@ -14,17 +14,12 @@ from typing import Any
 from itl_accelerator.observability import logger, tracer
 from itl_accelerator.services.workflows.instance_steps import InstanceSteps, error_from_catch
 from itl_accelerator.services.workflows.io import ErrorBody, InstanceStepInput, StepModel
-from itl_accelerator.wiring import Wiring
-
-#: One wiring per function. In AWS a process serves one function, so this holds one entry; locally every step
-#: shares the process, and each keeps its own wiring (and DGX client) as its own execution environment would.
-_wirings: dict[str, Wiring] = {}
+from itl_functions.process import wiring
 
 
 def _steps(function_name: str) -> InstanceSteps:
-    if function_name not in _wirings:
-        _wirings.setdefault(function_name, Wiring.build())
-    return _wirings[function_name].instance_steps
+    """The steps of this function's own wiring (one per function, as each step is its own function in AWS)."""
+    return wiring(function_name).instance_steps
 
 
 StepHandler = Callable[[dict[str, Any], Any], dict[str, Any]]

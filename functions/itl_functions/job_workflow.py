@@ -14,16 +14,12 @@ from typing import Any
 from itl_accelerator.observability import logger, tracer
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput
 from itl_accelerator.services.workflows.job_steps import JobSteps, error_end
-from itl_accelerator.wiring import Wiring
-
-#: One wiring per function (as in AWS, where a process serves one function).
-_wirings: dict[str, Wiring] = {}
+from itl_functions.process import wiring
 
 
 def _steps(function_name: str) -> JobSteps:
-    if function_name not in _wirings:
-        _wirings.setdefault(function_name, Wiring.build())
-    return _wirings[function_name].job_steps
+    """The steps of this function's own wiring (one per function, as each step is its own function in AWS)."""
+    return wiring(function_name).job_steps
 
 
 StepHandler = Callable[[dict[str, Any], Any], dict[str, Any]]

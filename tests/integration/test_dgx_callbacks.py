@@ -125,13 +125,11 @@ def callbacks_on(aws: Any, gateway_url: str, dgx: Any, monkeypatch: pytest.Monke
     simulator signing with the functions' secret; each workflow function's wiring is rebuilt to read it (and
     again afterwards, without it)."""
     from itl_accelerator.settings import get_settings
-    from itl_functions import dgx_callbacks, instance_workflow, job_workflow
+    from itl_functions import process
 
     def rebuild() -> None:
         get_settings.cache_clear()
-        instance_workflow._wirings.clear()
-        job_workflow._wirings.clear()
-        dgx_callbacks._wirings.clear()
+        process.forget()
 
     monkeypatch.setenv("DGX_CALLBACK_URL", f"{gateway_url}/dgx/callbacks")
     monkeypatch.setenv("DGX_CALLBACK_SECRET", SECRET)
