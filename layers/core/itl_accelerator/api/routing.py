@@ -37,6 +37,7 @@ from itl_accelerator.api.rate_limits import count_request
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Permission
+from itl_accelerator.services.common.access import Target
 
 PERMISSIONS_KEY = "x-itl-permissions"
 SCOPE_KEY = "x-itl-scope"
@@ -132,9 +133,11 @@ def _authorize(
     access.require_any(
         ctx,
         actions,
-        subscription_id=subscription_id,
-        resource_group=params.get("resourceGroupName"),
-        resource_id=resource_id,
-        resource_type=resource_type,
-        resource_name=params[name_param] if name_param else "*",
+        Target(
+            subscription_id=subscription_id,
+            resource_group=params.get("resourceGroupName"),
+            resource_id=resource_id,
+            resource_type=resource_type,
+            resource_name=params[name_param] if name_param else "*",
+        ),
     )

@@ -36,7 +36,7 @@ from itl_accelerator.models.budgets import BudgetWrite
 from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, ItemMissing, StateMoved
 from itl_accelerator.repositories.protocols import BudgetRepository
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -122,12 +122,14 @@ class BudgetService:
         self._access.require_any(
             ctx,
             (rbac.BUDGETS_READ,),
-            subscription_id=subscription_id,
-            resource_group=None,
-            resource_id=budget_id(subscription_id, name),
-            resource_type=TYPE,
-            resource_name=name,
-            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            Target(
+                subscription_id=subscription_id,
+                resource_group=None,
+                resource_id=budget_id(subscription_id, name),
+                resource_type=TYPE,
+                resource_name=name,
+                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            ),
         )
 
     def get(self, ctx: CallContext, subscription_id: str, name: str) -> dict[str, Any]:

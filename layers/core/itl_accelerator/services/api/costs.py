@@ -27,7 +27,7 @@ from itl_accelerator.billing.rollup import CostDimensions, Totals
 from itl_accelerator.errors import InvalidParameter, ResourceNotFound
 from itl_accelerator.models.costs import CostQuery, QueryFilter
 from itl_accelerator.repositories.protocols import UsageRepository
-from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.context import CallContext
 
 #: The longest period one query covers (days).
@@ -157,12 +157,14 @@ class CostQueryService:
         self._access.require_any(
             ctx,
             (rbac.COSTS_READ,),
-            subscription_id=subscription_id,
-            resource_group=None,
-            resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/costQuery",
-            resource_type=f"{PROVIDER_NAMESPACE}/costQuery",
-            resource_name="costQuery",
-            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            Target(
+                subscription_id=subscription_id,
+                resource_group=None,
+                resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/costQuery",
+                resource_type=f"{PROVIDER_NAMESPACE}/costQuery",
+                resource_name="costQuery",
+                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            ),
         )
         start, end = period_of(query, datetime.fromtimestamp(self._clock(), UTC))
         first, stop = hours_of_period(start, end)

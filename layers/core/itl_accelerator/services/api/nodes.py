@@ -26,6 +26,7 @@ from itl_accelerator.repositories.errors import (
 )
 from itl_accelerator.resources import NODES
 from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.access import Target
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
@@ -378,10 +379,13 @@ class SparkNodeService:
             self._access.deny(
                 ctx,
                 rbac.NODES_WRITE,
-                subscription_id=key.subscription_id,
-                resource_id=NODES.id(key.subscription_id, key.resource_group, key.names),
-                resource_type=NODES.type_name,
-                resource_name=key.names[0],
+                Target(
+                    subscription_id=key.subscription_id,
+                    resource_group=key.resource_group,
+                    resource_id=NODES.id(key.subscription_id, key.resource_group, key.names),
+                    resource_type=NODES.type_name,
+                    resource_name=key.names[0],
+                ),
             )
 
 

@@ -21,7 +21,7 @@ from itl_accelerator.domain.states import OperationKind
 from itl_accelerator.errors import ResourceNotFound
 from itl_accelerator.repositories.protocols import Repositories
 from itl_accelerator.resources import RESOURCE_TYPES
-from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import render_job, visible_to
 from itl_accelerator.services.common.kernel import with_etag
@@ -70,19 +70,19 @@ class OperationService:
         found = self._repos.operations.get(subscription_id, operation_id)
         if found is None or f"/locations/{normalize_location(location)}/" not in found.body["id"]:
             raise missing
-        target = {
-            "subscription_id": subscription_id,
-            "resource_group": found.resource_group,
-            "resource_id": found.body["id"],
-            "resource_type": f"{PROVIDER_NAMESPACE}/locations/operationStatuses",
-            "resource_name": operation_id,
-            "missing": missing,
-        }
+        target = Target(
+            subscription_id,
+            found.resource_group,
+            found.body["id"],
+            f"{PROVIDER_NAMESPACE}/locations/operationStatuses",
+            operation_id,
+            missing,
+        )
         read = rbac.JOBS_READ if found.kind.of_job else rbac.INSTANCES_READ
         for action in (rbac.OPERATIONS_READ, read):
-            self._access.require_hidden(ctx, action, **target)
+            self._access.require_hidden(ctx, action, target)
         if found.kind.of_job and not self._job_visible(ctx, subscription_id, operation_id, found):
-            self._access.refuse_hidden(ctx, rbac.JOBS_READ, **target)
+            self._access.refuse_hidden(ctx, rbac.JOBS_READ, target)
         return found.body, str(found.kind)
 
     def _job_visible(self, ctx: CallContext, subscription_id: str, operation_id: str, found: Operation) -> bool:

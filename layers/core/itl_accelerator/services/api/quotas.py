@@ -30,7 +30,7 @@ from itl_accelerator.models.quotas import QuotaWrite
 from itl_accelerator.repositories.errors import EtagMismatch
 from itl_accelerator.repositories.protocols import NodeRepository, QuotaRepository
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -114,12 +114,14 @@ class QuotaService:
         self._access.require_any(
             ctx,
             (rbac.QUOTAS_READ,),
-            subscription_id=subscription_id,
-            resource_group=None,
-            resource_id=quota_id(subscription_id, location, name),
-            resource_type=TYPE,
-            resource_name=name,
-            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            Target(
+                subscription_id=subscription_id,
+                resource_group=None,
+                resource_id=quota_id(subscription_id, location, name),
+                resource_type=TYPE,
+                resource_name=name,
+                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            ),
         )
 
     # ----------------------------------------------------------------------------------------------- reads

@@ -34,6 +34,7 @@ from itl_accelerator.domain.usage import hour_key
 from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.repositories.protocols import UsageRepository
 from itl_accelerator.resources import NODES
+from itl_accelerator.services.common.access import Target
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
 
@@ -139,10 +140,13 @@ class UsageStatsService:
             self._kernel.access.deny(
                 ctx,
                 rbac.NODES_USAGE_READ,
-                subscription_id=subscription_id,
-                resource_id=node.arm_id,
-                resource_type=NODES.type_name,
-                resource_name=node.name,
+                Target(
+                    subscription_id=subscription_id,
+                    resource_group=key.resource_group,
+                    resource_id=node.arm_id,
+                    resource_type=NODES.type_name,
+                    resource_name=node.name,
+                ),
             )
         return self._series(subscription_id, scope, node.arm_id, hours, capacity_gpus=node.gpu_total or None)
 

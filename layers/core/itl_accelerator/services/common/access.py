@@ -7,6 +7,7 @@ item) in the target subscription's trail, so a cross-tenant probe leaves a trace
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NoReturn
 
 from itl_accelerator.auth import rbac
@@ -24,150 +25,78 @@ def not_found(type_name: str, name: str, resource_group: str | None = None) -> R
     return ResourceNotFound(f"The Resource '{type_name}/{name}'{where} was not found.")
 
 
+@dataclass(frozen=True)
+class Target:
+    """What an access check is about: the subscription whose trail records a refusal, the resource group (None:
+    the subscription's level), the resource's ARM id, type and name (``*`` for a collection), and ``missing``: the
+    404 a caller who may not see it gets - the one a missing resource gets (None: a generic ``ResourceNotFound``
+    naming the type and name)."""
+
+    subscription_id: str
+    resource_group: str | None
+    resource_id: str
+    resource_type: str
+    resource_name: str
+    missing: ArmError | None = None
+
+    def not_found(self) -> ArmError:
+        """The 404 for a caller who may not see the target."""
+        return self.missing or not_found(self.resource_type, self.resource_name, self.resource_group)
+
+
 class Access:
     """Scope and permission checks; refusals are appended to the ``audit`` trail."""
 
     def __init__(self, audit: AuditRepository):
         self._audit = audit
 
-    def require(
-        self,
-        ctx: CallContext,
-        action: Permission,
-        *,
-        subscription_id: str,
-        resource_group: str | None,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
-        missing: ArmError | None = None,
-    ) -> None:
+    def require(self, ctx: CallContext, action: Permission, target: Target) -> None:
         """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``."""
-        self.require_any(
-            ctx,
-            (action,),
-            subscription_id=subscription_id,
-            resource_group=resource_group,
-            resource_id=resource_id,
-            resource_type=resource_type,
-            resource_name=resource_name,
-            missing=missing,
-        )
+        self.require_any(ctx, (action,), target)
 
-    def require_any(
-        self,
-        ctx: CallContext,
-        actions: tuple[Permission, ...],
-        *,
-        subscription_id: str,
-        resource_group: str | None,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
-        missing: ArmError | None = None,
-    ) -> None:
-        """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the first).
-        ``missing`` is the 404 a caller outside the scopes gets: the one a missing resource gets (default: a
-        generic ``ResourceNotFound`` naming the type and name)."""
-        target = {
-            "subscription_id": subscription_id,
-            "resource_id": resource_id,
-            "resource_type": resource_type,
-            "resource_name": resource_name,
-        }
-        if not ctx.principal.can_see(subscription_id, resource_group):
-            self._record(ctx, actions[0], **target, why="outside the caller's scopes; answered 404")
-            raise missing or not_found(resource_type, resource_name, resource_group)
+    def require_any(self, ctx: CallContext, actions: tuple[Permission, ...], target: Target) -> None:
+        """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the
+        first)."""
+        if not ctx.principal.can_see(target.subscription_id, target.resource_group):
+            self._record(ctx, actions[0], target, "outside the caller's scopes; answered 404")
+            raise target.not_found()
         if not any(rbac.has_permission(ctx.principal, a) for a in actions):
-            self.deny(ctx, actions[0], **target)
+            self.deny(ctx, actions[0], target)
 
-    def require_hidden(
-        self,
-        ctx: CallContext,
-        action: Permission,
-        *,
-        subscription_id: str,
-        resource_group: str | None,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
-        missing: ArmError,
-    ) -> None:
-        """For what a caller may not even learn exists (an operation of a resource it may not read): ``missing``
-        (404) both outside its scopes and when its roles lack ``action`` — the refusal audited either way."""
-        if not ctx.principal.can_see(subscription_id, resource_group) or not rbac.has_permission(ctx.principal, action):
-            self.refuse_hidden(
-                ctx,
-                action,
-                subscription_id=subscription_id,
-                resource_group=resource_group,
-                resource_id=resource_id,
-                resource_type=resource_type,
-                resource_name=resource_name,
-                missing=missing,
-            )
+    def require_hidden(self, ctx: CallContext, action: Permission, target: Target) -> None:
+        """For what a caller may not even learn exists (an operation of a resource it may not read): the target's
+        404 both outside its scopes and when its roles lack ``action`` — the refusal audited either way."""
+        visible = ctx.principal.can_see(target.subscription_id, target.resource_group)
+        if not visible or not rbac.has_permission(ctx.principal, action):
+            self.refuse_hidden(ctx, action, target)
 
-    def refuse_hidden(
-        self,
-        ctx: CallContext,
-        action: Permission,
-        *,
-        subscription_id: str,
-        resource_group: str | None,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
-        missing: ArmError,
-    ) -> NoReturn:
-        """Audit a refusal answered as if the target did not exist, and raise ``missing`` (404)."""
-        self._record(
-            ctx,
-            action,
-            subscription_id=subscription_id,
-            resource_id=resource_id,
-            resource_type=resource_type,
-            resource_name=resource_name,
-            why="not the caller's to see; answered 404",
-        )
-        raise missing
+    def refuse_hidden(self, ctx: CallContext, action: Permission, target: Target) -> NoReturn:
+        """Audit a refusal answered as if the target did not exist, and raise its 404."""
+        self._record(ctx, action, target, "not the caller's to see; answered 404")
+        raise target.not_found()
 
     def require_subscription(self, ctx: CallContext, subscription_id: str, action: Permission) -> None:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the
         caller holds only resource groups of it, or its roles lack ``action``."""
-        resource_id = f"/subscriptions/{subscription_id}"
-        if not ctx.principal.can_see(subscription_id, None):
-            self._record(
-                ctx,
-                action,
-                subscription_id=subscription_id,
-                resource_id=resource_id,
-                resource_type="subscriptions",
-                resource_name=subscription_id,
-                why="outside the caller's scopes; answered 404",
-            )
-            raise ResourceNotFound(f"The subscription '{subscription_id}' was not found.")
-        if not rbac.has_permission(ctx.principal, action):
-            self.deny(
-                ctx,
-                action,
-                subscription_id=subscription_id,
-                resource_id=resource_id,
-                resource_type="subscriptions",
-                resource_name=subscription_id,
-            )
+        target = Target(
+            subscription_id,
+            None,
+            f"/subscriptions/{subscription_id}",
+            "subscriptions",
+            subscription_id,
+            ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        )
+        self.require(ctx, action, target)
         if not ctx.principal.holds_subscription(subscription_id):
             self.deny(
                 ctx,
                 action,
-                subscription_id=subscription_id,
-                resource_id=resource_id,
-                resource_type="subscriptions",
-                resource_name=subscription_id,
+                target,
                 why="its scope is only some resource groups of the subscription",
                 message=(
                     f"The client '{ctx.principal.subject}' holds only resource groups of the subscription "
                     f"'{subscription_id}': action '{action.name}' needs a scope of the whole subscription "
-                    f"('{resource_id}')."
+                    f"('{target.resource_id}')."
                 ),
             )
 
@@ -175,52 +104,31 @@ class Access:
         self,
         ctx: CallContext,
         action: Permission,
+        target: Target,
         *,
-        subscription_id: str,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
         why: str = "its roles lack the action",
         message: str | None = None,
     ) -> NoReturn:
         """Audit the refusal (``why``) and raise 403 ``AuthorizationFailed`` (``message``: ARM's text by default)."""
-        self._record(
-            ctx,
-            action,
-            subscription_id=subscription_id,
-            resource_id=resource_id,
-            resource_type=resource_type,
-            resource_name=resource_name,
-            why=why,
-        )
+        self._record(ctx, action, target, why)
         raise AuthorizationFailed(
             message
             or f"The client '{ctx.principal.subject}' does not have authorization to perform action '{action.name}' "
-            f"over scope '{resource_id}'."
+            f"over scope '{target.resource_id}'."
         )
 
-    def _record(
-        self,
-        ctx: CallContext,
-        action: Permission,
-        *,
-        subscription_id: str,
-        resource_id: str,
-        resource_type: str,
-        resource_name: str,
-        why: str,
-    ) -> None:
+    def _record(self, ctx: CallContext, action: Permission, target: Target, why: str) -> None:
         """Append a ``Denied`` audit item to the *target* subscription's trail (one ``PutItem``, best effort: a
         failed audit of a refusal must not change the answer). A probe outside the caller's scopes is recorded
         there too, though the caller only ever sees 404."""
         event = build_event(
             ctx,
-            subscription_id=subscription_id,
+            subscription_id=target.subscription_id,
             action=action.name,
             outcome="Denied",
-            resource_id=resource_id,
-            resource_type=resource_type,
-            resource_name=resource_name,
+            resource_id=target.resource_id,
+            resource_type=target.resource_type,
+            resource_name=target.resource_name,
             change_summary=f"Denied {action.name} to {ctx.principal.subject}: {why}",
         )
         log_denied(event)

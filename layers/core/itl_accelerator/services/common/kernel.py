@@ -39,7 +39,7 @@ from itl_accelerator.repositories.errors import (
 )
 from itl_accelerator.repositories.protocols import Page, Repositories, Scope
 from itl_accelerator.resources import ResourceType
-from itl_accelerator.services.common.access import Access
+from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.capacity import insufficient
 from itl_accelerator.services.common.context import CallContext
@@ -90,12 +90,14 @@ class ResourceKernel:
         self.access.require_any(
             ctx,
             actions or (rtype.read,),
-            subscription_id=key.subscription_id,
-            resource_group=key.resource_group,
-            resource_id=rtype.id(key.subscription_id, key.resource_group, key.names),
-            resource_type=rtype.type_name,
-            resource_name=key.names[-1],
-            missing=rtype.not_found(key.names, key.resource_group),
+            Target(
+                subscription_id=key.subscription_id,
+                resource_group=key.resource_group,
+                resource_id=rtype.id(key.subscription_id, key.resource_group, key.names),
+                resource_type=rtype.type_name,
+                resource_name=key.names[-1],
+                missing=rtype.not_found(key.names, key.resource_group),
+            ),
         )
 
     def audit(
@@ -143,11 +145,13 @@ class ResourceKernel:
         self.access.require_any(
             ctx,
             (rtype.read,),
-            subscription_id=subscription_id,
-            resource_group=resource_group,
-            resource_id=rtype.collection_id(subscription_id, resource_group, parent_names),
-            resource_type=rtype.type_name,
-            resource_name="*",
+            Target(
+                subscription_id=subscription_id,
+                resource_group=resource_group,
+                resource_id=rtype.collection_id(subscription_id, resource_group, parent_names),
+                resource_type=rtype.type_name,
+                resource_name="*",
+            ),
         )
         visible = None if resource_group else ctx.principal.resource_groups_in(subscription_id)
         scope = Scope(subscription_id, resource_group, tuple(visible) if visible is not None else None)
