@@ -399,6 +399,10 @@ Wiring.build().repositories
 #: The service a workflow step or schedule handler uses (what its first invocation builds).
 SERVICES = {
     "itl_functions.instance_workflow": "instance_steps",
+    "itl_functions.instance_workflow.deprovision_start": "deprovision_steps",
+    "itl_functions.instance_workflow.deprovision_poll": "deprovision_steps",
+    "itl_functions.instance_workflow.deprovision_finish": "deprovision_steps",
+    "itl_functions.instance_workflow.deprovision_fail": "deprovision_steps",
     "itl_functions.job_workflow": "job_steps",
     "itl_functions.schedules.reconcile": "reconciler",
     "itl_functions.schedules.track_jobs": "job_tracker",

@@ -190,8 +190,14 @@ class Env:
             self.sfn,
             self.clock,
             {
-                PROVISION_ARN: (definition("provision_instance"), instance_tasks(wiring.instance_steps)),
-                DEPROVISION_ARN: (definition("deprovision_instance"), instance_tasks(wiring.instance_steps)),
+                PROVISION_ARN: (
+                    definition("provision_instance"),
+                    instance_tasks(wiring.instance_steps, wiring.deprovision_steps),
+                ),
+                DEPROVISION_ARN: (
+                    definition("deprovision_instance"),
+                    instance_tasks(wiring.instance_steps, wiring.deprovision_steps),
+                ),
                 JOB_ARN: (definition("job_lifecycle"), job_tasks(wiring.job_steps)),
             },
         )

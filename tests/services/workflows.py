@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from itl_accelerator.dgx.errors import DgxError
 from itl_accelerator.repositories.errors import StoreError
+from itl_accelerator.services.workflows.deprovision_steps import DeprovisionSteps
 from itl_accelerator.services.workflows.instance_steps import InstanceSteps, error_from_catch
 from itl_accelerator.services.workflows.io import ErrorBody, InstanceStepInput, JobEnd, JobStepInput
 from itl_accelerator.services.workflows.job_steps import JobSteps, error_end
@@ -57,7 +58,7 @@ def definition(name: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------- tasks
-def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
+def instance_tasks(steps: InstanceSteps, deprovision: DeprovisionSteps) -> dict[str, Task]:
     """The provision and deprovision Tasks, by the function of their ``FunctionName`` substitution — the calls of
     functions/itl_functions/instance_workflow.py."""
 
@@ -100,10 +101,10 @@ def instance_tasks(steps: InstanceSteps) -> dict[str, Task]:
         "InstanceCheckRemovalFunctionArn": step(lambda i: steps.check_removal(i, compensation_deadline(i))),
         "InstanceReleaseCapacityFunctionArn": step(steps.release_capacity),
         "InstanceCancelFunctionArn": step(steps.cancel),
-        "DeprovisionStartFunctionArn": step(steps.deprovision_start),
-        "DeprovisionPollFunctionArn": step(lambda i: steps.deprovision_poll(i, deletion_deadline(i))),
-        "DeprovisionFinishFunctionArn": step(steps.deprovision_finish),
-        "DeprovisionFailFunctionArn": step(lambda i: steps.deprovision_fail(i, deprovision_failure(i))),
+        "DeprovisionStartFunctionArn": step(deprovision.start),
+        "DeprovisionPollFunctionArn": step(lambda i: deprovision.poll(i, deletion_deadline(i))),
+        "DeprovisionFinishFunctionArn": step(deprovision.finish),
+        "DeprovisionFailFunctionArn": step(lambda i: deprovision.fail(i, deprovision_failure(i))),
     }
 
 

@@ -89,6 +89,7 @@ NEVER_IN_API = (
     "itl_accelerator.dgx",
     "itl_accelerator.auth.tokens",
     "itl_accelerator.services.workflows.instance_steps",
+    "itl_accelerator.services.workflows.deprovision_steps",
     "itl_accelerator.services.workflows.job_steps",
     "itl_accelerator.services.common.placement",
     "itl_accelerator.services.common.metering",
@@ -230,7 +231,11 @@ def test_the_dgx_callbacks_function_loads_no_web_framework_no_dgx_client_and_no_
     names = loaded(FUNCTIONS[DGX_CALLBACKS]["Handler"], build)
     never = ("fastapi", "starlette", "mangum", "httpx", "itl_accelerator.dgx.client", "aws_xray_sdk", "jwt")
     assert not within(names, never), f"{DGX_CALLBACKS} loads {sorted(within(names, never))}"
-    workflows = ("itl_accelerator.services.workflows.instance_steps", "itl_accelerator.services.workflows.job_steps")
+    workflows = (
+        "itl_accelerator.services.workflows.instance_steps",
+        "itl_accelerator.services.workflows.deprovision_steps",
+        "itl_accelerator.services.workflows.job_steps",
+    )
     assert not within(names, workflows), f"{DGX_CALLBACKS} loads {sorted(within(names, workflows))}"
 
 

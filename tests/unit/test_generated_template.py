@@ -125,11 +125,11 @@ def test_a_step_the_definition_never_calls_or_a_call_without_a_step_is_refused_n
         generate.asl_functions(workflow, tmp_path)
 
 
-#: A workflow's function prefix, and the prefix its handlers and step methods add (the deprovisioning steps share
-#: the instance module and class with the provisioning ones).
+#: A workflow's function prefix, the prefix its handlers add (the deprovisioning steps share the instance handler
+#: module with the provisioning ones) and the class of its steps.
 STEP_NAMING = {
     "ProvisionInstanceStateMachine": ("Instance", "", "InstanceSteps"),
-    "DeprovisionInstanceStateMachine": ("Deprovision", "deprovision_", "InstanceSteps"),
+    "DeprovisionInstanceStateMachine": ("Deprovision", "deprovision_", "DeprovisionSteps"),
     "JobLifecycleStateMachine": ("Job", "", "JobSteps"),
 }
 
@@ -139,10 +139,11 @@ def _snake(name: str) -> str:
 
 
 def test_every_step_has_one_name_through_state_function_handler_and_method() -> None:
+    from itl_accelerator.services.workflows.deprovision_steps import DeprovisionSteps
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
     from itl_accelerator.services.workflows.job_steps import JobSteps
 
-    classes = {"InstanceSteps": InstanceSteps, "JobSteps": JobSteps}
+    classes = {"InstanceSteps": InstanceSteps, "DeprovisionSteps": DeprovisionSteps, "JobSteps": JobSteps}
     for workflow in generate.WORKFLOWS:
         prefix, method_prefix, steps_class = STEP_NAMING[workflow.name]
         definition = json.loads((generate.STATEMACHINES_DIR / workflow.asl).read_text())
@@ -157,4 +158,5 @@ def test_every_step_has_one_name_through_state_function_handler_and_method() -> 
             step = next(s for s in workflow.steps if s.name == function)
             attribute = step.handler.rsplit(".", 1)[1]
             assert attribute == method_prefix + _snake(state_name), step
-            assert callable(getattr(classes[steps_class], attribute, None)), f"{steps_class}.{attribute}"
+            method = _snake(state_name)
+            assert callable(getattr(classes[steps_class], method, None)), f"{steps_class}.{method}"

@@ -38,7 +38,7 @@ class _Kernel:
 def _reconciler(leases: _Leases) -> Reconciler:
     nothing: Any = None  # the steps, placement and state machines: never reached for a skipped type
     kernel: Any = _Kernel(leases)
-    return Reconciler(kernel, nothing, nothing, nothing, nothing, Settings(reconcile_batch_size=7))
+    return Reconciler(kernel, nothing, nothing, nothing, nothing, nothing, Settings(reconcile_batch_size=7))
 
 
 def test_a_run_reads_the_whole_backlog_a_bounded_page_at_a_time():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 
@@ -51,9 +51,15 @@ if TYPE_CHECKING:
     from itl_accelerator.services.streams.audit_archive import AuditArchive
     from itl_accelerator.services.streams.fleet import FleetChanges
     from itl_accelerator.services.workflows.callbacks import DgxCallbacks
+    from itl_accelerator.services.workflows.deprovision_steps import DeprovisionSteps
+    from itl_accelerator.services.workflows.instance_base import InstanceWorkflowSteps
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
     from itl_accelerator.services.workflows.job_steps import JobSteps
     from itl_accelerator.state_machines import StateMachines
+
+
+#: The provision or the deprovision steps (both take the same construction).
+Steps = TypeVar("Steps", bound="InstanceWorkflowSteps")
 
 
 class Wiring:
@@ -278,7 +284,18 @@ class Wiring:
     def instance_steps(self) -> InstanceSteps:
         from itl_accelerator.services.workflows.instance_steps import InstanceSteps
 
-        steps = InstanceSteps(
+        return self._instance_workflow_steps(InstanceSteps)
+
+    @cached_property
+    def deprovision_steps(self) -> DeprovisionSteps:
+        from itl_accelerator.services.workflows.deprovision_steps import DeprovisionSteps
+
+        return self._instance_workflow_steps(DeprovisionSteps)
+
+    def _instance_workflow_steps(self, kind: type[Steps]) -> Steps:
+        """Provision or deprovision steps over this wiring's kernel, DGX client and state machines; a release of
+        GPUs tells placement to serve the waiting jobs."""
+        steps = kind(
             self.kernel,
             self.dgx,
             self.state_machines,
@@ -342,6 +359,7 @@ class Wiring:
         return Reconciler(
             self.kernel,
             self.instance_steps,
+            self.deprovision_steps,
             self.job_steps,
             self.placement,
             self.state_machines,

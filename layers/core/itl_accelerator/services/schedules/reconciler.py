@@ -39,6 +39,7 @@ from itl_accelerator.resources import INSTANCES, JOBS, RESOURCE_TYPES
 from itl_accelerator.services.common.context import system_context
 from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.placement import Placement
+from itl_accelerator.services.workflows.deprovision_steps import DeprovisionSteps
 from itl_accelerator.services.workflows.instance_steps import InstanceSteps
 from itl_accelerator.services.workflows.io import ErrorBody, InstanceStepInput, JobEnd, JobStepInput
 from itl_accelerator.services.workflows.job_steps import JobSteps
@@ -81,6 +82,7 @@ class Reconciler:
         self,
         kernel: ResourceKernel,
         instance_steps: InstanceSteps,
+        deprovision_steps: DeprovisionSteps,
         job_steps: JobSteps,
         placement: Placement,
         state_machines: StateMachines,
@@ -90,6 +92,7 @@ class Reconciler:
         self._kernel = kernel
         self._repos = kernel.repositories
         self._steps = instance_steps
+        self._deprovision = deprovision_steps
         self._jobs = job_steps
         self._placement = placement
         self._state_machines = state_machines
@@ -212,18 +215,18 @@ class Reconciler:
         if status == "RUNNING":
             self._renew(instance, now + inp.timeoutSeconds + self._settings.workflow_lease_grace_seconds)
             return "still_running"
-        self._steps.deprovision_start(inp)
-        if not self._steps.deprovision_poll(inp, float("inf")).gone:
+        self._deprovision.start(inp)
+        if not self._deprovision.poll(inp, float("inf")).gone:
             self._renew(instance, now + RECHECK_SECONDS)
             return "awaiting_removal"
-        return "deleted" if self._steps.deprovision_finish(inp).outcome == "Deleted" else "skipped"
+        return "deleted" if self._deprovision.finish(inp).outcome == "Deleted" else "skipped"
 
     def _release_failed(self, instance: Instance, now: float) -> str:
         """A deprovisioning that timed out left the instance Failed with its GPUs: give them back once the DGX
         Platform confirms the instance gone (the instance stays, Failed, until it is deleted)."""
         inp = self._input(instance, instance.delete_operation_id or instance.operation_id)
-        if self._steps.deprovision_poll(inp, float("inf")).gone:
-            return "released" if self._steps.release_failed(inp, instance) else "skipped"
+        if self._deprovision.poll(inp, float("inf")).gone:
+            return "released" if self._deprovision.release_failed(inp, instance) else "skipped"
         self._renew(instance, now + RECHECK_SECONDS)
         return "awaiting_removal"
 

@@ -1,5 +1,6 @@
-"""The steps of the provision and deprovision state machines (statemachines/*.asl.json), one method per Task; their
-inputs and outputs are services/workflows/io.py.
+"""The steps of the provision state machine (statemachines/provision_instance.asl.json), one method per Task, and
+the instance watch's health check; the deprovision steps are deprovision_steps.py, what both share
+instance_base.py. Inputs and outputs are services/workflows/io.py.
 
 Every change a step makes is one transaction with its audit event (actor type ``SYSTEM``). Steps are safe to retry:
 each transition is conditioned on the state it expects, DGX creates carry the operation id as idempotency key, and
@@ -18,33 +19,25 @@ is ready or failed, and the poll that follows decides either way — a callback 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from itl_accelerator.auth import rbac
-from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.dgx.models import DgxInstance
-from itl_accelerator.domain.records import Instance, Lease, Operation, Release
-from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationKind, OperationStatus, ProvisioningState
-from itl_accelerator.domain.usage import Meter, MeterEnd
-from itl_accelerator.observability import logger
+from itl_accelerator.domain.records import Instance, Lease
+from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationStatus, ProvisioningState
+from itl_accelerator.domain.usage import MeterEnd
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
-from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.repositories.protocols import Expect
 from itl_accelerator.resources import INSTANCES
-from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.context import CallContext, system_context
-from itl_accelerator.services.common.kernel import ResourceKernel
-from itl_accelerator.services.common.lro import placeholder_operation
 from itl_accelerator.services.common.metering import meter_for
+from itl_accelerator.services.workflows.instance_base import InstanceWorkflowSteps
 from itl_accelerator.services.workflows.io import (
     WOKEN,
     CaughtError,
     CompensationResult,
     CompletionResult,
-    DeadlineResult,
     ErrorBody,
     InstanceStepInput,
     OutcomeResult,
@@ -52,7 +45,6 @@ from itl_accelerator.services.workflows.io import (
     RemovalResult,
     RequestResult,
 )
-from itl_accelerator.state_machines import StateMachines
 
 
 def error_from_catch(caught: CaughtError | None) -> ErrorBody:
@@ -83,141 +75,9 @@ def platform_failure(found: DgxInstance, default_code: str) -> ErrorBody | None:
     )
 
 
-class InstanceSteps:
-    """Task implementations. ``dgx`` is the DGX Platform client (made on its first call); ``state_machines``
-    completes the readiness wait's token when a callback came first; ``clock`` returns epoch seconds;
-    ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes; ``callback_url``: where the
-    DGX Platform is asked to announce readiness (None: it is not asked; polling alone)."""
+class InstanceSteps(InstanceWorkflowSteps):
+    """The provisioning steps (``request`` ... ``release_capacity``) and the watch's ``health`` / ``lost``."""
 
-    def __init__(
-        self,
-        kernel: ResourceKernel,
-        dgx: DgxPlatformClient,
-        state_machines: StateMachines,
-        *,
-        lease_grace_seconds: int = 120,
-        callback_url: str | None = None,
-        clock: Callable[[], float] = time.time,
-    ):
-        self._kernel = kernel
-        self._instances = kernel.repositories.instances
-        self._nodes = kernel.repositories.nodes
-        self._operations = kernel.repositories.operations
-        self.dgx = dgx
-        self._state_machines = state_machines
-        self._grace = lease_grace_seconds
-        self._callback_url = callback_url or None
-        self._clock = clock
-        #: Told ``(context, subscription id)`` after a step gave GPUs back (placement serves the waiting jobs).
-        self.on_release: Callable[[CallContext, str], Any] | None = None
-
-    def _context(self, inp: InstanceStepInput) -> CallContext:
-        """The SYSTEM caller of this execution's changes, dated by the steps' clock."""
-        return system_context(inp.operationId, inp.correlationId, self._clock)
-
-    def _released(self, inp: InstanceStepInput) -> None:
-        if self.on_release is not None:
-            try:
-                self.on_release(self._context(inp), inp.subscriptionId)
-            except Exception:  # noqa: BLE001 - the release is done; waiting jobs are also retried periodically
-                logger.exception("Serving the waiting jobs after a release failed")
-
-    # ----------------------------------------------------------------------------------------------- helpers
-    def _lease(self, inp: InstanceStepInput) -> Lease:
-        """The lease the next step must make progress within: the step's timeout plus the grace."""
-        return Lease.owned(self._clock() + inp.timeoutSeconds + self._grace)
-
-    def _operation(
-        self,
-        inp: InstanceStepInput,
-        operation_id: str,
-        status: OperationStatus,
-        error: ErrorBody | None = None,
-        kind: OperationKind = OperationKind.PROVISION,
-    ) -> Operation:
-        """The operation moved to ``status`` (and ``error``)."""
-        found = self._operations.get(inp.subscriptionId, operation_id) or placeholder_operation(
-            operation_id, kind, inp.resourceGroup
-        )
-        now = self._context(inp).now_iso()
-        return found.moved(status, now, error.as_dict() if error else None)
-
-    def _transition(
-        self,
-        inp: InstanceStepInput,
-        instance: Instance,
-        *,
-        state: ProvisioningState,
-        summary: str,
-        action: rbac.Permission,
-        expect: Expect,
-        properties: dict[str, Any] | None = None,
-        operation: Operation | None = None,
-        release: bool = False,
-        meter_start: Meter | None = None,
-        meter_end: MeterEnd | None = None,
-        **changes: Any,
-    ) -> None:
-        """One transaction: the instance to ``state`` (if ``expect`` holds) with ``changes`` to its record and
-        ``properties`` in its document, its operation moved on, its capacity released, its meter started or ended,
-        and the SYSTEM audit event. Raises :class:`WorkloadChanged`."""
-        ctx = self._context(inp)
-        props = {**instance.document["properties"], "provisioningState": str(state), **(properties or {})}
-        document = {
-            **instance.document,
-            "properties": {k: v for k, v in props.items() if v is not None},
-            "systemData": arm_rules.stamp_system_data(ctx, instance.document["systemData"]),
-        }
-        after = replace(instance, document=document, etag=arm_rules.new_etag(), state=state, **changes)
-        self._instances.update(
-            instance,
-            after,
-            self._kernel.audit(ctx, INSTANCES, instance.key, action, summary, instance.document, document),
-            expect=expect,
-            effects=Effects(
-                operation=operation,
-                release=Release.of(instance) if release else None,
-                meter_start=meter_start,
-                meter_end=meter_end,
-            ),
-        )
-
-    def _finish_operation(
-        self,
-        inp: InstanceStepInput,
-        operation_id: str | None,
-        status: OperationStatus,
-        kind: OperationKind = OperationKind.PROVISION,
-    ) -> None:
-        """Best effort, on its own: move an operation to a final status unless it already has ended."""
-        if operation_id:
-            self._operations.finish(inp.subscriptionId, self._operation(inp, operation_id, status, kind=kind))
-
-    def _dgx_ids(self, instance: Instance) -> list[str]:
-        """Every DGX instance this resource may own: the one recorded and the one its create key made."""
-        ids = [instance.dgx_id] if instance.dgx_id else []
-        if instance.operation_id:
-            found = self.dgx.find_instance(instance.operation_id)
-            if found and found.id not in ids:
-                ids.append(found.id)
-        return ids
-
-    def _remaining_on_dgx(self, instance: Instance) -> list[str]:
-        """The DGX instances of ``instance`` that still exist (asking again to delete any not yet being deleted).
-        Empty once the DGX Platform confirms that none is left (404 or ``Deleted``)."""
-        remaining = []
-        for dgx_id in self._dgx_ids(instance):
-            try:
-                found = self.dgx.get_instance(dgx_id)
-            except DgxNotFound:
-                continue
-            if found.status != "Deleted":
-                remaining.append(dgx_id)
-                if found.status != "Deleting":
-                    self.dgx.delete_instance(dgx_id)
-        return remaining
-
-    # ----------------------------------------------------------------------------------------------- provision
     def request(self, inp: InstanceStepInput) -> RequestResult:
         """Ask the DGX Platform for the instance (idempotency key = operation id); → Provisioning."""
         instance = self._instances.get(inp.key)
@@ -515,120 +375,3 @@ class InstanceSteps:
             self._delete_made_by(inp.operationId)
         self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
         return OutcomeResult(outcome="Canceled")
-
-    def _delete_made_by(self, operation_id: str) -> None:
-        """Delete the DGX instance a create with this operation id (idempotency key) made, if any."""
-        made = self.dgx.find_instance(operation_id)
-        if made is not None:
-            self.dgx.delete_instance(made.id)
-
-    # ----------------------------------------------------------------------------------------------- deprovision
-    def deprovision_start(self, inp: InstanceStepInput) -> DeadlineResult:
-        """Ask the DGX Platform to delete every instance this resource owns; renew the lease."""
-        instance = self._instances.get(inp.key)
-        if instance is not None:
-            for dgx_id in self._dgx_ids(instance):
-                self.dgx.delete_instance(dgx_id)
-            if instance.state == ProvisioningState.DELETING and instance.delete_operation_id == inp.operationId:
-                self._instances.note(
-                    instance,
-                    replace(instance, lease=self._lease(inp)),
-                    expect=Expect(delete_operation_id=inp.operationId),
-                )
-        return DeadlineResult(deadline=self._clock() + inp.timeoutSeconds)
-
-    def deprovision_poll(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
-        """Gone once the DGX Platform holds none of its instances."""
-        instance = self._instances.get(inp.key)
-        remaining = self._remaining_on_dgx(instance) if instance is not None else []
-        return RemovalResult(gone=not remaining, timedOut=bool(remaining) and self._clock() > deadline)
-
-    def deprovision_finish(self, inp: InstanceStepInput) -> OutcomeResult:
-        """Remove the instance, release what it still holds, end the delete operation — one transaction."""
-        instance = self._instances.get(inp.key)
-        if instance is None:
-            self._finish_operation(inp, inp.operationId, OperationStatus.SUCCEEDED, OperationKind.DEPROVISION)
-            return OutcomeResult(outcome="AlreadyDone")
-        ctx = self._context(inp)
-        gpus, memory = (instance.gpus, instance.memory_gb) if instance.capacity_reserved else (0, 0)
-        try:
-            self._instances.remove(
-                instance,
-                self._kernel.audit(
-                    ctx,
-                    INSTANCES,
-                    instance.key,
-                    rbac.INSTANCES_DELETE,
-                    f"Deleted instance; released {gpus} GPUs and {memory} GiB",
-                    instance.document,
-                    None,
-                ),
-                expect=Expect(
-                    state=(ProvisioningState.DELETING,),
-                    delete_operation_id=inp.operationId,
-                    capacity_reserved=instance.capacity_reserved,
-                ),
-                effects=Effects(
-                    operation=self._operation(
-                        inp, inp.operationId, OperationStatus.SUCCEEDED, kind=OperationKind.DEPROVISION
-                    ),
-                    release=Release.of(instance, child=-1, all_held=instance.capacity_reserved),
-                ),
-            )
-        except WorkloadChanged:
-            logger.info("Instance already removed", extra={"operation": inp.operationId})
-            return OutcomeResult(outcome="AlreadyDone")
-        if instance.cancel_requested:
-            self._finish_operation(inp, instance.operation_id, OperationStatus.CANCELED)
-        if gpus or memory:
-            self._released(inp)
-        return OutcomeResult(outcome="Deleted")
-
-    def release_failed(self, inp: InstanceStepInput, instance: Instance) -> bool:
-        """A Failed instance that still holds its GPUs (its deprovisioning timed out) and that the DGX Platform now
-        confirms gone: release the capacity and end its lease; it stays Failed until it is deleted. Returns whether
-        this call released it (False: someone else did, or it changed)."""
-        try:
-            self._transition(
-                inp,
-                instance,
-                state=ProvisioningState.FAILED,
-                action=rbac.INSTANCES_DELETE,
-                summary="The DGX Platform confirmed the instance gone; capacity released",
-                expect=Expect(state=(ProvisioningState.FAILED,), capacity_reserved=True, etag=instance.etag),
-                release=True,
-                capacity_reserved=False,
-                quota=None,
-                dgx_id=None,
-                lease=None,
-            )
-        except WorkloadChanged:
-            return False
-        self._released(inp)
-        return True
-
-    def deprovision_fail(self, inp: InstanceStepInput, error: ErrorBody) -> OutcomeResult:
-        """The DGX Platform did not delete the instance in time: → Failed (capacity stays reserved, as the GPUs may
-        still be busy); the delete operation ends Failed. A later DELETE tries again, and the reconciler releases
-        the capacity once the DGX Platform confirms the instance gone (the instance keeps a lease for that)."""
-        instance = self._instances.get(inp.key)
-        if instance is None:
-            return OutcomeResult(outcome="AlreadyDone")
-        failure = ErrorBody.of("DeprovisioningFailed", error.message or "Deprovisioning failed.")
-        try:
-            self._transition(
-                inp,
-                instance,
-                state=ProvisioningState.FAILED,
-                action=rbac.INSTANCES_DELETE,
-                summary="Deprovisioning failed",
-                properties={"error": failure.as_dict()},
-                expect=Expect(delete_operation_id=inp.operationId),
-                operation=self._operation(
-                    inp, inp.operationId, OperationStatus.FAILED, failure, kind=OperationKind.DEPROVISION
-                ),
-                lease=Lease.owned(self._clock() + self._grace),
-            )
-        except WorkloadChanged:
-            return OutcomeResult(outcome="AlreadyDone")
-        return OutcomeResult(outcome="Failed")
