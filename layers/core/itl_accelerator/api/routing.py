@@ -37,7 +37,6 @@ from itl_accelerator.api.rate_limits import count_request
 from itl_accelerator.arm import validate_resource_group, validate_resource_name, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import Permission
-from itl_accelerator.services.common.access import Target
 
 PERMISSIONS_KEY = "x-itl-permissions"
 SCOPE_KEY = "x-itl-scope"
@@ -129,6 +128,8 @@ def _authorize(
     if scope == "subscription":
         access.require_subscription(ctx, subscription_id, actions[0])
         return
+    from itl_accelerator.services.common.access import Target  # built with the wiring's Access: no extra import
+
     resource_id = _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), path)
     access.require_any(
         ctx,

@@ -7,7 +7,6 @@ import uuid
 from typing import Any
 
 from itl_accelerator.models.audit import AuditEvent, Outcome
-from itl_accelerator.models.jobs import masked_job_document
 from itl_accelerator.observability import logger
 from itl_accelerator.services.common.context import CallContext
 
@@ -28,6 +27,9 @@ def build_event(
     """An audit event stamped with the caller, the ids of the request and the current time. A job's workload
     environment (``env`` and ``secretEnv`` values) is masked in ``previous_state``/``new_state``: values are secrets in
     practice, and the audit trail is append-only and read by every admin (models/jobs.py ``masked_workload``)."""
+    # models/jobs.py only when an event is built (a write, or a refusal): a read's cold start does not load it
+    from itl_accelerator.models.jobs import masked_job_document
+
     return AuditEvent(
         event_id=str(uuid.uuid4()),
         timestamp=ctx.now_iso(),
