@@ -82,6 +82,14 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.job_logs",
     "itl_accelerator.api.routes.slo",
 }
+#: The routes whose operations read or write jobs - the jobs, their logs, a job operation's result, a job's usage
+#: (the rest never load models/jobs.py).
+JOB_ROUTE_MODULES = {
+    "itl_accelerator.api.routes.spark_jobs",
+    "itl_accelerator.api.routes.job_logs",
+    "itl_accelerator.api.routes.operations",
+    "itl_accelerator.api.routes.usage_stats",
+}
 NEVER_IN_API = (
     "aws_xray_sdk",
     "httpx",
@@ -178,6 +186,9 @@ def test_an_api_function_loads_its_own_operation_only(module, service):
         assert within(names, ("itl_accelerator.dgx.client",)), "the job log proxy builds its DGX client at once"
     others = (ROUTE_MODULES - {own_router}) & names
     assert not others, f"{functions} load the routes of other operations: {sorted(others)}"
+    # and a function that serves no job loads no job model (an audit event imports its masking when it is built)
+    if own_router not in JOB_ROUTE_MODULES:
+        assert "itl_accelerator.models.jobs" not in names, f"{functions} load itl_accelerator.models.jobs"
 
 
 def test_the_mcp_function_loads_nothing_of_the_provider_and_no_aws_sdk():
