@@ -1,44 +1,65 @@
 """The repositories over the one DynamoDB table (template.yaml ``Table``): every attribute name, key format, index
-and condition expression of the provider lives in this package (keys.py lists the item types)."""
+and condition expression of the provider lives in this package (keys.py lists the item types).
+
+Each repository's module is imported when the repository is first used, not when the package is: a function loads
+the code of the items it touches (a node's GET never loads the usage, billing or job items' code) - its cold start.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Any, cast
 
-from itl_accelerator.repositories.dynamodb.audit import DynamoAuditRepository
-from itl_accelerator.repositories.dynamodb.billing import DynamoBillingRepository
-from itl_accelerator.repositories.dynamodb.budgets import DynamoBudgetRepository
-from itl_accelerator.repositories.dynamodb.instances import DynamoInstanceRepository
-from itl_accelerator.repositories.dynamodb.jobs import DynamoJobRepository
-from itl_accelerator.repositories.dynamodb.meters import DynamoMeterRepository
-from itl_accelerator.repositories.dynamodb.nodes import DynamoNodeRepository
-from itl_accelerator.repositories.dynamodb.operations import DynamoLeaseIndex, DynamoOperationRepository
-from itl_accelerator.repositories.dynamodb.probe import DynamoTableProbe
-from itl_accelerator.repositories.dynamodb.quotas import DynamoQuotaRepository
-from itl_accelerator.repositories.dynamodb.rate_limits import DynamoRateLimitRepository
-from itl_accelerator.repositories.dynamodb.subscriptions import DynamoSubscriptionRepository
-from itl_accelerator.repositories.dynamodb.table import Table
-from itl_accelerator.repositories.dynamodb.usage import DynamoUsageRepository
 from itl_accelerator.repositories.protocols import Repositories
+
+#: Each repository: its module in this package and its class (one constructor argument, the table).
+_REPOSITORIES = {
+    "nodes": ("nodes", "DynamoNodeRepository"),
+    "instances": ("instances", "DynamoInstanceRepository"),
+    "jobs": ("jobs", "DynamoJobRepository"),
+    "leases": ("operations", "DynamoLeaseIndex"),
+    "quotas": ("quotas", "DynamoQuotaRepository"),
+    "budgets": ("budgets", "DynamoBudgetRepository"),
+    "rate_limits": ("rate_limits", "DynamoRateLimitRepository"),
+    "operations": ("operations", "DynamoOperationRepository"),
+    "audit": ("audit", "DynamoAuditRepository"),
+    "subscriptions": ("subscriptions", "DynamoSubscriptionRepository"),
+    "meters": ("meters", "DynamoMeterRepository"),
+    "usage": ("usage", "DynamoUsageRepository"),
+    "billing": ("billing", "DynamoBillingRepository"),
+    "probe": ("probe", "DynamoTableProbe"),
+}
+
+
+class _OnFirstUse:
+    """Stands for a repository until its first attribute is read, then builds it (importing its module, once, under
+    a lock: the local runtime's threads share a process) and forwards every attribute to it from then on."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._built: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._built is None:
+            with self._lock:
+                if self._built is None:
+                    self._built = self._build()
+        return getattr(self._built, name)
 
 
 def dynamodb_repositories(client: Any, table_name: str, *, audit_retention_days: int = 0) -> Repositories:
     """Every repository over ``table_name``, through one boto3 DynamoDB *client* (injected: tests pass moto's);
-    audit events kept ``audit_retention_days`` in the table (0: for ever)."""
+    audit events kept ``audit_retention_days`` in the table (0: for ever). Each is built on its first use."""
+    from itl_accelerator.repositories.dynamodb.table import Table
+
     table = Table(client, table_name, audit_retention_seconds=audit_retention_days * 86400)
+
+    def build(module: str, cls: str) -> Callable[[], Any]:
+        return lambda: getattr(importlib.import_module(f"{__name__}.{module}"), cls)(table)
+
     return Repositories(
-        nodes=DynamoNodeRepository(table),
-        instances=DynamoInstanceRepository(table),
-        jobs=DynamoJobRepository(table),
-        leases=DynamoLeaseIndex(table),
-        quotas=DynamoQuotaRepository(table),
-        budgets=DynamoBudgetRepository(table),
-        rate_limits=DynamoRateLimitRepository(table),
-        operations=DynamoOperationRepository(table),
-        audit=DynamoAuditRepository(table),
-        subscriptions=DynamoSubscriptionRepository(table),
-        meters=DynamoMeterRepository(table),
-        usage=DynamoUsageRepository(table),
-        billing=DynamoBillingRepository(table),
-        probe=DynamoTableProbe(table),
+        **{field: cast(Any, _OnFirstUse(build(module, cls))) for field, (module, cls) in _REPOSITORIES.items()}
     )
