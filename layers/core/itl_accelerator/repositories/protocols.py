@@ -15,26 +15,36 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from itl_accelerator.billing.rollup import CostDay, CostHour, CostMonth, Rollup, Totals
-from itl_accelerator.domain.budgets import Budget, BudgetState
-from itl_accelerator.domain.quotas import QuotaUsage
-from itl_accelerator.domain.rate_limits import RateCounter
-from itl_accelerator.domain.records import (
-    Demand,
-    FleetShape,
-    Instance,
-    Job,
-    Node,
-    Operation,
-    Release,
-    Reservation,
-    ResourceKey,
-)
 from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
-from itl_accelerator.domain.usage import CorrectionDue, ExportDay, Meter, MeterEnd, MeterRef, UsageRecord, WriteOutcome
-from itl_accelerator.models.audit import AuditEvent
+
+if TYPE_CHECKING:  # annotations only: the domain's modules load where they are used, not with the protocols
+    from itl_accelerator.billing.rollup import CostDay, CostHour, CostMonth, Rollup, Totals
+    from itl_accelerator.domain.budgets import Budget, BudgetState
+    from itl_accelerator.domain.quotas import QuotaUsage
+    from itl_accelerator.domain.rate_limits import RateCounter
+    from itl_accelerator.domain.records import (
+        Demand,
+        FleetShape,
+        Instance,
+        Job,
+        Node,
+        Operation,
+        Release,
+        Reservation,
+        ResourceKey,
+    )
+    from itl_accelerator.domain.usage import (
+        CorrectionDue,
+        ExportDay,
+        Meter,
+        MeterEnd,
+        MeterRef,
+        UsageRecord,
+        WriteOutcome,
+    )
+    from itl_accelerator.models.audit import AuditEvent
 
 T = TypeVar("T")
 
