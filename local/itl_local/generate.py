@@ -478,22 +478,33 @@ REGIONS: tuple[Region, ...] = (
 )  # fmt: skip
 
 
+def render_route_paths() -> list[str]:
+    """The ``route-paths`` region of api/canonical.py: every ARM route of the routers, as a Python string each."""
+    from itl_accelerator.api.app import all_routers
+
+    routes = {route.path for router in all_routers() for route in router.routes}  # type: ignore[attr-defined]
+    return [f'    "{path}",' for path in sorted(p for p in routes if p.startswith(("/subscriptions", "/providers")))]
+
+
+#: The casing table of the catch-all route (a Python module: its cold start loads neither the routers nor YAML).
+CASING_TABLE = Path("layers/core/itl_accelerator/api/canonical.py")
+CASING_REGIONS: tuple[Region, ...] = (Region("route-paths", "the routers' ARM routes", render_route_paths),)
+
+
 class RegionMissing(ValueError):
     """template.yaml lacks a region's markers (or has them twice, or out of order)."""
 
 
-def generate(text: str, regions: Iterable[Region] = REGIONS) -> str:
-    """``text`` (template.yaml) with every region between its markers rewritten from its source. Raises
-    :class:`RegionMissing` naming a region whose markers are not there exactly once, in order."""
+def generate(text: str, regions: Iterable[Region] = REGIONS, *, indent: str = "  ", file: str = "template.yaml") -> str:
+    """``text`` (template.yaml, or ``file``) with every region between its markers (indented by ``indent``) rewritten
+    from its source. Raises :class:`RegionMissing` naming a region whose markers are not there exactly once."""
     for region in regions:
-        begin = f"  # >>> generated: {region.name} - from {region.source}; ./dev generate writes this, edit the source"
-        end = f"  # <<< generated: {region.name}"
-        pattern = re.compile(rf"^  # >>> generated: {re.escape(region.name)} .*?^{re.escape(end)}$", re.M | re.S)
+        begin = f"{indent}# >>> generated: {region.name} - from {region.source}; ./dev generate writes this, edit the source"
+        end = f"{indent}# <<< generated: {region.name}"
+        pattern = re.compile(rf"^{indent}# >>> generated: {re.escape(region.name)} .*?^{re.escape(end)}$", re.M | re.S)
         found = pattern.findall(text)
         if len(found) != 1:
-            raise RegionMissing(
-                f"template.yaml: region {region.name!r} found {len(found)} times (want its markers once)"
-            )
+            raise RegionMissing(f"{file}: region {region.name!r} found {len(found)} times (want its markers once)")
         start, stop = pattern.search(text).span()  # type: ignore[union-attr]  # found once, above
         text = text[:start] + "\n".join([begin, *region.render(), end]) + text[stop:]
     return text
@@ -505,22 +516,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff when out of date")
     parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    parser.add_argument("--casing-table", type=Path, default=None, help="api/canonical.py (beside the template)")
     parser.add_argument("--events", type=Path, default=None, help="sample events' folder (events/ beside the template)")
     args = parser.parse_args(argv)
-    current = args.template.read_text()
-    wanted = generate(current)
+    casing = args.casing_table or args.template.parent / CASING_TABLE
+    files = {
+        args.template: generate(args.template.read_text()),
+        casing: generate(casing.read_text(), CASING_REGIONS, indent="    ", file=str(CASING_TABLE)),
+    }
+    stale = {path: wanted for path, wanted in files.items() if wanted != path.read_text()}
     events = missing_events(args.events or args.template.parent / "events")
     if args.check:
-        if wanted == current and not events:
+        if not stale and not events:
             return 0
-        diff = difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), "template.yaml", "generated")
-        sys.stdout.writelines(diff)
+        for path, wanted in stale.items():
+            current = path.read_text()
+            sys.stdout.writelines(
+                difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), path.name, "generated")
+            )
         for path in events:
             print(f"missing sample event: {path.name}")
-        print("template.yaml or events/ is out of date with its tables: run ./dev generate", file=sys.stderr)
+        print(
+            "template.yaml, the casing table or events/ is out of date with its tables: run ./dev generate",
+            file=sys.stderr,
+        )
         return 1
-    if wanted != current:
-        args.template.write_text(wanted)
+    for path, wanted in stale.items():
+        path.write_text(wanted)
     for path, text in events.items():
         path.write_text(text)
         print(f"wrote {path}")

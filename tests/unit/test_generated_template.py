@@ -17,6 +17,8 @@ from itl_local import generate
 from itl_local.generate import API_FUNCTIONS, ApiFunction, RegionMissing
 from itl_local.template import DEFAULT_TEMPLATE, Template
 
+CASING = DEFAULT_TEMPLATE.parent / generate.CASING_TABLE
+
 
 def test_template_yaml_is_what_its_tables_generate() -> None:
     current = DEFAULT_TEMPLATE.read_text()
@@ -69,7 +71,8 @@ def test_a_template_without_a_regions_markers_is_refused_naming_it() -> None:
 def test_check_exits_1_with_the_difference_when_a_region_was_edited_by_hand(tmp_path, capsys) -> None:
     edited = tmp_path / "template.yaml"
     edited.write_text(DEFAULT_TEMPLATE.read_text().replace("Description: GET a sparkJob\n", "Description: hand\n", 1))
-    events = ["--events", str(DEFAULT_TEMPLATE.parent / "events")]  # every sample event there: none written
+    # every sample event and the casing table as they are in the repository: neither is written
+    events = ["--events", str(DEFAULT_TEMPLATE.parent / "events"), "--casing-table", str(CASING)]
     assert generate.main(["--check", "--template", str(edited), *events]) == 1
     assert "+      Description: GET a sparkJob" in capsys.readouterr().out
     assert generate.main(["--template", str(edited), *events]) == 0
@@ -93,12 +96,25 @@ def test_a_row_without_a_sample_event_gets_one_and_check_fails_until_then(tmp_pa
     for source in (DEFAULT_TEMPLATE.parent / "events").glob("*.json"):
         if source.name != "QuotasGetFunction.json":
             (events / source.name).write_text(source.read_text())
-    assert generate.main(["--check", "--template", str(template)]) == 1
+    casing = ["--casing-table", str(CASING)]
+    assert generate.main(["--check", "--template", str(template), *casing]) == 1
     assert "missing sample event: QuotasGetFunction.json" in capsys.readouterr().out
-    assert generate.main(["--template", str(template)]) == 0
+    assert generate.main(["--template", str(template), *casing]) == 0
     written = json.loads((events / "QuotasGetFunction.json").read_text())
     assert written["path"] == "/subscriptions/sub-123/providers/ITL.Accelerator/locations/us-east-1/quotas/gpus"
-    assert generate.main(["--check", "--template", str(template)]) == 0
+    assert generate.main(["--check", "--template", str(template), *casing]) == 0
+
+
+def test_a_route_missing_from_the_casing_table_fails_check_and_is_written_back(tmp_path, capsys) -> None:
+    table = tmp_path / "canonical.py"
+    logs = '    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs/{jobName}/logs",\n'
+    assert logs in CASING.read_text()
+    table.write_text(CASING.read_text().replace(logs, ""))  # the defect of issue 28: .../logs not in the table
+    args = ["--casing-table", str(table), "--events", str(DEFAULT_TEMPLATE.parent / "events")]
+    assert generate.main(["--check", *args]) == 1
+    assert "+" + logs in capsys.readouterr().out
+    assert generate.main(args) == 0
+    assert table.read_text() == CASING.read_text()
 
 
 def test_each_state_machine_calls_exactly_its_workflows_steps_through_their_aliases() -> None:

@@ -6,44 +6,42 @@ sparknodes`` is the same collection as its canonical spelling. API Gateway route
 spells it; a request in any other casing reaches the catch-all route (``/{proxy+}``), whose function
 (itl_functions/canonical_path.py) sends it again to the canonical path of the same API.
 
-Pure functions, no I/O. :data:`ROUTE_PATHS` is every ARM route path of template.yaml and of the API's routers:
-tests/unit/test_canonical_paths.py keeps the three equal (it is a table here so that the catch-all's cold start
-loads neither the routers nor a YAML parser).
+Pure functions, no I/O. :data:`ROUTE_PATHS` is every ARM route path of the API's routers, written here by
+``./dev generate`` (a table, so that the catch-all's cold start loads neither the routers nor a YAML parser);
+tests/unit/test_canonical_paths.py keeps it equal to template.yaml's routes and the routers'.
 """
 
 from __future__ import annotations
 
-from itl_accelerator.api import paths
-
-_OPERATIONS = paths.LOCATION
-
 #: Every ARM route path (``/subscriptions/...``, ``/providers/...``) of template.yaml, the catch-all excepted.
 ROUTE_PATHS: tuple[str, ...] = (
+    # >>> generated: route-paths - from the routers' ARM routes; ./dev generate writes this, edit the source
     "/providers/ITL.Accelerator/operations",
     "/subscriptions/{subscriptionId}",
-    paths.SUBSCRIPTION + "/auditEvents",
-    paths.SUBSCRIPTION + "/slo",
-    _OPERATIONS + "/operationStatuses/{operationId}",
-    _OPERATIONS + "/operationResults/{operationId}",
-    paths.NODES_OF_SUBSCRIPTION,
-    paths.JOBS_OF_SUBSCRIPTION,
-    paths.NODES,
-    paths.NODE,
-    paths.NODE + "/stats",
-    paths.INSTANCES,
-    paths.INSTANCE,
-    paths.INSTANCE + "/stats",
-    paths.JOBS,
-    paths.JOB,
-    paths.JOB + "/cancel",
-    paths.JOB + "/stats",
-    paths.JOB + "/logs",
-    paths.QUOTAS,
-    paths.QUOTA,
-    paths.USAGES,
-    paths.COST_QUERY,
-    paths.BUDGETS,
-    paths.BUDGET,
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets/{budgetName}",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/costQuery",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/operationResults/{operationId}",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/operationStatuses/{operationId}",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/quotas",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/quotas/{quotaName}",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/usages",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/slo",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkJobs",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/sparkNodes",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs/{jobName}",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs/{jobName}/cancel",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs/{jobName}/logs",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkJobs/{jobName}/stats",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/{nodeName}",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/{nodeName}/sparkOllamaInstances",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/{nodeName}/sparkOllamaInstances/{instanceName}",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/{nodeName}/sparkOllamaInstances/{instanceName}/stats",
+    "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/ITL.Accelerator/sparkNodes/{nodeName}/stats",
+    # <<< generated: route-paths
 )
 
 
