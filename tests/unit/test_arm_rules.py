@@ -114,3 +114,23 @@ def test_resource_id_has_no_host_or_version():
         arm.resource_id("sub", "rg", ("sparkNodes", "dgx-1"))
         == "/subscriptions/sub/resourceGroups/rg/providers/ITL.Accelerator/sparkNodes/dgx-1"
     )
+
+
+def test_a_revised_document_merges_properties_drops_nones_and_stamps_the_change() -> None:
+    from itl_accelerator.services.common.context import system_context
+
+    created = {"createdBy": "alice", "createdByType": "User", "createdAt": "2026-01-01T00:00:00Z"}
+    document = {
+        "id": "/subscriptions/s/x",
+        "tags": {"team": "nlp"},
+        "systemData": {**created, "lastModifiedBy": "alice", "lastModifiedByType": "User", "lastModifiedAt": "x"},
+        "properties": {"status": "Running", "cost": {"amount": "1"}, "gpus": 2},
+    }
+    ctx = system_context("op-1", "corr-1", clock=lambda: 1767225600.0)  # 2026-01-01T00:00:00Z
+    after = arm_rules.revised(ctx, document, {"status": "Succeeded", "cost": None})
+    assert after["properties"] == {"status": "Succeeded", "gpus": 2}  # merged; None removed it
+    assert after["tags"] == {"team": "nlp"} and after["id"] == document["id"]
+    assert {k: after["systemData"][k] for k in created} == created  # who made it is kept
+    assert after["systemData"]["lastModifiedByType"] == "Application"  # ARM's createdByType for the workflows
+    assert after["systemData"]["lastModifiedAt"].startswith("2026-01-01T00:00:00")
+    assert document["properties"]["status"] == "Running"  # the stored one is not changed in place

@@ -400,15 +400,11 @@ class SparkOllamaInstanceService:
         workflow. Raises :class:`WorkloadChanged` when the instance changed since it was read."""
         operation_id = str(uuid.uuid4())
         cancel = existing.state in INSTANCE_IN_FLIGHT
-        document = {
-            **existing.document,
-            "systemData": arm_rules.stamp_system_data(ctx, existing.document["systemData"]),
-            "properties": {
-                **existing.document["properties"],
-                "provisioningState": str(ProvisioningState.DELETING),
-                "operationId": operation_id,
-            },
-        }
+        document = arm_rules.revised(
+            ctx,
+            existing.document,
+            {"provisioningState": str(ProvisioningState.DELETING), "operationId": operation_id},
+        )
         deleting = replace(
             existing,
             document=document,

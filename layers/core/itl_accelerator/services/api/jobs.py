@@ -374,23 +374,16 @@ class SparkJobService:
                 owner=job.submitted_by or ctx.principal.subject,
             )
             now = ctx.now_iso()
-            document = {
-                **job.document,
-                "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-                "properties": {
-                    **job.document["properties"],
+            stopping = "stopping it on the DGX Platform." if job.status == JobStatus.RUNNING else "it will not run."
+            document = arm_rules.revised(
+                ctx,
+                job.document,
+                {
                     "cancelRequestedBy": ctx.principal.subject,
                     "cancelRequestedAt": now,
-                    "statusReason": (
-                        f"Cancel requested by {ctx.principal.subject} at {now}; "
-                        + (
-                            "stopping it on the DGX Platform."
-                            if job.status == JobStatus.RUNNING
-                            else "it will not run."
-                        )
-                    ),
+                    "statusReason": f"Cancel requested by {ctx.principal.subject} at {now}; {stopping}",
                 },
-            }
+            )
             canceling = replace(
                 job,
                 document=document,

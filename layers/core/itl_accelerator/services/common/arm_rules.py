@@ -90,6 +90,19 @@ def stamp_system_data(ctx: CallContext, previous: dict[str, Any] | None) -> dict
     }
 
 
+def revised(ctx: CallContext, document: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (a stored ARM resource) as ``ctx`` changes it: ``properties`` merged into its ``properties``
+    (a None value removes that property; none is stored as null) and its ``systemData`` stamped
+    (lastModified* = the caller, now). The one way a workflow step, placement or an API write revises a stored
+    document; its other members are kept as they are."""
+    merged = {**document["properties"], **properties}
+    return {
+        **document,
+        "properties": {k: v for k, v in merged.items() if v is not None},
+        "systemData": stamp_system_data(ctx, document["systemData"]),
+    }
+
+
 def changed_paths(before: Any, after: Any, prefix: str = "") -> set[str]:
     """Dotted paths whose values differ between two JSON documents (leaves and added/removed keys)."""
     if isinstance(before, dict) and isinstance(after, dict):

@@ -330,17 +330,16 @@ class Placement:
         repositories' typed errors (:class:`NodeChanged` when the node was written since it was read)."""
         placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
         reason = f"Placed on {node.name}; submitting to the DGX Platform."
-        document = {
-            **job.document,
-            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-            "properties": {
-                **job.document["properties"],
+        document = arm_rules.revised(
+            ctx,
+            job.document,
+            {
                 "status": str(JobStatus.SCHEDULED),
                 "statusReason": reason,
                 "assignedNode": placed.node_id,
                 "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
             },
-        }
+        )
         reservation = Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)
         scheduled = replace(
             job,
@@ -405,11 +404,7 @@ class Placement:
         told = job.properties.get("statusReason") or ""
         if told == reason or (not refresh and reason_gist(told) == reason_gist(reason)):
             return 0
-        document = {
-            **job.document,
-            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-            "properties": {**job.document["properties"], "statusReason": reason},
-        }
+        document = arm_rules.revised(ctx, job.document, {"statusReason": reason})
         try:
             self._jobs.update(
                 job,

@@ -109,12 +109,7 @@ class InstanceWorkflowSteps:
         ``properties`` in its document, its operation moved on, its capacity released, its meter started or ended,
         and the SYSTEM audit event. Raises :class:`WorkloadChanged`."""
         ctx = self._context(inp)
-        props = {**instance.document["properties"], "provisioningState": str(state), **(properties or {})}
-        document = {
-            **instance.document,
-            "properties": {k: v for k, v in props.items() if v is not None},
-            "systemData": arm_rules.stamp_system_data(ctx, instance.document["systemData"]),
-        }
+        document = arm_rules.revised(ctx, instance.document, {"provisioningState": str(state), **(properties or {})})
         after = replace(instance, document=document, etag=arm_rules.new_etag(), state=state, **changes)
         self._instances.update(
             instance,

@@ -184,15 +184,11 @@ class JobSteps:
         ``effects`` (its meter, its operation moved on), if ``expect`` holds and the job is still this execution's.
         Raises :class:`WorkloadChanged`."""
         ctx = self._context(inp)
-        props = {**job.document["properties"], "statusReason": reason, **(properties or {})}
+        props = {"statusReason": reason, **(properties or {})}
         if status:
             props["status"] = str(status)
             changes["status"] = status
-        document = {
-            **job.document,
-            "properties": {k: v for k, v in props.items() if v is not None},
-            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-        }
+        document = arm_rules.revised(ctx, job.document, props)
         after = replace(job, document=document, etag=arm_rules.new_etag(), **changes)
         self._jobs.update(
             job,
@@ -461,11 +457,7 @@ class JobSteps:
             "billableGpuSeconds": billable if started else None,
             "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
         }
-        document = {
-            **job.document,
-            "properties": {k: v for k, v in {**job.document["properties"], **properties}.items() if v is not None},
-            "systemData": arm_rules.stamp_system_data(ctx, job.document["systemData"]),
-        }
+        document = arm_rules.revised(ctx, job.document, properties)
         ended_job = replace(
             job,
             document=document,
