@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 
+from itl_accelerator.lazy import OnFirstUse
 from itl_accelerator.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Wiring:
             config = Config(retries={"mode": "adaptive", "total_max_attempts": attempts})
             return boto3.client("stepfunctions", config=config)
 
-        return StateMachines(self._stepfunctions_client or _Lazy(make))
+        return StateMachines(self._stepfunctions_client or OnFirstUse(make))
 
     @cached_property
     def dgx(self) -> DgxPlatformClient:
@@ -154,7 +155,7 @@ class Wiring:
 
             return dgx_client(self.settings)
 
-        return _Lazy(make)  # type: ignore[return-value]
+        return OnFirstUse(make)  # type: ignore[return-value]
 
     # ------------------------------------------------------------------------------------------- API services
     @cached_property
@@ -406,17 +407,3 @@ class Wiring:
             self.settings,
             self.clock,
         )
-
-
-class _Lazy:
-    """An object made on its first attribute access (a Step Functions client, the DGX client): a function that
-    never calls it never pays for it."""
-
-    def __init__(self, make: Callable[[], Any]):
-        self._make = make
-        self._made: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            self._made = self._make()
-        return getattr(self._made, name)

@@ -8,10 +8,10 @@ the code of the items it touches (a node's GET never loads the usage, billing or
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from typing import Any, cast
 
+from itl_accelerator.lazy import OnFirstUse
 from itl_accelerator.repositories.protocols import Repositories
 
 #: Each repository: its module in this package and its class (one constructor argument, the table).
@@ -33,23 +33,6 @@ _REPOSITORIES = {
 }
 
 
-class _OnFirstUse:
-    """Stands for a repository until its first attribute is read, then builds it (importing its module, once, under
-    a lock: the local runtime's threads share a process) and forwards every attribute to it from then on."""
-
-    def __init__(self, build: Callable[[], Any]):
-        self._build = build
-        self._built: Any = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        if self._built is None:
-            with self._lock:
-                if self._built is None:
-                    self._built = self._build()
-        return getattr(self._built, name)
-
-
 def dynamodb_repositories(client: Any, table_name: str, *, audit_retention_days: int = 0) -> Repositories:
     """Every repository over ``table_name``, through one boto3 DynamoDB *client* (injected: tests pass moto's);
     audit events kept ``audit_retention_days`` in the table (0: for ever). Each is built on its first use."""
@@ -61,5 +44,5 @@ def dynamodb_repositories(client: Any, table_name: str, *, audit_retention_days:
         return lambda: getattr(importlib.import_module(f"{__name__}.{module}"), cls)(table)
 
     return Repositories(
-        **{field: cast(Any, _OnFirstUse(build(module, cls))) for field, (module, cls) in _REPOSITORIES.items()}
+        **{field: cast(Any, OnFirstUse(build(module, cls))) for field, (module, cls) in _REPOSITORIES.items()}
     )

@@ -21,10 +21,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.billing.metering import HOUR, WindowCharge, iso, window_charge, window_of, windows
-from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.domain.budgets import month_bounds
 from itl_accelerator.domain.usage import Meter, MeterRef, UsageRecord, day_of
@@ -32,6 +31,9 @@ from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import StoreBusy
 from itl_accelerator.repositories.protocols import Repositories
 from itl_accelerator.settings import Settings
+
+if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
+    from itl_accelerator.dgx.client import DgxPlatformClient
 
 #: A run stops starting new work when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 20.0

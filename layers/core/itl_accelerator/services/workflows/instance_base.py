@@ -8,10 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth import rbac
-from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.errors import DgxNotFound
 from itl_accelerator.domain.records import Instance, Lease, Operation, Release
 from itl_accelerator.domain.states import OperationKind, OperationStatus, ProvisioningState
@@ -28,6 +27,9 @@ from itl_accelerator.services.workflows.io import (
     InstanceStepInput,
 )
 from itl_accelerator.state_machines import StateMachines
+
+if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
+    from itl_accelerator.dgx.client import DgxPlatformClient
 
 
 class InstanceWorkflowSteps:

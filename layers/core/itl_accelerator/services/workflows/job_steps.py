@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.billing.metering import allocation_charges
-from itl_accelerator.dgx.client import DgxPlatformClient
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain.records import Job, Lease, Operation, Release
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
@@ -50,6 +49,9 @@ from itl_accelerator.services.workflows.io import (
 )
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
+
+if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
+    from itl_accelerator.dgx.client import DgxPlatformClient
 
 
 def iso(epoch: float) -> str:
