@@ -1,5 +1,6 @@
 """sparkJobs functions: one handler per operation (see template.yaml)."""
 
+# >>> generated: handlers - from itl_local/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
 from itl_accelerator.api.routes import spark_jobs as routes
 from itl_functions.adapter import operation_handler
 
@@ -10,3 +11,4 @@ cancel = operation_handler(routes.router, "SparkJobs_Cancel")
 delete = operation_handler(routes.router, "SparkJobs_Delete")
 list_by_resource_group = operation_handler(routes.router, "SparkJobs_ListByResourceGroup")
 list_by_subscription = operation_handler(routes.router, "SparkJobs_ListBySubscription")
+# <<< generated: handlers

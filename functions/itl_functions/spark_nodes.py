@@ -1,5 +1,6 @@
 """sparkNodes functions: one handler per operation (see template.yaml)."""
 
+# >>> generated: handlers - from itl_local/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
 from itl_accelerator.api.routes import spark_nodes as routes
 from itl_functions.adapter import operation_handler
 
@@ -10,3 +11,4 @@ update = operation_handler(routes.router, "SparkNodes_Update")
 delete = operation_handler(routes.router, "SparkNodes_Delete")
 list_by_resource_group = operation_handler(routes.router, "SparkNodes_ListByResourceGroup")
 list_by_subscription = operation_handler(routes.router, "SparkNodes_ListBySubscription")
+# <<< generated: handlers

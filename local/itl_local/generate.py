@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
+import functools
 import json
 import re
 import sys
@@ -49,14 +49,16 @@ DELETE = (*WRITE, "TableDeletePolicy")
 
 @dataclass(frozen=True)
 class ApiFunction:
-    """One API function: ``name`` (its logical id without ``Function``), ``handler`` (in ``itl_functions``; its
-    route gives the event's path and method), ``description``, ``policies`` (names of the template's managed
+    """One API function: ``name`` (its logical id without ``Function``), ``handler`` (``module.attribute`` in
+    ``itl_functions``: the generator writes that line of the module), ``operation`` (the route's operation id: its
+    route gives the event's path and method, its router the module's import), ``description``, ``policies`` (names of the template's managed
     policies), ``environment`` (variable → YAML value, e.g. ``!Ref JobLifecycleStateMachine``), ``timeout``
     (seconds; the template's global when None) and ``hot`` (SnapStart already under ``ApiSnapStart: HotPaths``:
     the paths callers wait on, benchmarks/idle_cost.py)."""
 
     name: str
     handler: str
+    operation: str
     description: str
     policies: tuple[str, ...] = READ
     environment: dict[str, str] = field(default_factory=dict)
@@ -71,60 +73,67 @@ _JOB = {"JOB_STATE_MACHINE_ARN": "!Ref JobLifecycleStateMachine"}
 #: Every ARM operation's function, in template order. A new operation is its route, its service method, its test
 #: and one row here.
 API_FUNCTIONS: tuple[ApiFunction, ...] = (
-    ApiFunction('SparkNodesCreate', 'spark_nodes.create', 'POST to the sparkNodes collection (ITL form: name in body)', WRITE),
-    ApiFunction('SparkNodesCreateOrUpdate', 'spark_nodes.create_or_update', 'PUT a sparkNode (create or replace)', WRITE),
-    ApiFunction('SparkNodesGet', 'spark_nodes.get', 'GET a sparkNode'),
-    ApiFunction('SparkNodesUpdate', 'spark_nodes.update', 'PATCH a sparkNode', (*READ, 'TableUpdatePolicy')),
-    ApiFunction('SparkNodesDelete', 'spark_nodes.delete', 'DELETE a sparkNode', (*READ, 'TableDeletePolicy', 'TableUpdatePolicy')),
-    ApiFunction('SparkNodesListByResourceGroup', 'spark_nodes.list_by_resource_group', 'List sparkNodes of a resource group'),
-    ApiFunction('SparkNodesListBySubscription', 'spark_nodes.list_by_subscription', 'List sparkNodes of a subscription'),
-    ApiFunction('OperationsList', 'provider.list_operations', "List the provider's operations (permissions)", ()),
-    ApiFunction('SubscriptionsCreateOrUpdate', 'provider.put_subscription', 'PUT a subscription registration state', (*READ, 'TableSubscriptionWritePolicy')),
-    ApiFunction('SubscriptionsGet', 'provider.get_subscription', 'GET a subscription registration'),
-    ApiFunction('QuotasGet', 'quotas.get', 'GET a GPU quota of a subscription in a location'),
-    ApiFunction('QuotasList', 'quotas.list_quotas', 'List the GPU quotas of a subscription in a location'),
-    ApiFunction('QuotasCreateOrUpdate', 'quotas.put', "PUT a GPU quota (the provider's operators)", (*READ, 'TableUpdatePolicy')),
-    ApiFunction('QuotasDelete', 'quotas.delete', "DELETE a GPU quota's limit (the provider's operators)", (*READ, 'TableUpdatePolicy')),
-    ApiFunction('BudgetsGet', 'budgets.get', "GET a budget of a subscription, with this month's spend"),
-    ApiFunction('BudgetsList', 'budgets.list_budgets', 'List the budgets of a subscription'),
-    ApiFunction('BudgetsCreateOrUpdate', 'budgets.put', "PUT a monthly budget (the provider's operators)", DELETE),
-    ApiFunction('BudgetsDelete', 'budgets.delete', "DELETE a budget (the provider's operators)", DELETE),
-    ApiFunction('UsagesList', 'quotas.usages', 'List what a subscription holds against its GPU quotas in a location'),
-    ApiFunction('CostsQuery', 'costs.query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
-    ApiFunction('AuditEventsList', 'provider.list_audit_events', 'Query audit events (admins)'),
-    ApiFunction('SparkOllamaInstancesCreate', 'spark_ollama_instances.create', 'POST to the sparkOllamaInstances collection (seed form) - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION),
-    ApiFunction('SparkOllamaInstancesCreateOrUpdate', 'spark_ollama_instances.create_or_update', 'PUT an instance - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION, hot=True),
-    ApiFunction('SparkOllamaInstancesGet', 'spark_ollama_instances.get', 'GET an instance', hot=True),
-    ApiFunction('SparkOllamaInstancesDelete', 'spark_ollama_instances.delete', 'DELETE an instance - starts deprovisioning', (*WRITE, 'StartDeprovisionPolicy'), environment=_DEPROVISION),
-    ApiFunction('SparkOllamaInstancesListByNode', 'spark_ollama_instances.list_by_node', 'List the instances of a node'),
-    ApiFunction('OperationStatusesGet', 'operations.get_status', 'Azure-AsyncOperation status of a long-running operation', hot=True),
-    ApiFunction('OperationResultsGet', 'operations.get_result', 'Location result of a long-running operation', hot=True),
-    ApiFunction('SparkJobsCreate', 'spark_jobs.create', 'POST to the sparkJobs collection (seed form) - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
-    ApiFunction('SparkJobsCreateOrUpdate', 'spark_jobs.create_or_update', 'PUT a sparkJob - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
-    ApiFunction('SparkJobsGet', 'spark_jobs.get', 'GET a sparkJob', hot=True),
-    ApiFunction('SparkJobsCancel', 'spark_jobs.cancel', 'POST cancel on a sparkJob - resumes its waiting execution at once', (*WRITE, 'CompleteTasksPolicy')),
-    ApiFunction('SparkJobsDelete', 'spark_jobs.delete', 'DELETE a finished sparkJob', (*READ, 'TableDeletePolicy')),
-    ApiFunction('SparkJobsListByResourceGroup', 'spark_jobs.list_by_resource_group', 'List the sparkJobs of a resource group (?submitted_by=)'),
-    ApiFunction('SparkJobsListBySubscription', 'spark_jobs.list_by_subscription', 'List the sparkJobs of a subscription (?submitted_by=)'),
-    ApiFunction('SparkJobsGetLogs', 'job_logs.get_logs', "GET a page of a sparkJob's log (whoever may read the job), proxied from the DGX Platform", (*READ, 'DgxApiKeyReadPolicy'), environment={'DGX_ATTEMPTS': '"2"', 'DGX_CALL_BUDGET_SECONDS': '"8"'},
+    ApiFunction('SparkNodesCreate', 'spark_nodes.create', 'SparkNodes_Create', 'POST to the sparkNodes collection (ITL form: name in body)', WRITE),
+    ApiFunction('SparkNodesCreateOrUpdate', 'spark_nodes.create_or_update', 'SparkNodes_CreateOrUpdate', 'PUT a sparkNode (create or replace)', WRITE),
+    ApiFunction('SparkNodesGet', 'spark_nodes.get', 'SparkNodes_Get', 'GET a sparkNode'),
+    ApiFunction('SparkNodesUpdate', 'spark_nodes.update', 'SparkNodes_Update', 'PATCH a sparkNode', (*READ, 'TableUpdatePolicy')),
+    ApiFunction('SparkNodesDelete', 'spark_nodes.delete', 'SparkNodes_Delete', 'DELETE a sparkNode', (*READ, 'TableDeletePolicy', 'TableUpdatePolicy')),
+    ApiFunction('SparkNodesListByResourceGroup', 'spark_nodes.list_by_resource_group', 'SparkNodes_ListByResourceGroup', 'List sparkNodes of a resource group'),
+    ApiFunction('SparkNodesListBySubscription', 'spark_nodes.list_by_subscription', 'SparkNodes_ListBySubscription', 'List sparkNodes of a subscription'),
+    ApiFunction('OperationsList', 'provider.list_operations', 'Operations_List', "List the provider's operations (permissions)", ()),
+    ApiFunction('SubscriptionsCreateOrUpdate', 'provider.put_subscription', 'Subscriptions_CreateOrUpdate', 'PUT a subscription registration state', (*READ, 'TableSubscriptionWritePolicy')),
+    ApiFunction('SubscriptionsGet', 'provider.get_subscription', 'Subscriptions_Get', 'GET a subscription registration'),
+    ApiFunction('QuotasGet', 'quotas.get', 'Quotas_Get', 'GET a GPU quota of a subscription in a location'),
+    ApiFunction('QuotasList', 'quotas.list_quotas', 'Quotas_List', 'List the GPU quotas of a subscription in a location'),
+    ApiFunction('QuotasCreateOrUpdate', 'quotas.put', 'Quotas_CreateOrUpdate', "PUT a GPU quota (the provider's operators)", (*READ, 'TableUpdatePolicy')),
+    ApiFunction('QuotasDelete', 'quotas.delete', 'Quotas_Delete', "DELETE a GPU quota's limit (the provider's operators)", (*READ, 'TableUpdatePolicy')),
+    ApiFunction('BudgetsGet', 'budgets.get', 'Budgets_Get', "GET a budget of a subscription, with this month's spend"),
+    ApiFunction('BudgetsList', 'budgets.list_budgets', 'Budgets_List', 'List the budgets of a subscription'),
+    ApiFunction('BudgetsCreateOrUpdate', 'budgets.put', 'Budgets_CreateOrUpdate', "PUT a monthly budget (the provider's operators)", DELETE),
+    ApiFunction('BudgetsDelete', 'budgets.delete', 'Budgets_Delete', "DELETE a budget (the provider's operators)", DELETE),
+    ApiFunction('UsagesList', 'quotas.usages', 'Usages_List', 'List what a subscription holds against its GPU quotas in a location'),
+    ApiFunction('CostsQuery', 'costs.query', 'Costs_Query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
+    ApiFunction('AuditEventsList', 'provider.list_audit_events', 'AuditEvents_List', 'Query audit events (admins)'),
+    ApiFunction('SparkOllamaInstancesCreate', 'spark_ollama_instances.create', 'SparkOllamaInstances_Create', 'POST to the sparkOllamaInstances collection (seed form) - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION),
+    ApiFunction('SparkOllamaInstancesCreateOrUpdate', 'spark_ollama_instances.create_or_update', 'SparkOllamaInstances_CreateOrUpdate', 'PUT an instance - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION, hot=True),
+    ApiFunction('SparkOllamaInstancesGet', 'spark_ollama_instances.get', 'SparkOllamaInstances_Get', 'GET an instance', hot=True),
+    ApiFunction('SparkOllamaInstancesDelete', 'spark_ollama_instances.delete', 'SparkOllamaInstances_Delete', 'DELETE an instance - starts deprovisioning', (*WRITE, 'StartDeprovisionPolicy'), environment=_DEPROVISION),
+    ApiFunction('SparkOllamaInstancesListByNode', 'spark_ollama_instances.list_by_node', 'SparkOllamaInstances_ListByNode', 'List the instances of a node'),
+    ApiFunction('OperationStatusesGet', 'operations.get_status', 'OperationStatuses_Get', 'Azure-AsyncOperation status of a long-running operation', hot=True),
+    ApiFunction('OperationResultsGet', 'operations.get_result', 'OperationResults_Get', 'Location result of a long-running operation', hot=True),
+    ApiFunction('SparkJobsCreate', 'spark_jobs.create', 'SparkJobs_Create', 'POST to the sparkJobs collection (seed form) - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
+    ApiFunction('SparkJobsCreateOrUpdate', 'spark_jobs.create_or_update', 'SparkJobs_CreateOrUpdate', 'PUT a sparkJob - submits a job', (*READ, 'TableCreatePolicy', 'StartJobPolicy'), environment=_JOB, hot=True),
+    ApiFunction('SparkJobsGet', 'spark_jobs.get', 'SparkJobs_Get', 'GET a sparkJob', hot=True),
+    ApiFunction('SparkJobsCancel', 'spark_jobs.cancel', 'SparkJobs_Cancel', 'POST cancel on a sparkJob - resumes its waiting execution at once', (*WRITE, 'CompleteTasksPolicy')),
+    ApiFunction('SparkJobsDelete', 'spark_jobs.delete', 'SparkJobs_Delete', 'DELETE a finished sparkJob', (*READ, 'TableDeletePolicy')),
+    ApiFunction('SparkJobsListByResourceGroup', 'spark_jobs.list_by_resource_group', 'SparkJobs_ListByResourceGroup', 'List the sparkJobs of a resource group (?submitted_by=)'),
+    ApiFunction('SparkJobsListBySubscription', 'spark_jobs.list_by_subscription', 'SparkJobs_ListBySubscription', 'List the sparkJobs of a subscription (?submitted_by=)'),
+    ApiFunction('SparkJobsGetLogs', 'job_logs.get_logs', 'SparkJobs_GetLogs', "GET a page of a sparkJob's log (whoever may read the job), proxied from the DGX Platform", (*READ, 'DgxApiKeyReadPolicy'), environment={'DGX_ATTEMPTS': '"2"', 'DGX_CALL_BUDGET_SECONDS': '"8"'},
                 timeout=15),  # one DGX call, bounded well within API Gateway's 29 s
-    ApiFunction('SparkNodesGetStats', 'usage_stats.node_stats', 'GET the usage and earnings of a node (its supplier and admins)'),
-    ApiFunction('SparkOllamaInstancesGetStats', 'usage_stats.instance_stats', 'GET the usage of an instance (per hour, from the roll-ups)'),
-    ApiFunction('SparkJobsGetStats', 'usage_stats.job_stats', 'GET the usage of a job (per hour, from the roll-ups)'),
-    ApiFunction('SloReport', 'slo.get', "GET the API's SLO attainment and error budget left over a month (admins), from API Gateway's metrics", ('AuditAppendPolicy', 'ApiMetricsReadPolicy', 'RateCounterPolicy'), environment={'API_NAME': '!Sub "${AWS::StackName}-api"', 'API_STAGE': '!Ref StageName', 'SLO_AVAILABILITY_PERCENT': '!Ref AvailabilitySloPercent', 'SLO_LATENCY_PERCENT': '!Ref LatencySloPercent', 'SLO_LATENCY_THRESHOLD_MS': '!Ref LatencyThresholdMs'}),
+    ApiFunction('SparkNodesGetStats', 'usage_stats.node_stats', 'SparkNodes_GetStats', 'GET the usage and earnings of a node (its supplier and admins)'),
+    ApiFunction('SparkOllamaInstancesGetStats', 'usage_stats.instance_stats', 'SparkOllamaInstances_GetStats', 'GET the usage of an instance (per hour, from the roll-ups)'),
+    ApiFunction('SparkJobsGetStats', 'usage_stats.job_stats', 'SparkJobs_GetStats', 'GET the usage of a job (per hour, from the roll-ups)'),
+    ApiFunction('SloReport', 'slo.get', 'Slo_Get', "GET the API's SLO attainment and error budget left over a month (admins), from API Gateway's metrics", ('AuditAppendPolicy', 'ApiMetricsReadPolicy', 'RateCounterPolicy'), environment={'API_NAME': '!Sub "${AWS::StackName}-api"', 'API_STAGE': '!Ref StageName', 'SLO_AVAILABILITY_PERCENT': '!Ref AvailabilitySloPercent', 'SLO_LATENCY_PERCENT': '!Ref LatencySloPercent', 'SLO_LATENCY_THRESHOLD_MS': '!Ref LatencyThresholdMs'}),
 )  # fmt: skip
 
 
-def _handler_route(handler: str) -> tuple[str, str]:
-    """``(path, method)`` of the route ``itl_functions.{handler}`` serves (the operation id its module gave it).
-    Raises ``LookupError`` when the router has no route of that id."""
-    module_name, attribute = handler.rsplit(".", 1)
-    function = getattr(importlib.import_module(f"itl_functions.{module_name}"), attribute)
-    for route in function.router.routes:
-        if getattr(route, "operation_id", None) == function.operation_id:
-            (method,) = sorted(route.methods)
-            return route.path, method.lower()
-    raise LookupError(f"itl_functions.{handler}: its router has no route {function.operation_id}")
+def _route(operation: str) -> tuple[str, str, str]:
+    """``(path, method, router module)`` of the route whose operation id is ``operation``, among every router of the
+    API. Raises ``LookupError`` when none has it."""
+    from itl_accelerator.api.app import all_routers
+
+    for router in all_routers():
+        for route in router.routes:
+            if getattr(route, "operation_id", None) == operation:
+                (method,) = sorted(route.methods)  # type: ignore[attr-defined]
+                return route.path, method.lower(), route.endpoint.__module__  # type: ignore[attr-defined]
+    raise LookupError(f"no route of the API has the operation id {operation!r}")
+
+
+def _handler_route(function: ApiFunction) -> tuple[str, str]:
+    """``(path, method)`` of the route ``function`` serves."""
+    path, method, _ = _route(function.operation)
+    return path, method
 
 
 def _scalar(text: str) -> str:
@@ -170,7 +179,7 @@ def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> li
     for f in functions:
         condition = "HasHotPathSnapStart" if f.hot else "HasApiSnapStart"
         lines += _function_block(
-            f.name, f.handler, f.description, f.policies, f.environment, f.timeout, condition, _handler_route(f.handler)
+            f.name, f.handler, f.description, f.policies, f.environment, f.timeout, condition, _handler_route(f)
         )
     return lines[:-1]
 
@@ -306,7 +315,7 @@ def sample_event(function: ApiFunction) -> dict[str, Any]:
     """A REST proxy event (API Gateway's shape, as ``events/`` holds them) of ``function``'s route: the sample path
     parameters, ``api-version`` 2026-11-01, no body, a dev admin of sub-123 as the authorizer's principal. Raises
     ``KeyError`` for a path parameter :data:`SAMPLE_PATH_PARAMETERS` lacks."""
-    resource, method = _handler_route(function.handler)
+    resource, method = _handler_route(function)
     names = re.findall(r"\{(\w+)\}", resource)
     parameters = {name: SAMPLE_PATH_PARAMETERS[name] for name in names}
     path = re.sub(r"\{(\w+)\}", lambda m: parameters[m.group(1)], resource)
@@ -486,6 +495,43 @@ def render_route_paths() -> list[str]:
     return [f'    "{path}",' for path in sorted(p for p in routes if p.startswith(("/subscriptions", "/providers")))]
 
 
+#: Where the API functions' handler modules are (``itl_functions``): each one's imports and handler lines are a
+#: generated region, and a row naming a module that does not exist yet creates it.
+HANDLER_MODULES = Path("functions/itl_functions")
+
+
+def render_handlers(module: str, functions: Iterable[ApiFunction] = API_FUNCTIONS) -> list[str]:
+    """The ``handlers`` region of ``itl_functions/{module}.py``: the import of the one router its operations live in
+    and a line per row naming the module. Raises ``ValueError`` when its operations are in several routers (a
+    function loads its own router only)."""
+    rows = [f for f in functions if f.handler.rsplit(".", 1)[0] == module]
+    routers = {_route(f.operation)[2] for f in rows}
+    if len(routers) != 1:
+        raise ValueError(f"itl_functions/{module}.py: its operations are in {sorted(routers)}; one router a module")
+    package, _, name = routers.pop().rpartition(".")
+    lines = [f"from {package} import {name} as routes", "from itl_functions.adapter import operation_handler", ""]
+    return lines + [f'{f.handler.rsplit(".", 1)[1]} = operation_handler(routes.router, "{f.operation}")' for f in rows]
+
+
+def handler_modules(directory: Path, functions: Iterable[ApiFunction] = API_FUNCTIONS) -> dict[Path, str]:
+    """Each handler module's text as its rows give it (a missing module: a docstring and its region)."""
+    rows = tuple(functions)
+    out: dict[Path, str] = {}
+    for module in sorted({f.handler.rsplit(".", 1)[0] for f in rows}):
+        path = directory / f"{module}.py"
+        region = Region(
+            "handlers", "itl_local/generate.py API_FUNCTIONS", functools.partial(render_handlers, module, rows)
+        )
+        text = (
+            path.read_text()
+            if path.exists()
+            else f'"""{module} functions: one handler per operation (see template.yaml)."""\n\n'
+            f"# >>> generated: handlers - from x\n# <<< generated: handlers\n"
+        )
+        out[path] = generate(text, (region,), indent="", file=f"{HANDLER_MODULES}/{module}.py")
+    return out
+
+
 #: The casing table of the catch-all route (a Python module: its cold start loads neither the routers nor YAML).
 CASING_TABLE = Path("layers/core/itl_accelerator/api/canonical.py")
 CASING_REGIONS: tuple[Region, ...] = (Region("route-paths", "the routers' ARM routes", render_route_paths),)
@@ -516,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff when out of date")
     parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    parser.add_argument(
+        "--functions-dir", type=Path, default=None, help="the handler modules (functions/itl_functions)"
+    )
     parser.add_argument("--casing-table", type=Path, default=None, help="api/canonical.py (beside the template)")
     parser.add_argument("--events", type=Path, default=None, help="sample events' folder (events/ beside the template)")
     args = parser.parse_args(argv)
@@ -523,14 +572,15 @@ def main(argv: list[str] | None = None) -> int:
     files = {
         args.template: generate(args.template.read_text()),
         casing: generate(casing.read_text(), CASING_REGIONS, indent="    ", file=str(CASING_TABLE)),
+        **handler_modules(args.functions_dir or DEFAULT_TEMPLATE.parent / HANDLER_MODULES),
     }
-    stale = {path: wanted for path, wanted in files.items() if wanted != path.read_text()}
+    stale = {path: wanted for path, wanted in files.items() if not path.exists() or wanted != path.read_text()}
     events = missing_events(args.events or args.template.parent / "events")
     if args.check:
         if not stale and not events:
             return 0
         for path, wanted in stale.items():
-            current = path.read_text()
+            current = path.read_text() if path.exists() else ""
             sys.stdout.writelines(
                 difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), path.name, "generated")
             )

@@ -15,7 +15,7 @@ import pytest
 from itl_accelerator import slo
 from itl_local import generate
 from itl_local.generate import API_FUNCTIONS, ApiFunction, RegionMissing
-from itl_local.template import DEFAULT_TEMPLATE, Template
+from itl_local.template import DEFAULT_TEMPLATE, Template, load_handler
 
 CASING = DEFAULT_TEMPLATE.parent / generate.CASING_TABLE
 
@@ -34,13 +34,18 @@ def test_every_function_of_the_table_is_in_the_template_with_its_routes_path_and
         props = resources[f"{row.name}Function"]["Properties"]
         assert props["Handler"] == f"itl_functions.{row.handler}"
         event = props["Events"]["Api"]["Properties"]
-        assert (event["Path"], event["Method"]) == generate._handler_route(row.handler)
+        assert (event["Path"], event["Method"]) == generate._handler_route(row)
+        assert load_handler(props["Handler"]).operation_id == row.operation  # the module's line serves it
         assert sorted(p["Ref"] for p in props.get("Policies", [])) == sorted(row.policies)
 
 
 def test_a_new_row_is_a_whole_function_block_with_its_routes_path() -> None:
     lines = generate.render_api_functions(
-        [ApiFunction("SparkJobsPeek", "spark_jobs.get", "GET: a sparkJob, peeked", environment={"A": '"1"'})]
+        [
+            ApiFunction(
+                "SparkJobsPeek", "spark_jobs.peek", "SparkJobs_Get", "GET: a sparkJob, peeked", environment={"A": '"1"'}
+            )
+        ]
     )
     text = "\n".join(lines)
     assert "  SparkJobsPeekFunction:\n    Type: AWS::Serverless::Function" in text
@@ -49,9 +54,24 @@ def test_a_new_row_is_a_whole_function_block_with_its_routes_path() -> None:
     assert '          A: "1"' in text
 
 
-def test_a_handler_without_a_route_is_refused() -> None:
-    with pytest.raises(AttributeError):
-        generate.render_api_functions([ApiFunction("Nothing", "spark_jobs.no_such_operation", "x")])
+def test_an_operation_no_route_has_is_refused_naming_it() -> None:
+    with pytest.raises(LookupError, match="SparkJobs_Peek"):
+        generate.render_api_functions([ApiFunction("Nothing", "spark_jobs.peek", "SparkJobs_Peek", "x")])
+
+
+def test_a_row_of_a_new_module_creates_it_with_its_router_and_handler_line(tmp_path) -> None:
+    rows = (*API_FUNCTIONS, ApiFunction("SparkJobsPeek", "job_peeks.peek", "SparkJobs_Get", "GET a job, peeked"))
+    written = generate.handler_modules(tmp_path, rows)
+    text = written[tmp_path / "job_peeks.py"]
+    assert "from itl_accelerator.api.routes import spark_jobs as routes\n" in text
+    assert 'peek = operation_handler(routes.router, "SparkJobs_Get")\n' in text
+    assert written[tmp_path / "spark_nodes.py"].count("operation_handler(routes.router") == 7
+
+
+def test_a_module_whose_operations_are_in_two_routers_is_refused(tmp_path) -> None:
+    rows = (ApiFunction("A", "mixed.a", "SparkJobs_Get", "a"), ApiFunction("B", "mixed.b", "SparkNodes_Get", "b"))
+    with pytest.raises(ValueError, match="one router a module"):
+        generate.handler_modules(tmp_path, rows)
 
 
 def test_a_changed_burn_rate_changes_the_alarms(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,3 +196,8 @@ def test_every_step_has_one_name_through_state_function_handler_and_method() -> 
             assert attribute == method_prefix + _snake(state_name), step
             method = _snake(state_name)
             assert callable(getattr(classes[steps_class], method, None)), f"{steps_class}.{method}"
+
+
+def test_every_handler_module_is_what_its_rows_generate() -> None:
+    for path, wanted in generate.handler_modules(DEFAULT_TEMPLATE.parent / generate.HANDLER_MODULES).items():
+        assert path.exists() and path.read_text() == wanted, f"{path}: run ./dev generate"
