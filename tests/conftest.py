@@ -188,23 +188,47 @@ MCP_QUOTE_SECRET_VARIABLE = "ITL_MCP_QUOTE_SECRET_ID"
 
 
 @pytest.fixture(scope="session")
-def aws_calls() -> Iterator[Any]:
+def aws_calls(request: pytest.FixtureRequest, template: Any) -> Iterator[Any]:
     """Every AWS call each function makes during the session (an :class:`itl_local.aws_calls.CallRecorder`), checked
-    against its policies in template.yaml by tests/integration/test_iam_policies.py, which runs last."""
+    against its policies in template.yaml by tests/integration/test_iam_policies.py, which runs last - in this
+    session, or (``./dev test`` on pytest-xdist workers) in a run of its own that reads what each worker's session
+    wrote when it ended (tests/recorded_calls.py)."""
     from itl_local.aws_calls import CallRecorder
+    from tests.recorded_calls import RecordedCalls, writing_to
 
     recorder = CallRecorder()
     recorder.install()
     yield recorder
     recorder.uninstall()
+    directory = writing_to()
+    if directory is not None:
+        summary = RecordedCalls.of(recorder, template, request.session.items, request.config.stash.get(DESELECTED, 0))
+        summary.write(directory, os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other collected test (it checks what they did)")
 
 
+#: The order tiers are handed to pytest-xdist's workers in: the longest tests first, so that no worker is left with
+#: a minute-long end-to-end test while the others have finished (a single-process run keeps the directory order).
+_DISTRIBUTED_ORDER = {"e2e": 0, "integration": 1, "fast": 2, "other": 2}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    """``last`` tests after every other; on pytest-xdist workers, the tiers longest first. A session that writes its
+    AWS calls for a later run of the ``last`` tests (tests/recorded_calls.py) leaves those tests out: they run there."""
+    from tests.recorded_calls import writing_to
+
+    if writing_to() is not None:
+        items[:] = [item for item in items if item.get_closest_marker("last") is None]
+    distributed = "PYTEST_XDIST_WORKER" in os.environ
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("last") is not None,
+            _DISTRIBUTED_ORDER[_tier(item.nodeid)] if distributed else 0,
+        )
+    )
 
 
 DESELECTED = pytest.StashKey[int]()
@@ -231,15 +255,24 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
 
 
+_STARTED = time.monotonic()
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Each tier's time at the end of the run (issue 28: a developer runs one tier alone, CI runs all)."""
+    """Each tier's time at the end of the run (issue 28: a developer runs one tier alone, CI runs all): the seconds
+    its tests took (set-up, call, tear-down; on several pytest-xdist workers they add up to more than the run), then
+    the run's own wall time."""
     seconds = _TIER_SECONDS
     if not seconds:
         return
     terminalreporter.section("time by tier")
     for tier in [*TIERS, "other"]:
         if tier in seconds:
-            terminalreporter.write_line(f"{tier:<12} {seconds[tier]:8.1f} s")
+            terminalreporter.write_line(f"{tier:<12} {seconds[tier]:8.1f} s of tests")
+    workers = getattr(config.option, "numprocesses", None) or 1
+    terminalreporter.write_line(
+        f"{'wall':<12} {time.monotonic() - _STARTED:8.1f} s on {workers} worker{'s' if workers > 1 else ''}"
+    )
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
