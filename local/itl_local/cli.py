@@ -38,7 +38,7 @@ def _settings() -> LocalSettings:
     """The settings as the environment says now (read afresh: ``up`` sets variables as it goes)."""
     from itl_local.settings import LocalSettings
 
-    return LocalSettings()
+    return LocalSettings.from_environ()
 
 
 def _home(settings: Any) -> Path:

@@ -32,10 +32,8 @@ def stack_env(home: Path, ports: tuple[int, int, int, int]) -> dict[str, str]:
     the state machines of its own in-process stack: a stack started after them must not use those)."""
     from itl_accelerator.settings import Settings
 
-    settings = {name.upper() for name in Settings.model_fields}
-    for field in Settings.model_fields.values():  # and the other names a setting is read by (CONTROLPLANE_API_URL)
-        choices = getattr(field.validation_alias, "choices", None) or []
-        settings |= {str(choice).upper() for choice in choices}
+    # every name a setting is read by (CONTROLPLANE_API_URL too)
+    settings = {variable for variables in Settings.environment_names().values() for variable in variables}
     env = {
         k: v
         for k, v in os.environ.items()

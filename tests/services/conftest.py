@@ -46,17 +46,6 @@ DEPROVISION_ARN = STATE_MACHINE.format("deprovision")
 JOB_ARN = STATE_MACHINE.format("job")
 
 
-class ExplicitSettings(Settings):
-    """:class:`Settings` from the values given here only: the process environment (which the slow suite's fixtures
-    set for the handlers) never changes what these tests run with."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-    ):  # type: ignore[no-untyped-def, override]
-        return (init_settings,)
-
-
 def make_settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "table_name": "itl-accelerator-memory",
@@ -88,7 +77,9 @@ def make_settings(**overrides: Any) -> Settings:
         "billing_export_prefix": "focus/",
         "default_page_size": 100,
     }
-    return ExplicitSettings(**{**values, **overrides})
+    # the values given here only: the process environment (which the slow suite's fixtures set for the handlers)
+    # never changes what these tests run with
+    return Settings(**{**values, **overrides})
 
 
 # ---------------------------------------------------------------------------------------------------------- bodies

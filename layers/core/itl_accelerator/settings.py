@@ -1,6 +1,11 @@
 """The one settings model. Nothing else in the project reads ``os.environ`` (but for Powertools' own variables, which
 observability.py reads as Powertools does).
 
+A pydantic model read from the environment by :meth:`Settings.from_environ` (variable names case-insensitive, a
+field's name or one of its ``AliasChoices``; a list field holds JSON), as pydantic-settings would - without
+pydantic-settings, whose import (with asyncio and its source providers) cost every function about 90 ms of its cold
+start (docs/ARCHITECTURE.md, "Cold start"). ``Settings(**values)`` is the values given and the defaults, nothing else.
+
 Names follow the original service description (``CONTROL_PLANE_API_URL``, ``CONTROL_PLANE_AUTH_URL``,
 ``DGX_PLATFORM_API_URL``, ``DGX_PLATFORM_API_KEY``, ``SERVICE_NAME``, ``SERVICE_PORT``, ``LOG_LEVEL``) plus the
 serverless ones (``TABLE_NAME``, the ``OIDC_*`` identity settings).
@@ -8,12 +13,16 @@ serverless ones (``TABLE_NAME``, the ``OIDC_*`` identity settings).
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import typing
+from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any, Self
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 #: A Step Functions state machine's ARN (any partition; template.yaml passes ``!Ref`` of each state machine).
 STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_.-]{1,80}$")
@@ -55,13 +64,13 @@ REQUIRED_BY_HANDLER: dict[str, tuple[str, ...]] = {
 }
 
 
-class Settings(BaseSettings):
-    """Runtime configuration, read from environment variables (case-insensitive names).
+class Settings(BaseModel):
+    """Runtime configuration, read from environment variables (case-insensitive names) by :meth:`from_environ`.
 
     Units: seconds for every ``*_seconds`` field, bytes for ``max_body_bytes``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+    model_config = ConfigDict(extra="ignore", validate_by_name=True, validate_by_alias=True)
 
     service_name: str = "accelerator-provider"
     log_level: str = "INFO"
@@ -244,6 +253,55 @@ class Settings(BaseSettings):
             raise ValueError(f"not a Step Functions state machine ARN: {value!r}")
         return value
 
+    @classmethod
+    def environment_names(cls) -> dict[str, tuple[str, ...]]:
+        """Field name → the environment variables it is read from, upper case, first found wins: its own name, or
+        its ``AliasChoices`` (``CONTROL_PLANE_API_URL``, then ``CONTROLPLANE_API_URL``) or alias (``_HANDLER``)."""
+        names: dict[str, tuple[str, ...]] = {}
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices):
+                names[name] = tuple(str(choice).upper() for choice in alias.choices)
+            elif isinstance(alias, str):
+                names[name] = (alias.upper(),)
+            else:
+                names[name] = (name.upper(),)
+        return names
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None, **values: Any) -> Self:
+        """The settings of ``environ`` (default: ``os.environ``) — each field from the first of its
+        :meth:`environment_names` set, in any case; a list field's value is JSON — with ``values`` over them.
+        Raises :class:`SettingInvalid` naming each variable whose value is refused."""
+        found = {key.upper(): value for key, value in (os.environ if environ is None else environ).items()}
+        read: dict[str, Any] = {}
+        source: dict[str, str] = {}  # field → the variable it was read from
+        problems: list[str] = []
+        for name, variables in cls.environment_names().items():
+            variable = next((v for v in variables if v in found), None)
+            if variable is None or name in values:
+                continue
+            value: Any = found[variable]
+            annotation = cls.model_fields[name].annotation
+            if typing.get_origin(annotation) in (list, dict, tuple, set):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    problems.append(f"{variable}: not JSON (a {annotation} is expected)")
+                    continue
+            read[name] = value
+            source[name] = variable
+        try:
+            settings = cls(**read, **values)
+        except ValidationError as error:
+            problems += [
+                f"{source.get(str(e['loc'][0]), '.'.join(map(str, e['loc'])).upper())}: {e['msg']}"
+                for e in error.errors()
+            ]
+        if problems:
+            raise SettingInvalid("; ".join(problems))
+        return settings
+
     def require(self, name: str) -> str:
         """The value of the setting ``name`` (a field of this model), which the caller cannot do without. Raises
         :class:`SettingMissing` naming its environment variable when it is empty."""
@@ -269,12 +327,7 @@ def get_settings() -> Settings:
     Raises :class:`SettingInvalid` naming each variable whose value is refused, and :class:`SettingMissing` naming
     each one this function's handler needs (``REQUIRED_BY_HANDLER``) that is not set; neither is cached, so every
     call of a misconfigured function fails the same way."""
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        raise SettingInvalid(
-            "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors())
-        ) from None
+    settings = Settings.from_environ()
     missing = [
         name.upper() for name in REQUIRED_BY_HANDLER.get(settings.lambda_handler, ()) if not getattr(settings, name)
     ]
