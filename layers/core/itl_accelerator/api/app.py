@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itl_accelerator.api.protocol import ArmProtocolMiddleware
+from itl_accelerator.api.routing import DeferredRouter
 from itl_accelerator.arm import DEFAULT_API_VERSION
 from itl_accelerator.errors import (
     ArmError,
@@ -153,10 +154,14 @@ def build_app(
     wanted = set(operation_ids) if operation_ids is not None else None
     known: set[str] = set()
     for router in all_routers() if routers is None else routers:
-        routes = [r for r in router.routes if isinstance(r, APIRoute)]
-        known |= {r.operation_id for r in routes if r.operation_id}
         selected = APIRouter()
-        selected.routes = [r for r in routes if wanted is None or r.operation_id in wanted]
+        if isinstance(router, DeferredRouter) and wanted is not None:
+            known |= router.operation_ids
+            selected.routes = list(router.routes_of(wanted))  # built now, and no other route of the router
+        else:
+            routes = [r for r in router.routes if isinstance(r, APIRoute)]
+            known |= {r.operation_id for r in routes if r.operation_id}
+            selected.routes = [r for r in routes if wanted is None or r.operation_id in wanted]
         if selected.routes:
             app.include_router(selected)
     if wanted is not None and not wanted <= known:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -41,6 +41,60 @@ from itl_accelerator.auth.rbac import Permission
 PERMISSIONS_KEY = "x-itl-permissions"
 SCOPE_KEY = "x-itl-scope"
 _PARAM = re.compile(r"\{(\w+)\}")
+
+
+class DeferredRouter(APIRouter):
+    """An :class:`APIRouter` that builds each route when it is first needed, not when it is declared: FastAPI analyses
+    a route's signature and models as it is added (about 6 ms a route here), and a Lambda function serves one
+    operation of a router declaring up to eight (docs/ARCHITECTURE.md, "Cold start"). ``routes`` builds them all, in
+    the order declared (the local server, the OpenAPI document, the generator); :meth:`routes_of` only those of the
+    operation ids asked for (a function's app). Takes :class:`APIRouter`'s arguments."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._settings = settings
+        self._declared: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
+        self._built: dict[int, APIRoute] = {}
+        super().__init__(**settings)
+
+    @property
+    def routes(self) -> list[Any]:
+        """Every route, built: the declared ones in their order, after any added otherwise."""
+        self._build(range(len(self._declared)))
+        return self._routes
+
+    @routes.setter
+    def routes(self, value: list[Any]) -> None:
+        self._routes = value
+
+    def add_api_route(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        """Declare the route (FastAPI's decorators call this); it is built by :attr:`routes` or :meth:`routes_of`."""
+        self._declared.append((path, endpoint, kwargs))
+
+    @property
+    def operation_ids(self) -> set[str]:
+        """The operation id of every declared route (none is built)."""
+        return {str(kwargs["operation_id"]) for _, _, kwargs in self._declared if kwargs.get("operation_id")}
+
+    def routes_of(self, operation_ids: set[str]) -> list[APIRoute]:
+        """The routes of ``operation_ids``, built (and only they), in the order declared."""
+        wanted = [i for i, (_, _, kwargs) in enumerate(self._declared) if kwargs.get("operation_id") in operation_ids]
+        self._build(wanted)
+        return [self._built[i] for i in wanted]
+
+    def _build(self, indexes: range | list[int]) -> None:
+        new = [i for i in indexes if i not in self._built]
+        if not new:
+            return
+        for i in new:
+            path, endpoint, kwargs = self._declared[i]
+            scratch = APIRouter(**self._settings)  # FastAPI's own add_api_route, with this router's settings
+            APIRouter.add_api_route(scratch, path, endpoint, **kwargs)
+            route = scratch.routes[-1]
+            assert isinstance(route, APIRoute)
+            self._built[i] = route
+        built = set(map(id, self._built.values()))
+        others = [route for route in self._routes if id(route) not in built]
+        self._routes = others + [self._built[i] for i in sorted(self._built)]
 
 
 def requires(*actions: Permission, scope: str = "resource") -> dict[str, Any]:

@@ -10,18 +10,18 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import ApiVersion, ContextDep, SkipToken, Top, WiringDep, public_base_url
 from itl_accelerator.api.responses import errors
-from itl_accelerator.api.routing import ArmRoute
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter
 from itl_accelerator.models.job_logs import JobLogPage
 from itl_accelerator.services.api.job_logs import parse_after, parse_since, parse_tail
 
-router = APIRouter(tags=["sparkJobs"], route_class=ArmRoute)
+router = DeferredRouter(tags=["sparkJobs"], route_class=ArmRoute)
 
 Tail = Annotated[
     str | None,

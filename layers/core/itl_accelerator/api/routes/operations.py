@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep, public_base_url
 from itl_accelerator.api.lro import ASYNC_HEADERS
 from itl_accelerator.api.responses import empty, errors, resource_response
-from itl_accelerator.api.routing import ArmRoute
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter
 from itl_accelerator.models.instances import OperationStatus, SparkOllamaInstance
 from itl_accelerator.services.common.lro import operation_result_path
 
-router = APIRouter(tags=["operations"], route_class=ArmRoute)
+router = DeferredRouter(tags=["operations"], route_class=ArmRoute)
 
 BASE = "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}"
 

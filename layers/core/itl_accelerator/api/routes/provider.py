@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from pydantic import BaseModel
 
 from itl_accelerator import errors as e
 from itl_accelerator.api.deps import ApiVersion, ContextDep, SkipToken, Top, WiringDep, next_link
 from itl_accelerator.api.responses import errors, page_response
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.rbac import PERMISSIONS
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.subscriptions import Subscription, SubscriptionWrite
 
-router = APIRouter(tags=["provider"], route_class=ArmRoute)
+router = DeferredRouter(tags=["provider"], route_class=ArmRoute)
 
 
 class OperationDisplay(BaseModel):

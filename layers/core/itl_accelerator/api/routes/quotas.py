@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import ApiVersion, ContextDep, IfMatch, WiringDep
 from itl_accelerator.api.responses import empty, errors, resource_response
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.quotas import Quota, QuotaList, QuotaWrite, UsageList
 
-router = APIRouter(tags=["quotas"], route_class=ArmRoute)
+router = DeferredRouter(tags=["quotas"], route_class=ArmRoute)
 
 READ_ERRORS = errors(e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFound)
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep
 from itl_accelerator.api.responses import errors
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.slo import SloReport
 
-router = APIRouter(tags=["slo"], route_class=ArmRoute)
+router = DeferredRouter(tags=["slo"], route_class=ArmRoute)
 
 Month = Annotated[
     str | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from itl_accelerator import errors as e
@@ -22,12 +22,12 @@ from itl_accelerator.api.deps import (
 )
 from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.jobs import AcceptedJob, SparkJob, SparkJobCreate, SparkJobWrite
 
-router = APIRouter(tags=["sparkJobs"], route_class=ArmRoute)
+router = DeferredRouter(tags=["sparkJobs"], route_class=ArmRoute)
 
 RG_COLLECTION = paths.JOBS
 SUB_COLLECTION = paths.JOBS_OF_SUBSCRIPTION

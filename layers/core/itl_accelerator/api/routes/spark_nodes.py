@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import Response
 
 from itl_accelerator import errors as e
@@ -20,12 +20,12 @@ from itl_accelerator.api.deps import (
     next_link,
 )
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodePatch, SparkNodeWrite
 
-router = APIRouter(tags=["sparkNodes"], route_class=ArmRoute)
+router = DeferredRouter(tags=["sparkNodes"], route_class=ArmRoute)
 
 RG_COLLECTION = paths.NODES
 SUB_COLLECTION = paths.NODES_OF_SUBSCRIPTION

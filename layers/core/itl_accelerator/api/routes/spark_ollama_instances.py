@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from itl_accelerator import errors as e
@@ -22,7 +22,7 @@ from itl_accelerator.api.deps import (
 )
 from itl_accelerator.api.lro import ASYNC_HEADERS, async_headers
 from itl_accelerator.api.responses import empty, errors, page_response, resource_response
-from itl_accelerator.api.routing import ArmRoute, requires
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.instances import (
@@ -49,7 +49,7 @@ CREATE_ERRORS = (
     e.SubscriptionNotRegistered,
 )
 
-router = APIRouter(tags=["sparkOllamaInstances"], route_class=ArmRoute)
+router = DeferredRouter(tags=["sparkOllamaInstances"], route_class=ArmRoute)
 
 COLLECTION = paths.INSTANCES
 ITEM = paths.INSTANCE

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
 from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep
 from itl_accelerator.api.responses import errors
-from itl_accelerator.api.routing import ArmRoute
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter
 from itl_accelerator.models.usage import UsageStats
 from itl_accelerator.services.api.usage_stats import parse_hours
 
-router = APIRouter(tags=["usage"], route_class=ArmRoute)
+router = DeferredRouter(tags=["usage"], route_class=ArmRoute)
 
 Hours = Annotated[
     str | None,
