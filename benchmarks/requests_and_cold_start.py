@@ -444,7 +444,14 @@ class ColdStart:
 
 
 def _child_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+    """A function's environment: this process's, with template.yaml's ``Globals`` variables (PYDANTIC_DISABLE_PLUGINS
+    among them) and what the measured functions need. Bytecode caching on: the warm-up run writes ``__pycache__``
+    as the build ships it (layers/core/Makefile compiles the layer ahead; a PYTHONDONTWRITEBYTECODE in this shell
+    would have every run compile every module of the project, which no deployed function does)."""
+    from itl_local.template import Template
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "PYTHONDONTWRITEBYTECODE")}
+    env.update(Template().global_environment())
     env.update(
         {
             "AWS_DEFAULT_REGION": "us-east-1",
