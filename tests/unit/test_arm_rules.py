@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from itl_accelerator import arm
@@ -134,3 +136,88 @@ def test_a_revised_document_merges_properties_drops_nones_and_stamps_the_change(
     assert after["systemData"]["lastModifiedByType"] == "Application"  # ARM's createdByType for the workflows
     assert after["systemData"]["lastModifiedAt"].startswith("2026-01-01T00:00:00")
     assert document["properties"]["status"] == "Running"  # the stored one is not changed in place
+
+
+# --------------------------------------------------------------------------- a record's typed values own their properties
+def _job() -> Any:
+    from itl_accelerator.domain.records import Job, ResourceKey
+    from itl_accelerator.domain.states import JobStatus, ProvisioningState
+    from itl_accelerator.resources import JOBS
+
+    key = ResourceKey("sub-1", "rg1", "sparkJobs", ("train",))
+    document = JOBS.envelope(
+        "sub-1",
+        "rg1",
+        ("train",),
+        tags={},
+        system_data={"createdBy": "alice", "createdByType": "User", "createdAt": "2026-12-01T00:00:00Z"},
+        properties={"jobType": "training", "statusReason": "Submitted.", "gpuModel": "H100 SXM"},
+    )
+    return Job(
+        key=key,
+        document=document,
+        etag='"1"',
+        state=ProvisioningState.ACCEPTED,
+        operation_id="op-1",
+        gpus=2,
+        memory_gb=0,
+        status=JobStatus.PENDING,
+        priority=0,
+        submitted_by="alice",
+        submitted_at="2026-12-01T00:00:00Z",
+        max_duration_seconds=3600,
+    )
+
+
+def test_a_change_of_a_typed_value_is_its_documents_property_too():
+    from itl_accelerator.domain.states import JobStatus, ProvisioningState
+    from itl_accelerator.services.common.context import system_context
+
+    job = _job()
+    ctx = system_context("op-1", "c-1", clock=lambda: 1_764_979_200.0)
+    running = arm_rules.changed(
+        ctx,
+        job,
+        {"statusReason": "Running.", "logsUrl": "https://dgx/logs/1"},
+        status=JobStatus.RUNNING,
+        state=ProvisioningState.RUNNING,
+        started_at="2026-12-06T00:00:00Z",
+    )
+    properties = running.document["properties"]
+    assert running.status == JobStatus.RUNNING and running.etag != job.etag
+    assert properties["status"] == "Running" and properties["provisioningState"] == "Running"
+    assert properties["startedAt"] == "2026-12-06T00:00:00Z" and properties["logsUrl"] == "https://dgx/logs/1"
+    # what only the document holds stays; zero is a value (priority 0, no GPU memory asked), not an absence
+    assert properties["jobType"] == "training" and properties["gpuModel"] == "H100 SXM"
+    assert properties["priority"] == 0 and properties["requestedMemoryGb"] == 0 and properties["requestedGpus"] == 2
+    assert properties["maxDurationMinutes"] == 60 and properties["submittedBy"] == "alice"
+    assert "endedAt" not in properties  # not set yet: not shown
+    assert running.document["systemData"]["lastModifiedBy"] == "ITL.Accelerator/workflows"
+    assert running.document["systemData"]["createdBy"] == "alice"
+    # the record it came from is untouched
+    assert "startedAt" not in job.document["properties"] and job.status == JobStatus.PENDING
+
+
+def test_a_property_only_the_document_holds_is_removed_by_none():
+    from itl_accelerator.services.common.context import system_context
+
+    job = _job()
+    told = arm_rules.changed(system_context("op-1", "c-1"), job, {"statusReason": None})
+    assert "statusReason" not in told.document["properties"]
+    assert told.document["properties"]["status"] == "Pending"
+
+
+def test_the_envelope_names_a_new_documents_members_once():
+    from itl_accelerator.resources import INSTANCES
+
+    document = INSTANCES.envelope(
+        "sub-1", "rg1", ("dgx-1", "llama"), system_data={"createdBy": "a"}, properties={"model": "llama3"}
+    )
+    assert document == {
+        "id": "/subscriptions/sub-1/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes/dgx-1"
+        "/sparkOllamaInstances/llama",
+        "name": "llama",
+        "type": "ITL.Accelerator/sparkNodes/sparkOllamaInstances",
+        "systemData": {"createdBy": "a"},
+        "properties": {"model": "llama3"},
+    }

@@ -7,6 +7,7 @@ here; the store's keys, the access checks, audit items, 404 messages and resourc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import resource_id, validate_resource_group, validate_resource_name, validate_subscription_id
@@ -57,6 +58,35 @@ class ResourceType:
         if self.parent is None:
             return resource_id(subscription_id, resource_group) + f"/{self.segment}"
         return self.parent.id(subscription_id, resource_group, parent_names) + f"/{self.segment}"
+
+    def envelope(
+        self,
+        subscription_id: str,
+        resource_group: str,
+        names: tuple[str, ...],
+        *,
+        system_data: dict[str, Any],
+        properties: dict[str, Any],
+        location: str | None = None,
+        tags: dict[str, str] | None = None,
+        sku: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The ARM envelope of a new resource document (ARM_CONTRACT.md 19, 20): ``id``, ``name`` (the leaf's, as
+        supplied), ``type``, then ``location``, ``tags`` and ``sku`` where the type has them (None: left out),
+        ``systemData`` and ``properties``. The one place a first document's members are named; ``etag`` is added
+        when it is rendered."""
+        document: dict[str, Any] = {
+            "id": self.id(subscription_id, resource_group, names),
+            "name": names[-1],
+            "type": self.type_name,
+        }
+        if location is not None:
+            document["location"] = location
+        if tags is not None:
+            document["tags"] = tags
+        if sku is not None:
+            document["sku"] = sku
+        return {**document, "systemData": system_data, "properties": properties}
 
     def validate_names(self, subscription_id: str, resource_group: str, names: tuple[str, ...]) -> None:
         """400 on an invalid subscription id, resource group or resource name (``target`` the path parameter)."""

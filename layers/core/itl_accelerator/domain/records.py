@@ -341,6 +341,12 @@ class Workload:
         """Where its capacity is: its ``node``, or an instance's parent."""
         return self.node or self.key.parent()
 
+    def arm_properties(self) -> dict[str, Any]:
+        """The ARM ``properties`` its typed values own, as its document shows them — the one place a typed value
+        becomes a property (services/common/arm_rules.py ``changed`` writes them into the document with every change
+        of the record). Values not set yet (None, "") are left out, so a document keeps what it holds."""
+        return _set({"provisioningState": str(self.state), "operationId": self.operation_id})
+
     @property
     def created_at(self) -> str:
         return str((self.document.get("systemData") or {}).get("createdAt", ""))
@@ -362,6 +368,14 @@ class Instance(Workload):
     @property
     def model(self) -> str:
         return str(self.properties.get("model", ""))
+
+    def arm_properties(self) -> dict[str, Any]:
+        """See :meth:`Workload.arm_properties`: its GPUs and GiB of GPU memory as asked (``gpus``, ``memoryGb``); its
+        state; the operation at work on it (the delete's once one is under way)."""
+        return {
+            **super().arm_properties(),
+            **_set({"gpus": self.gpus, "memoryGb": self.memory_gb, "operationId": self.delete_operation_id}),
+        }
 
 
 @dataclass
@@ -393,6 +407,29 @@ class Job(Workload):
     cancel_operation_id: str | None = None
     drain_node: ResourceKey | None = None
 
+    def arm_properties(self) -> dict[str, Any]:
+        """See :meth:`Workload.arm_properties`: what it asks for (``requestedGpus``, ``requestedMemoryGb``,
+        ``priority``, ``maxDurationMinutes``), who submitted it and when, its ``status``, state and operation, when
+        it started and ended, and who asked to cancel it. (Its ``gpuModel`` shows the model as submitted, which the record keeps only as
+        :func:`gpu_model_key`; its charges are written where they are computed, job_steps.py ``_ended``.)"""
+        return {
+            **super().arm_properties(),
+            **_set(
+                {
+                    "requestedGpus": self.gpus,
+                    "requestedMemoryGb": self.memory_gb,
+                    "priority": self.priority,
+                    "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
+                    "status": str(self.status),
+                    "submittedBy": self.submitted_by,
+                    "submittedAt": self.submitted_at,
+                    "startedAt": self.started_at,
+                    "endedAt": self.ended_at,
+                    "cancelRequestedBy": self.canceled_by,
+                }
+            ),
+        }
+
     @property
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
@@ -404,6 +441,11 @@ class Job(Workload):
         for a job submitted before ceilings existed (any node)."""
         value = self.properties.get("priceCeiling")
         return PriceCeiling.from_properties(value) if isinstance(value, dict) else None
+
+
+def _set(properties: dict[str, Any]) -> dict[str, Any]:
+    """``properties`` without the values not set (None, "")."""
+    return {name: value for name, value in properties.items() if value is not None and value != ""}
 
 
 @dataclass

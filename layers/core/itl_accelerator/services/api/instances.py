@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,6 +60,9 @@ from itl_accelerator.state_machines import StateMachines
 #: (its pricing or shape changed: the terms it locks must be the ones in force), before 409
 #: ``AnotherOperationInProgress``.
 NODE_WRITE_ATTEMPTS = 3
+#: How many times a delete reads and decides again when a workflow step changed the instance meanwhile (without
+#: ``If-Match``; with it, a changed etag is 412), before 409 ``AnotherOperationInProgress``.
+DELETE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -292,27 +295,21 @@ class SparkOllamaInstanceService:
     ) -> tuple[Instance, Operation, AuditEvent]:
         """The records the accepting transaction writes: the Accepted instance (its node's terms locked, a start
         lease), its PROVISION operation and its audit event."""
-        key, spec, name = request.key, request.spec, request.key.names[-1]
+        key, spec = request.key, request.spec
         operation_id = str(uuid.uuid4())
         terms = node_record.terms
-        document: dict[str, Any] = {
-            "id": INSTANCES.id(key.subscription_id, key.resource_group, key.names),
-            "name": name,
-            "type": INSTANCES.type_name,
-            "systemData": arm_rules.stamp_system_data(ctx, existing.document["systemData"] if existing else None),
-            "properties": {
-                "model": spec.model,
-                "gpus": spec.gpus,
-                "memoryGb": spec.memory_gb,
-                "billingTerms": terms_properties(terms, ctx.now_iso()),
-                "provisioningState": str(ProvisioningState.ACCEPTED),
-                "operationId": operation_id,
-            },
-        }
         instance = Instance(
             key=key,
-            document=document,
-            etag=arm_rules.new_etag(),
+            # what only its document holds; its GPUs, memory, state and operation become properties from the record
+            # (Instance.arm_properties)
+            document=INSTANCES.envelope(
+                key.subscription_id,
+                key.resource_group,
+                key.names,
+                system_data=arm_rules.stamp_system_data(ctx, existing.document["systemData"] if existing else None),
+                properties={"model": spec.model, "billingTerms": terms_properties(terms, ctx.now_iso())},
+            ),
+            etag="",
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
             spec_hash=request.fingerprint,
@@ -324,6 +321,8 @@ class SparkOllamaInstanceService:
             billing_terms=terms,
             lease=self._start_lease(),
         )
+        instance = arm_rules.changed(ctx, instance)  # its typed values written into its document, and its etag
+        document = instance.document
         operation = new_operation(
             ctx,
             key,
@@ -374,25 +373,33 @@ class SparkOllamaInstanceService:
         key = self.key(subscription_id, resource_group, node, name)
         self._kernel.require(ctx, INSTANCES, key, INSTANCES.delete)
         self._settings.require("deprovision_state_machine_arn")
-        for _ in range(3):
-            existing = self._instances.get(key)
-            if existing is None:
-                if if_match is not None:
-                    arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
-                return None
-            arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
-            if existing.state == ProvisioningState.DELETING and existing.delete_operation_id:
-                found = self._operations.get(subscription_id, existing.delete_operation_id)
-                if found is None or not found.status.final:
-                    # the same delete, still running: the same operation (and a harmless restart by name)
-                    self._start_deprovision(ctx, key, existing.delete_operation_id)
-                    return self._accepted(existing, existing.delete_operation_id)
-                # its workflow ended without removing the instance: a new delete operation tries again
-            try:
-                return self._begin_delete(ctx, key, existing)
-            except WorkloadChanged:
-                continue
-        raise AnotherOperationInProgress("The instance kept changing while being deleted; retry the request.")
+        # a workflow step changed the instance since it was read: decide again on the instance as it is now
+        return reattempt(
+            lambda: self._delete_once(ctx, key, if_match),
+            on=WorkloadChanged,
+            attempts=DELETE_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(
+                "The instance kept changing while being deleted; retry the request."
+            ),
+        )
+
+    def _delete_once(self, ctx: CallContext, key: ResourceKey, if_match: str | None) -> Accepted | None:
+        """One read-decide-write of :meth:`delete`. Raises :class:`WorkloadChanged` when the instance changed since
+        it was read (nothing written)."""
+        existing = self._instances.get(key)
+        if existing is None:
+            if if_match is not None:
+                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            return None
+        arm_rules.check_preconditions(existing.etag, if_match=if_match, if_none_match=None)
+        if existing.state == ProvisioningState.DELETING and existing.delete_operation_id:
+            found = self._operations.get(key.subscription_id, existing.delete_operation_id)
+            if found is None or not found.status.final:
+                # the same delete, still running: the same operation (and a harmless restart by name)
+                self._start_deprovision(ctx, key, existing.delete_operation_id)
+                return self._accepted(existing, existing.delete_operation_id)
+            # its workflow ended without removing the instance: a new delete operation tries again
+        return self._begin_delete(ctx, key, existing)
 
     def _begin_delete(self, ctx: CallContext, key: ResourceKey, existing: Instance) -> Accepted:
         """Instance -> Deleting (cancel requested when in flight), delete operation, audit, and — for a serving
@@ -400,20 +407,15 @@ class SparkOllamaInstanceService:
         workflow. Raises :class:`WorkloadChanged` when the instance changed since it was read."""
         operation_id = str(uuid.uuid4())
         cancel = existing.state in INSTANCE_IN_FLIGHT
-        document = arm_rules.revised(
+        deleting = arm_rules.changed(
             ctx,
-            existing.document,
-            {"provisioningState": str(ProvisioningState.DELETING), "operationId": operation_id},
-        )
-        deleting = replace(
             existing,
-            document=document,
-            etag=arm_rules.new_etag(),
             state=ProvisioningState.DELETING,
             delete_operation_id=operation_id,
             cancel_requested=cancel,
             lease=self._start_lease(),
         )
+        document = deleting.document
         operation = new_operation(
             ctx,
             key,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,12 +47,15 @@ from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.lro import CANCEL_POLL_SECONDS, Accepted, new_operation, poll_after
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
 
 #: Operations of jobs are addressed under this location when the job names none (ARM needs one in the path).
 GLOBAL_LOCATION = "global"
+#: How many times a cancel reads and decides again when the job changed meanwhile (a workflow step, the tracker).
+CANCEL_ATTEMPTS = 3
 
 
 def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
@@ -249,36 +251,28 @@ class SparkJobService:
             budget_currencies,
             ctx.principal.resource_groups_in(key.subscription_id),
         )
-        document: dict[str, Any] = {
-            "id": JOBS.id(key.subscription_id, key.resource_group, key.names),
-            "name": key.names[-1],
-            "type": JOBS.type_name,
-            **({"location": location} if location else {}),
-            "tags": body.tags or {},
-            "systemData": arm_rules.stamp_system_data(ctx, None),
-            "properties": {
-                "jobType": spec["jobType"],
-                "workload": masked_workload(spec["workload"], reveal_env=True),  # secret values live apart
-                "requestedGpus": props.requested_gpus,
-                "requestedMemoryGb": props.requested_memory_gb,
-                **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
-                "priority": props.priority,
-                "maxDurationMinutes": props.max_duration_minutes,
-                **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
-                "priceCeiling": ceiling.as_properties(),
-                "status": str(JobStatus.PENDING),
-                "statusReason": "Submitted; waiting for admission.",
-                "submittedBy": ctx.principal.subject,
-                "submittedAt": now,
-                "gpuSeconds": 0,
-                "provisioningState": str(ProvisioningState.ACCEPTED),
-                "operationId": operation_id,
-            },
-        }
         job = Job(
             key=key,
-            document=document,
-            etag=arm_rules.new_etag(),
+            # what only its document holds; its typed values (what it asks for, who submitted it, its status and
+            # operation) become properties below, from the record (Job.arm_properties)
+            document=JOBS.envelope(
+                key.subscription_id,
+                key.resource_group,
+                key.names,
+                location=location or None,
+                tags=body.tags or {},
+                system_data=arm_rules.stamp_system_data(ctx, None),
+                properties={
+                    "jobType": spec["jobType"],
+                    "workload": masked_workload(spec["workload"], reveal_env=True),  # secret values live apart
+                    **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
+                    **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
+                    "priceCeiling": ceiling.as_properties(),
+                    "statusReason": "Submitted; waiting for admission.",
+                    "gpuSeconds": 0,
+                },
+            ),
+            etag="",
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
             spec_hash=fingerprint,
@@ -294,6 +288,8 @@ class SparkJobService:
             gpu_model=gpu_model_key(props.gpu_model),
             secret_env=dict(spec["workload"].get("secretEnv") or {}),
         )
+        job = arm_rules.changed(ctx, job)  # its typed values written into its document, and its etag
+        document = job.document
         operation = new_operation(
             ctx,
             key,
@@ -356,62 +352,64 @@ class SparkJobService:
         it has already ended (its status named, and left as it was). A job that waits (for capacity, or while it
         runs) has its execution resumed at once."""
         key = self.key(subscription_id, resource_group, name)
-        for _ in range(3):
-            job = self._read(ctx, key, rbac.JOBS_CANCEL)
-            location = job.document.get("location") or GLOBAL_LOCATION
-            if job.status in FINAL_JOB_STATUSES:
-                raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")
-            if job.cancel_requested and job.cancel_operation_id:
-                return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, CANCEL_POLL_SECONDS)
-            operation_id = str(uuid.uuid4())
-            operation = new_operation(
-                ctx,
-                key,
-                kind=OperationKind.CANCEL,
-                location=location,
-                operation_id=operation_id,
-                resource_id=job.document["id"],
-                owner=job.submitted_by or ctx.principal.subject,
+        # a workflow step or the tracker changed the job since it was read: decide again on the job as it is now
+        return reattempt(
+            lambda: self._cancel_once(ctx, key),
+            on=WorkloadChanged,
+            attempts=CANCEL_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(
+                "The job kept changing while being canceled; retry the request."
+            ),
+        )
+
+    def _cancel_once(self, ctx: CallContext, key: ResourceKey) -> Accepted:
+        """One read-decide-write of :meth:`cancel`. Raises :class:`WorkloadChanged` when the job changed since it was
+        read (nothing written)."""
+        name = key.name
+        job = self._read(ctx, key, rbac.JOBS_CANCEL)
+        location = job.document.get("location") or GLOBAL_LOCATION
+        if job.status in FINAL_JOB_STATUSES:
+            raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")
+        if job.cancel_requested and job.cancel_operation_id:
+            return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, CANCEL_POLL_SECONDS)
+        operation_id = str(uuid.uuid4())
+        operation = new_operation(
+            ctx,
+            key,
+            kind=OperationKind.CANCEL,
+            location=location,
+            operation_id=operation_id,
+            resource_id=job.document["id"],
+            owner=job.submitted_by or ctx.principal.subject,
+        )
+        now = ctx.now_iso()
+        stopping = "stopping it on the DGX Platform." if job.status == JobStatus.RUNNING else "it will not run."
+        canceling = arm_rules.changed(
+            ctx,
+            job,
+            {
+                "cancelRequestedAt": now,
+                "statusReason": f"Cancel requested by {ctx.principal.subject} at {now}; {stopping}",
+            },
+            cancel_requested=True,
+            canceled_by=ctx.principal.subject,
+            cancel_operation_id=operation_id,
+        )
+        summary = f"Cancel requested by {ctx.principal.subject}"
+        audit = self._kernel.audit(ctx, JOBS, key, rbac.JOBS_CANCEL, summary, job.document, canceling.document)
+        self._jobs.update(
+            job,
+            canceling,
+            audit,
+            expect=Expect(etag=job.etag, status=ACTIVE_JOB_STATUSES),
+            effects=Effects(new_operation=operation),
+        )
+        if job.task_token:  # waiting for capacity or running: resume its execution at once
+            outcome = StepOutcome(
+                end=JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {ctx.principal.subject}.", stop=True)
             )
-            now = ctx.now_iso()
-            stopping = "stopping it on the DGX Platform." if job.status == JobStatus.RUNNING else "it will not run."
-            document = arm_rules.revised(
-                ctx,
-                job.document,
-                {
-                    "cancelRequestedBy": ctx.principal.subject,
-                    "cancelRequestedAt": now,
-                    "statusReason": f"Cancel requested by {ctx.principal.subject} at {now}; {stopping}",
-                },
-            )
-            canceling = replace(
-                job,
-                document=document,
-                etag=arm_rules.new_etag(),
-                cancel_requested=True,
-                canceled_by=ctx.principal.subject,
-                cancel_operation_id=operation_id,
-            )
-            audit = self._kernel.audit(
-                ctx, JOBS, key, rbac.JOBS_CANCEL, f"Cancel requested by {ctx.principal.subject}", job.document, document
-            )
-            try:
-                self._jobs.update(
-                    job,
-                    canceling,
-                    audit,
-                    expect=Expect(etag=job.etag, status=ACTIVE_JOB_STATUSES),
-                    effects=Effects(new_operation=operation),
-                )
-            except WorkloadChanged:
-                continue
-            if job.task_token:  # waiting for capacity or running: resume its execution at once
-                outcome = StepOutcome(
-                    end=JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {ctx.principal.subject}.", stop=True)
-                )
-                self._state_machines.complete_task(job.task_token, outcome.as_output())
-            return Accepted(render_job(canceling, ctx.principal), operation_id, location, CANCEL_POLL_SECONDS)
-        raise AnotherOperationInProgress("The job kept changing while being canceled; retry the request.")
+            self._state_machines.complete_task(job.task_token, outcome.as_output())
+        return Accepted(render_job(canceling, ctx.principal), operation_id, location, CANCEL_POLL_SECONDS)
 
     # ----------------------------------------------------------------------------------------------- delete
     def delete(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> bool:

@@ -73,22 +73,22 @@ class SparkNodeService:
     ) -> dict[str, Any]:
         props = body.properties
         previous_props = previous.document["properties"] if previous else {}
-        return {
-            "id": NODES.id(key.subscription_id, key.resource_group, key.names),
-            "name": key.names[0],
-            "type": NODES.type_name,
-            "location": body.location,
-            "tags": body.tags or {},
-            "sku": body.sku.model_dump(mode="json", exclude_none=True),
-            "systemData": arm_rules.stamp_system_data(ctx, previous.document["systemData"] if previous else None),
-            "properties": {
+        return NODES.envelope(
+            key.subscription_id,
+            key.resource_group,
+            key.names,
+            location=body.location,
+            tags=body.tags or {},
+            sku=body.sku.model_dump(mode="json", exclude_none=True),
+            system_data=arm_rules.stamp_system_data(ctx, previous.document["systemData"] if previous else None),
+            properties={
                 "owner": props.owner or previous_props.get("owner") or ctx.principal.subject,
                 "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
                 "pricing": props.pricing.model_dump(mode="json"),
                 "availability": props.availability.value,
                 "provisioningState": "Succeeded",
             },
-        }
+        )
 
     @staticmethod
     def _record(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite, previous: Node | None) -> Node:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.errors import BadRequest, InvalidParameter, PreconditionFailed
 from itl_accelerator.services.common.context import CallContext
+
+if TYPE_CHECKING:
+    from itl_accelerator.domain.records import Workload
+
+W = TypeVar("W", bound="Workload")
 
 
 def new_etag() -> str:
@@ -111,3 +117,14 @@ def changed_paths(before: Any, after: Any, prefix: str = "") -> set[str]:
             paths |= changed_paths(before.get(key), after.get(key), f"{prefix}{key}.")
         return paths
     return set() if before == after else {prefix.rstrip(".")}
+
+
+def changed(ctx: CallContext, record: W, properties: dict[str, Any] | None = None, **changes: Any) -> W:
+    """``record`` with ``changes`` to its typed values (``status=...``, ``started_at=...``) and a new etag, its
+    document revised as ``ctx`` changes it (:func:`revised`): the properties its typed values own
+    (``Workload.arm_properties``, the one place they become properties) and ``properties``, those only its document
+    holds (``statusReason``, ``logsUrl``; None removes one). A typed value is given once, here, never again as a
+    property."""
+    after = replace(record, **changes)
+    document = revised(ctx, record.document, {**after.arm_properties(), **(properties or {})})
+    return replace(after, document=document, etag=new_etag())

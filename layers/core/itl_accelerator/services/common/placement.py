@@ -330,21 +330,14 @@ class Placement:
         repositories' typed errors (:class:`NodeChanged` when the node was written since it was read)."""
         placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
         reason = f"Placed on {node.name}; submitting to the DGX Platform."
-        document = arm_rules.revised(
+        scheduled = arm_rules.changed(
             ctx,
-            job.document,
+            job,
             {
-                "status": str(JobStatus.SCHEDULED),
                 "statusReason": reason,
                 "assignedNode": placed.node_id,
                 "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
             },
-        )
-        reservation = Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)
-        scheduled = replace(
-            job,
-            document=document,
-            etag=arm_rules.new_etag(),
             status=JobStatus.SCHEDULED,
             capacity_reserved=True,
             node=node.key,
@@ -355,10 +348,11 @@ class Placement:
             drain_node=None,
             lease=Lease.owned(self._clock() + self._settings.workflow_lease_grace_seconds),
         )
+        reservation = Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)
         self._jobs.update(
             job,
             scheduled,
-            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, scheduled.document),
             expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False, operation_id=job.operation_id),
             effects=Effects(reservation=reservation),
         )
@@ -404,12 +398,12 @@ class Placement:
         told = job.properties.get("statusReason") or ""
         if told == reason or (not refresh and reason_gist(told) == reason_gist(reason)):
             return 0
-        document = arm_rules.revised(ctx, job.document, {"statusReason": reason})
+        told_now = arm_rules.changed(ctx, job, {"statusReason": reason})
         try:
             self._jobs.update(
                 job,
-                replace(job, document=document, etag=arm_rules.new_etag()),
-                self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+                told_now,
+                self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, told_now.document),
                 expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
             )
         except WorkloadChanged:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth import rbac
@@ -111,12 +110,11 @@ class InstanceWorkflowSteps:
         ``properties`` in its document, its operation moved on, its capacity released, its meter started or ended,
         and the SYSTEM audit event. Raises :class:`WorkloadChanged`."""
         ctx = self._context(inp)
-        document = arm_rules.revised(ctx, instance.document, {"provisioningState": str(state), **(properties or {})})
-        after = replace(instance, document=document, etag=arm_rules.new_etag(), state=state, **changes)
+        after = arm_rules.changed(ctx, instance, properties, state=state, **changes)
         self._instances.update(
             instance,
             after,
-            self._kernel.audit(ctx, INSTANCES, instance.key, action, summary, instance.document, document),
+            self._kernel.audit(ctx, INSTANCES, instance.key, action, summary, instance.document, after.document),
             expect=expect,
             effects=Effects(
                 operation=operation,

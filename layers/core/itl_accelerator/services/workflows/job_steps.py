@@ -186,16 +186,13 @@ class JobSteps:
         ``effects`` (its meter, its operation moved on), if ``expect`` holds and the job is still this execution's.
         Raises :class:`WorkloadChanged`."""
         ctx = self._context(inp)
-        props = {"statusReason": reason, **(properties or {})}
         if status:
-            props["status"] = str(status)
             changes["status"] = status
-        document = arm_rules.revised(ctx, job.document, props)
-        after = replace(job, document=document, etag=arm_rules.new_etag(), **changes)
+        after = arm_rules.changed(ctx, job, {"statusReason": reason, **(properties or {})}, **changes)
         self._jobs.update(
             job,
             after,
-            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, document),
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, after.document),
             expect=replace(expect, operation_id=inp.operationId),
             effects=effects,
         )
@@ -306,11 +303,7 @@ class JobSteps:
                 reason=f"Running on the DGX Platform (job {submitted.id}).",
                 expect=Expect(status=(JobStatus.SCHEDULED,), cancel_requested=False),
                 status=JobStatus.RUNNING,
-                properties={
-                    "startedAt": iso(started),
-                    "provisioningState": str(ProvisioningState.RUNNING),
-                    "logsUrl": submitted.logs_url,
-                },
+                properties={"logsUrl": submitted.logs_url},
                 effects=Effects(
                     meter_start=meter,
                     operation=found.moved(OperationStatus.RUNNING, iso(started)) if found is not None else None,
@@ -451,19 +444,15 @@ class JobSteps:
             reason = f"{reason} (exit code {outcome.exitCode})"
         started = job.started_at is not None
         properties = {
-            "status": str(final),
             "statusReason": reason,
-            "provisioningState": str(final),
-            "endedAt": iso(ended),
             "gpuSeconds": gpu_seconds,
             "billableGpuSeconds": billable if started else None,
             "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
         }
-        document = arm_rules.revised(ctx, job.document, properties)
-        ended_job = replace(
+        ended_job = arm_rules.changed(
+            ctx,
             job,
-            document=document,
-            etag=arm_rules.new_etag(),
+            properties,
             status=final,
             state=ProvisioningState(str(final)),
             ended_at=iso(ended),
