@@ -314,3 +314,19 @@ print(json.dumps({{
     assert done.returncode == 0, done.stderr
     made = json.loads(done.stdout.strip().splitlines()[-1])
     assert made == {"boto3 session": False, "botocore clients": 0, "httpx clients": 0, "containers": 0}, made
+
+
+def test_the_budget_monitor_loads_the_api_services_it_stops_with_only_when_a_budget_acts():
+    """Most runs stop nothing: the job and instance services (and their models) are made when an exceeded budget's
+    action first cancels a job or deletes an instance (wiring.py ``budget_monitor``)."""
+    names = loaded(
+        "itl_functions.schedules.monitor_budgets",
+        f"from itl_accelerator.wiring import Wiring\nWiring.build({CLIENTS}).budget_monitor\n",
+    )
+    never = (
+        "itl_accelerator.services.api.jobs",
+        "itl_accelerator.services.api.instances",
+        "itl_accelerator.models.jobs",
+        "itl_accelerator.models.instances",
+    )
+    assert not within(names, never), f"the budget monitor loads {sorted(within(names, never))}"

@@ -386,7 +386,15 @@ class Wiring:
         from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
 
         publish = self.state_events.put if self.settings.event_bus_name else None
-        return BudgetMonitor(self.repositories, self.jobs, self.instances, publish=publish, clock=self.clock)
+        # the API services it cancels and deletes with are made when a budget's action first needs them: a run that
+        # stops nothing (most) never loads the job and instance models at its cold start
+        return BudgetMonitor(
+            self.repositories,
+            OnFirstUse(lambda: self.jobs),  # type: ignore[arg-type]
+            OnFirstUse(lambda: self.instances),  # type: ignore[arg-type]
+            publish=publish,
+            clock=self.clock,
+        )
 
     @cached_property
     def budgets(self) -> BudgetService:

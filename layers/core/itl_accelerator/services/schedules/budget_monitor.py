@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth.principal import ArmScope, Principal
 from itl_accelerator.auth.rbac import ROLE_ADMIN
@@ -40,11 +40,13 @@ from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import InvalidSkipToken
 from itl_accelerator.repositories.protocols import Repositories
-from itl_accelerator.services.api.instances import SparkOllamaInstanceService
-from itl_accelerator.services.api.jobs import SparkJobService
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.spend import SpendReader
+
+if TYPE_CHECKING:  # made on first use by the wiring: a run that stops nothing never loads them
+    from itl_accelerator.services.api.instances import SparkOllamaInstanceService
+    from itl_accelerator.services.api.jobs import SparkJobService
 
 #: Who stops work when a budget says so (``ITL.Accelerator/budgets/{name}``: a job canceled names its budget).
 BUDGET_PRINCIPAL_SUBJECT = "ITL.Accelerator/budgets"
