@@ -52,9 +52,38 @@ def _parent_name(item: dict[str, Any]) -> str | None:
 
 def _price(item: dict[str, Any]) -> str | None:
     pricing = field("properties.pricing")(item) or {}
-    if pricing.get("pricePerGpuHour") is None:
+    price = pricing.get("pricePerAcceleratorHour", pricing.get("pricePerGpuHour"))
+    if price is None:
         return None
-    return f"{pricing['pricePerGpuHour']} {pricing.get('currency', '')}".strip()
+    return f"{price} {pricing.get('currency', '')}".strip()
+
+
+def _accelerator(count: bool) -> Getter:
+    """``KIND:MODEL`` (and ``=COUNT`` when ``count``) of a node's or job's ``accelerator``; from the seed's GPU fields
+    when it has none (a server from before accelerator kinds)."""
+
+    def get(item: dict[str, Any]) -> str | None:
+        props = item.get("properties") or {}
+        specs = props.get("hardwareSpecs") or {}
+        held = props.get("accelerator") or {
+            "kind": "GPU",
+            "model": props.get("gpuModel") or specs.get("gpuModel"),
+            "count": props.get("requestedGpus"),
+        }
+        text = ":".join(str(part) for part in (held.get("kind"), held.get("model")) if part)
+        number = held.get("count") if count else None
+        return f"{text}={number}" if number is not None else text
+
+    return get
+
+
+def _either(*paths: str) -> Getter:
+    """The first of ``paths`` an item has (a newer name, then the one a server before it answered)."""
+
+    def get(item: dict[str, Any]) -> Any:
+        return next((v for v in (field(p)(item) for p in paths) if v is not None), None)
+
+    return get
 
 
 def _cost(item: dict[str, Any]) -> str | None:
@@ -67,10 +96,11 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Name", field("name")),
         ("Location", field("location")),
         ("SKU", field("sku.name")),
-        ("GPUs", field("properties.capacity.totalGpus")),
-        ("Free GPUs", field("properties.capacity.freeGpus")),
+        ("Accelerator", _accelerator(False)),
+        ("Devices", _either("properties.capacity.totalAccelerators", "properties.capacity.totalGpus")),
+        ("Free", _either("properties.capacity.freeAccelerators", "properties.capacity.freeGpus")),
         ("Free GB", field("properties.capacity.freeMemoryGb")),
-        ("Price/GPU-h", _price),
+        ("Price/device-h", _price),
         ("Availability", field("properties.availability")),
         ("State", field("properties.provisioningState")),
     ],
@@ -87,7 +117,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Name", field("name")),
         ("Status", field("properties.status")),
         ("Type", field("properties.jobType")),
-        ("GPUs", field("properties.requestedGpus")),
+        ("Accelerators", _accelerator(True)),
         ("Memory GB", field("properties.requestedMemoryGb")),
         ("Node", last_segment("properties.assignedNode")),
         ("Submitted by", field("properties.submittedBy")),

@@ -19,6 +19,7 @@ import base64
 import binascii
 import functools
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -215,6 +216,30 @@ def parse_tags(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
             raise click.BadParameter(f"'{value}' is not KEY=VALUE.", ctx=ctx, param=param)
         tags[key] = text
     return tags
+
+
+#: ``KIND[:MODEL]=COUNT`` (SkyPilot's ``--accelerators tpu-v5e:8``, Slurm's ``--gres=gpu:a100:2``, in one form).
+_ACCELERATOR = re.compile(
+    r"^(?P<kind>[A-Za-z][A-Za-z0-9]{1,15})(?::(?P<model>[A-Za-z0-9][A-Za-z0-9 ._-]*))?=(?P<count>[0-9]+)$"
+)
+
+
+def parse_accelerator(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, str | int] | None:
+    """``--accelerator tpu:v5e=8`` → ``{"kind": "tpu", "model": "v5e", "count": 8}`` (the API says the kind in its
+    usual spelling); None when not given. Anything else is a usage error (exit 2)."""
+    if value is None:
+        return None
+    found = _ACCELERATOR.match(value.strip())
+    if found is None or not 1 <= int(found["count"]) <= 64:
+        raise click.BadParameter(
+            f"'{value}' is not KIND[:MODEL]=COUNT with COUNT 1 to 64 (tpu:v5e=8, npu=4, gpu:h100=8).",
+            ctx=ctx,
+            param=param,
+        )
+    wanted: dict[str, str | int] = {"kind": found["kind"], "count": int(found["count"])}
+    if found["model"]:
+        wanted["model"] = found["model"]
+    return wanted
 
 
 def tag_option(help_text: str = "Tag KEY=VALUE (repeatable).") -> Callable[..., Any]:

@@ -153,6 +153,23 @@ def _iso_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+#: What a request that names no accelerator runs on (the contract: NVIDIA GPUs, as before kinds existed).
+DEFAULT_ACCELERATOR = {"kind": "GPU", "vendor": "NVIDIA"}
+#: Where Ollama runs (its documentation, "GPU support"): the platform refuses an instance anywhere else.
+OLLAMA_ACCELERATORS = {("GPU", "NVIDIA"), ("GPU", "AMD")}
+
+
+def _accelerator(body: dict[str, Any]) -> dict[str, str] | None:
+    """The request's ``accelerator`` (:data:`DEFAULT_ACCELERATOR` when absent); None when it is not an object with a
+    ``kind``."""
+    given = body.get("accelerator")
+    if given is None:
+        return dict(DEFAULT_ACCELERATOR)
+    if not isinstance(given, dict) or not isinstance(given.get("kind"), str):
+        return None
+    return {k: str(v) for k, v in given.items() if k in ("kind", "vendor", "model") and v is not None}
+
+
 def _callback_url(body: dict[str, Any]) -> str | None:
     """The ``callbackUrl`` of a create or submit body (None when absent or empty)."""
     value = body.get("callbackUrl")
@@ -287,7 +304,7 @@ class DgxSimulator:
     @staticmethod
     def _public(inst: dict[str, Any]) -> dict[str, Any]:
         keys = ("id", "name", "nodeId", "model", "gpus", "memoryGb", "status", "endpoint", "error", "idempotencyKey")
-        return {k: inst.get(k) for k in keys}
+        return {**{k: inst.get(k) for k in keys}, "accelerator": inst.get("accelerator") or dict(DEFAULT_ACCELERATOR)}
 
     async def create_instance(self, request: Request) -> JSONResponse:
         try:
@@ -298,6 +315,16 @@ class DgxSimulator:
             return _error(400, "InvalidRequest", "name, nodeId, model, gpus and memoryGb are required.")
         if gpus < 1 or memory < 1:
             return _error(400, "InvalidRequest", "gpus and memoryGb must be positive.")
+        accelerator = _accelerator(body)
+        if accelerator is None:
+            return _error(400, "InvalidRequest", "accelerator is an object with a kind (GPU, TPU, NPU...).")
+        if (accelerator["kind"], accelerator.get("vendor", "NVIDIA")) not in OLLAMA_ACCELERATORS:
+            return _error(
+                400,
+                "AcceleratorNotSupported",
+                f"Ollama runs on NVIDIA GPUs (CUDA) and AMD GPUs (ROCm); the node holds "
+                f"{accelerator.get('vendor', '')} {accelerator['kind']}s.",
+            )
         if _model_part(model).startswith(UNKNOWN_MODEL_PREFIX):
             return _error(400, "ModelNotFound", f"The model '{model}' is not in the platform's registry.")
         key = request.headers.get("Idempotency-Key")
@@ -314,6 +341,7 @@ class DgxSimulator:
                 "name": name,
                 "nodeId": node_id,
                 "model": model,
+                "accelerator": accelerator,
                 "gpus": gpus,
                 "memoryGb": memory,
                 "status": "Provisioning",
@@ -451,7 +479,7 @@ class DgxSimulator:
             "error",
             "idempotencyKey",
         )
-        return {k: job.get(k) for k in keys}
+        return {**{k: job.get(k) for k in keys}, "accelerator": job.get("accelerator") or dict(DEFAULT_ACCELERATOR)}
 
     async def create_job(self, request: Request) -> JSONResponse:
         try:
@@ -461,8 +489,11 @@ class DgxSimulator:
             env = dict(body.get("env") or {})
         except (KeyError, TypeError, ValueError):
             return _error(400, "InvalidRequest", "name, nodeId, gpus, memoryGb and image are required.")
-        if gpus < 1 or memory < 1:
-            return _error(400, "InvalidRequest", "gpus and memoryGb must be positive.")
+        if gpus < 1 or memory < 0:
+            return _error(400, "InvalidRequest", "gpus must be positive and memoryGb not negative.")
+        accelerator = _accelerator(body)
+        if accelerator is None:
+            return _error(400, "InvalidRequest", "accelerator is an object with a kind (GPU, TPU, NPU...).")
         if image.split("/")[-1].startswith(UNKNOWN_MODEL_PREFIX):
             return _error(400, "ImageNotFound", f"The image '{image}' is not in the platform's registry.")
         key = request.headers.get("Idempotency-Key")
@@ -482,6 +513,7 @@ class DgxSimulator:
                 "id": job_id,
                 "name": name,
                 "nodeId": node_id,
+                "accelerator": accelerator,
                 "gpus": gpus,
                 "memoryGb": memory,
                 "image": image,

@@ -185,9 +185,12 @@ def _billable_seconds(seconds: int, increment: int, minimum: int) -> int:
 
 def _pricing(node: dict[str, Any]) -> dict[str, Any]:
     p = (node.get("properties") or {}).get("pricing") or {}
+    price = float(p.get("pricePerAcceleratorHour", p.get("pricePerGpuHour")) or 0)
     return {
         "node": node.get("id"),
-        "pricePerGpuHour": float(p.get("pricePerGpuHour") or 0),
+        # per device-hour of the node's kind (pricePerGpuHour: the seed's name, the same figure)
+        "pricePerAcceleratorHour": price,
+        "pricePerGpuHour": price,
         "currency": p.get("currency") or "USD",
         "billingIncrementSeconds": int(p.get("billingIncrementSeconds") or 1),
         "minimumBillableSeconds": int(p.get("minimumBillableSeconds") or 0),
@@ -203,7 +206,8 @@ _PRICE = {
     "type": "object",
     "properties": {
         "node": {"type": ["string", "null"], "description": "ARM id of the node whose price this is."},
-        "pricePerGpuHour": {"type": "number"},
+        "pricePerAcceleratorHour": {"type": "number", "description": "Per device-hour of the node's kind."},
+        "pricePerGpuHour": {"type": "number", "description": "The same figure (the API's GPU name of it)."},
         "currency": {"type": "string"},
         "billingIncrementSeconds": {"type": "integer"},
         "minimumBillableSeconds": {"type": "integer"},
@@ -439,21 +443,42 @@ def _key(value: str | None) -> str:
     return "".join((value or "").lower().split())
 
 
+def _asked(args: dict[str, Any]) -> tuple[str, int, str, int]:
+    """What a job asks for: ``(kind, count, model key, memory GiB)`` from its ``accelerator`` or the seed's GPU
+    shorthand (``requestedGpus``, ``gpuModel``, ``requestedMemoryGb``). ``ToolRefused`` when it says neither."""
+    wanted = args.get("accelerator") or {}
+    if not wanted and args.get("requestedGpus") is None:
+        raise ToolRefused(
+            "InvalidRequestContent",
+            "Say what the job asks for: accelerator ({'kind': 'TPU', 'count': 8, 'model': 'v5e'}) or requestedGpus "
+            "with requestedMemoryGb.",
+            "accelerator",
+        )
+    kind = str(wanted.get("kind") or "GPU")
+    count = int(wanted.get("count") or args.get("requestedGpus") or 0)
+    model = _key(wanted.get("model") or args.get("gpuModel"))
+    memory = int(wanted.get("memoryGb") or args.get("requestedMemoryGb") or 0)
+    return kind, count, model, memory
+
+
 async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any]]:
     args = call.args
-    gpus, memory = int(args["requestedGpus"]), int(args["requestedMemoryGb"])
+    kind, gpus, model_wanted, memory = _asked(args)
     minutes = int(args.get("maxDurationMinutes") or 10080)
     nodes = await call.api.list(provider_path(call.subscription()) + "/sparkNodes", max_items=1000)
     candidates = []
     for node in nodes["value"]:
         props = node.get("properties") or {}
         capacity = props.get("capacity") or {}
-        model_wanted = _key(args.get("gpuModel"))
-        if model_wanted and _key((props.get("hardwareSpecs") or {}).get("gpuModel")) != model_wanted:
+        held = props.get("accelerator") or {"kind": "GPU", "model": (props.get("hardwareSpecs") or {}).get("gpuModel")}
+        if _key(held.get("kind")) != _key(kind):
+            continue
+        if model_wanted and _key(held.get("model")) != model_wanted:
             continue
         if args.get("location") and _key(node.get("location")) != _key(args["location"]):
             continue
-        if capacity.get("totalGpus", 0) < gpus or capacity.get("totalMemoryGb", 0) < memory:
+        total = capacity.get("totalAccelerators", capacity.get("totalGpus", 0))
+        if total < gpus or capacity.get("totalMemoryGb", 0) < memory:
             continue
         candidates.append(node)
     bounds = _bounds([_pricing(node) for node in candidates])
@@ -482,9 +507,9 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         )
     if estimated:
         costs = ", ".join(f"{e['amount']} {e['currency']}" for e in estimated)
-        summary = f"Job {args['name']}: {gpus} GPUs for at most {minutes} minutes costs at most {costs}."
+        summary = f"Job {args['name']}: {gpus} {kind}s for at most {minutes} minutes costs at most {costs}."
     else:
-        summary = f"Job {args['name']}: {gpus} GPUs for at most {minutes} minutes; no price known (no node fits)."
+        summary = f"Job {args['name']}: {gpus} {kind}s for at most {minutes} minutes; no price known (no node fits)."
     body = {
         "summary": summary,
         "gpus": gpus,
@@ -499,7 +524,10 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
     }
     if len(bounds) == 1:
         (bound,) = bounds.values()
-        body["maxPrice"] = {k: bound[k] for k in _MAX_PRICE_MEMBERS}
+        ceiling = {k: bound[k] for k in _MAX_PRICE_MEMBERS}
+        if _key(kind) != "gpu":  # the API's name of the price per device-hour of any kind
+            ceiling["pricePerAcceleratorHour"] = ceiling.pop("pricePerGpuHour")
+        body["maxPrice"] = ceiling
     return body, {e["currency"]: e["amount"] for e in estimated}
 
 
@@ -516,10 +544,11 @@ def _bounds(prices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for price in prices:
         bound = found.setdefault(
             price["currency"],
-            {"node": None, "pricePerGpuHour": 0.0, "currency": price["currency"], "billingIncrementSeconds": 1,
-             "minimumBillableSeconds": 0},
+            {"node": None, "pricePerAcceleratorHour": 0.0, "pricePerGpuHour": 0.0, "currency": price["currency"],
+             "billingIncrementSeconds": 1, "minimumBillableSeconds": 0},
         )  # fmt: skip
         bound["pricePerGpuHour"] = max(bound["pricePerGpuHour"], price["pricePerGpuHour"])
+        bound["pricePerAcceleratorHour"] = bound["pricePerGpuHour"]
         bound["minimumBillableSeconds"] = max(bound["minimumBillableSeconds"], price["minimumBillableSeconds"])
         increment = math.lcm(bound["billingIncrementSeconds"], max(1, price["billingIncrementSeconds"]))
         bound["billingIncrementSeconds"] = increment if increment <= 3600 else 3600
@@ -531,7 +560,15 @@ def _within(quoted: dict[str, Any], now: dict[str, Any]) -> bool:
     return all(cur in quoted and Decimal(amount) <= Decimal(quoted[cur]) for cur, amount in now.items())
 
 
-_JOB_PROPERTIES = ("jobType", "workload", "requestedGpus", "requestedMemoryGb", "gpuModel", "priority")
+_JOB_PROPERTIES = (
+    "jobType",
+    "workload",
+    "accelerator",
+    "requestedGpus",
+    "requestedMemoryGb",
+    "gpuModel",
+    "priority",
+)
 
 
 async def submit_job(call: ToolCall) -> Result:
@@ -605,7 +642,7 @@ def build_tools() -> list[ToolSpec]:
     """Every tool, reads first. Schemas are built from the API's models on each call (cheap: dict copies)."""
     job_fields = {
         key: api_field("SparkJobPropertiesWrite", key)
-        for key in ("jobType", "workload", "requestedGpus", "requestedMemoryGb", "gpuModel", "priority")
+        for key in ("jobType", "workload", "accelerator", "requestedGpus", "requestedMemoryGb", "gpuModel", "priority")
     }
     job_fields["maxDurationMinutes"] = api_field(
         "SparkJobPropertiesWrite",
@@ -779,7 +816,7 @@ def build_tools() -> list[ToolSpec]:
             "Set a node's pricing (its supplier or an admin): pricePerGpuHour in currency (ISO 4217), "
             "billingIncrementSeconds, minimumBillableSeconds. Applies to usage from now on.",
             _scoped(
-                _SUB, _RG, _NODE, ("pricing", model("Pricing-Input")), required=("resourceGroup", "node", "pricing")
+                _SUB, _RG, _NODE, ("pricing", model("Pricing")), required=("resourceGroup", "node", "pricing")
             ),
             model_schema("SparkNode"),
             CHANGE,
@@ -833,8 +870,10 @@ def build_tools() -> list[ToolSpec]:
         ),
         ToolSpec(
             "submit_job",
-            "Submit a GPU job (quote first)",
-            "Submit a GPU job (training, fineTuning, batchInference): the provider places it on a node with room "
+            "Submit an accelerator job (quote first)",
+            "Submit a job (training, fineTuning, batchInference) on accelerators: accelerator says what it asks for "
+            "(kind GPU, TPU, NPU..., count, optionally model and memoryGb); requestedGpus with requestedMemoryGb and "
+            "gpuModel is the short form for GPUs. The provider places it on a node of that kind with room "
             "(or it waits, status Pending with the reason) and runs it; billed while it runs. Without quoteId it only "
             "returns a quote (an upper bound of the cost over its maxDurationMinutes): show it to the user and call "
             "again with the same arguments and quoteId when they accept. Without workload the job type's default "
@@ -847,7 +886,7 @@ def build_tools() -> list[ToolSpec]:
                 ("tags", api_field("SparkJobWrite", "tags")),
                 *job_fields.items(),
                 ("quoteId", QUOTE_ID),
-                required=("resourceGroup", "name", "requestedGpus", "requestedMemoryGb"),
+                required=("resourceGroup", "name"),
             ),
             _outcome(("quote", QUOTE), ("job", model("AcceptedJob"))),
             CREATE,

@@ -1,4 +1,4 @@
-// Shared pieces: the light-DOM base element, loading and error states, paging, GPU bars.
+// Shared pieces: the light-DOM base element, loading and error states, paging, accelerator bars.
 import { LitElement, html, nothing } from 'lit';
 
 /** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
@@ -56,17 +56,33 @@ export function error(err) {
   </div>`;
 }
 
-/** Allocated/free GPUs of a node as a bar, with the numbers as text. */
-export function gpuBar(capacity) {
+/** A node's or job's accelerator in words: `8 × TPU v5e`, `2 × GPU` (the seed's GPU fields when a node has none). */
+export function acceleratorText(props) {
+  const a = (props && props.accelerator) || {};
+  const kind = a.kind || 'GPU';
+  const count = a.count ?? (props && (props.requestedGpus ?? (props.hardwareSpecs && props.hardwareSpecs.gpuCount)));
+  const model = a.model || (props && (props.gpuModel || (props.hardwareSpecs && props.hardwareSpecs.gpuModel))) || '';
+  return `${count ?? '?'} × ${a.vendor ? `${a.vendor} ` : ''}${kind}${model ? ` ${model}` : ''}`;
+}
+
+/** A node's price per device-hour of its kind (`pricePerGpuHour`, the seed's name, for one stored without the other). */
+export function pricePerHour(pricing) {
+  if (!pricing) return null;
+  return pricing.pricePerAcceleratorHour ?? pricing.pricePerGpuHour;
+}
+
+/** Allocated/free devices of a node (of its `kind`: GPUs, TPUs...) as a bar, with the numbers as text. */
+export function gpuBar(capacity, kind = 'GPU') {
   if (!capacity) return html`<span class="muted">—</span>`;
-  const total = capacity.totalGpus || 0;
-  const used = capacity.allocatedGpus || 0;
+  const total = capacity.totalAccelerators ?? capacity.totalGpus ?? 0;
+  const used = capacity.allocatedAccelerators ?? capacity.allocatedGpus ?? 0;
+  const free = capacity.freeAccelerators ?? capacity.freeGpus ?? 0;
   const pct = total ? Math.round((used / total) * 100) : 0;
-  const label = `${used} of ${total} GPUs allocated, ${capacity.freeGpus} free`;
+  const label = `${used} of ${total} ${kind}s allocated, ${free} free`;
   return html`<div class="gpubar" role="meter" aria-valuemin="0" aria-valuemax=${total} aria-valuenow=${used} aria-label=${label} title=${label}>
       <span class="gpubar-used" style="width:${pct}%"></span>
     </div>
-    <span class="small">${used}/${total} allocated · ${capacity.freeGpus} free</span>`;
+    <span class="small">${used}/${total} ${kind}s allocated · ${free} free</span>`;
 }
 
 export function statusBadge(status) {

@@ -259,14 +259,15 @@ def test_consumer_submits_a_job_watches_it_end_and_sees_its_cost_equal_the_apis(
     go(page, "Jobs")
     page.get_by_role("button", name="Submit a job").click()
     form = page.get_by_role("form", name="Submit a job")
-    # The form refuses what the API refuses (here: more than 64 GPUs) before sending anything
-    form.get_by_label("GPUs").fill("65")
+    # The form refuses what the API refuses (here: more than 64 devices) before sending anything
+    form.get_by_label("Devices").fill("65")
     form.get_by_label("Name", exact=True).fill("train-1")
     form.get_by_role("button", name="Submit").click()
-    assert form.get_by_label("GPUs").evaluate("e => !e.validity.valid && e.validity.rangeOverflow")
+    assert form.get_by_label("Devices").evaluate("e => !e.validity.valid && e.validity.rangeOverflow")
     assert api.get("sparkJobs/train-1").status_code == 404
-    form.get_by_label("GPUs").fill("2")
-    form.get_by_label("GPU memory (GiB)").fill("80")
+    assert form.get_by_label("Accelerator kind").input_value() == "GPU"  # GPUs unless another kind is chosen
+    form.get_by_label("Devices").fill("2")
+    form.get_by_label("Device memory (GiB)").fill("80")
     form.get_by_role("button", name="Submit").click()
     page.get_by_role("status").get_by_role("link", name="train-1").click()
 
@@ -436,7 +437,7 @@ def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(s
     expect(row.locator(".budget-spend")).to_contain_text(f"{spend['amount']} EUR")
     expect(row).to_contain_text("RefuseNewAllocations")
     # The GPU quota's usage in the location
-    gpus = page.get_by_role("table", name="GPU quota usage").locator('tr[data-quota="gpus"]')
+    gpus = page.get_by_role("table", name="Accelerator quota usage").locator('tr[data-quota="gpus"]')
     expect(gpus.locator(".quota-limit")).to_have_text("8")
     expect(gpus.locator(".quota-current")).to_have_text("0")
 
@@ -469,7 +470,7 @@ def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(s
     }
     expect(page.get_by_text("No usage in this period that you may see.")).to_be_visible()
     # a daily answer is charted; one with no rows says there is nothing to draw (and draws nothing)
-    chart = page.get_by_role("figure", name="GPU-seconds per day (UTC), all groups together")
+    chart = page.get_by_role("figure", name="Device-seconds per day (UTC), all groups together")
     expect(chart.locator(".empty")).to_have_text("Nothing to draw: the query answered no days.")
     expect(chart.locator("canvas")).to_have_count(0)
     query = dict(parse_qsl(urlsplit(page.url).fragment.split("?", 1)[1]))
@@ -636,7 +637,7 @@ def test_supplier_sees_earnings_sets_price_and_cordons_but_may_not_delete(stack:
     expect(earnings.get_by_text("Earnings over 24 h")).to_be_visible()
     expect(earnings.get_by_role("alert")).to_have_count(0)
 
-    page.get_by_label("New price per GPU-hour").fill("3.1")
+    page.get_by_label("New price per GPU-hour").fill("3.1")  # a GPU node's price: per GPU-hour
     page.get_by_role("button", name="Set price").click()
     expect(page.get_by_role("status").filter(has_text="Price changed.")).to_be_visible()
     expect(page.locator("#node-price-now")).to_have_text("3.1 USD")

@@ -127,10 +127,12 @@ def test_tools_carry_the_api_schemas_and_annotations_for_current_and_previous_cl
     submit = tools["submit_job"].input_schema
     assert submit["properties"]["requestedGpus"] == {
         "type": "integer",
-        "maximum": 64.0,
-        "minimum": 1.0,
+        "maximum": 64,
+        "minimum": 1,
         "title": "Requestedgpus",
+        "default": None,
     }
+    assert submit["properties"]["accelerator"]["anyOf"][0] == {"$ref": "#/$defs/JobAccelerator"}
     assert submit["properties"]["workload"]["anyOf"][0] == {"$ref": "#/$defs/ContainerWorkload"}
     assert "quoteId" in submit["properties"] and "quoteId" not in submit["required"]
     job_read = tools["get_job"].output_schema["$defs"]["SparkJobProperties"]["properties"]

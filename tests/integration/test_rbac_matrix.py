@@ -241,7 +241,9 @@ def test_owner_supplier_changes_pricing_with_patch(owned_node, supplier, admin, 
     assert got["properties"]["pricing"]["pricePerGpuHour"] == 3.75
     assert got["etag"] != owned_node["etag"]
     expected = copy.deepcopy(owned_node)
+    # one price under its two names (the seed's pricePerGpuHour and any kind's pricePerAcceleratorHour)
     expected["properties"]["pricing"]["pricePerGpuHour"] = 3.75
+    expected["properties"]["pricing"]["pricePerAcceleratorHour"] = 3.75
     volatile = ("etag", "systemData")
     assert {k: v for k, v in got.items() if k not in volatile} == {
         k: v for k, v in expected.items() if k not in volatile

@@ -16,6 +16,9 @@ def test_seed_create_then_get_list_update_delete(admin, sub):
     assert node["type"] == "ITL.Accelerator/sparkNodes"
     assert node["properties"]["provisioningState"] == "Succeeded"
     assert node["properties"]["capacity"] == {
+        "totalAccelerators": 8,
+        "allocatedAccelerators": 0,
+        "freeAccelerators": 8,
         "totalGpus": 8,
         "allocatedGpus": 0,
         "freeGpus": 8,

@@ -95,6 +95,7 @@ def test_an_instance_locks_the_terms_of_its_node_when_it_is_accepted(admin, sub,
     ("pricing", "target"),
     [
         ({"pricePerGpuHour": None}, "properties.pricing.pricePerGpuHour"),
+        ({"pricePerAcceleratorHour": None}, "properties.pricing.pricePerAcceleratorHour"),
         ({"currency": None}, "properties.pricing.currency"),
         ({"billingIncrementSeconds": None}, "properties.pricing.billingIncrementSeconds"),
         ({"currency": "ABC"}, "properties.pricing.currency"),

@@ -252,11 +252,24 @@ class FakeDgx:
         gpus: int,
         memory_gb: int,
         callback_url: str | None = None,
+        accelerator: dict[str, str] | None = None,
     ) -> DgxInstance:
         self._enter(
             "create_instance",
-            {"idempotency_key": idempotency_key, "name": name, "model": model, "callback_url": callback_url},
+            {
+                "idempotency_key": idempotency_key,
+                "name": name,
+                "model": model,
+                "callback_url": callback_url,
+                "accelerator": accelerator,
+            },
         )
+        held = accelerator or {"kind": "GPU", "vendor": "NVIDIA"}
+        if (held.get("kind"), held.get("vendor")) not in (("GPU", "NVIDIA"), ("GPU", "AMD")):
+            raise DgxPermanentError(
+                "The DGX Platform refused the request: AcceleratorNotSupported: Ollama runs on NVIDIA and AMD GPUs",
+                status=400,
+            )
         for inst in list(self.instances.values()):
             if inst.key == idempotency_key and self._refresh(inst) is not None:
                 return inst.public()  # the same key: the instance already made
@@ -324,10 +337,17 @@ class FakeDgx:
         workload: dict[str, Any],
         max_duration_seconds: int,
         callback_url: str | None = None,
+        accelerator: dict[str, str] | None = None,
     ) -> DgxJob:
         self._enter(
             "submit_job",
-            {"idempotency_key": idempotency_key, "name": name, "node_id": node_id, "callback_url": callback_url},
+            {
+                "idempotency_key": idempotency_key,
+                "name": name,
+                "node_id": node_id,
+                "callback_url": callback_url,
+                "accelerator": accelerator,
+            },
         )
         for job in self.jobs.values():
             if job.key == idempotency_key:

@@ -36,6 +36,9 @@ def denied(env: Env) -> list[Any]:
 def test_an_admin_registers_a_node_and_the_change_is_audited_once(env):
     node, created = put_node(env, env.admin())
     assert created and node["properties"]["capacity"] == {
+        "totalAccelerators": 8,
+        "allocatedAccelerators": 0,
+        "freeAccelerators": 8,
         "totalGpus": 8,
         "allocatedGpus": 0,
         "freeGpus": 8,

@@ -41,7 +41,7 @@ def test_node_create_sends_the_whole_node():
         "tags": {"team": "ml", "tier": "gold"},
         "properties": {
             "hardwareSpecs": {"gpuModel": "H100", "gpuCount": 8, "gpuMemoryGb": 80},
-            "pricing": {"pricePerGpuHour": 2.5, "currency": "EUR"},
+            "pricing": {"pricePerAcceleratorHour": 2.5, "currency": "EUR"},
             "owner": "owner-123",
         },
     }
@@ -50,7 +50,7 @@ def test_node_create_sends_the_whole_node():
 def test_node_update_patches_only_what_is_given():
     api = routes({f"PATCH {NODES}/dgx-1": echo()})
     price = run(["node", "update", "dgx-1", "--price", "3", "--currency", "USD"], api)
-    assert sent(price.requests[0]) == {"properties": {"pricing": {"pricePerGpuHour": 3.0, "currency": "USD"}}}
+    assert sent(price.requests[0]) == {"properties": {"pricing": {"pricePerAcceleratorHour": 3.0, "currency": "USD"}}}
     both = run(["node", "update", "dgx-1", "--availability", "Maintenance", "--tag", "a=1"], api)
     assert sent(both.requests[0]) == {"properties": {"availability": "Maintenance"}, "tags": {"a": "1"}}
     cordon = run(["node", "cordon", "dgx-1"], api)

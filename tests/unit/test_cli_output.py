@@ -26,12 +26,15 @@ def test_table_on_a_terminal_and_json_otherwise_by_default():
     on_terminal = run(["node", "show", "dgx-1"], api, tty=True)
     piped = run(["node", "show", "dgx-1"], api, tty=False)
     header, rule, row = on_terminal.out.splitlines()
-    assert header == "Name   Location   SKU            GPUs  Free GPUs  Free GB  Price/GPU-h  Availability  State"
+    assert header == (
+        "Name   Location   SKU            Accelerator  Devices  Free  Free GB  Price/device-h  Availability  State"
+    )
     assert set(rule.replace(" ", "")) == {"-"}
     assert row.split() == [
         "dgx-1",
         "us-east-1",
         "DGX-H100-8GPU",
+        "GPU",
         "8",
         "6",
         "480",
@@ -62,7 +65,7 @@ def test_tables_of_instances_and_jobs_name_their_node():
         "http://dgx.test/ollama/i-1",
     ]
     jobs = run(["job", "list", "-o", "table"], api).out.splitlines()
-    assert jobs[2].split()[:6] == ["train-1", "Succeeded", "training", "4", "320", "dgx-1"]
+    assert jobs[2].split()[:6] == ["train-1", "Succeeded", "training", "GPU=4", "320", "dgx-1"]
     assert "0.200000 USD" in jobs[2]
 
 

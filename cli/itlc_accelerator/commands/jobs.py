@@ -27,7 +27,7 @@ from itlc_accelerator.commands.audit import MOMENT
 from itlc_accelerator.errors import ApiError, interrupted
 from itlc_accelerator.lro import Waiter, finish
 from itlc_accelerator.output import emit
-from itlc_accelerator.session import Session, parse_tags, pass_session, tag_option
+from itlc_accelerator.session import Session, parse_accelerator, parse_tags, pass_session, tag_option
 
 JOB_TYPES = ("training", "fineTuning", "batchInference")
 NO_WAIT = click.option("--no-wait", is_flag=True, help="Print the operation and return at once.")
@@ -35,14 +35,22 @@ NO_WAIT = click.option("--no-wait", is_flag=True, help="Print the operation and 
 
 @click.group("job")
 def job() -> None:
-    """GPU jobs: submit them, follow them, cancel them."""
+    """Accelerator jobs (GPUs, TPUs, NPUs...): submit them, follow them, cancel them."""
 
 
 @job.command("submit")
 @click.argument("name")
 @click.argument("command", nargs=-1, metavar="[-- COMMAND [ARG]...]")
-@click.option("--gpus", type=click.IntRange(1, 64), required=True, help="GPUs to reserve.")
-@click.option("--memory-gb", type=click.IntRange(1, 65536), required=True, help="GiB of GPU memory to reserve.")
+@click.option(
+    "--accelerator",
+    callback=parse_accelerator,
+    metavar="KIND[:MODEL]=COUNT",
+    help="Devices to reserve, e.g. tpu:v5e=8, npu=4, gpu:h100=8 (or --gpus for GPUs).",
+)
+@click.option("--gpus", type=click.IntRange(1, 64), help="GPUs to reserve (the short form of --accelerator gpu=N).")
+@click.option(
+    "--memory-gb", type=click.IntRange(0, 65536), help="GiB of device memory to reserve (needed with --gpus)."
+)
 @click.option("--type", "job_type", type=click.Choice(JOB_TYPES), help="training when left out.")
 @click.option("--image", help="Container image to run (left out: the default workload of the job type).")
 @click.option(
@@ -59,8 +67,22 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
     """Submit job NAME and wait until it ends (prints the job; exit 1 when it fails or is canceled).
 
     The container's command comes after `--`: job submit train-1 --gpus 4 --memory-gb 320 --image IMAGE -- python
-    train.py --epochs 3"""
-    properties: dict[str, Any] = {"requestedGpus": o["gpus"], "requestedMemoryGb": o["memory_gb"]}
+    train.py --epochs 3. On other accelerators: job submit tune-1 --accelerator tpu:v5e=8 --image IMAGE"""
+    if (o["accelerator"] is None) == (o["gpus"] is None):
+        raise click.UsageError("Say what the job runs on: --accelerator KIND[:MODEL]=COUNT, or --gpus N.")
+    if o["accelerator"] is not None:
+        if o["gpu_model"]:
+            raise click.UsageError(
+                "--gpu-model goes with --gpus; with --accelerator name the model in it (gpu:h100=8)."
+            )
+        wanted = dict(o["accelerator"])
+        if o["memory_gb"] is not None:
+            wanted["memoryGb"] = o["memory_gb"]
+        properties: dict[str, Any] = {"accelerator": wanted}
+    else:
+        if o["memory_gb"] is None:
+            raise click.UsageError("--gpus needs --memory-gb (GiB of GPU memory to reserve).")
+        properties = {"requestedGpus": o["gpus"], "requestedMemoryGb": o["memory_gb"]}
     if (command or o["env"]) and not o["image"]:
         raise click.UsageError("A command or --env needs --image (without them the job type's default workload runs).")
     if o["image"]:

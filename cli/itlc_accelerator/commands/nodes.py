@@ -15,20 +15,20 @@ import click
 
 from itlc_accelerator import paths
 from itlc_accelerator.output import emit
-from itlc_accelerator.session import Session, pass_session, tag_option
+from itlc_accelerator.session import Session, parse_accelerator, pass_session, tag_option
 
 AVAILABILITY = ("Available", "Cordoned", "Maintenance", "Offline")
 
 
 @click.group("node")
 def node() -> None:
-    """GPU nodes: register, price, cordon and remove them."""
+    """Accelerator nodes (GPUs, TPUs, NPUs...): register, price, cordon and remove them."""
 
 
 def _pricing(price: float | None, currency: str | None, increment: int | None, minimum: int | None) -> dict[str, Any]:
     pricing: dict[str, Any] = {}
     if price is not None:
-        pricing["pricePerGpuHour"] = price
+        pricing["pricePerAcceleratorHour"] = price  # any kind's name (a GPU node's pricePerGpuHour too)
     if currency is not None:
         pricing["currency"] = currency.upper()
     if increment is not None:
@@ -39,7 +39,8 @@ def _pricing(price: float | None, currency: str | None, increment: int | None, m
 
 
 class Price(click.ParamType[float]):
-    """A price per GPU-hour: a finite decimal number >= 0 (``nan``, ``inf`` and negatives are usage errors, exit 2)."""
+    """A price per device-hour (per GPU-hour on a GPU node): a finite decimal number >= 0 (``nan``, ``inf`` and
+    negatives are usage errors, exit 2)."""
 
     name = "PRICE"
 
@@ -56,7 +57,9 @@ class Price(click.ParamType[float]):
 def pricing_options(command: Any) -> Any:
     for option in reversed(
         [
-            click.option("--price", type=Price(), help="Price per GPU-hour (new allocations lock it)."),
+            click.option(
+                "--price", type=Price(), help="Price per device-hour of the node's kind (new allocations lock it)."
+            ),
             click.option("--currency", help="ISO 4217 currency of the price (USD when never set)."),
             click.option("--billing-increment-seconds", type=click.IntRange(1, 3600), help="Billing increment."),
             click.option("--minimum-billable-seconds", type=click.IntRange(0, 3600), help="Minimum billed."),
@@ -70,7 +73,18 @@ def pricing_options(command: Any) -> Any:
 @click.argument("name")
 @click.option("--location", "-l", required=True, help="Where the node is, e.g. us-east-1.")
 @click.option("--sku", required=True, help="SKU name, e.g. DGX-H100-8GPU.")
-@click.option("--gpus", type=click.IntRange(1, 64), required=True, help="Number of GPUs (the SKU's capacity).")
+@click.option(
+    "--accelerator",
+    callback=parse_accelerator,
+    metavar="KIND[:MODEL]=COUNT",
+    help="What it holds, e.g. tpu:v5e=8, npu:910B=8, gpu:mi300x=8 (or --gpus for NVIDIA GPUs).",
+)
+@click.option("--vendor", help="Who makes them (NVIDIA, AMD, Google, AWS, Intel, Huawei...); with --accelerator.")
+@click.option(
+    "--memory-gb-per-device", type=click.IntRange(1, 1024), help="GiB per device (known SKUs have a default)."
+)
+@click.option("--topology", help="A TPU slice's topology, e.g. 2x4.")
+@click.option("--gpus", type=click.IntRange(1, 64), help="Number of NVIDIA GPUs (the SKU's capacity).")
 @click.option("--gpu-model", help="GPU model, e.g. H100.")
 @click.option("--gpu-memory-gb", type=click.IntRange(1, 1024), help="GiB per GPU (known SKUs have a default).")
 @click.option("--cpu-cores", type=click.IntRange(1, 4096))
@@ -82,7 +96,14 @@ def pricing_options(command: Any) -> Any:
 @tag_option()
 @pass_session()
 def create(s: Session, name: str, **o: Any) -> None:
-    """Register node NAME (a node that exists already: 409 Conflict, exit 1)."""
+    """Register node NAME (a node that exists already: 409 Conflict, exit 1): its devices with --accelerator, or
+    NVIDIA GPUs with --gpus."""
+    if (o["accelerator"] is None) == (o["gpus"] is None):
+        raise click.UsageError("Say what the node holds: --accelerator KIND[:MODEL]=COUNT, or --gpus N.")
+    if o["accelerator"] is not None and (o["gpu_model"] or o["gpu_memory_gb"]):
+        raise click.UsageError("--gpu-model and --gpu-memory-gb go with --gpus; with --accelerator use its MODEL and "
+                               "--memory-gb-per-device.")  # fmt: skip
+    count = o["gpus"] if o["gpus"] is not None else o["accelerator"]["count"]
     specs = {
         "gpuModel": o["gpu_model"],
         "gpuCount": o["gpus"],
@@ -92,6 +113,14 @@ def create(s: Session, name: str, **o: Any) -> None:
         "interconnect": o["interconnect"],
     }
     properties: dict[str, Any] = {"hardwareSpecs": {k: v for k, v in specs.items() if v is not None}}
+    if o["accelerator"] is not None:
+        held = {
+            **o["accelerator"],
+            "vendor": o["vendor"],
+            "memoryGbPerDevice": o["memory_gb_per_device"],
+            "topology": o["topology"],
+        }
+        properties["accelerator"] = {k: v for k, v in held.items() if v is not None}
     pricing = _pricing(o["price"], o["currency"], o["billing_increment_seconds"], o["minimum_billable_seconds"])
     if pricing:
         properties["pricing"] = pricing
@@ -99,7 +128,7 @@ def create(s: Session, name: str, **o: Any) -> None:
         properties["owner"] = o["owner"]
     if o["availability"]:
         properties["availability"] = o["availability"]
-    body: dict[str, Any] = {"name": name, "location": o["location"], "sku": {"name": o["sku"], "capacity": o["gpus"]}}
+    body: dict[str, Any] = {"name": name, "location": o["location"], "sku": {"name": o["sku"], "capacity": count}}
     if o["tags"] is not None:
         body["tags"] = o["tags"]
     body["properties"] = properties

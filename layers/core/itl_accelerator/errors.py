@@ -140,6 +140,14 @@ class InsufficientCapacity(Conflict):
     code = "InsufficientCapacity"
 
 
+class AcceleratorNotSupported(Conflict):
+    """409 ``AcceleratorNotSupported``: what was asked cannot run on the node's kind of accelerator — an Ollama
+    instance on a node that holds no NVIDIA or AMD GPUs (domain/accelerators.py ``runs_ollama``); the message says
+    which accelerators it runs on and what the node holds."""
+
+    code = "AcceleratorNotSupported"
+
+
 class QuotaExceeded(Conflict):
     """409 ``QuotaExceeded``: the allocation would take the subscription past a GPU quota; the message names the
     quota, its limit and what is in use."""

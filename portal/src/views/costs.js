@@ -1,7 +1,7 @@
 // Costs: the API's cost query (POST .../costQuery) as a form whose query the URL's hash carries (a view can be
 // bookmarked), hourly or daily answers as a chart (a series per currency, never summed across currencies; per group
 // value for one grouping), its columns and rows as a table with money beside its currency; the subscription's
-// budgets with this month's spend; the GPU quotas' usage of a location. All read-only: the API decides who sees
+// budgets with this month's spend; the accelerator quotas' usage of a location. All read-only: the API decides who sees
 // which charges (admins all, consumers their own work, suppliers their nodes' earnings).
 import { html, nothing } from 'lit';
 import { paths } from '../api.js';
@@ -23,8 +23,8 @@ export const GRANULARITIES = [
 ];
 export const MEASURES = [
   ['Cost', 'Cost'],
-  ['GpuSeconds', 'GPU-seconds'],
-  ['BillableGpuSeconds', 'Billable GPU-seconds'],
+  ['GpuSeconds', 'Device-seconds'],
+  ['BillableGpuSeconds', 'Billable device-seconds'],
 ];
 /** The dimensions the form offers (docs/API_REFERENCE.md, "Cost queries"); `tag:` + a key groups by a tag. */
 export const DIMENSIONS = [
@@ -34,12 +34,14 @@ export const DIMENSIONS = [
   ['SubmittedBy', 'Submitted by'],
   ['NodeId', 'Node'],
   ['Supplier', 'Supplier'],
+  ['AcceleratorKind', 'Accelerator kind'],
+  ['AcceleratorModel', 'Accelerator model'],
 ];
 const TAG = 'tag:';
 const COLUMN_LABELS = {
   totalCost: 'Cost',
-  totalGpuSeconds: 'GPU-seconds',
-  totalBillableGpuSeconds: 'Billable GPU-seconds',
+  totalGpuSeconds: 'Device-seconds',
+  totalBillableGpuSeconds: 'Billable device-seconds',
   UsageDate: 'Day (UTC)',
   BillingMonth: 'Month (UTC)',
   UsageDateTime: 'Hour',
@@ -445,15 +447,15 @@ class Costs extends View {
   }
 
   renderUsages() {
-    return html`<section class="card" aria-label="GPU quotas">
-      <h2>GPU quotas of subscription ${this.ctx.sub} in ${this.location}</h2>
+    return html`<section class="card" aria-label="Accelerator quotas">
+      <h2>Accelerator quotas of subscription ${this.ctx.sub} in ${this.location}</h2>
       <form class="form inline" @submit=${(e) => this.showUsages(e)} aria-label="Choose location">
         ${field('Location', 'quota-location', html`<input id="quota-location" name="location" required pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" .value=${this.location} />`)}
         <button type="submit" class="secondary">Show quotas</button>
       </form>
       ${loading(this.usagesLoading, 'Loading quota usage')} ${error(this.usagesError)}
-      ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="GPU quota usage">
-        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">GPUs held</th><th scope="col" class="num">Limit</th></tr></thead>
+      ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="Accelerator quota usage">
+        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th></tr></thead>
         <tbody>${this.usages.map((u) => html`<tr data-quota=${u.name.value}>
           <th scope="row">${u.name.localizedValue || u.name.value} <span class="muted small"><code>${u.name.value}</code></span></th>
           <td class="num quota-current">${u.currentValue}</td>

@@ -2,7 +2,7 @@
 // reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -11,6 +11,8 @@ const FINAL = ['Succeeded', 'Failed', 'Canceled'];
 // The API's own bounds (docs/API_REFERENCE.md, sparkJobs properties)
 const IMAGE_PATTERN = '[a-z0-9][a-z0-9._\\-]*(:[0-9]{1,5})?(/[a-z0-9._\\-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127})?(@sha256:[a-f0-9]{64})?';
 const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
+/** The accelerator kinds the form offers (the API takes others too: an open set). */
+const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
 
 class Jobs extends View {
@@ -68,14 +70,15 @@ class Jobs extends View {
   async submit(e) {
     e.preventDefault();
     const v = formValues(e.target);
+    // what it asks for: devices of one kind (any model, or the one named), with GiB of device memory in all
+    const accelerator = { kind: v.kind, count: Number(v.gpus), memoryGb: Number(v.memoryGb) };
+    if (v.gpuModel) accelerator.model = v.gpuModel;
     const properties = {
       jobType: v.jobType,
-      requestedGpus: Number(v.gpus),
-      requestedMemoryGb: Number(v.memoryGb),
+      accelerator,
       priority: Number(v.priority),
       maxDurationMinutes: Number(v.maxDuration),
     };
-    if (v.gpuModel) properties.gpuModel = v.gpuModel;
     if (v.image) {
       properties.workload = {
         image: v.image,
@@ -107,12 +110,12 @@ class Jobs extends View {
       ${loading(this.listLoading && !this.jobs.length, 'Loading jobs')} ${error(this.listError)}
       ${!this.listLoading && !this.listError && !this.jobs.length ? html`<p class="empty">No jobs.</p>` : nothing}
       ${this.jobs.length ? html`<div class="table-wrap"><table class="list" aria-label="Jobs">
-        <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">GPUs</th><th scope="col">Submitted by</th><th scope="col">Submitted</th><th scope="col">Cost</th></tr></thead>
+        <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Accelerators</th><th scope="col">Submitted by</th><th scope="col">Submitted</th><th scope="col">Cost</th></tr></thead>
         <tbody>${this.jobs.map((j) => {
           const id = parseId(j.id);
           const p = j.properties;
           return html`<tr><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
-            <td class="reason">${p.statusReason || ''}</td><td>${p.requestedGpus}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td><td>${p.cost ? costs([p.cost]) : '—'}</td></tr>`;
+            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td><td>${p.cost ? costs([p.cost]) : '—'}</td></tr>`;
         })}</tbody></table></div>` : nothing}
       ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
   }
@@ -124,11 +127,12 @@ class Jobs extends View {
         ${field('Name', 'job-name', html`<input id="job-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" aria-describedby="job-name-help" />`, NAME_HELP)}
         ${field('Resource group', 'job-rg', html`<input id="job-rg" name="rg" required pattern=${RG_PATTERN} maxlength="90" .value=${this.app.defaultGroup} />`)}
         ${field('Job type', 'job-type', html`<select id="job-type" name="jobType"><option value="training">training</option><option value="fineTuning">fineTuning</option><option value="batchInference">batchInference</option></select>`)}
-        ${field('GPUs', 'job-gpus', html`<input id="job-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="1" />`, '1–64')}
-        ${field('GPU memory (GiB)', 'job-mem', html`<input id="job-mem" name="memoryGb" type="number" required min="1" max="65536" step="1" value="80" />`, '1–65536')}
+        ${field('Accelerator kind', 'job-kind', html`<select id="job-kind" name="kind">${KINDS.map((k) => html`<option value=${k}>${k}</option>`)}</select>`)}
+        ${field('Devices', 'job-gpus', html`<input id="job-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="1" />`, '1–64')}
+        ${field('Device memory (GiB)', 'job-mem', html`<input id="job-mem" name="memoryGb" type="number" required min="0" max="65536" step="1" value="80" />`, '0–65536 in all; 0: the devices’ own')}
         ${field('Priority', 'job-priority', html`<input id="job-priority" name="priority" type="number" required min="0" max="9" step="1" value="5" />`, '0–9, higher first')}
         ${field('Max duration (minutes)', 'job-duration', html`<input id="job-duration" name="maxDuration" type="number" required min="1" max="43200" step="1" value="10080" />`, '1–43200')}
-        ${field('GPU model (optional)', 'job-gpu-model', html`<input id="job-gpu-model" name="gpuModel" pattern=${GPU_MODEL_PATTERN} maxlength="64" />`)}
+        ${field('Model (optional)', 'job-gpu-model', html`<input id="job-gpu-model" name="gpuModel" pattern=${GPU_MODEL_PATTERN} maxlength="58" />`)}
         ${field('Location (optional)', 'job-location', html`<input id="job-location" name="location" pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" />`)}
         ${field('Container image (optional)', 'job-image', html`<input id="job-image" name="image" pattern=${IMAGE_PATTERN} maxlength="256" aria-describedby="job-image-help" />`, 'OCI reference; empty: the job type\u2019s default workload')}
         ${field('Command, one argument per line', 'job-command', html`<textarea id="job-command" name="command" rows="3"></textarea>`)}
@@ -229,19 +233,19 @@ class JobDetail extends View {
       <section class="card" aria-label="Details">
         <dl class="props">
           <dt>Type</dt><dd>${p.jobType}</dd>
-          <dt>Requested</dt><dd>${p.requestedGpus} GPUs, ${p.requestedMemoryGb} GiB GPU memory${p.gpuModel ? `, ${p.gpuModel}` : ''}</dd>
+          <dt>Requested</dt><dd>${acceleratorText(p)}, ${(p.accelerator && p.accelerator.memoryGb) ?? p.requestedMemoryGb} GiB of device memory</dd>
           <dt>Priority</dt><dd>${p.priority}</dd>
           <dt>Node</dt><dd>${p.assignedNode ? (() => { const n = parseId(p.assignedNode); return html`<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })() : '—'}</dd>
           <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
           <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
-          <dt>GPU-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
+          <dt>Device-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
           <dt>Cost</dt><dd class="job-cost">${p.cost ? costs([p.cost]) : '—'}</dd>
         </dl>
       </section></div>
       <section class="card" aria-label="Usage over time">
         <h2>Usage, last 24 hours</h2>
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
-        ${this.stats ? html`<p class="totals">Metered so far: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} GPU-seconds <span class="muted small">(as fresh as the last hourly roll-up)</span></p>
+        ${this.stats ? html`<p class="totals">Metered so far: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} device-seconds <span class="muted small">(as fresh as the last hourly roll-up)</span></p>
           <itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>` : nothing}
       </section>`;
   }

@@ -1,11 +1,19 @@
-// Nodes: the list (with GPU bars), registration, and a node's detail: capacity, price, availability, delete,
+// Nodes: the list (with accelerator bars), registration, and a node's detail: capacity, price, availability, delete,
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, gpuBar, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
+
+/** The accelerator kinds the registration form offers (the API takes others too: an open set). */
+const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
+
+/** A node's accelerator kind (`GPU` for one stored before kinds existed). */
+function kindOf(props) {
+  return (props && props.accelerator && props.accelerator.kind) || 'GPU';
+}
 
 class Nodes extends View {
   static properties = { nodes: { state: true }, nextLink: { state: true }, created: { state: true }, showCreate: { state: true } };
@@ -42,14 +50,17 @@ class Nodes extends View {
   async create(e) {
     e.preventDefault();
     const v = formValues(e.target);
+    // what the node holds, one kind and model of device (the API's accelerator; a GPU's vendor defaults to NVIDIA)
+    const accelerator = { kind: v.kind, model: v.gpuModel, count: Number(v.gpus), memoryGbPerDevice: Number(v.gpuMemoryGb) };
+    if (v.vendor) accelerator.vendor = v.vendor;
     const body = {
       name: v.name,
       location: v.location,
       sku: { name: v.sku, capacity: Number(v.gpus) },
       properties: {
         owner: v.owner,
-        hardwareSpecs: { gpuModel: v.gpuModel, gpuCount: Number(v.gpus), gpuMemoryGb: Number(v.gpuMemoryGb) },
-        pricing: { currency: v.currency, pricePerGpuHour: Number(v.price) },
+        accelerator,
+        pricing: { currency: v.currency, pricePerAcceleratorHour: Number(v.price) },
       },
     };
     const made = await this.track('create', () => this.api.request('POST', paths.nodes(this.ctx.sub, v.rg), { body }));
@@ -63,7 +74,7 @@ class Nodes extends View {
 
   render() {
     return html`<h1>Nodes</h1>
-      <p class="muted">GPU nodes of ${this.ctx.rg ? html`resource group <strong>${this.ctx.rg}</strong>` : html`subscription <strong>${this.ctx.sub}</strong>`}.</p>
+      <p class="muted">Accelerator nodes (GPUs, TPUs, NPUs…) of ${this.ctx.rg ? html`resource group <strong>${this.ctx.rg}</strong>` : html`subscription <strong>${this.ctx.sub}</strong>`}.</p>
       <div class="toolbar">
         <button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Register a node</button>
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
@@ -73,15 +84,15 @@ class Nodes extends View {
       ${loading(this.listLoading, 'Loading nodes')} ${error(this.listError)}
       ${!this.listLoading && !this.listError && !this.nodes.length ? html`<p class="empty">No nodes here yet.</p>` : nothing}
       ${this.nodes.length ? html`<div class="table-wrap"><table class="list" aria-label="Nodes">
-        <thead><tr><th scope="col">Name</th><th scope="col">Resource group</th><th scope="col">GPUs</th><th scope="col">Model</th>
-          <th scope="col">Price per GPU-hour</th><th scope="col">Availability</th><th scope="col">Owner</th><th scope="col">Created</th></tr></thead>
+        <thead><tr><th scope="col">Name</th><th scope="col">Resource group</th><th scope="col">Allocated</th><th scope="col">Accelerators</th>
+          <th scope="col">Price per device-hour</th><th scope="col">Availability</th><th scope="col">Owner</th><th scope="col">Created</th></tr></thead>
         <tbody>${this.nodes.map((n) => {
           const id = parseId(n.id);
           const p = n.properties;
           return html`<tr>
-            <td><a href=${link('nodes', id.rg, n.name)}>${n.name}</a></td><td>${id.rg}</td><td class="bar-cell">${gpuBar(p.capacity)}</td>
-            <td>${(p.hardwareSpecs && p.hardwareSpecs.gpuModel) || '—'}</td>
-            <td>${p.pricing ? `${p.pricing.pricePerGpuHour} ${p.pricing.currency}` : '—'}</td>
+            <td><a href=${link('nodes', id.rg, n.name)}>${n.name}</a></td><td>${id.rg}</td><td class="bar-cell">${gpuBar(p.capacity, kindOf(p))}</td>
+            <td>${acceleratorText(p)}</td>
+            <td>${p.pricing ? `${pricePerHour(p.pricing)} ${p.pricing.currency}` : '—'}</td>
             <td>${statusBadge(p.availability)}</td><td>${p.owner}</td><td>${time(n.systemData && n.systemData.createdAt, true)}</td></tr>`;
         })}</tbody></table></div>` : nothing}
       ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
@@ -96,12 +107,14 @@ class Nodes extends View {
         ${field('Resource group', 'node-rg', html`<input id="node-rg" name="rg" required pattern=${RG_PATTERN} maxlength="90" .value=${this.app.defaultGroup} />`)}
         ${field('Location', 'node-location', html`<input id="node-location" name="location" required pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" value="us-east-1" />`)}
         ${field('SKU', 'node-sku', html`<input id="node-sku" name="sku" required maxlength="64" value="DGX-H100-8GPU" />`)}
-        ${field('GPUs', 'node-gpus', html`<input id="node-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="8" />`)}
-        ${field('GPU model', 'node-gpu-model', html`<input id="node-gpu-model" name="gpuModel" required maxlength="64" value="H100" />`)}
-        ${field('GPU memory per GPU (GiB)', 'node-gpu-mem', html`<input id="node-gpu-mem" name="gpuMemoryGb" type="number" required min="1" max="4096" step="1" value="80" />`)}
+        ${field('Accelerator kind', 'node-kind', html`<select id="node-kind" name="kind">${KINDS.map((k) => html`<option value=${k}>${k}</option>`)}</select>`)}
+        ${field('Vendor (optional for GPUs: NVIDIA; TPUs: Google)', 'node-vendor', html`<input id="node-vendor" name="vendor" maxlength="64" placeholder="NVIDIA, AMD, Google, Huawei…" />`)}
+        ${field('Devices', 'node-gpus', html`<input id="node-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="8" />`)}
+        ${field('Model', 'node-gpu-model', html`<input id="node-gpu-model" name="gpuModel" required maxlength="58" value="H100" />`)}
+        ${field('Memory per device (GiB)', 'node-gpu-mem', html`<input id="node-gpu-mem" name="gpuMemoryGb" type="number" required min="1" max="1024" step="1" value="80" />`)}
         ${field('Owner (supplier subject)', 'node-owner', html`<input id="node-owner" name="owner" required maxlength="256" .value=${me} />`)}
         ${field('Currency', 'node-currency', html`<input id="node-currency" name="currency" required pattern="[A-Z]{3}" maxlength="3" value="USD" />`, 'ISO 4217, e.g. USD')}
-        ${field('Price per GPU-hour', 'node-price', html`<input id="node-price" name="price" type="number" required min="0" step="any" value="2.5" />`)}
+        ${field('Price per device-hour', 'node-price', html`<input id="node-price" name="price" type="number" required min="0" step="any" value="2.5" />`)}
       </div>
       <button type="submit" ?disabled=${this.createLoading}>${this.createLoading ? 'Registering…' : 'Register'}</button>
       ${error(this.createError)}
@@ -172,22 +185,22 @@ class NodeDetail extends View {
     const cordoned = p.availability === 'Cordoned';
     return html`<div class="cards">
         <section class="card" aria-label="Capacity">
-          <h2>Capacity</h2>${gpuBar(p.capacity)}
+          <h2>Capacity</h2>${gpuBar(p.capacity, kindOf(p))}
           <dl class="props">
-            <dt>GPU memory</dt><dd>${p.capacity.allocatedMemoryGb} of ${p.capacity.totalMemoryGb} GiB allocated</dd>
-            <dt>Hardware</dt><dd>${n.sku && n.sku.name} · ${p.hardwareSpecs.gpuCount} × ${p.hardwareSpecs.gpuModel} (${p.hardwareSpecs.gpuMemoryGb} GiB)</dd>
+            <dt>${kindOf(p)} memory</dt><dd>${p.capacity.allocatedMemoryGb} of ${p.capacity.totalMemoryGb} GiB allocated</dd>
+            <dt>Hardware</dt><dd>${n.sku && n.sku.name} · ${acceleratorText(p)} (${(p.accelerator && p.accelerator.memoryGbPerDevice) || p.hardwareSpecs.gpuMemoryGb} GiB each)</dd>
             <dt>Location</dt><dd>${n.location}</dd>
             <dt>Owner</dt><dd>${p.owner}</dd>
             <dt>Availability</dt><dd>${statusBadge(p.availability)}</dd>
-            <dt>Price</dt><dd><span id="node-price-now">${p.pricing ? `${p.pricing.pricePerGpuHour} ${p.pricing.currency}` : '—'}</span> per GPU-hour</dd>
+            <dt>Price</dt><dd><span id="node-price-now">${p.pricing ? `${pricePerHour(p.pricing)} ${p.pricing.currency}` : '—'}</span> per ${kindOf(p)}-hour</dd>
             <dt>Created</dt><dd>${time(n.systemData.createdAt)} by ${n.systemData.createdBy}</dd>
             <dt>Changed</dt><dd>${time(n.systemData.lastModifiedAt)} by ${n.systemData.lastModifiedBy}</dd>
           </dl>
         </section>
         <section class="card" aria-label="Actions">
           <h2>Price and availability</h2>
-          <form class="inline" @submit=${(e) => { e.preventDefault(); const v = formValues(e.target); this.patch({ pricing: { pricePerGpuHour: Number(v.price), currency: v.currency } }, 'Price changed.'); }}>
-            ${field('New price per GPU-hour', 'price-new', html`<input id="price-new" name="price" type="number" min="0" step="any" required .value=${String(p.pricing ? p.pricing.pricePerGpuHour : '')} />`)}
+          <form class="inline" @submit=${(e) => { e.preventDefault(); const v = formValues(e.target); this.patch({ pricing: { pricePerAcceleratorHour: Number(v.price), currency: v.currency } }, 'Price changed.'); }}>
+            ${field(`New price per ${kindOf(p)}-hour`, 'price-new', html`<input id="price-new" name="price" type="number" min="0" step="any" required .value=${String(p.pricing ? pricePerHour(p.pricing) : '')} />`)}
             ${field('Currency', 'price-currency', html`<input id="price-currency" name="currency" pattern="[A-Z]{3}" required maxlength="3" .value=${p.pricing ? p.pricing.currency : 'USD'} />`)}
             <button type="submit">Set price</button>
           </form>

@@ -1,4 +1,4 @@
-// Overview of a subscription or resource group: nodes with free/allocated GPUs, running instances and jobs, and
+// Overview of a subscription or resource group: nodes with free/allocated devices per accelerator kind, running instances and jobs, and
 // spend of the last 24 hours and 30 days (from the stats of what the caller may read).
 import { html, nothing } from 'lit';
 import { parseId } from '../api.js';
@@ -47,9 +47,16 @@ class Overview extends View {
     const serving = inv.instances.filter((i) => i.properties.provisioningState === 'Succeeded').length;
     const byStatus = {};
     for (const j of inv.jobs) byStatus[j.properties.status] = (byStatus[j.properties.status] || 0) + 1;
-    const gpus = inv.nodes.reduce((a, n) => ({ total: a.total + n.properties.capacity.totalGpus, used: a.used + n.properties.capacity.allocatedGpus }), { total: 0, used: 0 });
+    // devices per kind (never added across kinds: a TPU is not a GPU), GPUs first
+    const byKind = new Map([['GPU', { total: 0, used: 0, nodes: 0 }]]);
+    for (const n of inv.nodes) {
+      const kind = (n.properties.accelerator && n.properties.accelerator.kind) || 'GPU';
+      const c = n.properties.capacity;
+      const k = byKind.get(kind) || { total: 0, used: 0, nodes: 0 };
+      byKind.set(kind, { total: k.total + (c.totalAccelerators ?? c.totalGpus), used: k.used + (c.allocatedAccelerators ?? c.allocatedGpus), nodes: k.nodes + 1 });
+    }
     return html`<div class="tiles">
-      <section class="tile" aria-label="GPUs"><h2>GPUs</h2><p class="big">${gpus.used} / ${gpus.total}</p><p class="small">allocated on ${inv.nodes.length} nodes</p></section>
+      ${[...byKind].filter(([kind, k]) => kind === 'GPU' || k.nodes).map(([kind, k]) => html`<section class="tile" aria-label=${`${kind}s`}><h2>${kind}s</h2><p class="big">${k.used} / ${k.total}</p><p class="small">allocated on ${k.nodes} nodes</p></section>`)}
       <section class="tile" aria-label="Instances"><h2>Instances</h2><p class="big" data-testid="instances-serving">${serving}</p><p class="small">serving of ${inv.instances.length}</p></section>
       <section class="tile" aria-label="Jobs"><h2>Jobs</h2><p class="big" data-testid="jobs-running">${byStatus.Running || 0}</p>
         <p class="small">running · ${byStatus.Pending || 0} pending · ${byStatus.Scheduled || 0} scheduled · ${byStatus.Succeeded || 0} succeeded · ${byStatus.Failed || 0} failed · ${byStatus.Canceled || 0} canceled</p></section>
@@ -76,7 +83,7 @@ class Overview extends View {
     return html`<section aria-label="Nodes"><h2>Nodes</h2>
       ${inv.nodes.length ? html`<ul class="node-bars">${inv.nodes.map((n) => {
         const id = parseId(n.id);
-        return html`<li><a href=${link('nodes', id.rg, n.name)}>${n.name}</a> <span class="muted small">${id.rg}</span> ${statusBadge(n.properties.availability)} ${gpuBar(n.properties.capacity)}</li>`;
+        return html`<li><a href=${link('nodes', id.rg, n.name)}>${n.name}</a> <span class="muted small">${id.rg}</span> ${statusBadge(n.properties.availability)} ${gpuBar(n.properties.capacity, (n.properties.accelerator && n.properties.accelerator.kind) || 'GPU')}</li>`;
       })}</ul>` : html`<p class="empty">No nodes here yet.</p>`}
       ${inv.refused.map((r) => error(r.error))}
     </section>`;

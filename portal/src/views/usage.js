@@ -97,15 +97,15 @@ class Usage extends View {
         <tbody>
           ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}</td></tr>`)}
           ${(t.cost || []).length ? nothing : html`<tr><th scope="row">Cost</th><td class="total-cost">none yet</td></tr>`}
-          <tr><th scope="row">GPU-seconds</th><td>${number(t.gpuSeconds)}</td></tr>
-          <tr><th scope="row">Billable GPU-seconds</th><td>${number(t.billableGpuSeconds)}</td></tr>
+          <tr><th scope="row">Device-seconds</th><td>${number(t.gpuSeconds)}</td></tr>
+          <tr><th scope="row">Billable device-seconds</th><td>${number(t.billableGpuSeconds)}</td></tr>
           <tr><th scope="row">GPU-hours</th><td>${number(t.gpuHours, 6)}</td></tr>
           ${t.requests !== undefined && t.requests !== null ? html`<tr><th scope="row">Requests / tokens in / out</th><td>${number(t.requests)} / ${number(t.tokensIn)} / ${number(t.tokensOut)}</td></tr>` : nothing}
           <tr><th scope="row">Energy</th><td>${number(t.energyWh, 3)} Wh</td></tr>
         </tbody>
       </table>
       <itl-chart bars .title=${'Cost per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>
-      <itl-chart .title=${'GPU-seconds per hour'} .points=${points} .series=${[{ key: 'gpuSeconds', label: 'GPU-seconds' }, { key: 'billableGpuSeconds', label: 'Billable GPU-seconds' }]}></itl-chart>
+      <itl-chart .title=${'Device-seconds per hour'} .points=${points} .series=${[{ key: 'gpuSeconds', label: 'Device-seconds' }, { key: 'billableGpuSeconds', label: 'Billable device-seconds' }]}></itl-chart>
     </section>`;
   }
 
@@ -118,7 +118,7 @@ class Usage extends View {
       <p>Node earnings: <strong class="sum-earnings">${costs(sumCosts(read(earnings).map((r) => r.stats.totals.cost)))}</strong>
         (${read(earnings).length} of ${earnings.length} readable)</p>
       <div class="table-wrap"><table class="list" aria-label="Usage per resource">
-        <thead><tr><th scope="col">Resource</th><th scope="col">Kind</th><th scope="col">Cost</th><th scope="col">GPU-seconds</th></tr></thead>
+        <thead><tr><th scope="col">Resource</th><th scope="col">Kind</th><th scope="col">Cost</th><th scope="col">Device-seconds</th></tr></thead>
         <tbody>${rows.map((r) => {
           const id = parseId(r.id);
           return html`<tr><td><a href=${`#/usage?resource=${encodeURIComponent(r.id)}&hours=${this.hours}`}>${id.kind === 'instance' ? `${id.node}/` : ''}${id.name}</a></td><td>${KIND[id.kind]}</td>

@@ -28,7 +28,8 @@ holding ``window_start`` (end = the first instant of the next month), also for a
 
 **Fixed values and mappings**, chosen against the 1.2 rules focus-validator bundles (``model-1.2.0.1.json``):
 
-- ``ProviderName`` and ``InvoiceIssuerName`` "ITL Accelerator": the provider sells the GPU time and charges for it.
+- ``ProviderName`` and ``InvoiceIssuerName`` "ITL Accelerator": the provider sells the accelerator time and charges
+  for it.
   ``PublisherName`` = the node's supplier (``properties.owner``): as on a marketplace, the supplier produces what is
   sold and sets its price; the provider sells it and is paid. (focus-validator reads ProviderName ≠
   InvoiceIssuerName as "paid to a third party" and then requires ``BilledCost`` 0: should invoicing move to another
@@ -38,8 +39,10 @@ holding ``window_start`` (end = the first instant of the next month), also for a
   ``SubAccountId`` ``/subscriptions/{sub}/resourceGroups/{rg}``, ``SubAccountName`` the resource group; one kind of
   sub account, so no ``SubAccountType``.
 - ``ChargeCategory`` "Usage", ``ChargeFrequency`` "Usage-Based", ``PricingCategory`` "Standard" (the node's price in
-  force, no commitments, no spot), ``PricingUnit`` and ``ConsumedUnit`` "GPU-Hours" (FOCUS unit format
-  ``<count unit>-<plural time unit>``; the price is published per GPU-hour). ``ChargeClass`` "Correction" on a line
+  force, no commitments, no spot), ``PricingUnit`` and ``ConsumedUnit`` the device-hours of the allocation's
+  accelerator kind: "GPU-Hours", "TPU-Hours", "NPU-Hours" (FOCUS unit format ``<count unit>-<plural time unit>``;
+  the price is published per device-hour of the node's kind). ``ChargeDescription`` names the kind and model
+  ("TPU time (Google v5e) of job train-1 on node tpu-1 (TPU-V5E-8)"). ``ChargeClass`` "Correction" on a line
   that corrects an already exported one, null otherwise: FOCUS reserves it for corrections of a previously invoiced
   period, and until invoices exist a published daily file is what FinOps tools have taken in. A correction's costs
   and quantities are the delta (may be negative); its price, SKU and periods are those of the line it corrects.
@@ -56,7 +59,10 @@ holding ``window_start`` (end = the first instant of the next month), also for a
 - ``CommitmentDiscountStatus`` present and always null (no commitment discount applies to any row): FOCUS does not
   require it here, but the validator's ``ConsumedQuantity`` nullability rules query it and fail when it is absent.
 - Custom columns (``x_`` prefix, after the FOCUS ones): ``x_NodeId`` and ``x_NodeName`` (the node the work ran on),
-  ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds`` (exact integers), and ``x_AllocationId``: the allocation a
+  ``x_ConsumedGpuSeconds`` and ``x_BillableGpuSeconds`` (exact integers of device-seconds of the row's kind: the
+  names kept from when every device was a GPU, so a finance import keeps working), ``x_AcceleratorKind`` and
+  ``x_AcceleratorModel`` (what the devices were: ``GPU``/``H100``; a model not recorded, for allocations metered
+  before kinds existed, is empty), and ``x_AllocationId``: the allocation a
   row bills (one instance provisioning, one job run — the operation that started it), so the rows of a job deleted
   and submitted again under the same name, which share a ``ResourceId``, stay told apart.
 
@@ -91,6 +97,13 @@ PROVIDER_NAME = "ITL Accelerator"
 INVOICE_ISSUER_NAME = PROVIDER_NAME
 SERVICE_CATEGORY = "AI and Machine Learning"
 GPU_HOURS = "GPU-Hours"
+
+
+def hours_unit(kind: str) -> str:
+    """The FOCUS unit of device time of ``kind``: ``GPU-Hours``, ``TPU-Hours``."""
+    return f"{kind}-Hours"
+
+
 #: Decimals of GPU-hour quantities and of ListCost/ContractedCost (a GPU-second is 0.0002777777778 GPU-hours).
 QUANTITY_DECIMALS = 13
 #: zlib's default level: near level 9's size at a fraction of its time.
@@ -135,6 +148,8 @@ CUSTOM_COLUMNS: tuple[str, ...] = (
     "x_ConsumedGpuSeconds",
     "x_BillableGpuSeconds",
     "x_AllocationId",
+    "x_AcceleratorKind",
+    "x_AcceleratorModel",
 )
 FOCUS_COLUMNS: tuple[str, ...] = SPEC_COLUMNS + CUSTOM_COLUMNS
 
@@ -171,6 +186,8 @@ class ChargeLine:
     cost: Decimal  # billable_gpu_seconds * price / 3600, rounded by metering; written as given (BilledCost)
     tags: dict[str, str] = field(default_factory=dict)  # the resource's ARM tags (Tags)
     correction: bool = False  # a delta of an earlier-exported line (ChargeClass "Correction"); may be negative
+    accelerator_kind: str = "GPU"  # the devices' kind: the units (x_AcceleratorKind)
+    accelerator_model: str = ""  # their model, "" when not recorded (x_AcceleratorModel)
 
     def __post_init__(self) -> None:
         # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
@@ -260,7 +277,10 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
     list_cost = _per_hour(line.billable_gpu_seconds, line.price_per_gpu_hour)
     price = _num(line.price_per_gpu_hour)
     cost = _num(line.cost)
-    description = f"GPU time of {service.noun} {line.resource_name} on node {line.node_name} ({line.sku})"
+    kind, model = line.accelerator_kind, line.accelerator_model
+    what = f"{kind} time ({model}) of" if model else f"{kind} time of"
+    description = f"{what} {service.noun} {line.resource_name} on node {line.node_name} ({line.sku})"
+    unit = hours_unit(kind)
     return {
         "BilledCost": cost,
         "BillingAccountId": f"/subscriptions/{line.subscription_id}",
@@ -276,7 +296,7 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
         "ChargePeriodStart": _instant(line.window_start),
         "CommitmentDiscountStatus": "",
         "ConsumedQuantity": _per_hour(line.gpu_seconds),
-        "ConsumedUnit": GPU_HOURS,
+        "ConsumedUnit": unit,
         "ContractedCost": list_cost,
         "ContractedUnitPrice": price,
         "EffectiveCost": cost,
@@ -286,7 +306,7 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
         "ListUnitPrice": price,
         "PricingCategory": "Standard",
         "PricingQuantity": _per_hour(line.billable_gpu_seconds),
-        "PricingUnit": GPU_HOURS,
+        "PricingUnit": unit,
         "ProviderName": PROVIDER_NAME,
         "PublisherName": line.supplier,
         "RegionId": line.region,
@@ -306,6 +326,8 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
         "x_ConsumedGpuSeconds": _int_text(line.gpu_seconds),
         "x_BillableGpuSeconds": _int_text(line.billable_gpu_seconds),
         "x_AllocationId": line.allocation_id,
+        "x_AcceleratorKind": kind,
+        "x_AcceleratorModel": model,
     }
 
 

@@ -56,10 +56,11 @@ class BillingTerms:
 
     @classmethod
     def from_pricing(cls, pricing: dict[str, Any]) -> BillingTerms:
-        """The terms of a node's ``properties.pricing`` (or of stored terms), wire names: ``pricePerGpuHour``,
+        """The terms of a node's ``properties.pricing`` (or of stored terms), wire names: ``pricePerAcceleratorHour``
+        (or ``pricePerGpuHour``, the seed's name and what terms stored before other kinds existed say),
         ``currency``, ``billingIncrementSeconds``, ``minimumBillableSeconds``."""
         return cls(
-            price_per_gpu_hour=Decimal(str(pricing.get("pricePerGpuHour", 0))),
+            price_per_gpu_hour=Decimal(str(pricing.get("pricePerAcceleratorHour", pricing.get("pricePerGpuHour", 0)))),
             currency=str(pricing.get("currency", "USD")),
             billing_increment_seconds=int(pricing.get("billingIncrementSeconds", 1)),
             minimum_billable_seconds=int(pricing.get("minimumBillableSeconds", 0)),
@@ -75,12 +76,14 @@ class BillingTerms:
         }
 
 
-def terms_properties(terms: BillingTerms, locked_at: str) -> dict[str, Any]:
+def terms_properties(terms: BillingTerms, locked_at: str, kind: str = "GPU") -> dict[str, Any]:
     """``properties.billingTerms`` of an instance or job as the API shows it: the node's pricing members as they
-    were when the workload reserved its GPUs (``pricePerGpuHour`` a JSON number, like the node's), and
-    ``lockedAt`` (UTC ISO 8601)."""
+    were when the workload reserved its devices (``pricePerAcceleratorHour`` a JSON number, like the node's — and on
+    a GPU, ``pricePerGpuHour``, the seed's name of the same figure), and ``lockedAt`` (UTC ISO 8601)."""
+    price = float(terms.price_per_gpu_hour)
     return {
-        "pricePerGpuHour": float(terms.price_per_gpu_hour),
+        **({"pricePerGpuHour": price} if kind == "GPU" else {}),
+        "pricePerAcceleratorHour": price,
         "currency": terms.currency,
         "billingIncrementSeconds": terms.billing_increment_seconds,
         "minimumBillableSeconds": terms.minimum_billable_seconds,

@@ -151,8 +151,9 @@ class Rollup:
 @dataclass(frozen=True)
 class CostDimensions:
     """What a cost query groups and filters one resource lifetime's charges by: the resource (ARM id, name, type,
-    resource group, tags), who asked for it (``submitted_by``), the node it ran on (``node_id``) and that node's
-    supplier then (``supplier``)."""
+    resource group, tags), who asked for it (``submitted_by``), the node it ran on (``node_id``), that node's
+    supplier then (``supplier``) and its accelerators' kind and model (a resource metered before kinds existed: a
+    GPU of a model not recorded, "")."""
 
     resource_scope: str
     resource_id: str
@@ -163,6 +164,8 @@ class CostDimensions:
     node_id: str
     supplier: str
     tags: tuple[tuple[str, str], ...]
+    accelerator_kind: str = "GPU"
+    accelerator_model: str = ""
 
     @classmethod
     def of(cls, descriptor: dict[str, Any]) -> CostDimensions:
@@ -178,6 +181,8 @@ class CostDimensions:
             node_id=str(descriptor.get("nodeId", "")),
             supplier=str(descriptor.get("supplier", "")),
             tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+            accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
+            accelerator_model=str(descriptor.get("acceleratorModel") or ""),
         )
 
 
@@ -199,10 +204,20 @@ class CostHour:
 
 def cost_group_scope(d: CostDimensions) -> str:
     """Key of the *cost group* of a resource's dimensions: everything a cost query groups, filters or confines by
-    except the resource itself (resource group, type, submitter, node, supplier, tags — exact values, as a query
-    shows them). ``GROUP#`` and a digest of those values."""
+    except the resource itself (resource group, type, submitter, node, supplier, tags, accelerator kind and model —
+    exact values, as a query shows them). ``GROUP#`` and a digest of those values."""
     # as JSON, so no two groups' values run together (tags "a=b": "c" and "a": "b=c" are two groups)
-    values = [d.resource_group, d.resource_type, d.submitted_by, d.node_id, d.supplier, [list(t) for t in d.tags]]
+    values: list[Any] = [
+        d.resource_group,
+        d.resource_type,
+        d.submitted_by,
+        d.node_id,
+        d.supplier,
+        [list(t) for t in d.tags],
+    ]
+    if (d.accelerator_kind, d.accelerator_model) != ("GPU", ""):
+        # a group of charges metered before kinds existed keeps its key (and its month's items their figures)
+        values.append([d.accelerator_kind, d.accelerator_model])
     return f"GROUP{SEP}{hashlib.sha256(json.dumps(values).encode()).hexdigest()[:32]}"
 
 

@@ -105,11 +105,15 @@ class DgxPlatformClient:
         gpus: int,
         memory_gb: int,
         callback_url: str | None = None,
+        accelerator: dict[str, str] | None = None,
     ) -> DgxInstance:
         """``POST /v1/instances`` with ``Idempotency-Key``: the same key returns the instance already made.
         ``callback_url``: where the platform announces that the instance is ready or failed (the contract's
-        ``callbacks``); None: no callback."""
+        ``callbacks``); None: no callback. ``accelerator``: the node's devices (``{"kind", "vendor", "model"}``;
+        None: NVIDIA GPUs, as the contract reads its absence)."""
         body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        if accelerator:
+            body["accelerator"] = accelerator
         if callback_url:
             body["callbackUrl"] = callback_url
         response = self._call("POST", "/v1/instances", json=body, headers={"Idempotency-Key": idempotency_key})
@@ -150,10 +154,11 @@ class DgxPlatformClient:
         workload: dict[str, Any],
         max_duration_seconds: int,
         callback_url: str | None = None,
+        accelerator: dict[str, str] | None = None,
     ) -> DgxJob:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
         ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
-        ended (None: no callback)."""
+        ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`."""
         body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,
@@ -166,6 +171,8 @@ class DgxPlatformClient:
         }
         if callback_url:
             body["callbackUrl"] = callback_url
+        if accelerator:
+            body["accelerator"] = accelerator
         response = self._call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": idempotency_key})
         return _job(response.json())
 

@@ -130,14 +130,16 @@ class PriceCeiling:
             return "no price (no node could take the job when it was submitted)"
         return " or ".join(describe_terms(t) for t in self.terms)
 
-    def as_properties(self) -> dict[str, Any]:
-        """``properties.priceCeiling`` (wire names; prices JSON numbers, as the node's pricing)."""
+    def as_properties(self, kind: str = "GPU") -> dict[str, Any]:
+        """``properties.priceCeiling`` of a job of accelerator ``kind`` (wire names; prices JSON numbers, as the node's
+        pricing: ``pricePerGpuHour`` for a GPU job as always, ``pricePerAcceleratorHour`` for another kind)."""
+        name = "pricePerGpuHour" if kind == "GPU" else "pricePerAcceleratorHour"
         return {
             "basis": str(self.basis),
             "fixedAt": self.fixed_at,
             "terms": [
                 {
-                    "pricePerGpuHour": float(t.price_per_gpu_hour),
+                    name: float(t.price_per_gpu_hour),
                     "currency": t.currency,
                     "billingIncrementSeconds": t.billing_increment_seconds,
                     "minimumBillableSeconds": t.minimum_billable_seconds,
@@ -153,7 +155,7 @@ class PriceCeiling:
             CeilingBasis(value["basis"]),
             tuple(
                 BillingTerms(
-                    Decimal(str(t["pricePerGpuHour"])),
+                    Decimal(str(t.get("pricePerAcceleratorHour", t.get("pricePerGpuHour")))),
                     str(t["currency"]),
                     int(t["billingIncrementSeconds"]),
                     int(t["minimumBillableSeconds"]),

@@ -20,6 +20,7 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.accelerators import GPU, Accelerator, kind_of_key, model_key, model_of_key
 from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.states import (
@@ -89,8 +90,9 @@ class Lease:
 
 
 def gpu_model_key(gpu_model: str | None) -> str:
-    """A GPU model as placement compares it: lower case, without spaces (``"H100 SXM"`` → ``"h100sxm"``)."""
-    return "".join((gpu_model or "").lower().split())
+    """A GPU model as placement compares it: lower case, without spaces (``"H100 SXM"`` → ``"h100sxm"``): the
+    accelerator key of a GPU (domain/accelerators.py ``accelerator_key``)."""
+    return model_key(gpu_model)
 
 
 @dataclass
@@ -138,13 +140,25 @@ class Node:
         return BillingTerms.from_pricing(self.properties.get("pricing") or {})
 
     @property
+    def accelerator(self) -> Accelerator:
+        """Its devices: kind, vendor, model, count, memory per device (domain/accelerators.py; a node stored before
+        kinds existed is its ``hardwareSpecs`` GPUs, NVIDIA ones)."""
+        return Accelerator.of_properties(self.properties)
+
+    @property
+    def kind(self) -> str:
+        """Its accelerator kind (``GPU``, ``TPU``...)."""
+        return self.accelerator.kind
+
+    @property
     def gpu_model(self) -> str | None:
-        return (self.properties.get("hardwareSpecs") or {}).get("gpuModel")
+        """Its accelerator model as registered (``H100``, ``v5e``; None when not said)."""
+        return self.accelerator.model or None
 
     @property
     def gpu_memory_gb_per_gpu(self) -> int:
-        """GiB of memory per GPU (0 when unknown)."""
-        return int((self.properties.get("hardwareSpecs") or {}).get("gpuMemoryGb") or 0)
+        """GiB of memory per device (0 when unknown)."""
+        return self.accelerator.memory_gb
 
     @property
     def location(self) -> str:
@@ -171,7 +185,7 @@ class Node:
     def shape(self) -> FleetShape:
         """The fleet shape the node counts in (with its pricing)."""
         return FleetShape(
-            gpu_model_key(self.gpu_model),
+            self.accelerator.key,
             normalize_location(self.location),
             self.gpu_total,
             self.memory_gb_total,
@@ -205,6 +219,11 @@ class FleetShape:
         return self.available_nodes > 0
 
     @property
+    def kind(self) -> str:
+        """The accelerator kind of its nodes (``GPU`` for a shape stored before kinds existed)."""
+        return kind_of_key(self.gpu_model)
+
+    @property
     def sort_key(self) -> str:
         """What tells shape items apart, and orders them: hardware and place, resource group, then pricing
         (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{rg}#{currency}#{price}#{increment}#{minimum}``, ``-``
@@ -217,9 +236,15 @@ class FleetShape:
         price = format(terms.price_per_gpu_hour.normalize(), "f")
         return f"{place}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
 
-    def matches(self, gpu_model: str, location: str) -> bool:
-        """Whether it has ``gpu_model`` (:func:`gpu_model_key`) and is in ``location`` (normalised); "" matches any."""
-        return (not gpu_model or self.gpu_model == gpu_model) and (not location or self.location == location)
+    def matches(self, key: str, location: str, kind: str = GPU) -> bool:
+        """Whether it has accelerator ``key`` (domain/accelerators.py ``accelerator_key``: a model of a kind, or a
+        kind's any model — ``""`` is any GPU, ``tpu:`` any TPU; ``kind`` says which when the key names no model) and
+        is in ``location`` (normalised; "" matches any)."""
+        if model_of_key(key):
+            held = self.gpu_model == key
+        else:
+            held = self.kind == (kind_of_key(key) if ":" in key else kind)
+        return held and (not location or self.location == location)
 
     def could_hold(self, gpus: int, memory_gb: int) -> bool:
         """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
@@ -239,8 +264,9 @@ def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_g
 
 @dataclass(frozen=True)
 class Demand:
-    """What a workload asks of a node: ``gpus`` free GPUs and ``memory_gb`` free GiB, on a node of ``gpu_model``
-    (:func:`gpu_model_key`) in ``location`` (normalised) when given, and — when ``within`` is given — billing by terms
+    """What a workload asks of a node: ``gpus`` free devices of ``kind`` (GPUs unless said) and ``memory_gb`` free
+    GiB of device memory, on a node of accelerator key ``gpu_model`` (domain/accelerators.py ``accelerator_key``: a
+    GPU's model key; "" any GPU) in ``location`` (normalised) when given, and — when ``within`` is given — billing by terms
     within one of ``within`` (same currency, no higher price, increment or minimum: domain/pricing.py; an empty
     tuple admits no node)."""
 
@@ -249,6 +275,7 @@ class Demand:
     gpu_model: str = ""
     location: str = ""
     within: tuple[BillingTerms, ...] | None = None
+    kind: str = GPU
 
 
 @dataclass(frozen=True)
@@ -380,7 +407,9 @@ class Instance(Workload):
 
 @dataclass
 class Job(Workload):
-    """A GPU job: see :class:`Workload`. ``status`` its own lifecycle; ``priority`` 0-9; who submitted it and when;
+    """An accelerator job: see :class:`Workload` (``gpus``/``memory_gb``: the devices of ``kind`` and GiB of device
+    memory it asks for; ``gpu_model`` its accelerator key, domain/accelerators.py). ``status`` its own lifecycle;
+    ``priority`` 0-9; who submitted it and when;
     ``max_duration_seconds``; its GPU model constraint (:func:`gpu_model_key`); ``secret_env`` (values sent to the
     DGX Platform only, never shown); ``queued``: waiting in its subscription's queue for capacity;
     ``task_token``: the Step Functions token its execution waits on (for capacity, or while it runs);
@@ -389,6 +418,7 @@ class Job(Workload):
     ``drain_node``: the node drained for it (starvation rule)."""
 
     status: JobStatus = JobStatus.PENDING
+    kind: str = GPU
     priority: int = 5
     submitted_by: str = ""
     submitted_at: str = ""
@@ -416,8 +446,8 @@ class Job(Workload):
             **super().arm_properties(),
             **_set(
                 {
-                    "requestedGpus": self.gpus,
-                    "requestedMemoryGb": self.memory_gb,
+                    "requestedGpus": self.gpus if self.kind == GPU else None,  # the seed's GPU-only spelling
+                    "requestedMemoryGb": self.memory_gb if self.kind == GPU else None,  # GPUs: accelerator's
                     "priority": self.priority,
                     "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
                     "status": str(self.status),
@@ -433,7 +463,7 @@ class Job(Workload):
     @property
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
-        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location)
+        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind)
 
     @property
     def price_ceiling(self) -> PriceCeiling | None:

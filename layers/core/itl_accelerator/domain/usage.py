@@ -109,8 +109,9 @@ class UsageRecord:
 
 @dataclass
 class Meter:
-    """One allocation of GPUs: who holds them (the ARM resource, its subscription and group, tags), where (the
-    node, its supplier, region and SKU), how many (``gpus``), under which locked ``terms``, and when
+    """One allocation of accelerator devices: who holds them (the ARM resource, its subscription and group, tags),
+    where (the node, its supplier, region and SKU), what (``accelerator_kind`` and ``accelerator_model``), how many
+    (``gpus``: devices of that kind), under which locked ``terms``, and when
     (``start``/``end``, epoch seconds; ``end`` None while it runs). ``metered_until``: usage is recorded up to there
     (epoch seconds). ``service``: the provider's service the allocation is billed under (``instances`` or
     ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's;
@@ -142,6 +143,10 @@ class Meter:
     active: bool = True
     submitted_by: str = ""
     settled_months: frozenset[str] = frozenset()
+    #: the kind and model of its devices (domain/accelerators.py; an allocation metered before kinds existed: a GPU
+    #: of a model not recorded)
+    accelerator_kind: str = "GPU"
+    accelerator_model: str = ""
 
     @classmethod
     def described(cls, allocation_id: str, d: dict[str, Any], **state: Any) -> Meter:
@@ -166,6 +171,8 @@ class Meter:
             resource_created_at=str(d.get("resourceCreatedAt", "")),
             node_created_at=str(d.get("nodeCreatedAt", "")),
             submitted_by=str(d.get("submittedBy", "")),
+            accelerator_kind=str(d.get("acceleratorKind") or "GPU"),
+            accelerator_model=str(d.get("acceleratorModel") or ""),
             **state,
         )
 
@@ -235,6 +242,8 @@ class Meter:
             "resourceCreatedAt": self.resource_created_at,
             "nodeCreatedAt": self.node_created_at,
             "submittedBy": self.submitted_by,
+            "acceleratorKind": self.accelerator_kind,
+            "acceleratorModel": self.accelerator_model,
         }
 
 

@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -126,6 +127,34 @@ GpuModel = Annotated[
     str, StringConstraints(min_length=1, max_length=58, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]*[A-Za-z0-9_-])?$")
 ]
 
+
+def _not_null(value: Any) -> Any:
+    if value is None:
+        raise ValueError("may be left out, but not sent as null")
+    return value
+
+
+#: A member that may be left out but is never sent as ``null`` (typed ``X | None``, None meaning not sent): a ``null``
+#: is refused naming the member. Its JSON schema says no ``null`` either (``WithJsonSchema`` beside it).
+NOT_NULL = BeforeValidator(_not_null)
+#: A price member that may be left out but not sent as null (its JSON schema: Money's).
+OptionalMoney = Annotated[
+    Decimal | None,
+    NOT_NULL,
+    BeforeValidator(lambda v: strict_decimal(v) if v is not None else v),
+    Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR, max_digits=14, decimal_places=6),
+    PlainSerializer(lambda v: float(v) if v is not None else None, when_used="json"),
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_PRICE_PER_GPU_HOUR}),
+]
+
+
+#: An accelerator kind as sent (``GPU``, ``tpu``, ``NPU``...; domain/accelerators.py says it in its usual spelling).
+AcceleratorKind = Annotated[str, StringConstraints(min_length=2, max_length=16, pattern=r"^[A-Za-z][A-Za-z0-9]+$")]
+#: An accelerator vendor (``NVIDIA``, ``AMD``, ``Google``, ``AWS``, ``Intel``, ``Huawei``...).
+AcceleratorVendor = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9 ._&-]*[A-Za-z0-9])?$")
+]
+
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]
 MAX_TAGS = 50
@@ -181,10 +210,13 @@ def lift_flat_fields(data: Any, fields: dict[str, str], *, keep_flat: bool = Fal
 
 class BillingTermsLocked(ApiModel):
     """Read-only ``properties.billingTerms`` of an instance or job: the node's pricing as it was when the workload
-    reserved its GPUs (``locked_at``, UTC ISO 8601) — what the workload is billed by until it ends, whatever the
-    node's pricing says later (docs/BILLING.md, "Locked terms"). Units as the node's ``pricing``."""
+    reserved its devices (``locked_at``, UTC ISO 8601) — what the workload is billed by until it ends, whatever the
+    node's pricing says later (docs/BILLING.md, "Locked terms"). Units as the node's ``pricing``: the price per
+    accelerator-hour, and on a GPU per GPU-hour under the seed's name (a workload placed before other kinds existed
+    shows ``pricePerGpuHour`` only)."""
 
-    price_per_gpu_hour: Money
+    price_per_gpu_hour: Money | None = None
+    price_per_accelerator_hour: Money | None = None
     currency: str
     billing_increment_seconds: int
     minimum_billable_seconds: int
@@ -203,7 +235,8 @@ class SystemData(ApiModel):
 
 
 class Sku(ApiModel):
-    """ARM ``sku``. For nodes ``capacity`` is the number of GPUs (must equal ``hardwareSpecs.gpuCount``)."""
+    """ARM ``sku``. For nodes ``capacity`` is the number of accelerator devices (must equal ``accelerator.count``
+    and, on a GPU node, ``hardwareSpecs.gpuCount``)."""
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     tier: Annotated[str, StringConstraints(max_length=64)] | None = None

@@ -13,7 +13,15 @@ from itl_accelerator.models.common import ApiModel, Instant
 
 #: The dimensions a query groups and filters by (Azure's names where Azure has one).
 Dimension = Literal[
-    "ResourceGroupName", "ResourceType", "ResourceId", "ResourceName", "SubmittedBy", "NodeId", "Supplier"
+    "ResourceGroupName",
+    "ResourceType",
+    "ResourceId",
+    "ResourceName",
+    "SubmittedBy",
+    "NodeId",
+    "Supplier",
+    "AcceleratorKind",
+    "AcceleratorModel",
 ]
 #: What a query sums: the cost (by currency), the GPU-seconds used, and those billed (increments and minimums).
 Measure = Literal["Cost", "GpuSeconds", "BillableGpuSeconds"]

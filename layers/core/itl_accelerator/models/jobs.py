@@ -1,5 +1,9 @@
-"""sparkJobs: a GPU job (training, fine-tuning, batch inference) that the provider places on a node of the
+"""sparkJobs: an accelerator job (training, fine-tuning, batch inference) that the provider places on a node of the
 subscription and runs on the DGX Platform.
+
+A job asks for ``properties.accelerator``: ``count`` devices of a ``kind`` (GPU, TPU, NPU...), optionally of one
+``model`` and with ``memoryGb`` GiB of device memory in all. The seed's ``requestedGpus`` / ``requested_gpus`` (with
+``requestedMemoryGb`` and ``gpuModel``) is its shorthand for GPUs; a body that says both in disagreement is refused.
 
 Units: ``requestedGpus`` GPUs; ``requestedMemoryGb`` GiB of GPU memory; ``maxDurationMinutes`` minutes; times are
 UTC ISO 8601; ``gpuSeconds`` GPU-seconds used (whole seconds of run time * GPUs); ``billableGpuSeconds`` the same
@@ -17,17 +21,22 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, WithJsonSchema, field_validator, model_validator
 
+from itl_accelerator.domain.accelerators import GPU, canonical_kind, model_key
 from itl_accelerator.models.common import (
+    NOT_NULL,
+    AcceleratorKind,
     ApiModel,
     BillingTermsLocked,
     CurrencyCode,
     GpuModel,
     Location,
     Money,
+    OptionalMoney,
     ProvisioningState,
     SystemData,
     TagKey,
@@ -181,6 +190,7 @@ _SPEC_FIELDS = (
 )
 _FLAT_FIELDS = {
     "status": "status",
+    "accelerator": "accelerator",
     "requested_gpus": "requestedGpus",
     "requestedGpus": "requestedGpus",
     "requested_memory_gb": "requestedMemoryGb",
@@ -200,22 +210,62 @@ _FLAT_FIELDS = {
 
 class MaxPrice(ApiModel):
     """The most a job may be billed at, as its consumer states it (AWS Spot's ``MaxPrice``, a Vast.ai bid):
-    ``pricePerGpuHour`` in ``currency``; optionally the largest ``billingIncrementSeconds`` and
-    ``minimumBillableSeconds`` it accepts (left out: any). A node whose pricing is above it — another currency, a
-    higher price, a longer increment or minimum — never takes the job (domain/pricing.py; docs/API_REFERENCE.md,
-    "Price ceiling"). Left out altogether, the job's ceiling is the prices in force when it is submitted."""
+    ``pricePerAcceleratorHour`` (per device-hour of the job's kind; ``pricePerGpuHour``, the same figure, for a GPU
+    job) in ``currency``; optionally the largest ``billingIncrementSeconds`` and ``minimumBillableSeconds`` it
+    accepts (left out: any). A node whose pricing is above it — another currency, a higher price, a longer increment
+    or minimum — never takes the job (domain/pricing.py; docs/API_REFERENCE.md, "Price ceiling"). Left out
+    altogether, the job's ceiling is the prices in force when it is submitted."""
 
-    price_per_gpu_hour: Money
+    # one of the two is required, neither may be null
+    price_per_gpu_hour: OptionalMoney = None
+    price_per_accelerator_hour: OptionalMoney = None
     currency: CurrencyCode
     billing_increment_seconds: int | None = Field(strict=True, default=None, ge=1, le=3600)
     minimum_billable_seconds: int | None = Field(strict=True, default=None, ge=0, le=3600)
 
+    @model_validator(mode="after")
+    def _one_price(self) -> MaxPrice:
+        a, g = self.price_per_accelerator_hour, self.price_per_gpu_hour
+        if a is None and g is None:
+            raise ValueError("maxPrice.pricePerAcceleratorHour (or, for GPUs, pricePerGpuHour) is required.")
+        if a is not None and g is not None and a != g:
+            raise ValueError(
+                "maxPrice.pricePerAcceleratorHour and maxPrice.pricePerGpuHour are two names of one price and differ."
+            )
+        self.price_per_gpu_hour = self.price_per_accelerator_hour = a if a is not None else g
+        return self
+
+    @property
+    def price(self) -> Decimal:
+        """The price per device-hour."""
+        assert self.price_per_accelerator_hour is not None
+        return self.price_per_accelerator_hour
+
+    def for_kind(self, kind: str) -> dict[str, Any]:
+        """As the job's spec and document keep it: ``pricePerGpuHour`` for a GPU job (as always: an identical
+        resubmission has the fingerprint it had), ``pricePerAcceleratorHour`` for any other kind."""
+        shown = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        del shown["pricePerAcceleratorHour" if kind == GPU else "pricePerGpuHour"]
+        return shown
+
+
+class JobAccelerator(ApiModel):
+    """What a job asks for: ``count`` devices of one ``kind`` (``GPU``, ``TPU``, ``NPU``...), of ``model`` when given
+    (any model of the kind otherwise), with ``memoryGb`` GiB of device memory in all (0 or left out: any)."""
+
+    kind: AcceleratorKind
+    count: int = Field(strict=True, ge=1, le=64)
+    model: GpuModel | None = None
+    memory_gb: int | None = Field(strict=True, default=None, ge=0, le=65536)
+
 
 class CeilingTerms(ApiModel):
-    """One member of a job's price ceiling: a price per GPU-hour in a currency, with the largest billing increment
-    and minimum (seconds) a node billing in that currency may have."""
+    """One member of a job's price ceiling: a price per device-hour (``pricePerGpuHour`` on a GPU job,
+    ``pricePerAcceleratorHour`` on another kind) in a currency, with the largest billing increment and minimum
+    (seconds) a node billing in that currency may have."""
 
-    price_per_gpu_hour: Money
+    price_per_gpu_hour: Money | None = None
+    price_per_accelerator_hour: Money | None = None
     currency: str
     billing_increment_seconds: int
     minimum_billable_seconds: int
@@ -238,8 +288,14 @@ class SparkJobPropertiesWrite(ApiModel):
 
     job_type: JobType = "training"
     workload: ContainerWorkload | None = None
-    requested_gpus: int = Field(strict=True, ge=1, le=64)
-    requested_memory_gb: int = Field(strict=True, ge=1, le=65536)
+    accelerator: JobAccelerator | None = None
+    # the seed's GPU shorthand: left out when accelerator says the request, never null
+    requested_gpus: Annotated[
+        int | None, NOT_NULL, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 64})
+    ] = Field(strict=True, default=None, ge=1, le=64)
+    requested_memory_gb: Annotated[
+        int | None, NOT_NULL, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 65536})
+    ] = Field(strict=True, default=None, ge=0, le=65536)
     gpu_model: GpuModel | None = None
     priority: int = Field(strict=True, default=5, ge=0, le=9)
     max_duration_minutes: int = Field(strict=True, default=DEFAULT_MAX_DURATION_MINUTES, ge=1, le=MAX_DURATION_MINUTES)
@@ -276,6 +332,57 @@ class SparkJobPropertiesWrite(ApiModel):
         if value is not None and has_control_characters(value):
             raise ValueError("gpuModel contains a control character.")
         return value
+
+    @model_validator(mode="after")
+    def _one_request(self) -> SparkJobPropertiesWrite:
+        """``accelerator`` and the seed's GPU shorthand say one request: what both say must agree (a TPU job has no
+        ``requestedGpus``); each fills what the other left out, so a GPU job reads the same either way."""
+        a = self.accelerator
+        if a is None:
+            if self.requested_gpus is None:
+                raise ValueError(
+                    "properties.accelerator (kind and count: {'kind': 'GPU', 'count': 4}) or properties.requestedGpus "
+                    "is required."
+                )
+            if self.requested_memory_gb is None:
+                raise ValueError("properties.requestedMemoryGb is required with requestedGpus (GiB of GPU memory).")
+            self.accelerator = JobAccelerator(
+                kind=GPU, count=self.requested_gpus, model=self.gpu_model, memory_gb=self.requested_memory_gb
+            )
+            return self
+        a.kind = canonical_kind(a.kind)
+        if a.kind != GPU:
+            for name, value in (
+                ("requestedGpus", self.requested_gpus),
+                ("gpuModel", self.gpu_model),
+            ):
+                if value is not None:
+                    raise ValueError(f"properties.{name} asks for GPUs; properties.accelerator asks for {a.kind}s.")
+        for name, mine, theirs in (
+            ("count", a.count, self.requested_gpus),
+            ("model", model_key(a.model) if a.model else None, model_key(self.gpu_model) if self.gpu_model else None),
+            ("memoryGb", a.memory_gb, self.requested_memory_gb),
+        ):
+            if mine is not None and theirs is not None and mine != theirs:
+                spelled = {"count": "requestedGpus", "model": "gpuModel", "memoryGb": "requestedMemoryGb"}[name]
+                raise ValueError(
+                    f"properties.accelerator.{name} and properties.{spelled} say one request and differ ({mine} and "
+                    f"{theirs})."
+                )
+        if a.memory_gb is None:
+            a.memory_gb = self.requested_memory_gb or 0
+        if a.model is None:
+            a.model = self.gpu_model
+        if a.kind == GPU:
+            self.requested_gpus, self.gpu_model = a.count, a.model
+        self.requested_memory_gb = a.memory_gb
+        return self
+
+    @property
+    def wanted(self) -> JobAccelerator:
+        """What the job asks for (:meth:`_one_request` always sets it)."""
+        assert self.accelerator is not None
+        return self.accelerator
 
 
 class SparkJobWrite(ApiModel):
@@ -314,10 +421,17 @@ class SparkJobWrite(ApiModel):
             p.workload.model_dump(mode="json", exclude_defaults=True) if p.workload else DEFAULT_WORKLOADS[p.job_type]
         )
         spec["location"] = self.location
+        kind = p.wanted.kind
         if p.max_price is None:
             del spec["maxPrice"]  # a job without one has the spec (and fingerprint) it always had
         else:
-            spec["maxPrice"] = p.max_price.model_dump(mode="json", by_alias=True, exclude_none=True)
+            spec["maxPrice"] = p.max_price.for_kind(kind)
+        if kind != GPU:
+            # a GPU job's request is its requestedGpus, requestedMemoryGb and gpuModel, as always (so the fingerprint
+            # of a job stored before kinds existed is unchanged); any other kind's is its accelerator
+            spec["accelerator"] = p.wanted.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for name in ("requestedGpus", "gpuModel"):
+                spec.pop(name, None)
         return spec
 
     def fingerprint(self) -> str:
@@ -353,8 +467,9 @@ class SparkJobProperties(ApiModel):
 
     job_type: JobType
     workload: ContainerWorkload
-    requested_gpus: int
-    requested_memory_gb: int
+    accelerator: JobAccelerator
+    requested_gpus: int | None = None
+    requested_memory_gb: int | None = None
     gpu_model: str | None = None
     priority: int
     max_duration_minutes: int

@@ -1,7 +1,15 @@
-"""sparkNodes: a supplier's GPU box (e.g. a DGX H100 with 8 GPUs) registered with the provider.
+"""sparkNodes: a supplier's accelerator box (a DGX H100 with 8 GPUs, a TPU v5e host, a Gaudi 3 box, an Ascend NPU
+server) registered with the provider.
 
-Units: GPUs are counts; ``*Gb`` fields are GiB; prices are per GPU-hour in ``pricing.currency``.
-Capacity memory is GPU memory: ``gpuCount * gpuMemoryGb`` (what instances and jobs request as ``memory_gb``).
+A node holds ``count`` devices of one accelerator kind, vendor and model (``properties.accelerator``;
+domain/accelerators.py says why one kind per node). The seed's GPU form (``hardwareSpecs.gpuModel``, ``gpuCount``,
+``gpuMemoryGb``, SKUs such as ``DGX-H100-8GPU``) keeps working and means NVIDIA GPUs; a body that says both forms in
+disagreement is refused.
+
+Units: devices are counts; ``*Gb`` fields are GiB; prices are per accelerator-hour of the node's kind in
+``pricing.currency`` (``pricePerAcceleratorHour``; on a GPU node ``pricePerGpuHour``, the seed's name, is the same
+figure). Capacity memory is device memory: ``count * memoryGbPerDevice`` (what instances and jobs request as
+``memory_gb``).
 """
 
 from __future__ import annotations
@@ -10,15 +18,26 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, PrivateAttr, StringConstraints, model_validator
 
 from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS
+from itl_accelerator.domain.accelerators import (
+    DEFAULT_GPU_VENDOR,
+    GPU,
+    RESOURCE_NAMES,
+    canonical_kind,
+    canonical_vendor,
+    model_key,
+    quota_plural,
+)
 from itl_accelerator.models.common import (
+    AcceleratorKind,
+    AcceleratorVendor,
     ApiModel,
     CurrencyCode,
     GpuModel,
     Location,
-    Money,
+    OptionalMoney,
     ProvisioningState,
     Sku,
     SystemData,
@@ -61,26 +80,77 @@ class HardwareSpecs(ApiModel):
     interconnect: ShortText | None = None
 
 
-class Pricing(ApiModel):
-    """The supplier's price: ``price_per_gpu_hour`` in ``currency`` (ISO 4217), billed in increments of
-    ``billing_increment_seconds`` (1 s to 1 h) with at least ``minimum_billable_seconds`` (0 to 1 h) per allocation.
+#: The vendor of a kind one vendor makes, when a node says none (a GPU is NVIDIA's, as the seed's DGX boxes).
+DEFAULT_VENDORS: dict[str, str] = {GPU: DEFAULT_GPU_VENDOR, "TPU": "Google", "Neuron": "AWS", "HPU": "Intel"}
+#: The longest quota name ARM takes (``{kind}s-{model}`` must fit: domain/quotas.py).
+MAX_QUOTA_NAME = 63
 
-    These are the terms *new* allocations lock when they reserve GPUs on the node (billing/metering.py): changing
+
+class NodeAccelerator(ApiModel):
+    """What the node holds: ``count`` devices of one ``kind`` (``GPU``, ``TPU``, ``NPU``, ``HPU``, ``Neuron``... an open
+    set), ``vendor`` and ``model``, each with ``memoryGbPerDevice`` GiB of device memory; a TPU slice's ``topology``
+    (``2x4``). ``vendor`` may be left out for a kind one vendor makes (GPU: NVIDIA, TPU: Google, Neuron: AWS, HPU:
+    Intel); ``model`` only for GPUs (the seed's nodes name none). ``resourceName`` is read-only: Kubernetes' extended
+    resource for it (``nvidia.com/gpu``, ``google.com/tpu``)."""
+
+    kind: AcceleratorKind
+    vendor: AcceleratorVendor | None = None
+    model: GpuModel | None = None
+    count: int | None = Field(strict=True, default=None, ge=1, le=64)
+    memory_gb_per_device: int | None = Field(strict=True, default=None, ge=1, le=1024)
+    topology: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){0,3}$")] | None = None
+    resource_name: str | None = None
+
+
+class Pricing(ApiModel):
+    """The supplier's price: ``price_per_accelerator_hour`` (per device-hour of the node's kind) in ``currency``
+    (ISO 4217), billed in increments of ``billing_increment_seconds`` (1 s to 1 h) with at least
+    ``minimum_billable_seconds`` (0 to 1 h) per allocation. On a GPU node ``price_per_gpu_hour`` (the seed's name) is
+    the same figure, and either may be sent; a different figure in both is refused, and ``pricePerGpuHour`` on a
+    node of another kind too.
+
+    These are the terms *new* allocations lock when they reserve devices on the node (billing/metering.py): changing
     them never reprices an instance or job already placed. Members may be left out (the defaults apply) but never
     sent as ``null``."""
 
     currency: CurrencyCode = "USD"
-    price_per_gpu_hour: Money = Field(default=Decimal(0), json_schema_extra={"default": 0})
+    # either may be left out (the other, or 0), never sent as null
+    price_per_accelerator_hour: OptionalMoney = None
+    price_per_gpu_hour: OptionalMoney = None
     billing_increment_seconds: int = Field(strict=True, default=60, ge=1, le=MAX_BILLING_INCREMENT_SECONDS)
     minimum_billable_seconds: int = Field(strict=True, default=60, ge=0, le=MAX_MINIMUM_BILLABLE_SECONDS)
+    _sent_gpu_price: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _one_price(self) -> Pricing:
+        """Notes whether ``pricePerGpuHour`` was sent (the node's write model settles the two names: one price)."""
+        self._sent_gpu_price = self.price_per_gpu_hour is not None
+        return self
+
+    def for_kind(self, kind: str) -> dict[str, Any]:
+        """The pricing as stored and shown for a node of ``kind``: ``pricePerAcceleratorHour`` always and, on a GPU
+        node, ``pricePerGpuHour``. ``ValueError`` when ``pricePerGpuHour`` was sent for a node of another kind."""
+        shown = self.model_dump(mode="json", by_alias=True)
+        if kind != GPU:
+            if self._sent_gpu_price:
+                raise ValueError(
+                    f"pricing.pricePerGpuHour prices GPUs; this node holds {kind}s: send "
+                    "pricing.pricePerAcceleratorHour."
+                )
+            del shown["pricePerGpuHour"]
+        return shown
 
 
 class Capacity(ApiModel):
-    """Read-only: GPUs and GPU memory (GiB) in total, allocated to instances/jobs, and free."""
+    """Read-only: devices and device memory (GiB) in total, allocated to instances/jobs, and free (``*Gpus``: the same
+    counts under the seed's names, on GPU nodes only)."""
 
-    total_gpus: int
-    allocated_gpus: int
-    free_gpus: int
+    total_accelerators: int
+    allocated_accelerators: int
+    free_accelerators: int
+    total_gpus: int | None = None
+    allocated_gpus: int | None = None
+    free_gpus: int | None = None
     total_memory_gb: int
     allocated_memory_gb: int
     free_memory_gb: int
@@ -91,6 +161,7 @@ class SparkNodePropertiesWrite(ApiModel):
     be sent back, compared (provisioningState) or ignored (capacity) by the service."""
 
     owner: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    accelerator: NodeAccelerator | None = None
     hardware_specs: HardwareSpecs = Field(default_factory=HardwareSpecs)
     pricing: Pricing = Field(default_factory=Pricing)
     availability: Availability = Availability.AVAILABLE
@@ -99,34 +170,158 @@ class SparkNodePropertiesWrite(ApiModel):
 
 
 class SparkNodeWrite(TrackedResourceWrite):
-    """PUT body of a node (also the POST body, with ``name``). Rule: ``sku.capacity`` = ``hardwareSpecs.gpuCount``
-    (either may be omitted and is taken from the other); GPU memory defaults from the SKU when it is a known one."""
+    """PUT body of a node (also the POST body, with ``name``). Rules: ``properties.accelerator`` says what the node
+    holds; without it, ``hardwareSpecs``' GPU fields do (NVIDIA GPUs, the seed's form), and on a GPU node both are
+    filled from each other (a field said in both must agree). ``sku.capacity`` = the device count (either may be
+    omitted and is taken from the other); device memory defaults from the SKU when it is a known one. A node of
+    another kind names its vendor (unless one vendor makes the kind) and model, and no ``hardwareSpecs`` GPU field."""
 
     sku: Sku
     properties: SparkNodePropertiesWrite = Field(default_factory=SparkNodePropertiesWrite)
 
+    _sent: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _disputed: list[str] = PrivateAttr(default_factory=list)
+
     @model_validator(mode="after")
     def _consistent_capacity(self) -> SparkNodeWrite:
-        specs = self.properties.hardware_specs
-        if specs.gpu_count is None and self.sku.capacity is None:
-            raise ValueError("Either sku.capacity or properties.hardwareSpecs.gpuCount must be given.")
-        if specs.gpu_count is None:
-            specs.gpu_count = self.sku.capacity
-        elif self.sku.capacity is None:
-            self.sku.capacity = specs.gpu_count
-        elif specs.gpu_count != self.sku.capacity:
+        props = self.properties
+        # what was sent of the values said twice, before either fills the other (see settled)
+        self._sent = {
+            "accelerator": props.accelerator.model_copy() if props.accelerator else None,
+            "specs": props.hardware_specs.model_copy(),
+            "prices": (props.pricing.price_per_accelerator_hour, props.pricing.price_per_gpu_hour),
+            "capacity": self.sku.capacity,
+        }
+        self._derive(None)
+        return self
+
+    def settled(self, stored: dict[str, Any] | None) -> SparkNodeWrite:
+        """The body with a value said twice in disagreement — a GPU's ``accelerator.count`` and
+        ``hardwareSpecs.gpuCount`` (or model, or memory), ``pricing.pricePerAcceleratorHour`` and ``pricePerGpuHour``
+        — settled against the node as ``stored`` (its document's properties; None: a new node): the name whose value
+        differs from the stored one is the change (a client that knows one name sends back what it read of the other
+        unchanged). Raises ``ValueError`` when both changed, or the node is new, and they differ."""
+        if self._disputed:
+            sent = self._sent
+            props = self.properties
+            props.accelerator = sent["accelerator"].model_copy() if sent["accelerator"] else None
+            props.hardware_specs = sent["specs"].model_copy()
+            props.pricing.price_per_accelerator_hour, props.pricing.price_per_gpu_hour = sent["prices"]
+            self.sku.capacity = sent["capacity"]
+            self._derive(stored if stored is not None else {}, strict=True)
+        return self
+
+    def _derive(self, stored: dict[str, Any] | None, *, strict: bool = False) -> None:
+        """Fill the node's accelerator, the seed's GPU fields and its pricing from each other, checking what they
+        say (the class's rules). A value said twice in disagreement: settled against ``stored`` when given (the one
+        that differs from it wins), else — the body alone, before the service read the node — the
+        ``accelerator`` / ``pricePerAcceleratorHour`` side is taken for now and the dispute recorded
+        (:meth:`settled` decides it); ``strict``: unresolved, it is refused."""
+        props = self.properties
+        specs = props.hardware_specs
+        accelerator = props.accelerator or NodeAccelerator(kind=GPU)
+        kind = canonical_kind(accelerator.kind)
+        accelerator.kind = kind
+        accelerator.vendor = canonical_vendor(accelerator.vendor) if accelerator.vendor else DEFAULT_VENDORS.get(kind)
+        if accelerator.vendor is None:
+            raise ValueError(f"properties.accelerator.vendor is required for {kind}s (who makes them?).")
+        self._disputed = []
+        if kind == GPU:
+            held = (stored or {}).get("accelerator") or {}
+            was = (stored or {}).get("hardwareSpecs") or {}
+            for mine, theirs, what in (
+                ("model", "gpu_model", "gpuModel"),
+                ("count", "gpu_count", "gpuCount"),
+                ("memory_gb_per_device", "gpu_memory_gb", "gpuMemoryGb"),
+            ):
+                a, g = getattr(accelerator, mine), getattr(specs, theirs)
+                same = (model_key(a) == model_key(g)) if mine == "model" else a == g
+                if a is not None and g is not None and not same:
+                    a_changed, g_changed = held.get(_camel(mine)) != a, was.get(what) != g
+                    if stored is not None and a_changed != g_changed:
+                        a = a if a_changed else g
+                    elif strict:
+                        raise ValueError(
+                            f"properties.accelerator.{_camel(mine)} ({a}) and properties.hardwareSpecs.{what} ({g}) "
+                            "describe the same GPUs and differ."
+                        )
+                    else:  # for now, the side sku.capacity agrees with (the count's other twin)
+                        self._disputed.append(what)
+                        a = g if mine == "count" and g == self.sku.capacity else a
+                setattr(accelerator, mine, a if a is not None else g)
+        else:
+            given = [n for n in ("gpu_model", "gpu_count", "gpu_memory_gb") if getattr(specs, n) is not None]
+            if given:
+                raise ValueError(
+                    f"properties.hardwareSpecs.{_camel(given[0])} describes GPUs; this node holds {kind}s "
+                    "(properties.accelerator)."
+                )
+            if not accelerator.model:
+                raise ValueError(f"properties.accelerator.model is required for {kind}s (v5e, Gaudi3, 910B...).")
+        if accelerator.model and len(f"{quota_plural(kind)}-{model_key(accelerator.model)}") > MAX_QUOTA_NAME:
             raise ValueError(
-                f"sku.capacity ({self.sku.capacity}) must equal properties.hardwareSpecs.gpuCount ({specs.gpu_count})."
+                f"properties.accelerator.model '{accelerator.model}' is too long for its quota name "
+                f"({quota_plural(kind)}-{{model}}, at most {MAX_QUOTA_NAME} characters)."
             )
-        if specs.gpu_memory_gb is None:
+        if accelerator.count is None and self.sku.capacity is None:
+            raise ValueError(
+                "Either sku.capacity or properties.accelerator.count (hardwareSpecs.gpuCount for GPUs) must be given."
+            )
+        if accelerator.count is None:
+            accelerator.count = self.sku.capacity
+        elif self.sku.capacity is None:
+            self.sku.capacity = accelerator.count
+        elif accelerator.count != self.sku.capacity:
+            where = "hardwareSpecs.gpuCount" if props.accelerator is None else "accelerator.count"
+            raise ValueError(f"sku.capacity ({self.sku.capacity}) must equal properties.{where} ({accelerator.count}).")
+        if accelerator.memory_gb_per_device is None:
             known = KNOWN_SKU_GPU_MEMORY_GB.get(self.sku.name.lower())
             if known is None:
+                where = "hardwareSpecs.gpuMemoryGb" if props.accelerator is None else "accelerator.memoryGbPerDevice"
                 raise ValueError(
-                    f"properties.hardwareSpecs.gpuMemoryGb is required for the SKU '{self.sku.name}' "
+                    f"properties.{where} is required for the SKU '{self.sku.name}' "
                     f"(known SKUs: {', '.join(sorted(KNOWN_SKU_GPU_MEMORY_GB))})."
                 )
-            specs.gpu_memory_gb = known
-        return self
+            accelerator.memory_gb_per_device = known
+        accelerator.resource_name = RESOURCE_NAMES.get((accelerator.vendor, kind))
+        props.accelerator = accelerator
+        if kind == GPU:  # the seed's spelling of the same GPUs
+            specs.gpu_model = accelerator.model
+            specs.gpu_count = accelerator.count
+            specs.gpu_memory_gb = accelerator.memory_gb_per_device
+        pricing = props.pricing
+        a_price, g_price = pricing.price_per_accelerator_hour, pricing.price_per_gpu_hour
+        if a_price is not None and g_price is not None and a_price != g_price:
+            was_price = (stored or {}).get("pricing") or {}
+            a_changed = _price(was_price.get("pricePerAcceleratorHour")) != a_price
+            g_changed = _price(was_price.get("pricePerGpuHour")) != g_price
+            if stored is not None and a_changed != g_changed:
+                a_price = a_price if a_changed else g_price
+            elif strict:
+                raise ValueError(
+                    f"pricing.pricePerAcceleratorHour ({a_price}) and pricing.pricePerGpuHour ({g_price}) are two "
+                    "names of one price and differ: send one."
+                )
+            else:
+                self._disputed.append("pricePerGpuHour")
+        price = a_price if a_price is not None else g_price if g_price is not None else Decimal(0)
+        pricing.price_per_accelerator_hour = pricing.price_per_gpu_hour = price
+        pricing.for_kind(kind)  # refuses pricePerGpuHour on a node of another kind
+
+    def pricing_document(self) -> dict[str, Any]:
+        """``properties.pricing`` as stored for this node's kind (:meth:`Pricing.for_kind`)."""
+        kind = self.properties.accelerator.kind if self.properties.accelerator else GPU
+        return self.properties.pricing.for_kind(kind)
+
+
+def _price(value: Any) -> Decimal | None:
+    """A stored price (a JSON number) as the write model holds one (None when absent)."""
+    return None if value is None else Decimal(str(value))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 class SparkNodePatch(ApiModel):
@@ -169,6 +364,7 @@ class SparkNodeProperties(ApiModel):
     """Node properties as returned."""
 
     owner: str
+    accelerator: NodeAccelerator
     hardware_specs: HardwareSpecs
     pricing: Pricing
     availability: Availability

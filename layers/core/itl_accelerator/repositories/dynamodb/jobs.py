@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from itl_accelerator.domain.accelerators import GPU
 from itl_accelerator.domain.records import Job, Operation, ResourceKey
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.models.audit import AuditEvent
@@ -54,6 +55,8 @@ def job_attributes(job: Job) -> dict[str, Any]:
         "submittedAt": job.submitted_at,
         "maxDurationSeconds": job.max_duration_seconds,
         "gpuModelKey": job.gpu_model,
+        # absent on a GPU job (as on every job stored before kinds existed: they are GPU jobs)
+        "acceleratorKind": job.kind if job.kind != GPU else None,
         "secretEnv": json.dumps(job.secret_env, separators=(",", ":")) if job.secret_env else None,
         "taskToken": job.task_token or None,
         "trackChecks": job.track_checks or None,
@@ -86,6 +89,7 @@ def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
         submitted_at=str(item.get("submittedAt", "")),
         max_duration_seconds=int(item.get("maxDurationSeconds", 0)),
         gpu_model=str(item.get("gpuModelKey", "")),
+        kind=str(item.get("acceleratorKind") or GPU),
         secret_env=json.loads(item["secretEnv"]) if item.get("secretEnv") else {},
         queued=str(item.get("GSI4PK", "")).endswith(f"{keys.SEP}PENDING"),
         task_token=item.get("taskToken"),

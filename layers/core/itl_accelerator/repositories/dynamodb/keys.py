@@ -74,9 +74,13 @@ def registration_key(subscription_id: str) -> dict[str, str]:
     return {"PK": f"{subscription_pk(subscription_id)}{SEP}{SUBSCRIPTION_SK}", "SK": SUBSCRIPTION_SK}
 
 
-def placement_partition(subscription_id: str) -> str:
-    """GSI5 partition of a subscription's ``Available`` nodes (sorted by free GPUs: best fit first)."""
-    return f"SUB{SEP}{subscription_id.lower()}{SEP}AVAILABLE"
+def placement_partition(subscription_id: str, kind: str = "GPU") -> str:
+    """GSI5 partition of a subscription's ``Available`` nodes of one accelerator kind (sorted by free devices: best fit
+    first): ``SUB#{sub}#AVAILABLE`` for GPUs — the partition every node had before other kinds existed, so a stored
+    GPU node is found where it always was — and ``SUB#{sub}#AVAILABLE#{kind}`` (lower case) for any other kind. A
+    placement reads its job's kind only: no TPU node takes a GPU job's place in a page."""
+    base = f"SUB{SEP}{subscription_id.lower()}{SEP}AVAILABLE"
+    return base if kind.lower() == "gpu" else f"{base}{SEP}{kind.lower()}"
 
 
 def owner_token(user_id: str) -> str:

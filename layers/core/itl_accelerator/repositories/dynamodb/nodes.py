@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.accelerators import model_of_key
 from itl_accelerator.domain.records import Demand, FleetShape, Node, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
@@ -115,13 +116,13 @@ class DynamoNodeRepository:
             return []
         conditions = ["memoryGbFree >= :m", "(attribute_not_exists(drainingFor) OR drainingFor = :job)"]
         values: dict[str, Any] = {
-            ":p": keys.placement_partition(subscription_id),
+            ":p": keys.placement_partition(subscription_id, demand.kind),
             ":g": demand.gpus,
             ":m": demand.memory_gb,
             ":job": job_ref(for_job) if for_job else "-",
         }
         names: dict[str, str] = {}
-        if demand.gpu_model:
+        if model_of_key(demand.gpu_model):  # a model named (the partition is the kind's already)
             conditions.append("gpuModelKey = :model")
             values[":model"] = demand.gpu_model
         if demand.location:
@@ -298,7 +299,7 @@ class DynamoNodeRepository:
             "minimumBillable": node.terms.minimum_billable_seconds,
         }
         if available:
-            item["GSI5PK"] = keys.placement_partition(key.subscription_id)
+            item["GSI5PK"] = keys.placement_partition(key.subscription_id, node.kind)
         return item
 
     def _shape_count(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> dict[str, Any]:

@@ -408,7 +408,7 @@ def _cost_sk(day: str, d: CostDimensions) -> str:
 #: What a cost group's items set of its dimensions (:func:`_dimension_values`).
 _DIMENSIONS_SET = (
     "entityType = :t, resourceType = :rtype, resourceGroup = :rg, submittedBy = :by, nodeId = :node, "
-    "supplier = :supplier, tags = :tags"
+    "supplier = :supplier, tags = :tags, acceleratorKind = :kind, acceleratorModel = :model"
 )
 
 
@@ -420,6 +420,8 @@ def _dimension_values(d: CostDimensions) -> dict[str, Any]:
         ":node": d.node_id,
         ":supplier": d.supplier,
         ":tags": to_json(dict(d.tags)),
+        ":kind": d.accelerator_kind,
+        ":model": d.accelerator_model,
     }
 
 
@@ -435,6 +437,8 @@ def _dimensions_of(item: dict[str, Any], scope: str) -> CostDimensions:
         node_id=str(item.get("nodeId", "")),
         supplier=str(item.get("supplier", "")),
         tags=tuple(sorted(json.loads(item.get("tags") or "{}").items())),
+        accelerator_kind=str(item.get("acceleratorKind") or "GPU"),
+        accelerator_model=str(item.get("acceleratorModel") or ""),
     )
 
 

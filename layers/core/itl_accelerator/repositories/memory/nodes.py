@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+from itl_accelerator.domain.accelerators import model_of_key
 from itl_accelerator.domain.pricing import roughly_within
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
@@ -200,7 +201,8 @@ class MemoryNodeRepository:
             ]
 
     def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
-        """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes with at least
+        """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's kind
+        with at least
         ``demand.gpus`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
         filtered by memory, model, location and drain; the first page that yields any, at most
         :data:`MAX_CANDIDATE_PAGES` pages."""
@@ -213,6 +215,7 @@ class MemoryNodeRepository:
                     for k, s in self._s.nodes.items()
                     if k[0] == subscription
                     and s.node.availability == Availability.AVAILABLE
+                    and s.node.kind.lower() == demand.kind.lower()  # the index is partitioned by kind
                     and s.node.free_gpus >= demand.gpus
                 ),
                 key=lambda s: (s.node.free_gpus, sort_key(s.node.key)),
@@ -223,7 +226,7 @@ class MemoryNodeRepository:
                 return (
                     s.node.free_memory_gb >= demand.memory_gb
                     and (s.draining_for is None or s.draining_for == job)
-                    and (not demand.gpu_model or shape.gpu_model == demand.gpu_model)
+                    and (not model_of_key(demand.gpu_model) or shape.gpu_model == demand.gpu_model)
                     and (not demand.location or shape.location == demand.location)
                     and roughly_within(s.node.terms, demand.within)
                 )

@@ -45,6 +45,8 @@ def _dimension(d: CostDimensions, name: str) -> str:
         "SubmittedBy": d.submitted_by,
         "NodeId": d.node_id,
         "Supplier": d.supplier,
+        "AcceleratorKind": d.accelerator_kind,
+        "AcceleratorModel": d.accelerator_model,
     }[name]
 
 

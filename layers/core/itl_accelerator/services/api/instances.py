@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from itl_accelerator.billing.metering import terms_properties
+from itl_accelerator.domain.accelerators import ollama_kinds_text, runs_ollama
 from itl_accelerator.domain.records import (
     Instance,
     Lease,
@@ -31,7 +32,13 @@ from itl_accelerator.domain.records import (
 )
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, Availability, OperationKind, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
-from itl_accelerator.errors import AnotherOperationInProgress, Conflict, InvalidParameter, PropertyChangeNotAllowed
+from itl_accelerator.errors import (
+    AcceleratorNotSupported,
+    AnotherOperationInProgress,
+    Conflict,
+    InvalidParameter,
+    PropertyChangeNotAllowed,
+)
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.instances import InstanceSpec, SparkOllamaInstanceWrite
 from itl_accelerator.repositories.errors import (
@@ -268,9 +275,16 @@ class SparkOllamaInstanceService:
         return None
 
     def _check_fits(self, key: ResourceKey, node_record: Node, spec: InstanceSpec) -> None:
-        """The node as read can take ``spec`` now and the subscription's budgets allow it: 409 ``NodeNotAvailable``
-        / ``InsufficientCapacity`` / the budget's refusal, 400 for more memory than the GPUs hold."""
+        """The node as read can take ``spec`` now and the subscription's budgets allow it: 409
+        ``AcceleratorNotSupported`` (Ollama runs on NVIDIA and AMD GPUs only) / ``NodeNotAvailable`` /
+        ``InsufficientCapacity`` / the budget's refusal, 400 for more memory than the GPUs hold."""
         node = key.names[0]
+        held = node_record.accelerator
+        if not runs_ollama(held.kind, held.vendor):
+            raise AcceleratorNotSupported(
+                f"Ollama runs on {ollama_kinds_text()}; the node '{node}' holds {held.vendor} {held.kind}s"
+                f"{f' ({held.model})' if held.model else ''}."
+            )
         if node_record.availability != Availability.AVAILABLE:
             raise self._kernel.write_error(NodeUnavailable(node_record.availability), node=node)
         per_gpu = node_record.gpu_memory_gb_per_gpu

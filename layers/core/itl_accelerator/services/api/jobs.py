@@ -20,8 +20,9 @@ from typing import Any
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
+from itl_accelerator.domain.accelerators import GPU, accelerator_key
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
-from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey, gpu_model_key
+from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -240,6 +241,7 @@ class SparkJobService:
         """The records a submission writes: the Pending job (its price ceiling fixed now, in the currencies its
         budgets allow; its secret values kept apart from the document), its JOB operation and its audit event."""
         props = body.properties
+        wanted = props.wanted
         operation_id = str(uuid.uuid4())
         now = ctx.now_iso()
         location = body.location
@@ -265,9 +267,10 @@ class SparkJobService:
                 properties={
                     "jobType": spec["jobType"],
                     "workload": masked_workload(spec["workload"], reveal_env=True),  # secret values live apart
-                    **({"gpuModel": props.gpu_model} if props.gpu_model else {}),
+                    "accelerator": wanted.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    **({"gpuModel": props.gpu_model} if props.gpu_model and wanted.kind == GPU else {}),
                     **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
-                    "priceCeiling": ceiling.as_properties(),
+                    "priceCeiling": ceiling.as_properties(wanted.kind),
                     "statusReason": "Submitted; waiting for admission.",
                     "gpuSeconds": 0,
                 },
@@ -276,16 +279,17 @@ class SparkJobService:
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
             spec_hash=fingerprint,
-            gpus=props.requested_gpus,
-            memory_gb=props.requested_memory_gb,
+            gpus=wanted.count,
+            memory_gb=wanted.memory_gb or 0,
             location=normalize_location(location) if location else "",
             lease=Lease.owned(self._clock() + self._settings.workflow_start_grace_seconds),
             status=JobStatus.PENDING,
+            kind=wanted.kind,
             priority=props.priority,
             submitted_by=ctx.principal.subject,
             submitted_at=now,
             max_duration_seconds=props.max_duration_minutes * 60,
-            gpu_model=gpu_model_key(props.gpu_model),
+            gpu_model=accelerator_key(wanted.kind, wanted.model),
             secret_env=dict(spec["workload"].get("secretEnv") or {}),
         )
         job = arm_rules.changed(ctx, job)  # its typed values written into its document, and its etag
@@ -304,7 +308,7 @@ class SparkJobService:
             JOBS,
             key,
             JOBS.write,
-            f"Submitted {spec['jobType']} job ({props.requested_gpus} GPUs, {props.requested_memory_gb} GiB)",
+            f"Submitted {spec['jobType']} job ({wanted.count} {wanted.kind}s, {wanted.memory_gb or 0} GiB)",
             None,
             document,
         )
@@ -323,10 +327,11 @@ class SparkJobService:
         every node the submitter can see (in ``groups``; None: the whole subscription) that could take the job now —
         ``Available``, in a currency its budgets count (``allowed``; None: any) — or, when no such node is
         ``Available``, of every such node. One read of the fleet's shapes."""
+        wanted = props.wanted
         stated = props.max_price
         if stated is not None:
             bound = BillingTerms(
-                stated.price_per_gpu_hour,
+                stated.price,
                 stated.currency,
                 stated.billing_increment_seconds or ANY_INCREMENT,
                 stated.minimum_billable_seconds
@@ -340,8 +345,8 @@ class SparkJobService:
             if shape.terms is not None
             and (groups is None or shape.resource_group in {g.lower() for g in groups})
             and (allowed is None or shape.terms.currency in allowed)
-            and shape.matches(gpu_model_key(props.gpu_model), location)
-            and shape.could_hold(props.requested_gpus, props.requested_memory_gb)
+            and shape.matches(accelerator_key(wanted.kind, wanted.model), location, wanted.kind)
+            and shape.could_hold(wanted.count, wanted.memory_gb or 0)
         ]
         seen = [s.terms for s in able if s.available] or [s.terms for s in able]
         return PriceCeiling(CeilingBasis.PRICES_AT_SUBMISSION, undominated(t for t in seen if t is not None), now)

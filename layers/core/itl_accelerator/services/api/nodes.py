@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.auth import rbac
+from itl_accelerator.domain.accelerators import Accelerator
 from itl_accelerator.domain.records import Node, ResourceKey
 from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
 from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
@@ -36,15 +37,32 @@ SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
 
 
 def render(node: Node) -> dict[str, Any]:
-    """The node as returned: stored envelope plus ``etag`` and read-only ``properties.capacity`` (GPUs, GiB)."""
+    """The node as returned: stored envelope plus ``etag`` and read-only ``properties.capacity`` (devices, GiB), its
+    properties as :func:`_as_today` reads them."""
     doc = with_etag(node.document, node.etag)
-    doc["properties"] = {**doc["properties"], "capacity": Capacity.of(node).as_properties()}
+    doc["properties"] = {**_as_today(doc["properties"]), "capacity": Capacity.of(node).as_properties()}
     return doc
+
+
+def _as_today(props: dict[str, Any]) -> dict[str, Any]:
+    """A node's stored ``properties`` as this version writes them: a node stored before accelerator kinds existed has
+    no ``accelerator`` (its hardwareSpecs' GPUs, NVIDIA ones: domain/accelerators.py ``Accelerator.of_properties``)
+    and no ``pricing.pricePerAcceleratorHour`` (its ``pricePerGpuHour``); both are added, so it reads, diffs and is
+    written back as the GPU node it always was."""
+    pricing = dict(props.get("pricing") or {})
+    if "pricePerAcceleratorHour" not in pricing and "pricePerGpuHour" in pricing:
+        pricing = {
+            "currency": pricing.get("currency"),
+            "pricePerAcceleratorHour": pricing["pricePerGpuHour"],
+            **pricing,
+        }
+    shown = {"owner": props.get("owner"), "accelerator": Accelerator.of_properties(props).as_properties(), **props}
+    return {**shown, "pricing": pricing} if "pricing" in props else shown
 
 
 def _writable(doc: dict[str, Any]) -> dict[str, Any]:
     """The part of a node document a client controls (for diffs): location (normalised), tags, sku, properties."""
-    props = {k: v for k, v in doc["properties"].items() if k not in ("provisioningState", "capacity")}
+    props = {k: v for k, v in _as_today(doc["properties"]).items() if k not in ("provisioningState", "capacity")}
     return {
         "location": normalize_location(doc["location"]),
         "tags": doc["tags"],
@@ -83,8 +101,11 @@ class SparkNodeService:
             system_data=arm_rules.stamp_system_data(ctx, previous.document["systemData"] if previous else None),
             properties={
                 "owner": props.owner or previous_props.get("owner") or ctx.principal.subject,
+                "accelerator": props.accelerator.model_dump(mode="json", exclude_none=True)
+                if props.accelerator
+                else None,
                 "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
-                "pricing": props.pricing.model_dump(mode="json"),
+                "pricing": body.pricing_document(),
                 "availability": props.availability.value,
                 "provisioningState": "Succeeded",
             },
@@ -100,8 +121,9 @@ class SparkNodeService:
         owner = document["properties"]["owner"]
         if previous_owner and previous_owner != owner and previous_owner not in former:
             former.append(previous_owner)
-        specs = body.properties.hardware_specs
-        gpus, gpu_memory = int(specs.gpu_count or 0), int(specs.gpu_memory_gb or 0)
+        accelerator = body.properties.accelerator
+        assert accelerator is not None  # the write model fills it (models/nodes.py)
+        gpus, gpu_memory = int(accelerator.count or 0), int(accelerator.memory_gb_per_device or 0)
         return Node(
             key=key,
             document=document,
@@ -230,6 +252,10 @@ class SparkNodeService:
         )
         if previous is not None:
             arm_rules.check_location_unchanged(body.location, previous.document["location"])
+        try:  # a value said under two names: the one the client changed (models/nodes.py SparkNodeWrite.settled)
+            body = body.settled(_as_today(previous.document["properties"]) if previous else None)
+        except ValueError as exc:
+            raise BadRequest(str(exc), target="properties") from exc
         document = self._document(ctx, key, body, previous)
         self._authorize_change(ctx, key, previous, document)
         if (

@@ -1,5 +1,6 @@
-"""GPU quotas (domain/quotas.py) as the API serves them: the quotas a subscription's operators set per location —
-``gpus`` (every model) and ``gpus-{model}`` — and the usages every member of the subscription may read.
+"""Accelerator quotas (domain/quotas.py) as the API serves them: the quotas a subscription's operators set per
+location — per kind (``gpus``, ``tpus``, ``npus``: every model) and per kind and model (``gpus-{model}``,
+``tpus-{model}``) — and the usages every member of the subscription may read.
 
 Rules: reading quotas and usages needs ``locations/quotas/read`` in the subscription (consumers, suppliers, admins);
 setting or removing one needs ``locations/quotas/write`` over the whole subscription (admins: the provider's
@@ -10,7 +11,7 @@ reservation of an instance or a job counts its GPUs in the quotas of its node's 
 transaction (repositories), refused with 409 ``QuotaExceeded`` past a limit; a limit set, changed or removed reaches
 the waiting jobs at once through the table's stream (services/streams/fleet.py).
 
-Names (issue 26): ``gpus``, or ``gpus-{model}`` with the model as placement compares it (``gpu_model_key``: the node's
+Names (issues 26, 29): ``{kind}s``, or ``{kind}s-{model}`` with the model as placement compares it (``gpu_model_key``: the node's
 ``gpuModel`` lower-cased without spaces, its ``-``, ``.`` and ``_`` kept: ``A100-80GB`` → ``gpus-a100-80gb``), so
 every name the usages list shows can be set. A model quota no node of the subscription in its location has is
 accepted (a quota may come before the nodes) and answered with ``isQuotaApplicable: false``.
@@ -24,7 +25,14 @@ from typing import Any
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import normalize_location, validate_subscription_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.domain.quotas import ALL_GPUS, MODEL_PREFIX, QuotaUsage, localized_name, model_quota
+from itl_accelerator.domain.quotas import (
+    ALL_GPUS,
+    QUOTA_NAME,
+    QuotaUsage,
+    key_of_quota,
+    localized_name,
+    quota_names,
+)
 from itl_accelerator.errors import AnotherOperationInProgress, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.quotas import QuotaWrite
 from itl_accelerator.repositories.errors import EtagMismatch
@@ -36,8 +44,6 @@ from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
-#: ``gpus`` or ``gpus-`` and a GPU model key: what models/jobs.py's ``GpuModel`` lower-cased without spaces can be.
-_QUOTA_NAME = re.compile(r"^gpus(-[a-z0-9][a-z0-9._-]{0,63})?$")
 _LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
 
 
@@ -82,12 +88,14 @@ class QuotaService:
         self._access = access
 
     def _models(self, subscription_id: str, location: str) -> set[str]:
-        """The GPU model keys of the subscription's nodes in ``location`` (one read of its fleet shapes)."""
+        """The accelerator keys of the subscription's nodes in ``location`` (one read of its fleet shapes):
+        ``h100`` for H100 GPUs, ``tpu:v5e`` for v5e TPUs."""
         return {s.gpu_model for s in self._nodes.fleet_shapes(subscription_id) if s.location == location}
 
     @staticmethod
     def _applicable(name: str, models: set[str]) -> bool:
-        return name == ALL_GPUS or name.removeprefix(MODEL_PREFIX) in models
+        """Whether a node in the location has what quota ``name`` counts (``gpus`` is always applicable)."""
+        return name == ALL_GPUS or any(name in quota_names(model) for model in models)
 
     # ----------------------------------------------------------------------------------------------- helpers
     @staticmethod
@@ -99,11 +107,11 @@ class QuotaService:
     @staticmethod
     def _name(name: str) -> str:
         lowered = name.lower()
-        if not _QUOTA_NAME.match(lowered):
+        if not QUOTA_NAME.match(lowered) or key_of_quota(lowered) is None:
             raise InvalidParameter(
-                f"'{name[:80]}' is not a GPU quota: 'gpus' (every GPU model) or 'gpus-{{model}}' (one model, as "
-                "nodes name it in hardwareSpecs.gpuModel, lower case without spaces: 'gpus-h100', "
-                "'gpus-a100-80gb').",
+                f"'{name[:80]}' is not an accelerator quota: '{{kind}}s' (every model of a kind: 'gpus', 'tpus', "
+                "'npus') or '{kind}s-{model}' (one model, as nodes name it, lower case without spaces: 'gpus-h100', "
+                "'gpus-a100-80gb', 'tpus-v5e').",
                 target="quotaName",
             )
         return lowered
@@ -131,7 +139,7 @@ class QuotaService:
         self._read(ctx, subscription_id, where, quota)
         usage = self._quotas.get(subscription_id, where, quota)
         if usage is None or usage.limit is None:
-            raise ResourceNotFound(f"No GPU quota '{quota}' is set in '{where}'.")
+            raise ResourceNotFound(f"No accelerator quota '{quota}' is set in '{where}'.")
         return render(usage, self._applicable(quota, self._models(subscription_id, where)))
 
     def in_location(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
@@ -147,14 +155,13 @@ class QuotaService:
 
     def usages(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
         """What the subscription holds in a location against every quota in use or limited, and against the quota of
-        every GPU model its nodes there have (0 when unused: each name a quota can be set under is listed); ``gpus``
+        every kind and model its nodes there have (0 when unused: each name a quota can be set under is listed); ``gpus``
         first, always (0 before any allocation)."""
         where = self._location(location)
         self._read(ctx, subscription_id, where)
         found = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
         for model in self._models(subscription_id, where):
-            if model:
-                name = model_quota(model)
+            for name in quota_names(model):  # its kind's and its model's: each name a limit can be set under
                 found.setdefault(name, QuotaUsage(subscription_id, where, name))
         everything = found.pop(ALL_GPUS, None) or QuotaUsage(subscription_id, where, ALL_GPUS)
         return [render_usage(everything), *(render_usage(found[n]) for n in sorted(found))]

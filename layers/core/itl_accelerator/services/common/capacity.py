@@ -1,27 +1,30 @@
-"""Capacity arithmetic of nodes, in one place: GPUs and GPU memory (GiB), total, allocated and free."""
+"""Capacity arithmetic of nodes, in one place: accelerator devices of the node's one kind and their memory (GiB),
+total, allocated and free (``*_gpus``: devices, the name kept from when every node held GPUs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from itl_accelerator.domain.accelerators import GPU
 from itl_accelerator.domain.records import Node
 from itl_accelerator.errors import InsufficientCapacity
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """A node's capacity: totals and what its instances and jobs hold. GPUs are counts; memory is GiB of GPU
-    memory."""
+    """A node's capacity: totals and what its instances and jobs hold. Devices (of ``kind``) are counts; memory is
+    GiB of device memory."""
 
     total_gpus: int = 0
     allocated_gpus: int = 0
     total_memory_gb: int = 0
     allocated_memory_gb: int = 0
+    kind: str = GPU
 
     @classmethod
     def of(cls, node: Node) -> Capacity:
         """The capacity of ``node`` as read."""
-        return cls(node.gpu_total, node.gpu_allocated, node.memory_gb_total, node.memory_gb_allocated)
+        return cls(node.gpu_total, node.gpu_allocated, node.memory_gb_total, node.memory_gb_allocated, node.kind)
 
     @property
     def free_gpus(self) -> int:
@@ -36,20 +39,29 @@ class Capacity:
         return gpus <= self.free_gpus and memory_gb <= self.free_memory_gb
 
     def as_properties(self) -> dict[str, int]:
-        """The read-only ``properties.capacity`` of a node."""
+        """The read-only ``properties.capacity`` of a node: its devices (``*Accelerators``) and, on a GPU node, the
+        same counts under the seed's names (``*Gpus``)."""
+        gpus = (
+            {"totalGpus": self.total_gpus, "allocatedGpus": self.allocated_gpus, "freeGpus": self.free_gpus}
+            if self.kind == GPU
+            else {}
+        )
         return {
-            "totalGpus": self.total_gpus,
-            "allocatedGpus": self.allocated_gpus,
-            "freeGpus": self.free_gpus,
+            "totalAccelerators": self.total_gpus,
+            "allocatedAccelerators": self.allocated_gpus,
+            "freeAccelerators": self.free_gpus,
+            **gpus,
             "totalMemoryGb": self.total_memory_gb,
             "allocatedMemoryGb": self.allocated_memory_gb,
             "freeMemoryGb": self.free_memory_gb,
         }
 
 
-def insufficient(node: str, free_gpus: int, free_memory_gb: int, gpus: int, memory_gb: int) -> InsufficientCapacity:
-    """409 ``InsufficientCapacity`` saying what is free on ``node`` and what was asked."""
+def insufficient(
+    node: str, free_gpus: int, free_memory_gb: int, gpus: int, memory_gb: int, kind: str = GPU
+) -> InsufficientCapacity:
+    """409 ``InsufficientCapacity`` saying what is free on ``node`` (of its ``kind``) and what was asked."""
     return InsufficientCapacity(
-        f"The node '{node}' has {free_gpus} free GPUs and {free_memory_gb} GiB free GPU memory; "
-        f"the request needs {gpus} GPUs and {memory_gb} GiB."
+        f"The node '{node}' has {free_gpus} free {kind}s and {free_memory_gb} GiB free {kind} memory; "
+        f"the request needs {gpus} {kind}s and {memory_gb} GiB."
     )

@@ -48,6 +48,8 @@ def meter_for(
         resource_created_at=workload.created_at,
         node_created_at=node.created_at if node else "",
         submitted_by=_submitter(workload),
+        accelerator_kind=node.kind if node else getattr(workload, "kind", "GPU"),
+        accelerator_model=(node.accelerator.model if node else "") or "",
     )
 
 

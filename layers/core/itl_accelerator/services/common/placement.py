@@ -37,6 +37,7 @@ from itl_accelerator.billing.metering import (
     BillingTerms,
     terms_properties,
 )
+from itl_accelerator.domain.accelerators import model_of_key
 from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.pricing import ANY_INCREMENT, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
@@ -49,7 +50,6 @@ from itl_accelerator.domain.records import (
     Node,
     Reservation,
     ResourceKey,
-    gpu_model_key,
     per_gpu_memory_fits,
 )
 from itl_accelerator.domain.states import JobStatus
@@ -147,17 +147,15 @@ class Placement:
     def inadmissible(self, job: Job, shapes: list[FleetShape] | None = None) -> str | None:
         """Why no node of the subscription could ever hold ``job`` (None when one could), judged on the
         subscription's fleet ``shapes`` (read when not given: one ``Query``)."""
-        model, location = job.gpu_model, job.location
+        key, location, kind = job.gpu_model, job.location, job.kind
         if shapes is None:
             shapes = self._nodes.fleet_shapes(job.key.subscription_id)
         if not shapes:
             return "The subscription has no nodes."
-        matching = [s for s in shapes if s.matches(model, location)]
-        wanted = " and ".join(
-            part
-            for part in (f"GPU model '{model}'" if model else "", f"location '{location}'" if location else "")
-            if part
-        )
+        matching = [s for s in shapes if s.matches(key, location, kind)]
+        model = model_of_key(key)
+        held = f"{kind} model '{model}'" if model else (f"{kind}s" if not any(s.kind == kind for s in shapes) else "")
+        wanted = " and ".join(part for part in (held, f"location '{location}'" if location else "") if part)
         if not matching:
             return f"No node of the subscription has {wanted}."
         fits = [s for s in matching if s.could_hold(job.gpus, job.memory_gb)]
@@ -165,8 +163,8 @@ class Placement:
             return self._beyond_quota(job, fits)
         largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
         return (
-            f"The job asks for {job.gpus} GPUs and {job.memory_gb} GiB of GPU memory; the largest node"
-            f"{' with ' + wanted if wanted else ''} has {largest.gpu_total} GPUs and "
+            f"The job asks for {job.gpus} {kind}s and {job.memory_gb} GiB of {kind} memory; the largest node"
+            f"{' with ' + wanted if wanted else ''} has {largest.gpu_total} {kind}s and "
             f"{largest.memory_gb_total} GiB."
         )
 
@@ -189,8 +187,8 @@ class Placement:
             if not blocking:
                 return None
             quota = blocking[0]
-            refusals.append(f"the GPU quota '{quota.name}' in '{quota.location}' allows {quota.limit}")
-        return f"The job asks for {job.gpus} GPUs; " + "; ".join(dict.fromkeys(refusals)) + "."
+            refusals.append(f"the {job.kind} quota '{quota.name}' in '{quota.location}' allows {quota.limit}")
+        return f"The job asks for {job.gpus} {job.kind}s; " + "; ".join(dict.fromkeys(refusals)) + "."
 
     def waiting_reason(self, job: Job, view: BudgetView | None = None) -> str:
         """Why ``job`` waits: a spent budget; or every node with room now above its price ceiling or in a currency
@@ -228,12 +226,13 @@ class Placement:
             if full:
                 quota = full[0]
                 return (
-                    f"Waiting for quota: the GPU quota '{quota.name}' of the subscription in '{quota.location}' "
-                    f"allows {quota.limit} GPUs and {quota.current} are in use; the job needs {job.gpus}."
+                    f"Waiting for quota: the {job.kind} quota '{quota.name}' of the subscription in "
+                    f"'{quota.location}' allows {quota.limit} {job.kind}s and {quota.current} are in use; the job "
+                    f"needs {job.gpus}."
                 )
         return (
-            f"Waiting for capacity: no node of the subscription has {job.gpus} free GPUs and {job.memory_gb} "
-            "GiB of GPU memory now."
+            f"Waiting for capacity: no node of the subscription has {job.gpus} free {job.kind}s and "
+            f"{job.memory_gb} GiB of {job.kind} memory now."
         )
 
     def _priced_out(self, job: Job, room: list[Node], view: BudgetView) -> str:
@@ -265,10 +264,11 @@ class Placement:
 
     @staticmethod
     def _matches(job: Job, node: Node, within: tuple[BillingTerms, ...] | None) -> bool:
-        """Whether ``node`` (as read now) still meets the job's constraints: GPU model, location, GPU memory per
-        GPU, its pricing within ``within`` (its free capacity is judged by the reservation itself)."""
+        """Whether ``node`` (as read now) still meets the job's constraints: accelerator kind and model, location,
+        device memory per device, its pricing within ``within`` (its free capacity is judged by the reservation itself)."""
         return (
-            (not job.gpu_model or gpu_model_key(node.gpu_model) == job.gpu_model)
+            node.kind == job.kind
+            and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
             and (not job.location or normalize_location(node.location) == job.location)
             and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
             and within_terms(node.terms, within)
@@ -336,7 +336,7 @@ class Placement:
             {
                 "statusReason": reason,
                 "assignedNode": placed.node_id,
-                "billingTerms": terms_properties(placed.terms, ctx.now_iso()),
+                "billingTerms": terms_properties(placed.terms, ctx.now_iso(), node.kind),
             },
             status=JobStatus.SCHEDULED,
             capacity_reserved=True,
@@ -417,7 +417,7 @@ class Placement:
         if self._clock() - submitted < self._settings.job_starvation_seconds:
             return
         nodes = self._nodes.candidates(
-            job.key.subscription_id, Demand(0, 0, job.gpu_model, job.location), for_job=job.key
+            job.key.subscription_id, Demand(0, 0, job.gpu_model, job.location, kind=job.kind), for_job=job.key
         )
         able = [
             n

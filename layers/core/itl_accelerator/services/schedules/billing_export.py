@@ -126,6 +126,8 @@ def _line(
         cost=Decimal(part["cost"]),
         tags=dict(descriptor.get("tags") or {}),
         correction=correction,
+        accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
+        accelerator_model=str(descriptor.get("acceleratorModel") or ""),
     )
 
 

@@ -95,6 +95,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             gpus=instance.gpus,
             memory_gb=instance.memory_gb,
             callback_url=self._callback_url,
+            accelerator=node.accelerator.for_platform() if node else None,
         )
         try:
             self._transition(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.billing.metering import allocation_charges
 from itl_accelerator.dgx.models import DgxJob
+from itl_accelerator.domain.accelerators import GPU
 from itl_accelerator.domain.records import Job, Lease, Operation, Release
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
@@ -290,6 +291,8 @@ class JobSteps:
             workload=platform_workload(job),
             max_duration_seconds=job.max_duration_seconds,
             callback_url=self._settings.dgx_callback_url or None,
+            # the node's devices; a node gone meanwhile: the job's kind (the platform reads none as NVIDIA GPUs)
+            accelerator=node.accelerator.for_platform() if node else ({"kind": job.kind} if job.kind != GPU else None),
         )
         started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
         meter = meter_for(
