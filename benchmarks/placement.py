@@ -4,9 +4,12 @@ fragmentation best fit leaves, beside a first-fit baseline. Prints two tables.
 Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`` runs it too).
 
 (a) On moto, with the table of template.yaml and the real repositories and placement code (``Placement``):
-    fleets of 10, 100 and 1,000 nodes of 8 GPUs (a third of them partly used), then ``PLACEMENTS`` jobs placed one
-    by one. For each placement: the DynamoDB calls it made (counted at botocore) and its wall time. The count must
-    not grow with the fleet: one ``Query`` of the placement index, one ``TransactWriteItems``.
+    fleets of 10, 100 and 1,000 nodes of 8 devices — a mixed fleet, in turn NVIDIA H100 GPUs, AMD MI300X GPUs,
+    Google TPU v5e and Huawei 910B NPUs (:data:`MIXED_FLEET`), a third of them partly used — then ``PLACEMENTS``
+    jobs placed one by one, each asking for one of the four in turn (a kind, and for the GPUs their model). For each
+    placement: the DynamoDB calls it made (counted at botocore) and its wall time, and that it landed on a node of
+    what it asked for. The count must not grow with the fleet or its mix: one ``Query`` of the placement index (its
+    partition of the job's kind), one ``TransactWriteItems``.
 (b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
     110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
     best-fit order (:func:`itl_accelerator.services.common.placement.best_fit_key`) and, beside it, by first fit (the first
@@ -36,6 +39,14 @@ GPUS_PER_NODE = 8
 #: Offered load of the simulation: GPU-time asked for per GPU-time the fleet has (above 1: jobs must wait).
 OFFERED_LOAD = 1.1
 TABLE = "itl-accelerator-bench-placement"
+#: The mixed fleet's nodes, in turn: (kind, vendor, model, GiB per device), and what a job of each asks for (its
+#: accelerator key: a GPU's model, another kind's ``kind:``, any model).
+MIXED_FLEET = (
+    ("GPU", "NVIDIA", "H100", 80, "h100"),
+    ("GPU", "AMD", "MI300X", 192, "mi300x"),
+    ("TPU", "Google", "v5e", 16, "tpu:"),
+    ("NPU", "Huawei", "910B", 64, "npu:"),
+)
 
 
 # ------------------------------------------------------------------------------------------------ (a) on moto
@@ -97,6 +108,7 @@ def measure_fleets() -> list[FleetRow]:
             sub = f"sub-bench-{fleet}"
             for i in range(fleet):
                 key = ResourceKey(sub, "rg", NODES.segment, (f"n{i:04d}",))
+                kind, vendor, model, per_device, _ = MIXED_FLEET[i % len(MIXED_FLEET)]
                 node = Node(
                     key=key,
                     document={
@@ -106,15 +118,21 @@ def measure_fleets() -> list[FleetRow]:
                         "location": "us-east-1",
                         "properties": {
                             "owner": "o",
-                            "hardwareSpecs": {"gpuModel": "H100", "gpuMemoryGb": 80},
-                            "pricing": {"pricePerGpuHour": 2.5},
+                            "accelerator": {
+                                "kind": kind,
+                                "vendor": vendor,
+                                "model": model,
+                                "count": 8,
+                                "memoryGbPerDevice": per_device,
+                            },
+                            "pricing": {"pricePerAcceleratorHour": 2.5},
                             "availability": "Available",
                         },
                         "systemData": {},
                     },
                     etag='"e"',
                     gpu_total=8,
-                    memory_gb_total=640,
+                    memory_gb_total=8 * per_device,
                 )
                 repos.nodes.create(node, audit(sub, node.arm_id))
                 if i % 3 == 0:  # a third partly used: 1-6 GPUs taken, by an instance-like workload
@@ -126,7 +144,7 @@ def measure_fleets() -> list[FleetRow]:
                         etag='"e"',
                         state=ProvisioningState.SUCCEEDED,
                         gpus=used,
-                        memory_gb=80 * used,
+                        memory_gb=per_device * used,
                         capacity_reserved=True,
                     )
                     operation = new_operation(
@@ -137,12 +155,13 @@ def measure_fleets() -> list[FleetRow]:
                         operation_id=str(uuid.uuid4()),
                         resource_id=held.arm_id,
                     )
-                    reservation = Reservation.on(node, used, 80 * used, child=1)
+                    reservation = Reservation.on(node, used, per_device * used, child=1)
                     repos.instances.accept(held, operation, audit(sub, held.arm_id), reservation)
             calls: Counter[str] = Counter()
             ms: list[float] = []
             for j in range(PLACEMENTS):
                 gpus = rng.choice((1, 1, 2))  # 30 of them fit even the 10-node fleet
+                kind, _, model, per_device, wanted = MIXED_FLEET[j % len(MIXED_FLEET)]
                 job_key = ResourceKey(sub, "rg", JOBS.segment, (f"job-{j}",))
                 job = Job(
                     key=job_key,
@@ -156,8 +175,9 @@ def measure_fleets() -> list[FleetRow]:
                     state=ProvisioningState.ACCEPTED,
                     operation_id=str(uuid.uuid4()),
                     gpus=gpus,
-                    memory_gb=80 * gpus,
-                    gpu_model="h100",
+                    memory_gb=per_device * gpus,
+                    gpu_model=wanted,
+                    kind=kind,
                     submitted_by="bench",
                     submitted_at="2026-01-01T00:00:00.000000Z",
                 )
@@ -177,6 +197,10 @@ def measure_fleets() -> list[FleetRow]:
                     placed = placement.place(ctx, stored)
                     ms.append((time.perf_counter() - started) * 1000)
                 assert placed is not None, "the fleet had room"
+                on = repos.nodes.get(placed.node)
+                assert on is not None and on.kind == kind and (kind != "GPU" or on.accelerator.model == model), (
+                    f"a {kind} {model} job landed on {on and on.accelerator}"
+                )
                 calls.update(counted)
             rows.append(FleetRow(fleet, PLACEMENTS, calls, ms))
     return rows
@@ -287,7 +311,10 @@ def simulate(order: str, seed: int = 11) -> SimResult:
 
 def main() -> int:
     rows = measure_fleets()
-    print("(a) Placement on moto: DynamoDB requests and wall time per placement as the fleet grows")
+    print(
+        "(a) Placement on moto: DynamoDB requests and wall time per placement as the fleet grows (a mixed fleet: "
+        "H100, MI300X, TPU v5e, 910B NPU nodes in turn; jobs of each in turn, each placed on its own kind)"
+    )
     names = sorted({name for r in rows for name in r.calls})
     print(
         _table(

@@ -167,7 +167,7 @@ def _accelerator(body: dict[str, Any]) -> dict[str, str] | None:
         return dict(DEFAULT_ACCELERATOR)
     if not isinstance(given, dict) or not isinstance(given.get("kind"), str):
         return None
-    return {k: str(v) for k, v in given.items() if k in ("kind", "vendor", "model") and v is not None}
+    return {k: str(v) for k, v in given.items() if k in ("kind", "vendor", "model", "topology") and v is not None}
 
 
 def _callback_url(body: dict[str, Any]) -> str | None:

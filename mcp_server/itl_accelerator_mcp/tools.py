@@ -815,9 +815,7 @@ def build_tools() -> list[ToolSpec]:
             "Set a node's price",
             "Set a node's pricing (its supplier or an admin): pricePerGpuHour in currency (ISO 4217), "
             "billingIncrementSeconds, minimumBillableSeconds. Applies to usage from now on.",
-            _scoped(
-                _SUB, _RG, _NODE, ("pricing", model("Pricing")), required=("resourceGroup", "node", "pricing")
-            ),
+            _scoped(_SUB, _RG, _NODE, ("pricing", model("Pricing")), required=("resourceGroup", "node", "pricing")),
             model_schema("SparkNode"),
             CHANGE,
             set_node_pricing,

@@ -214,7 +214,7 @@ def test_admin_registers_a_node_provisions_an_instance_and_watches_it_serve(stac
     form.get_by_role("button", name="Register").click()
     expect(page.get_by_role("status").filter(has_text="Node dgx-a registered.")).to_be_visible()
     row = page.get_by_role("row").filter(has_text="dgx-a")
-    expect(row).to_contain_text("0/8 allocated")
+    expect(row).to_contain_text("0/8 GPUs allocated")
     assert api.get("sparkNodes/dgx-a").json()["properties"]["owner"] == "sam"
     shot(page, "nodes")
 

@@ -130,8 +130,8 @@ def test_tools_carry_the_api_schemas_and_annotations_for_current_and_previous_cl
         "maximum": 64,
         "minimum": 1,
         "title": "Requestedgpus",
-        "default": None,
     }
+    assert "requestedGpus" not in submit["required"] and "accelerator" not in submit["required"]
     assert submit["properties"]["accelerator"]["anyOf"][0] == {"$ref": "#/$defs/JobAccelerator"}
     assert submit["properties"]["workload"]["anyOf"][0] == {"$ref": "#/$defs/ContainerWorkload"}
     assert "quoteId" in submit["properties"] and "quoteId" not in submit["required"]

@@ -46,8 +46,10 @@ class Usage:
     def meter(
         self, sub: str, name: str, *, gpus: int, start: str, service: str = "instances", node: str = "dgx-1",
         dgx_id: str = "", price: str = "1.00", currency: str = "USD", increment: int = 1, minimum: int = 0,
+        kind: str = "GPU", model: str = "",
     ) -> Any:  # fmt: skip
-        """A meter of an allocation that locked ``price`` per GPU-hour in ``currency``, ``increment``/``minimum``."""
+        """A meter of an allocation of ``gpus`` devices of ``kind`` (``model``) that locked ``price`` per device-hour
+        in ``currency``, ``increment``/``minimum``."""
         from itl_accelerator.billing.metering import BillingTerms
         from itl_accelerator.domain.usage import Meter
 
@@ -74,6 +76,8 @@ class Usage:
             tags={"team": "ml"},
             resource_created_at="2026-03-01T00:00:00.000000Z",
             node_created_at="2026-02-01T00:00:00.000000Z",
+            accelerator_kind=kind,
+            accelerator_model=model,
         )
         self._transact(meter_start_item(self.table, meter))
         return meter
@@ -302,6 +306,38 @@ def test_usage_that_arrives_after_its_day_was_exported_goes_out_as_corrections(u
         path.write_bytes(usage.export_object(day))
         report = focus_validate.validate(path)
         assert report.ok, report.verdict() + "\n" + report.output + report.stderr
+
+
+def test_a_mixed_fleets_day_bills_each_kind_in_its_own_unit_and_passes_focus_validator(usage, tmp_path):
+    # Given a day of an H100 GPU instance, a TPU v5e job and an Ascend NPU job, each an hour
+    usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T10:00:00", model="H100")
+    usage.meter("sub-a", "tune", gpus=8, start="2026-03-01T10:00:00", service="jobs", kind="TPU", model="v5e",
+                price="1.20", node="tpu-1")  # fmt: skip
+    usage.meter("sub-a", "infer", gpus=4, start="2026-03-01T10:00:00", service="jobs", kind="NPU", model="910B",
+                price="0.90", node="npu-1")  # fmt: skip
+    usage.run_sync("2026-03-01T11:00:00")
+    usage.run_sync("2026-03-02T01:00:00")
+    # When the day is exported
+    usage.export.run(now=t("2026-03-02T01:30:00"))
+    rows = usage.export_rows("2026-03-01")
+    # Then each kind is billed in its own unit, its description and custom columns name its kind and model
+    units = {(r["ResourceName"], r["ConsumedUnit"], r["PricingUnit"], r["x_AcceleratorKind"], r["x_AcceleratorModel"])
+             for r in rows}  # fmt: skip
+    assert units == {
+        ("llama", "GPU-Hours", "GPU-Hours", "GPU", "H100"),
+        ("tune", "TPU-Hours", "TPU-Hours", "TPU", "v5e"),
+        ("infer", "NPU-Hours", "NPU-Hours", "NPU", "910B"),
+    }
+    assert any(r["ChargeDescription"].startswith("TPU time (v5e) of job tune on node tpu-1") for r in rows)
+    # And the file passes FinOps' focus-validator
+    from itl_local import focus_validate
+
+    if not focus_validate.DEFAULT_VENV.joinpath("bin", "focus-validator").exists():
+        pytest.skip("focus-validator is not installed: ./dev test installs it")
+    path = tmp_path / "focus-mixed.csv.gz"
+    path.write_bytes(usage.export_object("2026-03-01"))
+    report = focus_validate.validate(path)
+    assert report.ok, report.verdict() + "\n" + report.output + report.stderr
 
 
 @pytest.mark.parametrize("day", ["garbage", "2026-13-01", "2026-02-30", "26-11-30", "2999-01-01"])

@@ -137,7 +137,7 @@ def test_a_job_is_placed_on_a_node_of_its_kind_and_model_only(fleet):
     assert "requestedGpus" not in fleet.job_props("tpu-job")
     # And the DGX Platform is told what each runs on
     sent = {d["name"].rsplit("/", 1)[-1]: d["accelerator"] for d in fleet.dgx.called("submit_job")}
-    assert sent["tpu-job"] == {"kind": "TPU", "vendor": "Google", "model": "v5e"}
+    assert sent["tpu-job"] == {"kind": "TPU", "vendor": "Google", "model": "v5e", "topology": "2x4"}
     assert sent["amd-job"] == {"kind": "GPU", "vendor": "AMD", "model": "MI300X"}
 
 

@@ -149,8 +149,10 @@ class Accelerator:
         return RESOURCE_NAMES.get((self.vendor, self.kind))
 
     def for_platform(self) -> dict[str, str]:
-        """What the DGX Platform is told it runs on (docs/dgx-platform.openapi.yaml ``Accelerator``)."""
-        return {"kind": self.kind, "vendor": self.vendor, **({"model": self.model} if self.model else {})}
+        """What the DGX Platform is told it runs on (docs/dgx-platform.openapi.yaml ``Accelerator``): kind, vendor,
+        model, and a TPU slice's topology (the platform lays the job out on it)."""
+        told = {"kind": self.kind, "vendor": self.vendor, "model": self.model, "topology": self.topology or ""}
+        return {name: value for name, value in told.items() if value}
 
     def as_properties(self) -> dict[str, object]:
         """``properties.accelerator`` of a node (wire names)."""

@@ -421,11 +421,13 @@ NOT_NULLABLE = (
     ("properties", "pricing"),
     ("properties", "pricing", "currency"),
     ("properties", "pricing", "pricePerGpuHour"),
+    ("properties", "pricing", "pricePerAcceleratorHour"),
     ("properties", "pricing", "billingIncrementSeconds"),
     ("properties", "pricing", "minimumBillableSeconds"),
     ("properties", "availability"),
     ("properties", "owner"),
     ("properties", "hardwareSpecs"),
+    ("properties", "accelerator"),
     ("sku", "name"),
 )
 
