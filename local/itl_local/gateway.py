@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import json
 import threading
 import time
@@ -100,6 +101,24 @@ class RequestLog:
             out.write(line + "\n")
 
 
+def _accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header (RFC 9110 §12.5.3) allows gzip: named, or ``*``, with a q above 0."""
+    allowed = {}
+    for part in accept_encoding.split(","):
+        name, _, params = part.strip().partition(";")
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if name:
+            allowed[name.strip().lower()] = q
+    return allowed.get("gzip", allowed.get("x-gzip", allowed.get("*", 0.0))) > 0
+
+
 class ApiGatewayEmulator:
     """An ASGI app serving ``template``'s API. ``stage`` appears in ``requestContext.stage`` only: paths are
     served at the root, as behind a custom domain. ``throttle``: enforce the stage's throttling (tests that send
@@ -127,6 +146,7 @@ class ApiGatewayEmulator:
         self.stage = stage
         throttling = template.api_throttling() if throttle else None
         self.bucket = TokenBucket(*throttling, clock=clock) if throttling else None
+        self.compress_from = template.api_minimum_compression_size()
         self.routes = template.routes
         self.responses = template.gateway_responses()
         self.identity_headers = [h.lower() for h in template.authorizer_identity_headers()]
@@ -152,7 +172,7 @@ class ApiGatewayEmulator:
             return
         request = Request(scope, receive)
         started = time.perf_counter()
-        response = await self.handle(request)
+        response = self.compressed(request, await self.handle(request))
         duration_ms = (time.perf_counter() - started) * 1000
         if self.request_log is not None:
             self.request_log.record(response.status_code, duration_ms)
@@ -211,6 +231,21 @@ class ApiGatewayEmulator:
             logger.exception("Function failed", extra={"function": route.function_id})
             return self.gateway_response("DEFAULT_5XX", request_id, request)
         return self._to_response(result, request_id)
+
+    def compressed(self, request: Request, response: Response) -> Response:
+        """``response`` gzip-encoded, as API Gateway's ``MinimumCompressionSize`` does: when the client's
+        ``Accept-Encoding`` allows gzip and the body is at least that many bytes (and not already encoded); the
+        response then says ``Content-Encoding: gzip`` and ``Vary: Accept-Encoding``."""
+        if self.compress_from is None or "content-encoding" in response.headers:
+            return response
+        if len(response.body) < self.compress_from or not _accepts_gzip(request.headers.get("accept-encoding", "")):
+            return response
+        body = gzip.compress(response.body, compresslevel=6)
+        response.body = body
+        response.headers["content-length"] = str(len(body))
+        response.headers["content-encoding"] = "gzip"
+        response.headers.append("vary", "Accept-Encoding")
+        return response
 
     # ----------------------------------------------------------------------------------------------- steps
     def _match(self, method: str, path: str) -> tuple[Route | None, dict[str, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.exceptions import HTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -41,6 +42,8 @@ class PortalSite:
         self.config = config
         self.dist = dist
         self.files = StaticFiles(directory=dist, html=True, check_dir=False)
+        # compressed as CloudFront's `Compress: true` serves them (files of 1,000 bytes and more, gzip when accepted)
+        self.compressed_files = GZipMiddleware(self.files, minimum_size=1000)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -58,7 +61,7 @@ class PortalSite:
             sub = {**scope, "path": path[len(PORTAL_PATH) :], "root_path": scope.get("root_path", "") + PORTAL_PATH}
             try:
                 # StaticFiles raises its 404 (and 405) for an app's ExceptionMiddleware to answer; none wraps it here.
-                await self.files(sub, receive, send)
+                await self.compressed_files(sub, receive, send)
                 return
             except HTTPException as error:
                 response = PlainTextResponse(error.detail, status_code=error.status_code, headers=error.headers)

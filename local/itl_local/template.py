@@ -264,6 +264,12 @@ class Template:
                 return float(self.resolve(rate)), int(self.resolve(burst))
         return None
 
+    def api_minimum_compression_size(self) -> int | None:
+        """The API's ``MinimumCompressionSize`` (bytes): API Gateway compresses a response body at least this large
+        for a client whose ``Accept-Encoding`` allows it; None when the API does not compress."""
+        size = self.api().get("MinimumCompressionSize")
+        return None if size is None else int(self.resolve(size))
+
     def gateway_responses(self) -> dict[str, dict[str, Any]]:
         """GatewayResponses by type (UNAUTHORIZED, MISSING_AUTHENTICATION_TOKEN, ...)."""
         return dict(self.api().get("GatewayResponses") or {})

@@ -3,6 +3,7 @@ import { html, nothing } from 'lit';
 import { Api } from './api.js';
 import { View, error } from './ui.js';
 import { timeZone } from './format.js';
+import { allows } from './permissions.js';
 import './views/overview.js';
 import './views/nodes.js';
 import './views/instances.js';
@@ -26,7 +27,9 @@ class App extends View {
 
   constructor() {
     super();
-    this.route = parseHash();
+    // the route is read when the shell connects: a sign-in puts the link it started from back into the address bar
+    // (history.replaceState, no hashchange) after this element is made and before it connects
+    this.route = { view: 'overview', args: [], query: {} };
     this.context = { sub: '', rg: '' };
     this.sessionEnded = null;
     this.navOpen = false;
@@ -44,6 +47,7 @@ class App extends View {
 
   connectedCallback() {
     super.connectedCallback();
+    this.route = parseHash();
     window.addEventListener('hashchange', this.onHash);
     this._api = new Api(this.config.apiBaseUrl || '', () => this.auth.accessToken(), (err) => (this.sessionEnded = err));
     const scopes = this.auth.user ? this.auth.identity.scopes : [];
@@ -85,6 +89,13 @@ class App extends View {
   setContext(change) {
     this.context = { ...this.context, ...change };
     sessionStorage.setItem('itl-context', JSON.stringify(this.context));
+    // a resource's page belongs to its subscription: another subscription shows the list of its kind instead
+    if (change.sub !== undefined && this.route.args.length) location.hash = `#/${this.route.view}`;
+  }
+
+  /** Whether the signed-in user's roles hold `action` (permissions.js): what the portal offers; the API decides. */
+  may(action) {
+    return allows(this.auth.identity.roles, action);
   }
 
   /** Put `hash` in the address bar for a bookmark, keeping the view as it is (no new view, no history entry). */

@@ -1,5 +1,6 @@
 // Shared pieces: the light-DOM base element, loading and error states, paging, accelerator bars.
 import { LitElement, html, nothing } from 'lit';
+import { reason } from './permissions.js';
 
 /** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
 export class View extends LitElement {
@@ -18,6 +19,32 @@ export class View extends LitElement {
 
   get ctx() {
     return this.app.context;
+  }
+
+  disconnectedCallback() {
+    super.disconnectedCallback();
+    for (const timer of (this.polls || new Map()).values()) clearTimeout(timer);
+  }
+
+  /** Call `fn` every `ms` (a number, or a function answering it for each turn) while the view is on the page, skipping the turns when the tab is hidden (a background tab
+   *  asks the API nothing); one poll per `key`, restarted by calling again. A failed turn is shown by `fn`'s own
+   *  error state (track) and the next turn tries again. */
+  every(key, ms, fn) {
+    this.polls = this.polls || new Map();
+    clearTimeout(this.polls.get(key));
+    const turn = async () => {
+      if (!this.isConnected) return;
+      if (document.visibilityState !== 'hidden') {
+        try {
+          await fn();
+        } catch {
+          // fn shows its own errors
+        }
+      }
+      if (this.isConnected) this.polls.set(key, setTimeout(turn, wait()));
+    };
+    const wait = typeof ms === 'function' ? ms : () => ms;
+    this.polls.set(key, setTimeout(turn, wait()));
   }
 
   /** Run fn with a loading flag in this[key + 'Loading'] and its error in this[key + 'Error']. */
@@ -115,4 +142,28 @@ export const RG_PATTERN = '[\\-\\w\\(\\)\\.]{0,89}[\\-\\w\\(\\)]';
 /** A hash link to a view; args are encoded. */
 export function link(view, ...args) {
   return `#/${[view, ...args.map(encodeURIComponent)].join('/')}`;
+}
+
+/** The button of `action` (permissions.js) when the user's roles hold it; otherwise the same button greyed out with
+ *  the reason beside it, as Azure's portal does (the API would refuse it: 403 AuthorizationFailed). */
+export function offered(app, action, label, button) {
+  if (app.may(action)) return button;
+  const id = `why-${action.replace('/', '-')}`;
+  return html`<span class="not-offered"><button type="button" class="secondary" disabled aria-describedby=${id}>${label}</button>
+    <small id=${id} class="muted">${reason(action)}</small></span>`;
+}
+
+/** A destructive action behind a confirmation: the first click asks (`question`, in a group named `group`), the
+ *  second acts; "Keep it" leaves everything as it was. Each `key` confirms on its own (view.confirming holds it). */
+export function confirmed(view, key, { label, group, question, confirmLabel, act, disabled = false }) {
+  const set = (value) => {
+    view.confirming = value;
+    view.requestUpdate();
+  };
+  if (view.confirming === key) {
+    return html`<span role="group" aria-label=${group} class="confirm">${question}
+      <button class="danger" @click=${() => { set(null); act(); }}>${confirmLabel}</button>
+      <button class="secondary" @click=${() => set(null)}>Keep it</button></span>`;
+  }
+  return html`<button class="danger" ?disabled=${disabled} @click=${() => set(key)}>${label}</button>`;
 }

@@ -158,7 +158,14 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
     sent: list[tuple[str, str]] = []
     api_origin = f"{stack.url}/"
 
-    def open_portal(subject: str, roles: tuple[str, ...], sub: str, viewport: tuple[int, int] = (1280, 800)) -> Any:
+    def open_portal(
+        subject: str,
+        roles: tuple[str, ...],
+        sub: str,
+        viewport: tuple[int, int] = (1280, 800),
+        start: str = "#/overview",
+        on_request: Callable[[Any], None] | None = None,
+    ) -> Any:
         context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, timezone_id=TIME_ZONE)
         contexts.append(context)
         page = context.new_page()
@@ -170,8 +177,10 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
                 else None
             ),
         )
+        if on_request is not None:
+            page.on("requestfinished", on_request)
         page.set_default_timeout(20_000)
-        page.goto(f"{stack.url}/portal/#/overview")
+        page.goto(f"{stack.url}/portal/{start}")
         page.get_by_role("button", name="Sign in").click()
         # the dev issuer's login page (another origin: the issuer's port)
         expect(page).to_have_url(re.compile(rf"^http://127\.0\.0\.1:{stack.idp_port}/realms/itl/"))
@@ -181,7 +190,8 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
         page.get_by_label("Subscription scopes, one per line").fill(f"/subscriptions/{sub}")
         page.get_by_role("button", name="Sign in").click()
         expect(page.locator(".who-name")).to_have_text(subject)
-        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        if start == "#/overview":
+            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
         return page
 
     yield open_portal
@@ -249,6 +259,56 @@ def test_admin_registers_a_node_provisions_an_instance_and_watches_it_serve(stac
     page.get_by_role("group", name="Confirm deletion").get_by_role("button", name="Delete instance").click()
     expect(page.get_by_role("status").filter(has_text="Instance llama deleted")).to_be_visible(timeout=LONG)
     assert api.get("sparkNodes/dgx-a/sparkOllamaInstances/llama").status_code == 404
+
+
+def test_a_tpu_host_is_registered_shown_and_runs_a_tpu_job_as_tpus(stack: Stack, portal, sub: str):
+    api = Api(stack, "ada", ADMIN, sub)
+    page = portal("ada", (ADMIN,), sub)
+
+    # Register a TPU v5e host through the form: a kind, its vendor and model, devices and their memory
+    go(page, "Nodes")
+    page.get_by_role("button", name="Register a node").click()
+    form = page.get_by_role("form", name="Register a node")
+    form.get_by_label("Name", exact=True).fill("tpu-a")
+    form.get_by_label("SKU").fill("TPU-v5e-8")
+    form.get_by_label("Accelerator kind").select_option("TPU")
+    form.get_by_label("Model").fill("v5e")
+    form.get_by_label("Memory per device (GiB)").fill("16")
+    form.get_by_label("Price per device-hour").fill("1.2")
+    form.get_by_role("button", name="Register").click()
+    expect(page.get_by_role("status").filter(has_text="Node tpu-a registered.")).to_be_visible()
+    accelerator = api.get("sparkNodes/tpu-a").json()["properties"]["accelerator"]
+    assert (accelerator["kind"], accelerator["vendor"], accelerator["model"], accelerator["count"]) == (
+        "TPU",
+        "Google",
+        "v5e",
+        8,
+    )
+    row = page.get_by_role("row").filter(has_text="tpu-a")
+    expect(row).to_contain_text("0/8 TPUs allocated")
+    expect(row).to_contain_text("8 \u00d7 Google TPU v5e")
+    expect(row).to_contain_text("1.2 USD")
+
+    # Ask for 4 TPUs: placed on it, and the overview counts TPUs apart from GPUs
+    go(page, "Jobs")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    form.get_by_label("Name", exact=True).fill("tpu-job")
+    form.get_by_label("Accelerator kind").select_option("TPU")
+    form.get_by_label("Devices").fill("4")
+    form.get_by_label("Device memory (GiB)").fill("0")
+    form.get_by_label("Container image (optional)").fill("nvcr.io/nvidia/pytorch:24.10-py3")
+    form.get_by_label("Environment, NAME=value per line").fill("ITL_SIM_FOREVER=1")
+    form.get_by_role("button", name="Submit").click()
+    page.get_by_role("status").get_by_role("link", name="tpu-job").click()
+    expect(page.locator(".job-status .badge")).to_have_text("Running", timeout=LONG)
+    expect(page.get_by_role("region", name="Details")).to_contain_text("4 \u00d7 TPU")
+    expect(page.get_by_role("region", name="Details")).to_contain_text("tpu-a")
+    go(page, "Overview")
+    expect(page.get_by_role("region", name="TPUs")).to_contain_text("4 / 8")
+    expect(page.get_by_role("meter", name="4 of 8 TPUs allocated, 4 free")).to_be_visible()
+    shot(page, "overview-tpu")
+    assert api.http.post(f"{api.rg}/sparkJobs/tpu-job/cancel").status_code == 202
 
 
 def test_consumer_submits_a_job_watches_it_end_and_sees_its_cost_equal_the_apis(stack: Stack, portal, sub: str):
@@ -338,12 +398,43 @@ def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):
     shot(page, "jobs-waiting")
     page.get_by_role("link", name="long-1").click()
 
-    page.get_by_role("button", name="Cancel job").click()
+    # The running job's log follows in the page: new training steps appear without a reload
+    log = page.get_by_role("log", name="Job log")
+    expect(log).to_contain_text("container started", timeout=LONG)
+    first = log_steps(log)
+    expect(log).to_contain_text(f"step {first + 3}:", timeout=LONG)
+    expect(page.get_by_role("region", name="Log").get_by_role("status")).to_contain_text("Following the job")
+    shot(page, "job-log")
+
+    # Cancelling asks first; keeping it changes nothing
+    page.get_by_role("button", name="Cancel job…").click()
+    confirm = page.get_by_role("group", name="Confirm cancellation")
+    expect(confirm).to_contain_text("Cancel long-1?")
+    confirm.get_by_role("button", name="Keep it").click()
+    expect(confirm).to_have_count(0)
+    assert api.get("sparkJobs/long-1").json()["properties"]["status"] == "Running"
+    page.get_by_role("button", name="Cancel job…").click()
+    page.get_by_role("group", name="Confirm cancellation").get_by_role("button", name="Cancel job").click()
     expect(page.get_by_role("status").filter(has_text="Cancellation requested.")).to_be_visible()
     expect(page.locator(".job-status .badge")).to_have_text("Canceled", timeout=LONG)
     assert api.get("sparkJobs/long-1").json()["properties"]["status"] == "Canceled"
     expect(page.locator(".reason")).to_contain_text("cora")
+    # the log ends with the platform's last line, and says so
+    expect(log).to_contain_text("job Canceled", timeout=LONG)
+    expect(page.get_by_role("region", name="Log").get_by_role("status")).to_contain_text("End of the log.")
     shot(page, "job-canceled")
+
+    # Deleting the finished job asks first too
+    page.get_by_role("button", name="Delete…").click()
+    page.get_by_role("group", name="Confirm deletion").get_by_role("button", name="Delete job").click()
+    expect(page.get_by_role("status").filter(has_text="Job long-1 deleted.")).to_be_visible()
+    assert api.get("sparkJobs/long-1").status_code == 404
+
+
+def log_steps(log: Any) -> int:
+    """The last training step a job's log shows (0 before the first)."""
+    steps = re.findall(r"step (\d+):", log.inner_text())
+    return int(steps[-1]) if steps else 0
 
 
 def plain(value: float) -> str:
@@ -542,7 +633,11 @@ def test_the_hourly_cost_chart_draws_a_series_per_currency_whose_totals_are_the_
 
     # One click from the overview: the hourly cost chart of the last 24 h, its query in the hash (a bookmark)
     page = portal("ada", (ADMIN,), sub)
-    with page.expect_request(lambda r: r.method == "POST" and "/costQuery" in r.url) as sent:
+    # (the overview asks its own cost queries too: its spend, by no period)
+    hourly_query = lambda r: (  # noqa: E731
+        r.method == "POST" and "/costQuery" in r.url and (r.post_data_json or {})["dataset"]["granularity"] == "Hourly"
+    )
+    with page.expect_request(hourly_query) as sent:
         page.get_by_role("link", name="Cost per hour, last 24 h").click()
     expect(page).to_have_url(re.compile(r"#/costs\?timeframe=Custom&hours=24&granularity=Hourly$"))
     body = sent.value.post_data_json
@@ -620,9 +715,27 @@ def test_a_consumer_never_sees_another_users_job_or_a_nodes_earnings(stack: Stac
     expect(earnings.locator(".earnings")).to_have_count(0)
     shot(page, "consumer-node-no-earnings")
 
+    # A consumer is not offered what only suppliers and admins may do: each is greyed out with the reason
+    actions = page.get_by_role("region", name="Actions")
+    expect(actions.get_by_role("button", name="Set price")).to_have_count(0)
+    expect(actions.get_by_role("button", name="Cordon")).to_have_count(0)
+    expect(actions).to_contain_text("Setting the price, cordoning and uncordoning are for admins")
+    expect(actions.get_by_role("button", name="Delete…")).to_be_disabled()
+    expect(actions).to_contain_text("Deleting a node is for admins.")
+    go(page, "Nodes")
+    expect(page.get_by_role("button", name="Register a node")).to_be_disabled()
+    expect(page.get_by_text("Registering a node is for admins.")).to_be_visible()
+    go(page, "Instances")
+    expect(page.get_by_role("button", name="Provision an instance")).to_be_disabled()
+    go(page, "Jobs")
+    expect(page.get_by_role("button", name="Submit a job")).to_be_enabled()
+
+    # The overview shows what bob is billed (nothing: alice's job is not his), as the cost query answers him
     go(page, "Overview")
-    expect(page.get_by_role("region", name="Node earnings")).to_contain_text("0 of 1 nodes' earnings readable")
-    expect(page.get_by_role("region", name="Node earnings")).to_contain_text("AuthorizationFailed")
+    spend = page.get_by_role("region", name="Spend")
+    expect(spend.get_by_role("heading")).to_have_text("Billed to you")
+    expect(page.get_by_test_id("spend-month")).to_have_text("—")
+    expect(spend).to_contain_text("The cost query's answer for you")
 
 
 def test_supplier_sees_earnings_sets_price_and_cordons_but_may_not_delete(stack: Stack, portal, sub: str):
@@ -649,12 +762,158 @@ def test_supplier_sees_earnings_sets_price_and_cordons_but_may_not_delete(stack:
     expect(page.get_by_role("region", name="Capacity").locator(".badge")).to_have_text("Available")
     shot(page, "supplier-node")
 
-    page.get_by_role("button", name="Delete…").click()
-    page.get_by_role("button", name="Delete node").click()
-    expect(page.get_by_role("region", name="Actions").get_by_role("alert").locator(".error-code")).to_have_text(
-        "AuthorizationFailed"
-    )
+    # Deleting is an admin's: offered greyed out with the reason (the API would refuse it), and a supplier
+    # submits no jobs
+    expect(page.get_by_role("button", name="Delete…")).to_be_disabled()
+    expect(page.get_by_role("region", name="Actions")).to_contain_text("Deleting a node is for admins.")
     assert api.get("sparkNodes/dgx-e").status_code == 200
+    go(page, "Jobs")
+    expect(page.get_by_role("button", name="Submit a job")).to_be_disabled()
+    expect(page.get_by_text("Submitting a job is for consumers and admins.")).to_be_visible()
+
+
+FOREVER = {
+    "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+    "command": ["python", "train.py"],
+    "env": {"ITL_SIM_FOREVER": "1"},
+}
+
+
+def last_hours_body(hours: int) -> dict[str, Any]:
+    """The cost query the portal asks for the last ``hours`` up to and including the current hour (UTC)."""
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    period = {
+        "from": (end - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "to": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return {
+        "type": "ActualCost",
+        "timeframe": "Custom",
+        "timePeriod": period,
+        "dataset": {"granularity": "None", "aggregation": {"totalCost": {"name": "Cost", "function": "Sum"}}},
+    }
+
+
+def billed(api: Api, hours: int) -> list[str]:
+    """``["0.123456 USD", ...]``: what the cost query bills ``api``'s caller over the last ``hours``, per currency."""
+    answer = api.cost_query(last_hours_body(hours))
+    names = [c["name"] for c in answer["columns"]]
+    totals: dict[str, Decimal] = {}
+    for row in answer["rows"]:
+        currency = row[names.index("Currency")]
+        totals[currency] = totals.get(currency, Decimal(0)) + Decimal(repr(row[names.index("totalCost")]))
+    return [f"{plain(float(amount))} {currency}" for currency, amount in sorted(totals.items())]
+
+
+def test_every_money_figure_is_the_apis_bill_for_the_caller_deleted_work_included(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-m", owner="sam", price=3.6)
+    cora = Api(stack, "cora", CONSUMER, sub)
+    for caller, name in ((admin, "adas-job"), (cora, "coras-job")):
+        body = {"name": name, "requested_gpus": 1, "requested_memory_gb": 8}
+        assert caller.http.post(f"{caller.rg}/sparkJobs", json=body).status_code == 202
+
+    def ended(name: str) -> dict[str, Any] | None:
+        job = admin.get(f"sparkJobs/{name}").json()
+        return job if job["properties"]["status"] in ("Succeeded", "Failed") and job["properties"].get("cost") else None
+
+    costs = {
+        name: wait_until(lambda n=name: ended(n), f"{name} to end")["properties"]["cost"]
+        for name in ("adas-job", "coras-job")
+    }
+    cora_cost = f"{plain(float(costs['coras-job']['amount']))} {costs['coras-job']['currency']}"
+    # once rolled up, the cost query bills cora her job and nothing of ada's
+    wait_until(lambda: billed(cora, 720) == [cora_cost], "cora's job to be rolled up")
+    wait_until(lambda: len(admin.cost_query(last_hours_body(720))["rows"]) > 0, "ada's job to be rolled up")
+    # a deleted job stays billed
+    assert cora.http.delete(f"{cora.rg}/sparkJobs/coras-job").status_code == 200
+
+    page = portal("cora", (CONSUMER,), sub)
+    expect(page.get_by_test_id("spend-month")).to_have_text(" ".join(billed(cora, 720)))
+    expect(page.get_by_test_id("spend-day")).to_have_text(" ".join(billed(cora, 24)))
+    expect(page.get_by_role("region", name="Spend")).to_contain_text("asked")  # when the figure was read
+    page.get_by_role("link", name="Usage and cost").last.click()
+    page.get_by_role("button", name="Show what you were billed, per resource").click()
+    expect(page.locator(".sum-spend")).to_have_text(cora_cost)
+    expect(
+        page.get_by_role("table", name="Billed per resource").get_by_role("row").filter(has_text="coras-job")
+    ).to_contain_text(cora_cost)
+    expect(
+        page.get_by_role("table", name="Billed per resource").get_by_role("row").filter(has_text="adas-job")
+    ).to_have_count(0)
+    shot(page, "usage-billed")
+
+    # an admin is billed both: the figure is the API's answer for her, not a sum the portal makes
+    ada = portal("ada", (ADMIN,), sub)
+    month = billed(admin, 720)
+    assert month != [cora_cost]
+    expect(ada.get_by_test_id("spend-month")).to_have_text(" ".join(month))
+
+
+def test_a_deep_link_opened_signed_out_shows_its_view_after_sign_in(stack: Stack, portal, sub: str):
+    Api(stack, "ada", ADMIN, sub).put_node("dgx-l", owner="sam")
+    page = portal("ada", (ADMIN,), sub, start="#/nodes/rg1/dgx-l")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Node dgx-l")
+    assert page.url.endswith("#/nodes/rg1/dgx-l")
+    # the menu works from there
+    go(page, "Jobs")
+    go(page, "Nodes")
+    page.get_by_role("link", name="dgx-l").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Node dgx-l")
+
+
+def test_views_follow_status_changes_without_a_reload(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-v", owner="sam")
+    page = portal("ada", (ADMIN,), sub)
+    expect(page.get_by_test_id("jobs-running")).to_have_text("0")
+
+    body = {"name": "live-1", "requested_gpus": 1, "requested_memory_gb": 8, "workload": FOREVER}
+    assert admin.http.post(f"{admin.rg}/sparkJobs", json=body).status_code == 202
+    wait_until(lambda: admin.get("sparkJobs/live-1").json()["properties"]["status"] == "Running", "live-1 to run")
+    # the overview reads the fleet again by itself (every 10 s)
+    expect(page.get_by_test_id("jobs-running")).to_have_text("1", timeout=20_000)
+    go(page, "Jobs")
+    row = page.get_by_role("row").filter(has_text="live-1")
+    expect(row.locator(".badge")).to_have_text("Running")
+    assert admin.http.post(f"{admin.rg}/sparkJobs/live-1/cancel").status_code == 202
+    wait_until(lambda: admin.get("sparkJobs/live-1").json()["properties"]["status"] == "Canceled", "live-1 to end")
+    expect(row.locator(".badge")).to_have_text("Canceled", timeout=10_000)  # the list: every 3 s while one is active
+    # a node's page follows its capacity
+    page.get_by_role("navigation", name="Views").get_by_role("link", name="Nodes", exact=True).click()
+    page.get_by_role("link", name="dgx-v").click()
+    expect(page.get_by_role("region", name="Capacity").get_by_role("meter")).to_have_attribute("aria-valuenow", "0")
+    assert (
+        admin.http.patch(f"{admin.rg}/sparkNodes/dgx-v", json={"properties": {"availability": "Cordoned"}}).status_code
+        == 200
+    )
+    expect(page.get_by_role("region", name="Capacity").locator(".badge")).to_have_text("Cordoned", timeout=10_000)
+
+
+def test_the_overview_of_120_jobs_takes_a_handful_of_small_compressed_requests(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-o", owner="sam")
+    # 120 jobs no node could ever hold (16 GPUs, the node has 8): each ends at once, inadmissible
+    for n in range(120):
+        body = {"name": f"job-{n:03d}", "requested_gpus": 16, "requested_memory_gb": 8}
+        assert admin.http.post(f"{admin.rg}/sparkJobs", json=body).status_code == 202, n
+    listed = admin.get(f"{admin.sub}/sparkJobs", **{"$top": 1000}).json()["value"]
+    assert len(listed) == 120
+    seen: list[tuple[str, int]] = []
+
+    def finished(request: Any) -> None:
+        if request.url.startswith(f"{stack.url}/subscriptions/"):
+            seen.append((request.url, request.sizes()["responseBodySize"]))
+
+    page = portal("ada", (ADMIN,), sub, on_request=finished)
+    expect(page.get_by_test_id("spend-month")).to_be_visible()
+    expect(page.get_by_role("region", name="Jobs")).to_contain_text("running")
+    page.wait_for_load_state("networkidle")
+    first_load = list(seen)
+    assert 0 < len(first_load) <= 6, first_load
+    transferred = sum(size for _, size in first_load)
+    assert transferred < 200_000, transferred
+    print(f"overview of {len(listed)} jobs: {len(first_load)} API requests, {transferred} bytes compressed")
 
 
 def test_admin_reads_the_activity_log_filtered_and_paged_and_a_consumer_is_refused(stack: Stack, portal, sub: str):

@@ -149,7 +149,7 @@ export function requestBody(query, rg, now = new Date()) {
 }
 
 /** A number of the answer as a plain decimal string (no exponent), for exact sums per currency. */
-function decimal(n) {
+export function decimal(n) {
   const s = String(n);
   return /e/i.test(s) ? Number(n).toFixed(12).replace(/0+$/, '').replace(/\.$/, '') : s;
 }

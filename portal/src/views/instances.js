@@ -2,7 +2,7 @@
 // instance serves, and an instance's detail: endpoint, requests and tokens over time, delete.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
+import { View, loading, error, offered, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints } from '../chart.js';
 import '../chart.js';
@@ -24,6 +24,8 @@ class Instances extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
+    // the list stays current (another user's instance, a deletion) without a loading state
+    this.every('live', 5000, async () => this.show(await this.read()));
   }
 
   disconnectedCallback() {
@@ -32,17 +34,25 @@ class Instances extends View {
   }
 
   load() {
-    return this.track('list', async () => {
-      this.nodes = await this.api.all(paths.nodes(this.ctx.sub, this.ctx.rg));
-      const lists = await Promise.allSettled(
-        this.nodes.map((n) => {
-          const id = parseId(n.id);
-          return this.api.all(paths.instances(this.ctx.sub, id.rg, n.name)).then((items) => items.map((i) => ({ ...i, rg: id.rg, node: n.name })));
-        }),
-      );
-      this.rows = lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
-      this.failures = lists.filter((r) => r.status === 'rejected').map((r) => r.reason);
-    });
+    return this.track('list', async () => this.show(await this.read()));
+  }
+
+  /** The nodes in view and the instances of each: one request per node (the API lists instances by node). */
+  async read() {
+    const nodes = await this.api.all(paths.nodes(this.ctx.sub, this.ctx.rg));
+    const lists = await Promise.allSettled(
+      nodes.map((n) => {
+        const id = parseId(n.id);
+        return this.api.all(paths.instances(this.ctx.sub, id.rg, n.name)).then((items) => items.map((i) => ({ ...i, rg: id.rg, node: n.name })));
+      }),
+    );
+    return { nodes, lists };
+  }
+
+  show({ nodes, lists }) {
+    this.nodes = nodes;
+    this.rows = lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+    this.failures = lists.filter((r) => r.status === 'rejected').map((r) => r.reason);
   }
 
   async provision(e) {
@@ -69,7 +79,7 @@ class Instances extends View {
     return html`<h1>Instances</h1>
       <p class="muted">Ollama LLM instances on the nodes of ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}.</p>
       <div class="toolbar">
-        <button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Provision an instance</button>
+        ${offered(this.app, 'instances/provision', 'Provision an instance', html`<button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Provision an instance</button>`)}
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
       </div>
       ${this.showCreate ? this.renderCreate() : nothing}
@@ -120,7 +130,7 @@ class Instances extends View {
 customElements.define('itl-instances', Instances);
 
 class InstanceDetail extends View {
-  static properties = { rg: {}, node: {}, name: {}, instance: { state: true }, stats: { state: true }, hours: { state: true }, confirmDelete: { state: true }, deleted: { state: true }, deleting: { state: true } };
+  static properties = { rg: {}, node: {}, name: {}, instance: { state: true }, stats: { state: true }, hours: { state: true }, deleted: { state: true }, deleting: { state: true } };
 
   constructor() {
     super();
@@ -151,14 +161,16 @@ class InstanceDetail extends View {
     this.follow();
   }
 
-  /** While work runs on it, read it again every 2 s. */
+  /** Read it again every 2 s while work runs on it, every 10 s once it serves or failed (another user may delete
+   *  it); never while the tab is hidden. */
   follow() {
     clearTimeout(this.timer);
     const state = this.instance && this.instance.properties.provisioningState;
-    if (this.gone || !this.instance || FINAL.includes(state)) return;
+    if (this.gone || !this.instance || this.deleted) return;
     this.timer = setTimeout(async () => {
       try {
-        this.instance = await this.api.get(this.path);
+        if (document.visibilityState !== 'hidden') this.instance = await this.api.get(this.path);
+        this.instanceError = null;
       } catch (err) {
         if (err.status === 404 && this.deleting) {
           this.deleted = true;
@@ -167,7 +179,7 @@ class InstanceDetail extends View {
         this.instanceError = err;
       }
       this.follow();
-    }, 2000);
+    }, FINAL.includes(state) ? 10000 : 2000);
   }
 
   loadStats() {
@@ -176,7 +188,6 @@ class InstanceDetail extends View {
 
   async remove() {
     const r = await this.track('action', () => this.api.request('DELETE', this.path));
-    this.confirmDelete = false;
     if (!r) return;
     if (r.status === 204) {
       this.deleted = true;
@@ -200,7 +211,7 @@ class InstanceDetail extends View {
     return html`<div class="cards">
       <section class="card" aria-label="Instance">
         <dl class="props">
-          <dt>State</dt><dd>${statusBadge(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" aria-label="in progress"></span>`}</dd>
+          <dt>State</dt><dd>${state === 'Succeeded' ? html`<span class="badge badge-ok">Serving</span> <span class="muted small">(provisioning Succeeded)</span>` : statusBadge(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" aria-label="in progress"></span>`}</dd>
           <dt>Endpoint</dt><dd>${p.endpoint ? html`<code class="endpoint">${p.endpoint}</code>` : '—'}</dd>
           <dt>Model</dt><dd>${p.model}</dd>
           <dt>Node</dt><dd><a href=${link('nodes', this.rg, this.node)}>${this.node}</a></dd>
@@ -209,10 +220,9 @@ class InstanceDetail extends View {
         </dl>
         ${p.error ? error(p.error) : nothing}
         <div class="toolbar">
-          ${this.confirmDelete
-            ? html`<span role="group" aria-label="Confirm deletion">Delete ${this.name}? <button class="danger" @click=${() => this.remove()}>Delete instance</button>
-                <button class="secondary" @click=${() => (this.confirmDelete = false)}>Keep it</button></span>`
-            : html`<button class="danger" @click=${() => (this.confirmDelete = true)} ?disabled=${state === 'Deleting'}>Delete…</button>`}
+          ${offered(this.app, 'instances/delete', 'Delete…', confirmed(this, 'delete', {
+            label: 'Delete…', group: 'Confirm deletion', question: `Delete ${this.name}?`, confirmLabel: 'Delete instance', act: () => this.remove(), disabled: state === 'Deleting',
+          }))}
         </div>
         ${loading(this.actionLoading, 'Deleting')} ${error(this.actionError)}
       </section>

@@ -2,10 +2,11 @@
 // reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
+import './joblog.js';
 
 const FINAL = ['Succeeded', 'Failed', 'Canceled'];
 // The API's own bounds (docs/API_REFERENCE.md, sparkJobs properties)
@@ -27,31 +28,24 @@ class Jobs extends View {
 
   connectedCallback() {
     super.connectedCallback();
-    this.load();
-  }
-
-  disconnectedCallback() {
-    super.disconnectedCallback();
-    clearTimeout(this.timer);
-    this.gone = true;
+    // every listed job stays current (its status and reason), however many pages are loaded: read again every 3 s
+    // while one is active, every 15 s when all have ended (a new one appears then)
+    this.load().then(() => this.every('live', () => (this.jobs.some((j) => !FINAL.includes(j.properties.status)) ? 3000 : 15000), () => this.read()));
   }
 
   load() {
-    clearTimeout(this.timer);
-    return this.track('list', async () => {
-      const query = { $top: 50, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
-      const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
-      this.jobs = page.value;
-      this.nextLink = page.nextLink;
-      page.value.forEach((j) => this.app.noteGroup(parseId(j.id).rg));
-      // while a listed job is still active, look again every 3 s
-      if (!this.gone && page.value.some((j) => !FINAL.includes(j.properties.status))) this.timer = setTimeout(() => this.refresh(), 3000);
-    });
+    return this.track('list', () => this.read());
   }
 
-  async refresh() {
-    if (this.gone || this.nextLink) return; // a longer list is refreshed by hand, so "Load more" keeps its place
-    await this.load();
+  /** The jobs shown so far read again in one request ($top: as many as are listed, 50 at least, at most the API's
+   *  1000), so "Load more" keeps its place. */
+  async read() {
+    const top = Math.min(1000, Math.max(50, this.jobs.length));
+    const query = { $top: top, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
+    const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
+    this.jobs = page.value;
+    this.nextLink = page.nextLink;
+    page.value.forEach((j) => this.app.noteGroup(parseId(j.id).rg));
   }
 
   loadMore() {
@@ -100,7 +94,7 @@ class Jobs extends View {
     const me = this.app.auth.identity.subject;
     return html`<h1>Jobs</h1>
       <div class="toolbar">
-        <button @click=${() => (this.showSubmit = !this.showSubmit)} aria-expanded=${this.showSubmit}>Submit a job</button>
+        ${offered(this.app, 'jobs/submit', 'Submit a job', html`<button @click=${() => (this.showSubmit = !this.showSubmit)} aria-expanded=${this.showSubmit}>Submit a job</button>`)}
         <a class="button secondary" href=${this.mine ? '#/jobs' : '#/jobs?mine=1'}>${this.mine ? 'Show all jobs I may see' : 'My jobs only'}</a>
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
       </div>
@@ -170,10 +164,20 @@ class JobDetail extends View {
   }
 
   async load() {
-    await this.track('job', async () => (this.job = await this.api.get(this.path)));
+    await this.track('job', async () => this.read());
     if (!this.job) return;
     this.loadStats();
     this.follow();
+    // the hourly roll-up catches up with the job's cost within minutes: read it again while the page is open
+    this.every('stats', 30000, async () => {
+      this.stats = await this.api.get(`${this.path}/stats`, { hours: 24 });
+      this.statsAt = new Date().toISOString();
+    });
+  }
+
+  async read() {
+    this.job = await this.api.get(this.path);
+    this.readAt = new Date().toISOString();
   }
 
   follow() {
@@ -181,7 +185,7 @@ class JobDetail extends View {
     if (this.gone || !this.job || FINAL.includes(this.job.properties.status)) return;
     this.timer = setTimeout(async () => {
       try {
-        this.job = await this.api.get(this.path);
+        await this.read();
         if (FINAL.includes(this.job.properties.status)) this.loadStats();
       } catch (err) {
         this.jobError = err;
@@ -191,7 +195,10 @@ class JobDetail extends View {
   }
 
   loadStats() {
-    return this.track('stats', async () => (this.stats = await this.api.get(`${this.path}/stats`, { hours: 24 })));
+    return this.track('stats', async () => {
+      this.stats = await this.api.get(`${this.path}/stats`, { hours: 24 });
+      this.statsAt = new Date().toISOString();
+    });
   }
 
   async cancel() {
@@ -206,6 +213,12 @@ class JobDetail extends View {
   async remove() {
     const r = await this.track('action', () => this.api.request('DELETE', this.path));
     if (r) this.deleted = true;
+  }
+
+  /** Admins, and the consumer who submitted it (RBAC: sparkJobs/cancel/action and /delete, a consumer its own). */
+  mayChange(p) {
+    const roles = this.app.auth.identity.roles;
+    return roles.includes('itl-accelerator-admin') || (this.app.may('jobs/cancel') && p.submittedBy === this.app.auth.identity.subject);
   }
 
   render() {
@@ -223,7 +236,11 @@ class JobDetail extends View {
         ${p.statusReason ? html`<p class="reason">${p.statusReason}</p>` : nothing}
         ${timeline(p)}
         <div class="toolbar">
-          ${final ? html`<button class="secondary" @click=${() => this.remove()}>Delete</button>` : html`<button class="danger" @click=${() => this.cancel()}>Cancel job</button>`}
+          ${this.mayChange(p)
+            ? final
+              ? confirmed(this, 'delete', { label: 'Delete…', group: 'Confirm deletion', question: `Delete ${this.name}? Its charges stay billed.`, confirmLabel: 'Delete job', act: () => this.remove() })
+              : confirmed(this, 'cancel', { label: 'Cancel job…', group: 'Confirm cancellation', question: `Cancel ${this.name}? It stops and is billed up to now.`, confirmLabel: 'Cancel job', act: () => this.cancel() })
+            : html`<span class="muted small not-offered">Cancelling and deleting a job are for its submitter (${p.submittedBy}) and admins.</span>`}
           <a href=${`#/usage?resource=${encodeURIComponent(j.id)}`}>Usage and cost</a>
           <a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>
         </div>
@@ -239,18 +256,27 @@ class JobDetail extends View {
           <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
           <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
           <dt>Device-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
-          <dt>Cost</dt><dd class="job-cost">${p.cost ? costs([p.cost]) : '—'}</dd>
+          <dt>Cost</dt><dd><span class="job-cost">${p.cost ? costs([p.cost]) : final ? '—' : 'not metered yet'}</span>
+            <span class="small muted">${final ? 'billed' : 'so far'}, as the API answered at ${time(this.readAt)}${!final && p.billingTerms ? html`; ${termsText(p.billingTerms)}` : nothing}</span></dd>
         </dl>
       </section></div>
+      <itl-job-log .path=${this.path}></itl-job-log>
       <section class="card" aria-label="Usage over time">
         <h2>Usage, last 24 hours</h2>
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
-        ${this.stats ? html`<p class="totals">Metered so far: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} device-seconds <span class="muted small">(as fresh as the last hourly roll-up)</span></p>
+        ${this.stats ? html`<p class="totals">Rolled up by hour: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} device-seconds
+            <span class="muted small">(the hourly roll-up, which trails the job's cost by up to 15 minutes; read at ${time(this.statsAt)})</span></p>
           <itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>` : nothing}
       </section>`;
   }
 }
 customElements.define('itl-job-detail', JobDetail);
+
+/** "at 2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms. */
+function termsText(t) {
+  const price = t.pricePerAcceleratorHour ?? t.pricePerGpuHour;
+  return `billed at ${price} ${t.currency} per device-hour${t.billingIncrementSeconds ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+}
 
 /** Pending → Scheduled → Running → end, from the job's own times (the API records no time of its placement). */
 function timeline(p) {

@@ -2,7 +2,7 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -28,15 +28,21 @@ class Nodes extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
+    this.every('live', 5000, () => this.read());
   }
 
   load() {
-    return this.track('list', async () => {
-      const page = await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: 50 });
-      this.nodes = page.value;
-      this.nextLink = page.nextLink;
-      page.value.forEach((n) => this.app.noteGroup(parseId(n.id).rg));
-    });
+    return this.track('list', () => this.read());
+  }
+
+  /** The nodes shown so far read again in one request ($top: as many as are listed, 50 at least, at most the
+   *  API's 1000), so "Load more" keeps its place and every listed row stays current. */
+  async read() {
+    const top = Math.min(1000, Math.max(50, this.nodes.length));
+    const page = await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: top });
+    this.nodes = page.value;
+    this.nextLink = page.nextLink;
+    page.value.forEach((n) => this.app.noteGroup(parseId(n.id).rg));
   }
 
   loadMore() {
@@ -76,7 +82,7 @@ class Nodes extends View {
     return html`<h1>Nodes</h1>
       <p class="muted">Accelerator nodes (GPUs, TPUs, NPUs…) of ${this.ctx.rg ? html`resource group <strong>${this.ctx.rg}</strong>` : html`subscription <strong>${this.ctx.sub}</strong>`}.</p>
       <div class="toolbar">
-        <button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Register a node</button>
+        ${offered(this.app, 'nodes/register', 'Register a node', html`<button @click=${() => (this.showCreate = !this.showCreate)} aria-expanded=${this.showCreate}>Register a node</button>`)}
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
       </div>
       ${this.showCreate ? this.renderCreate() : nothing}
@@ -124,7 +130,7 @@ class Nodes extends View {
 customElements.define('itl-nodes', Nodes);
 
 class NodeDetail extends View {
-  static properties = { rg: {}, name: {}, node: { state: true }, instances: { state: true }, stats: { state: true }, hours: { state: true }, confirmDelete: { state: true }, deleted: { state: true }, message: { state: true } };
+  static properties = { rg: {}, name: {}, node: { state: true }, instances: { state: true }, stats: { state: true }, hours: { state: true }, deleted: { state: true }, message: { state: true } };
 
   constructor() {
     super();
@@ -137,10 +143,22 @@ class NodeDetail extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
+    this.every('live', 5000, () => this.refresh());
   }
 
   get path() {
     return paths.node(this.ctx.sub, this.rg, this.name);
+  }
+
+  /** The node and its instances read again (every 5 s while shown), without a loading state. */
+  async refresh() {
+    if (this.deleted || !this.node) return;
+    try {
+      const [node, instances] = await Promise.all([this.api.get(this.path), this.api.all(paths.instances(this.ctx.sub, this.rg, this.name))]);
+      [this.node, this.instances, this.nodeError] = [node, instances, null];
+    } catch (err) {
+      this.nodeError = err;
+    }
   }
 
   async load() {
@@ -169,7 +187,12 @@ class NodeDetail extends View {
   async remove() {
     const r = await this.track('action', () => this.api.request('DELETE', this.path));
     if (r) this.deleted = true;
-    this.confirmDelete = false;
+  }
+
+  /** Admins, and the supplier who owns the node (RBAC: sparkNodes/pricing/write on nodes it owns). */
+  mayPrice(p) {
+    const id = this.app.auth.identity;
+    return this.app.may('nodes/delete') || (this.app.may('nodes/pricing') && p.owner === id.subject);
   }
 
   render() {
@@ -199,17 +222,18 @@ class NodeDetail extends View {
         </section>
         <section class="card" aria-label="Actions">
           <h2>Price and availability</h2>
-          <form class="inline" @submit=${(e) => { e.preventDefault(); const v = formValues(e.target); this.patch({ pricing: { pricePerAcceleratorHour: Number(v.price), currency: v.currency } }, 'Price changed.'); }}>
+          ${this.mayPrice(p)
+            ? html`<form class="inline" @submit=${(e) => { e.preventDefault(); const v = formValues(e.target); this.patch({ pricing: { pricePerAcceleratorHour: Number(v.price), currency: v.currency } }, 'Price changed.'); }}>
             ${field(`New price per ${kindOf(p)}-hour`, 'price-new', html`<input id="price-new" name="price" type="number" min="0" step="any" required .value=${String(p.pricing ? pricePerHour(p.pricing) : '')} />`)}
             ${field('Currency', 'price-currency', html`<input id="price-currency" name="currency" pattern="[A-Z]{3}" required maxlength="3" .value=${p.pricing ? p.pricing.currency : 'USD'} />`)}
             <button type="submit">Set price</button>
-          </form>
+          </form>`
+            : html`<p class="muted small not-offered">Setting the price, cordoning and uncordoning are for admins and the node’s supplier (${p.owner}).</p>`}
           <div class="toolbar">
-            <button @click=${() => this.patch({ availability: cordoned ? 'Available' : 'Cordoned' }, cordoned ? 'Node uncordoned.' : 'Node cordoned: no new work is placed on it.')}>${cordoned ? 'Uncordon' : 'Cordon'}</button>
-            ${this.confirmDelete
-              ? html`<span role="group" aria-label="Confirm deletion">Delete ${this.name}? <button class="danger" @click=${() => this.remove()}>Delete node</button>
-                  <button class="secondary" @click=${() => (this.confirmDelete = false)}>Keep it</button></span>`
-              : html`<button class="danger" @click=${() => (this.confirmDelete = true)}>Delete…</button>`}
+            ${this.mayPrice(p) ? html`<button @click=${() => this.patch({ availability: cordoned ? 'Available' : 'Cordoned' }, cordoned ? 'Node uncordoned.' : 'Node cordoned: no new work is placed on it.')}>${cordoned ? 'Uncordon' : 'Cordon'}</button>` : nothing}
+            ${offered(this.app, 'nodes/delete', 'Delete…', confirmed(this, 'delete', {
+              label: 'Delete…', group: 'Confirm deletion', question: `Delete ${this.name}?`, confirmLabel: 'Delete node', act: () => this.remove(),
+            }))}
           </div>
           ${loading(this.actionLoading, 'Saving')} ${error(this.actionError)}
           ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
@@ -221,7 +245,7 @@ class NodeDetail extends View {
         ${this.instances.length
           ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${statusBadge(i.properties.provisioningState)}</li>`)}</ul>`
           : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
-        <a href="#/instances">Provision an instance</a>
+        ${this.app.may('instances/provision') ? html`<a href="#/instances">Provision an instance</a>` : nothing}
       </section>
       <section class="card" aria-label="Utilisation and earnings">
         <h2>Utilisation and earnings</h2>

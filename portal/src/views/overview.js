@@ -1,14 +1,20 @@
-// Overview of a subscription or resource group: nodes with free/allocated devices per accelerator kind, running instances and jobs, and
-// spend of the last 24 hours and 30 days (from the stats of what the caller may read).
+// Overview of a subscription or resource group: nodes with free/allocated devices per accelerator kind, running
+// instances and jobs, and what the caller paid or earned in the last 24 hours and 30 days — the cost query's answer
+// for that caller (docs/API_REFERENCE.md "Cost queries"), labelled with when it was asked. A handful of requests
+// whatever the fleet's size (nodes, jobs, the instances of busy nodes, two cost queries), read again while shown.
 import { html, nothing } from 'lit';
 import { parseId } from '../api.js';
 import { View, loading, error, gpuBar, statusBadge, link } from '../ui.js';
-import { costs } from '../format.js';
-import { inventory, statsOf, spendOf } from './spend.js';
+import { costs, time } from '../format.js';
+import { inventory, billedRows, billedTotals, INVENTORY_MAX } from './spend.js';
 import { lastHoursLink } from './costs.js';
 
+/** How often the fleet is read again while the overview is shown (ms); spend moves with the 15-minute roll-up. */
+const FLEET_EVERY = 10000;
+const SPEND_EVERY = 60000;
+
 class Overview extends View {
-  static properties = { inv: { state: true }, spend: { state: true }, earnings: { state: true } };
+  static properties = { inv: { state: true }, spend: { state: true } };
 
   constructor() {
     super();
@@ -18,29 +24,39 @@ class Overview extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
+    this.every('fleet', FLEET_EVERY, async () => this.show(await inventory(this.api, this.ctx)));
+    this.every('spend', SPEND_EVERY, () => this.readSpend());
   }
 
   async load() {
     const inv = await this.track('inv', () => inventory(this.api, this.ctx));
-    if (!inv) return;
+    if (inv) this.show(inv);
+    this.track('spend', () => this.readSpend());
+  }
+
+  show(inv) {
     this.inv = inv;
     inv.nodes.forEach((n) => this.app.noteGroup(parseId(n.id).rg));
-    this.track('spend', async () => {
-      const ids = [...inv.jobs.map((j) => j.id), ...inv.instances.map((i) => i.id)];
-      this.spend = spendOf(await statsOf(this.api, ids, 720));
-    });
-    this.track('earnings', async () => {
-      this.earnings = spendOf(await statsOf(this.api, inv.nodes.map((n) => n.id), 720));
-    });
+  }
+
+  /** Last 24 h and last 30 days (720 h) up to and including the current hour, as the cost query bills the caller. */
+  async readSpend() {
+    const [day, month] = await Promise.all([billedRows(this.api, this.ctx, 24), billedRows(this.api, this.ctx, 720)]);
+    this.spend = { day: billedTotals(day), month: billedTotals(month), asOf: month.asOf };
   }
 
   render() {
     const inv = this.inv;
     const where = this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`;
-    return html`<h1>Overview</h1><p class="muted">${where}</p>
+    return html`<h1>Overview</h1><p class="muted">${where}${inv && inv.more ? html` · counts of the first ${INVENTORY_MAX} nodes and jobs` : nothing}</p>
       ${loading(this.invLoading, 'Loading the fleet')} ${error(this.invError)}
       ${inv ? this.renderTiles(inv) : nothing}
       ${inv ? this.renderNodes(inv) : nothing}`;
+  }
+
+  /** A supplier's cost query answers its nodes' earnings (with its own spend if it also consumes). */
+  get earner() {
+    return this.app.auth.identity.roles.includes('itl-accelerator-supplier');
   }
 
   renderTiles(inv) {
@@ -61,20 +77,12 @@ class Overview extends View {
       <section class="tile" aria-label="Jobs"><h2>Jobs</h2><p class="big" data-testid="jobs-running">${byStatus.Running || 0}</p>
         <p class="small">running · ${byStatus.Pending || 0} pending · ${byStatus.Scheduled || 0} scheduled · ${byStatus.Succeeded || 0} succeeded · ${byStatus.Failed || 0} failed · ${byStatus.Canceled || 0} canceled</p></section>
       <section class="tile" aria-label="Spend">
-        <h2>Spend on jobs and instances</h2>
-        ${loading(this.spendLoading, 'Reading usage')} ${error(this.spendError)}
+        <h2>${this.earner ? 'Billed: your spend and your nodes’ earnings' : 'Billed to you'}</h2>
+        ${loading(this.spendLoading && !this.spend, 'Reading the bill')} ${error(this.spendError)}
         ${this.spend ? html`<p>Last 24 h: <strong data-testid="spend-day">${costs(this.spend.day)}</strong></p>
           <p>Last 30 days: <strong data-testid="spend-month">${costs(this.spend.month)}</strong></p>
-          <p class="small muted">Sum of the stats of ${this.spend.read} resources you can read.</p>` : nothing}
+          <p class="small muted">The cost query's answer for you${this.ctx.rg ? ` in ${this.ctx.rg}` : ''}, asked ${time(this.spend.asOf, true)}; it bills the usage rolled up every 15 minutes, deleted work included.</p>` : nothing}
         <p class="small"><a href=${lastHoursLink(24)}>Cost per hour, last 24 h</a></p>
-      </section>
-      <section class="tile" aria-label="Node earnings">
-        <h2>Node earnings</h2>
-        ${loading(this.earningsLoading, 'Reading earnings')} ${error(this.earningsError)}
-        ${this.earnings ? html`${this.earnings.read
-            ? html`<p>Last 24 h: <strong>${costs(this.earnings.day)}</strong></p><p>Last 30 days: <strong>${costs(this.earnings.month)}</strong></p>`
-            : nothing}
-          <p class="small muted">${this.earnings.read} of ${inv.nodes.length} nodes' earnings readable${this.earnings.refused.length ? html`; the API refused the others (${[...new Set(this.earnings.refused.map((r) => r.error.code))].join(', ')})` : nothing}.</p>` : nothing}
       </section>
     </div>`;
   }

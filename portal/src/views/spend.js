@@ -1,8 +1,10 @@
-// Reading what the caller may see of a subscription: its nodes, instances and jobs, and their usage stats.
-// The API has stats per node, instance and job only (no subscription-wide route), so sums across resources are
-// the exact decimal sums of what each resource's own stats answered; what the API refuses is listed, not hidden.
+// What the caller may see of a subscription (its nodes, instances and jobs) and what it paid or earned: money is
+// always the API's billing answer — the cost query (POST .../costQuery), which bills what the caller pays (a
+// consumer its own work, an admin all of it) or earns (a supplier its nodes'), deleted resources included — never a
+// sum of per-resource stats, which would add up other people's work and drop what was deleted.
 import { paths, parseId } from '../api.js';
 import { sumCosts } from '../format.js';
+import { requestBody, decimal } from './costs.js';
 
 /** Run fn over items with at most `limit` requests in flight; results in input order as allSettled entries. */
 export async function mapLimit(items, limit, fn) {
@@ -22,37 +24,35 @@ export async function mapLimit(items, limit, fn) {
   return results;
 }
 
-/** Nodes, instances (of those nodes) and jobs in the context, each list at most `max` items. */
-export async function inventory(api, ctx, max = 200) {
-  const pages = Math.ceil(max / 100);
+/** The most nodes and jobs one inventory lists (one request each: the API's largest page). */
+export const INVENTORY_MAX = 1000;
+
+/** Nodes and jobs in the context (one page of up to 1000 each, `more` true when there are others), and the
+ *  instances of the nodes that hold any allocation (an instance holds devices, so a node with none allocated has
+ *  none): a handful of requests however many jobs there are. */
+export async function inventory(api, ctx) {
   const [nodes, jobs] = await Promise.all([
-    api.all(paths.nodes(ctx.sub, ctx.rg), {}, pages),
-    api.all(paths.jobs(ctx.sub, ctx.rg), {}, pages),
+    api.page(paths.nodes(ctx.sub, ctx.rg), { $top: INVENTORY_MAX }),
+    api.page(paths.jobs(ctx.sub, ctx.rg), { $top: INVENTORY_MAX }),
   ]);
-  const lists = await mapLimit(nodes, 4, (n) => api.all(paths.instances(ctx.sub, parseId(n.id).rg, n.name)));
+  const busy = nodes.value.filter((n) => ((n.properties.capacity || {}).allocatedAccelerators ?? (n.properties.capacity || {}).allocatedGpus ?? 0) > 0);
+  const lists = await mapLimit(busy, 4, (n) => api.all(paths.instances(ctx.sub, parseId(n.id).rg, n.name)));
   const instances = lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
-  const refused = lists.flatMap((r, i) => (r.status === 'rejected' ? [{ id: nodes[i].id, error: r.reason }] : []));
-  return { nodes, instances, jobs, refused };
+  const refused = lists.flatMap((r, i) => (r.status === 'rejected' ? [{ id: busy[i].id, error: r.reason }] : []));
+  return { nodes: nodes.value, jobs: jobs.value, instances, refused, more: Boolean(nodes.nextLink || jobs.nextLink) };
 }
 
-/** Stats of each id over `hours`: [{id, stats} | {id, error}]. */
-export async function statsOf(api, ids, hours) {
-  const results = await mapLimit(ids, 4, (id) => api.get(`${id}/stats`, { hours }));
-  return results.map((r, i) => (r.status === 'fulfilled' ? { id: ids[i], stats: r.value } : { id: ids[i], error: r.reason }));
+/** The cost query of the last `hours` up to and including the current hour (UTC), in the resource group in view,
+ *  grouped by `groups` (dimension names): {columns, rows, asOf} as the API answered, asOf the time it was asked. */
+export async function billedRows(api, ctx, hours, groups = []) {
+  const body = requestBody({ timeframe: 'Custom', hours: String(hours), granularity: 'None', measure: 'Cost', groups, fd: '', fv: '' }, ctx.rg);
+  const r = await api.request('POST', `${paths.sub(ctx.sub)}/costQuery`, { body });
+  return { ...r.body.properties, asOf: new Date().toISOString(), body };
 }
 
-/** Cost of the last `hours` points of a stats body (points are hourly, oldest first). */
-export function lastHoursCost(stats, hours) {
-  return sumCosts((stats.value || []).slice(-hours).map((p) => p.cost || []));
-}
-
-/** {day, month} spend of a list of stats results read with hours=720. */
-export function spendOf(results) {
-  const ok = results.filter((r) => r.stats);
-  return {
-    day: sumCosts(ok.map((r) => lastHoursCost(r.stats, 24))),
-    month: sumCosts(ok.map((r) => r.stats.totals.cost || [])),
-    read: ok.length,
-    refused: results.filter((r) => r.error),
-  };
+/** [{currency, amount}] of cost query rows (exact decimal sums per currency; never added across currencies). */
+export function billedTotals({ columns, rows }) {
+  const cost = columns.findIndex((c) => c.name === 'totalCost'); // the aggregation's name (requestBody: total{measure})
+  const currency = columns.findIndex((c) => c.name === 'Currency');
+  return sumCosts([rows.filter((r) => r[currency]).map((r) => ({ currency: r[currency], amount: decimal(r[cost]) }))]);
 }

@@ -1,12 +1,13 @@
-// Usage and cost: one resource's hourly usage over `hours` with the API's totals per currency; the sum over
-// every resource the caller may read in the subscription or resource group; where the billing export stands.
+// Usage and cost: one resource's hourly usage over `hours` with the API's totals per currency; what the caller was
+// billed over the same hours in the subscription or resource group, per resource (the cost query's answer, deleted
+// resources included); where the billing export stands.
 import { html, nothing } from 'lit';
 import { parseId } from '../api.js';
 import { View, loading, error, field, formValues } from '../ui.js';
-import { costs, sumCosts, number } from '../format.js';
+import { costs, number, time } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
-import { inventory, statsOf } from './spend.js';
-import { lastHoursLink } from './costs.js';
+import { inventory, billedRows, billedTotals } from './spend.js';
+import { lastHoursLink, decimal } from './costs.js';
 import '../chart.js';
 
 const KIND = { node: 'Node', instance: 'Instance', job: 'Job' };
@@ -41,12 +42,7 @@ class Usage extends View {
   }
 
   summarise() {
-    return this.track('summary', async () => {
-      const inv = this.inv;
-      const spend = await statsOf(this.api, [...inv.jobs, ...inv.instances].map((r) => r.id), this.hours);
-      const earnings = await statsOf(this.api, inv.nodes.map((r) => r.id), this.hours);
-      this.summary = { spend, earnings };
-    });
+    return this.track('summary', async () => (this.summary = await billedRows(this.api, this.ctx, this.hours, ['ResourceId'])));
   }
 
   options() {
@@ -72,10 +68,10 @@ class Usage extends View {
       ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
       ${this.stats ? this.renderStats(this.stats) : nothing}
       <section class="card" aria-label="Across the subscription">
-        <h2>All resources you can read in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}, last ${this.hours} h</h2>
-        <button class="secondary" @click=${() => this.summarise()} ?disabled=${!this.inv || this.summaryLoading}>Sum usage per currency</button>
+        <h2>Billed to you in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}, last ${this.hours} h</h2>
+        <button class="secondary" @click=${() => this.summarise()} ?disabled=${this.summaryLoading}>Show what you were billed, per resource</button>
         <a href=${lastHoursLink(this.hours)}>Cost per hour of all of it, last ${this.hours} h</a>
-        ${loading(this.summaryLoading, 'Reading each resource\u2019s usage')} ${error(this.summaryError)}
+        ${loading(this.summaryLoading, 'Asking the cost query')} ${error(this.summaryError)}
         ${this.summary ? this.renderSummary(this.summary) : nothing}
       </section>
       <section class="card" aria-label="Billing export">
@@ -109,20 +105,22 @@ class Usage extends View {
     </section>`;
   }
 
-  renderSummary({ spend, earnings }) {
-    const rows = [...spend, ...earnings];
-    const read = (list) => list.filter((r) => r.stats);
+  /** The cost query's rows by resource: what the caller pays (its work) or earns (its nodes'), deleted resources
+   *  included, with the exact total per currency. */
+  renderSummary(answer) {
+    const at = (name) => answer.columns.findIndex((c) => c.name === name);
+    const [cost, resource, currency] = [at('totalCost'), at('ResourceId'), at('Currency')];
+    const total = billedTotals(answer);
     return html`
-      <p>Spend on jobs and instances: <strong class="sum-spend">${costs(sumCosts(read(spend).map((r) => r.stats.totals.cost)))}</strong>
-        (${read(spend).length} of ${spend.length} readable)</p>
-      <p>Node earnings: <strong class="sum-earnings">${costs(sumCosts(read(earnings).map((r) => r.stats.totals.cost)))}</strong>
-        (${read(earnings).length} of ${earnings.length} readable)</p>
-      <div class="table-wrap"><table class="list" aria-label="Usage per resource">
-        <thead><tr><th scope="col">Resource</th><th scope="col">Kind</th><th scope="col">Cost</th><th scope="col">Device-seconds</th></tr></thead>
-        <tbody>${rows.map((r) => {
-          const id = parseId(r.id);
-          return html`<tr><td><a href=${`#/usage?resource=${encodeURIComponent(r.id)}&hours=${this.hours}`}>${id.kind === 'instance' ? `${id.node}/` : ''}${id.name}</a></td><td>${KIND[id.kind]}</td>
-            <td>${r.stats ? costs(r.stats.totals.cost) : html`<span class="muted">${r.error.code}</span>`}</td><td>${r.stats ? number(r.stats.totals.gpuSeconds) : '—'}</td></tr>`;
+      <p>Total: <strong class="sum-spend">${costs(total)}</strong> <span class="small muted">(the cost query's answer for you, asked ${time(answer.asOf, true)};
+        usage is rolled up every 15 minutes)</span></p>
+      <div class="table-wrap"><table class="list" aria-label="Billed per resource">
+        <thead><tr><th scope="col">Resource</th><th scope="col">Kind</th><th scope="col">Cost</th></tr></thead>
+        <tbody>${answer.rows.map((row) => {
+          const id = parseId(row[resource]);
+          const name = id ? `${id.kind === 'instance' ? `${id.node}/` : ''}${id.name}` : row[resource];
+          return html`<tr><td><a href=${`#/usage?resource=${encodeURIComponent(row[resource])}&hours=${this.hours}`}>${name}</a></td><td>${id ? KIND[id.kind] : ''}</td>
+            <td class="money" data-currency=${row[currency]}>${decimal(row[cost])} ${row[currency]}</td></tr>`;
         })}</tbody></table></div>`;
   }
 }
