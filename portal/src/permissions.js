@@ -15,6 +15,8 @@ export const ACTIONS = {
   'jobs/submit': [[ADMIN, CONSUMER], 'consumers and admins', 'Submitting a job'],
   'jobs/cancel': [[ADMIN, CONSUMER], 'the job’s submitter and admins', 'Cancelling a job'],
   'jobs/delete': [[ADMIN, CONSUMER], 'the job’s submitter and admins', 'Deleting a job'],
+  'budgets/write': [[ADMIN], 'admins', 'Setting a budget'],
+  'quotas/write': [[ADMIN], 'admins', 'Setting a quota'],
 };
 
 /** Whether `roles` (the token's realm roles) hold `action`. */

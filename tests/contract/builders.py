@@ -171,7 +171,9 @@ def make_operation(
     return Operation(body, kind, rg, owner)
 
 
-def make_audit(sub: str, resource_id: str = "/resource", *, timestamp: str | None = None) -> AuditEvent:
+def make_audit(
+    sub: str, resource_id: str = "/resource", *, timestamp: str | None = None, actor: str = "alice"
+) -> AuditEvent:
     """An audit event; its timestamps increase from one call to the next unless given."""
     if timestamp is None:
         timestamp = (datetime(2024, 5, 1, tzinfo=UTC) + timedelta(microseconds=next(_clock))).isoformat()
@@ -179,9 +181,9 @@ def make_audit(sub: str, resource_id: str = "/resource", *, timestamp: str | Non
         event_id=uuid.uuid4().hex,
         timestamp=timestamp,
         subscription_id=sub,
-        actor_id="alice",
+        actor_id=actor,
         actor_type="User",
-        actor_display_name="Alice",
+        actor_display_name=actor.title(),
         action="ITL.Accelerator/write",
         resource_id=resource_id,
         resource_type="ITL.Accelerator/sparkNodes",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from itl_accelerator.domain.states import OperationKind, OperationStatus
+from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.errors import InvalidSkipToken, ItemExists
-from itl_accelerator.repositories.protocols import Repositories
+from itl_accelerator.repositories.protocols import Page, Repositories
 from tests.contract.builders import (
     all_pages,
     audit_events,
@@ -96,6 +97,37 @@ def test_audit_events_by_time_range_oldest_first(repos: Repositories, sub: str) 
         T[1],
         {"name": "x", "properties": {"gpuCount": 2}},
     )
+
+
+def test_audit_events_newest_first_and_by_actor_in_full_pages(repos: Repositories, sub: str) -> None:
+    # bob's events are rare among alice's: a page of bob's is full however many of alice's lie between
+    made = []
+    for n in range(12):
+        actor = "bob" if n in (1, 7, 10) else "alice"
+        event = make_audit(sub, "/r/A" if n % 2 else "/r/B", timestamp=f"2024-05-01T00:00:{n:02d}.000000Z", actor=actor)
+        repos.audit.append(event)
+        made.append((event.event_id, actor, event.resource_id))
+    repos.audit.append(make_audit(f"{sub}-other", "/r/A", timestamp=T[2], actor="bob"))
+    ids = [i for i, _, _ in made]
+
+    def listed(limit: int, actor: str | None = None, resource: str | None = None, newest: bool = False) -> list[str]:
+        def fetch(limit: int, token: str | None) -> Page[AuditEvent]:
+            return repos.audit.page(sub, None, None, resource, limit, token, actor_id=actor, newest_first=newest)
+
+        return [e.event_id for e in all_pages(fetch, limit)[0]]
+
+    bobs = [i for i, actor, _ in made if actor == "bob"]
+    for limit in (1, 2, 5):
+        assert listed(limit, newest=True) == ids[::-1]
+        assert listed(limit, "bob") == bobs
+        assert listed(limit, "bob", newest=True) == bobs[::-1]
+        assert listed(limit, "bob", "/r/a") == [i for i, a, r in made if a == "bob" and r == "/r/A"]
+    first = repos.audit.page(sub, None, None, None, 2, None, actor_id="bob")
+    assert len(first.items) == 2 and first.token  # full, and says more follow
+    assert listed(10, "nobody") == []
+    assert [e.event_id for e in repos.audit.page(sub, None, None, None, 1, None, newest_first=True).items] == [ids[-1]]
+    with pytest.raises(InvalidSkipToken):  # a token of bob's list is not one of the whole trail's
+        repos.audit.page(sub, None, None, None, 10, first.token)
 
 
 def test_an_audit_token_is_refused_by_another_list(repos: Repositories, sub: str) -> None:

@@ -597,6 +597,85 @@ def test_the_cost_view_sends_its_forms_query_and_lists_budgets_and_quota_usage(s
     expect(alert.locator(".error-message")).to_have_text(refused.json()["error"]["message"])
 
 
+def test_an_admin_sets_changes_and_removes_a_budget_and_a_quota_and_a_consumer_is_not_offered_it(
+    stack: Stack, portal, sub: str
+):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-q", owner="sam")
+    page = portal("ada", (ADMIN,), sub)
+    go(page, "Costs")
+
+    # A budget through the form: what the API stores is what the form said
+    budgets = page.get_by_role("region", name="Budgets")
+    budgets.get_by_role("button", name="Set a budget").click()
+    form = page.get_by_role("form", name="Set a budget")
+    form.get_by_label("Name", exact=True).fill("team-month")
+    form.get_by_label("Amount per month").fill("100")
+    form.get_by_label("Currency").fill("USD")
+    form.get_by_label("Resource groups (optional)").fill("rg1")
+    form.get_by_label("Contact e-mails").fill("finance@example.com")
+    form.get_by_label("At the limit").select_option("RefuseNewAllocations")
+    form.get_by_role("button", name="Save budget").click()
+    expect(budgets.get_by_role("status").filter(has_text="Budget team-month created.")).to_be_visible()
+    stored = admin.get(f"{admin.sub}/budgets/team-month").json()["properties"]
+    assert (stored["amount"], stored["currency"], stored["actionAtLimit"]) == ("100", "USD", "RefuseNewAllocations")
+    assert stored["filter"]["dimensions"]["values"] == ["rg1"]
+    assert [n["contactEmails"] for n in stored["notifications"].values()] == [["finance@example.com"]]
+    row = page.get_by_role("table", name="Budgets").locator('tr[data-budget="team-month"]')
+    expect(row.locator(".budget-amount")).to_have_text("100 USD")
+    expect(row).to_contain_text("resource groups rg1")
+
+    # Changed: the form opens filled in, the name fixed
+    row.get_by_role("button", name="Edit").click()
+    form = page.get_by_role("form", name="Change budget team-month")
+    expect(form.get_by_label("Amount per month")).to_have_value("100")
+    form.get_by_label("Amount per month").fill("150.5")
+    form.get_by_role("button", name="Save budget").click()
+    expect(budgets.get_by_role("status").filter(has_text="Budget team-month saved.")).to_be_visible()
+    expect(row.locator(".budget-amount")).to_have_text("150.5 USD")
+    assert admin.get(f"{admin.sub}/budgets/team-month").json()["properties"]["amount"] == "150.5"
+
+    # A bad value is the API's 400, shown as it said it; nothing changes
+    budgets.get_by_role("button", name="Set a budget").click()
+    form = page.get_by_role("form", name="Set a budget")
+    form.get_by_label("Name", exact=True).fill("bad-mail")
+    form.get_by_label("Amount per month").fill("10")
+    form.get_by_label("Contact e-mails").fill("not-an-address")
+    form.get_by_role("button", name="Save budget").click()
+    expect(budgets.get_by_role("alert").locator(".error-code")).to_have_text(re.compile("Invalid"))
+    assert admin.get(f"{admin.sub}/budgets/bad-mail").status_code == 404
+
+    # A quota: set from its row, then removed (asked first)
+    gpus = page.get_by_role("table", name="Accelerator quota usage").locator('tr[data-quota="gpus"]')
+    expect(gpus.locator(".quota-limit")).to_have_text("none set")
+    gpus.get_by_role("button", name="Set limit").click()
+    quota_form = page.get_by_role("form", name="Set a quota")
+    expect(quota_form.get_by_label("Quota")).to_have_value("gpus")
+    quota_form.get_by_label("Limit (devices at once)").fill("8")
+    quota_form.get_by_role("button", name="Set quota").click()
+    expect(gpus.locator(".quota-limit")).to_have_text("8")
+    quota = admin.get(f"{admin.sub}/locations/us-east-1/quotas/gpus").json()
+    assert quota["properties"]["limit"]["value"] == 8
+    gpus.get_by_role("button", name="Remove…").click()
+    page.get_by_role("group", name="Confirm removing gpus").get_by_role("button", name="Remove quota").click()
+    expect(gpus.locator(".quota-limit")).to_have_text("none set")
+    assert admin.get(f"{admin.sub}/locations/us-east-1/quotas/gpus").status_code == 404
+    # and the budget, likewise
+    row.get_by_role("button", name="Remove…").click()
+    page.get_by_role("group", name="Confirm removing team-month").get_by_role("button", name="Remove budget").click()
+    expect(budgets.get_by_role("status").filter(has_text="Budget team-month removed.")).to_be_visible()
+    assert admin.get(f"{admin.sub}/budgets/team-month").status_code == 404
+    shot(page, "costs-admin-forms")
+
+    # A consumer is shown the budgets and quotas, not offered to set them
+    consumer = portal("cora", (CONSUMER,), sub)
+    go(consumer, "Costs")
+    expect(consumer.get_by_role("button", name="Set a budget")).to_be_disabled()
+    expect(consumer.get_by_text("Setting a budget is for admins.")).to_be_visible()
+    expect(consumer.get_by_role("button", name="Set a quota")).to_be_disabled()
+    expect(consumer.get_by_role("button", name="Set limit")).to_have_count(0)
+
+
 def test_the_hourly_cost_chart_draws_a_series_per_currency_whose_totals_are_the_tables_and_the_apis(
     stack: Stack, portal, sub: str
 ):
@@ -927,8 +1006,10 @@ def test_admin_reads_the_activity_log_filtered_and_paged_and_a_consumer_is_refus
     page.get_by_role("button", name="Apply").click()
     rows = page.get_by_role("table", name="Audit events").locator("tbody tr")
     expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("n3")  # newest first: what just happened is on the first page
     page.get_by_role("button", name="Load more").click()
     expect(rows).to_have_count(3)
+    expect(rows.last).to_contain_text("n1")
     expect(rows.first.locator("time")).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
     shot(page, "activity")
 
@@ -937,9 +1018,16 @@ def test_admin_reads_the_activity_log_filtered_and_paged_and_a_consumer_is_refus
     page.get_by_role("button", name="Apply").click()
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("n2")
-    page.get_by_label("Actor (among loaded events)").fill("nobody-else")
-    page.get_by_role("button", name="Apply").click()
+    # the actor is the API's filter (the request carries it), not a narrowing of what was loaded
+    page.get_by_label("Actor (user id, or SYSTEM)").fill("nobody-else")
+    with page.expect_request(lambda r: "/auditEvents" in r.url and "actor=nobody-else" in r.url):
+        page.get_by_role("button", name="Apply").click()
     expect(page.get_by_text("No events.")).to_be_visible()
+    page.get_by_label("Resource id").fill("")
+    page.get_by_label("Actor (user id, or SYSTEM)").fill("ada")
+    page.get_by_label("Order").select_option("Oldest first")
+    page.get_by_role("button", name="Apply").click()
+    expect(rows.first).to_contain_text("n1")
 
     consumer = portal("cora", (CONSUMER,), sub)
     go(consumer, "Activity log")

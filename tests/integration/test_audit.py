@@ -434,6 +434,32 @@ def test_audit_filter_by_resource_id_ignores_case(sub, admin):
     assert len(events) == 1
 
 
+def test_audit_newest_first_and_one_actors_events_in_full_pages(sub, admin, caller):
+    # Given five changes by admin-1, then two by admin-2 (another admin of the subscription)
+    first = make_five_events(admin, sub)
+    other = caller([ADMIN], [f"/subscriptions/{sub}"], subject="admin-2")
+    second = [other.put(node_id(sub), json=repriced(price)).headers["x-ms-request-id"] for price in (5.0, 6.0)]
+    # When the trail is read newest first, two at a time (nextLink keeps the order)
+    newest = audit_events(admin, sub, **{"$orderby": "timestamp desc", "$top": "2"})
+    # Then what just happened comes first
+    assert [e["request_id"] for e in newest] == (first + second)[::-1]
+    # And one actor's events, one a page, are theirs only, each page full until the last
+    of_two = audit_events(admin, sub, actor="admin-2", **{"$top": "1"})
+    assert [(e["request_id"], e["actor_id"]) for e in of_two] == [(r, "admin-2") for r in second]
+    page = admin.get(audit_path(sub), params={"actor": "admin-1", "$top": "4", "$orderby": "timestamp desc"}).json()
+    assert [e["request_id"] for e in page["value"]] == first[::-1][:4] and page["nextLink"]
+    assert "actor=admin-1" in page["nextLink"] and "orderby" in page["nextLink"]
+    assert audit_events(admin, sub, actor="admin-2", resourceId=node_id(sub)) == of_two
+    assert audit_events(admin, sub, actor="nobody") == []
+
+
+@pytest.mark.parametrize("order", ["name desc", "timestamp sideways", "", "timestamp desc extra"])
+def test_an_order_other_than_by_timestamp_is_invalid_parameter(order, sub, admin):
+    response = admin.get(audit_path(sub), params={"$orderby": order})
+    assert response.status_code == 400, response.text
+    assert (response.json()["error"]["code"], response.json()["error"]["target"]) == ("InvalidParameter", "$orderby")
+
+
 def test_audit_time_range_filter(sub, admin):
     # Given four changes, with marks taken between them
     create_node(admin, sub)  # e1

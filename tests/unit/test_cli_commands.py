@@ -201,6 +201,9 @@ def test_audit_list_filters_by_resource_and_time():
     assert params["resourceId"] == f"{NODES}/dgx-1" and params["startTime"] == "2026-11-01T00:00:00Z"
     assert params["endTime"].endswith("Z") and len(params["endTime"]) == 20
     assert "startTime" not in run(["audit", "list"], api).requests[0].url.params
+    newest = run(["audit", "list", "--actor", "ada", "--newest-first"], api).requests[0].url.params
+    assert (newest["actor"], newest["$orderby"]) == ("ada", "timestamp desc")
+    assert "$orderby" not in run(["audit", "list"], api).requests[0].url.params
 
 
 def test_relative_times_count_back_from_now():

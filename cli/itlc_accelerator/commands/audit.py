@@ -1,6 +1,7 @@
-"""``audit list``: the subscription's audit events (admins), oldest first.
+"""``audit list``: the subscription's audit events (admins), oldest first (``--newest-first``: the other way).
 
-Request: ``GET /subscriptions/{sub}/providers/ITL.Accelerator/auditEvents?startTime=&endTime=&resourceId=``, following
+Request: ``GET /subscriptions/{sub}/providers/ITL.Accelerator/auditEvents?startTime=&endTime=&resourceId=&actor=
+&$orderby=``, following
 ``nextLink``. ``--since``/``--until`` take an ISO 8601 time with a zone (``2026-05-01T00:00:00Z``) or a span back
 from now (``30m``, ``2h``, ``7d``).
 """
@@ -72,10 +73,21 @@ def audit() -> None:
 @click.option("--resource", "resource_id", help="Only the events of this ARM id.")
 @click.option("--since", type=MOMENT, help="From this time: ISO 8601 with a zone, or 30m / 2h / 7d ago.")
 @click.option("--until", type=MOMENT, help="Up to this time (same forms).")
+@click.option("--actor", help="Only the events of this actor id (a user's subject, or SYSTEM).")
+@click.option("--newest-first", is_flag=True, help="Newest first (what just happened on the first page).")
 @click.option("--max-items", type=click.IntRange(min=1), help="Stop after this many.")
 @pass_session(resource_group=False)
-def list_(s: Session, resource_id: str | None, since: str | None, until: str | None, max_items: int | None) -> None:
-    """List the subscription's audit events, oldest first."""
-    params = {"startTime": since, "endTime": until, "resourceId": resource_id}
+def list_(
+    s: Session,
+    resource_id: str | None,
+    since: str | None,
+    until: str | None,
+    actor: str | None,
+    newest_first: bool,
+    max_items: int | None,
+) -> None:
+    """List the subscription's audit events, oldest first (or newest first)."""
+    order = "timestamp desc" if newest_first else None
+    params = {"startTime": since, "endTime": until, "resourceId": resource_id, "actor": actor, "$orderby": order}
     query = {k: v for k, v in params.items() if v is not None}
     emit(s.output, "audit", s.client.list(paths.audit_events(s.need_subscription()), query, max_items), many=True)

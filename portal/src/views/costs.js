@@ -1,11 +1,12 @@
 // Costs: the API's cost query (POST .../costQuery) as a form whose query the URL's hash carries (a view can be
 // bookmarked), hourly or daily answers as a chart (a series per currency, never summed across currencies; per group
 // value for one grouping), its columns and rows as a table with money beside its currency; the subscription's
-// budgets with this month's spend; the accelerator quotas' usage of a location. All read-only: the API decides who sees
+// budgets with this month's spend, set, changed and removed by admins; the accelerator quotas' usage of a location,
+// their limits set and removed by admins. The API decides who sees
 // which charges (admins all, consumers their own work, suppliers their nodes' earnings).
 import { html, nothing } from 'lit';
 import { paths } from '../api.js';
-import { View, loading, error, field, formValues } from '../ui.js';
+import { View, loading, error, field, formValues, offered, confirmed, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
 import '../chart.js';
 
@@ -244,7 +245,10 @@ export function chartOf(body, { columns, rows }, now = new Date()) {
 }
 
 class Costs extends View {
-  static properties = { params: {}, answer: { state: true }, draft: { state: true }, budgets: { state: true }, usages: { state: true } };
+  static properties = {
+    params: {}, answer: { state: true }, draft: { state: true }, budgets: { state: true }, usages: { state: true },
+    budgetForm: { state: true }, quotaForm: { state: true }, saved: { state: true },
+  };
 
   constructor() {
     super();
@@ -260,8 +264,69 @@ class Costs extends View {
     this.location = (this.params.location || '').trim() || 'us-east-1';
     this.draft = { timeframe: this.query.timeframe, groups: [...this.query.groups], fd: this.query.fd, hours: this.query.hours };
     if (this.query.timeframe !== 'Custom' || this.query.hours || (this.query.from && this.query.to)) this.run();
-    this.track('budgets', async () => (this.budgets = await this.api.all(`${paths.sub(this.ctx.sub)}/budgets`)));
+    this.loadBudgets();
     this.loadUsages();
+  }
+
+  loadBudgets() {
+    return this.track('budgets', async () => (this.budgets = await this.api.all(`${paths.sub(this.ctx.sub)}/budgets`)));
+  }
+
+  /** PUT .../budgets/{name} from the budget form (docs/API_REFERENCE.md, "Budgets"): the API answers with its
+   *  spend as of that moment, and refuses what it refuses (400 naming the field) shown as it said it. */
+  async saveBudget(e) {
+    e.preventDefault();
+    const v = formValues(e.target);
+    const groups = (v.groups || '').split(/[\s,]+/).filter(Boolean);
+    const emails = (v.emails || '').split(/[\s,;]+/).filter(Boolean);
+    const properties = {
+      category: 'Cost',
+      amount: v.amount,
+      currency: v.currency,
+      timeGrain: 'Monthly',
+      timePeriod: { startDate: `${v.start}-01T00:00:00Z`, ...(v.end ? { endDate: `${v.end}-01T00:00:00Z` } : {}) },
+      actionAtLimit: v.action,
+      notifications: v.threshold ? { [`at${v.threshold.replace('.', '_')}`]: { enabled: true, operator: 'GreaterThanOrEqualTo', threshold: Number(v.threshold), contactEmails: emails } } : {},
+      ...(groups.length ? { filter: { dimensions: { name: 'ResourceGroupName', operator: 'In', values: groups } } } : {}),
+    };
+    const r = await this.track('budgetSave', () => this.api.request('PUT', `${paths.sub(this.ctx.sub)}/budgets/${encodeURIComponent(v.name)}`, { body: { properties } }));
+    if (r) {
+      this.saved = `Budget ${v.name} ${r.status === 201 ? 'created' : 'saved'}.`;
+      this.budgetForm = null;
+      this.loadBudgets();
+    }
+  }
+
+  async removeBudget(name) {
+    const r = await this.track('budgetSave', () => this.api.request('DELETE', `${paths.sub(this.ctx.sub)}/budgets/${encodeURIComponent(name)}`));
+    if (r) {
+      this.saved = `Budget ${name} removed.`;
+      this.loadBudgets();
+    }
+  }
+
+  quotaPath(name) {
+    return `${paths.sub(this.ctx.sub)}/locations/${encodeURIComponent(this.location)}/quotas/${encodeURIComponent(name)}`;
+  }
+
+  async saveQuota(e) {
+    e.preventDefault();
+    const v = formValues(e.target);
+    const body = { properties: { limit: { limitObjectType: 'LimitValue', value: Number(v.limit) } } };
+    const r = await this.track('quotaSave', () => this.api.request('PUT', this.quotaPath(v.name), { body }));
+    if (r) {
+      this.saved = `Quota ${v.name} in ${this.location} set to ${v.limit}.`;
+      this.quotaForm = null;
+      this.loadUsages();
+    }
+  }
+
+  async removeQuota(name) {
+    const r = await this.track('quotaSave', () => this.api.request('DELETE', this.quotaPath(name)));
+    if (r) {
+      this.saved = `Quota ${name} in ${this.location} removed.`;
+      this.loadUsages();
+    }
   }
 
   run() {
@@ -424,10 +489,14 @@ class Costs extends View {
     return html`<section class="card" aria-label="Budgets">
       <h2>Budgets of subscription ${this.ctx.sub}</h2>
       ${loading(this.budgetsLoading, 'Loading budgets')} ${error(this.budgetsError)}
-      ${this.budgets && !list.length ? html`<p class="empty">No budgets. Admins set them through the API (docs/API_REFERENCE.md, "Budgets").</p>` : nothing}
+      <div class="toolbar">${offered(this.app, 'budgets/write', 'Set a budget', html`<button @click=${() => (this.budgetForm = this.budgetForm ? null : {})} aria-expanded=${Boolean(this.budgetForm)}>Set a budget</button>`)}</div>
+      ${this.budgetForm ? this.renderBudgetForm(this.budgetForm) : nothing}
+      ${error(this.budgetSaveError)}
+      ${this.saved ? html`<p class="ok" role="status">${this.saved}</p>` : nothing}
+      ${this.budgets && !list.length ? html`<p class="empty">No budgets.</p>` : nothing}
       ${list.length ? html`<div class="table-wrap"><table class="list" aria-label="Budgets">
         <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Spent this month</th>
-          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th></tr></thead>
+          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${this.app.may('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${list.map((b) => {
           const p = b.properties;
           const spend = p.currentSpend;  // only admins are answered a budget's spend and status (docs/RBAC.md)
@@ -440,10 +509,49 @@ class Costs extends View {
             <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : hidden}</td>
             <td>${!p.status ? hidden : crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
             <td class="budget-exceeded">${!p.status ? hidden : p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
-            <td>${p.actionAtLimit || 'None'}</td></tr>`;
+            <td>${p.actionAtLimit || 'None'}</td>
+            ${this.app.may('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
+              ${confirmed(this, `budget:${b.name}`, { label: 'Remove…', group: `Confirm removing ${b.name}`, question: `Remove ${b.name}?`, confirmLabel: 'Remove budget', act: () => this.removeBudget(b.name) })}</td>` : nothing}</tr>`;
         })}</tbody></table></div>
         <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it.</p>` : nothing}
     </section>`;
+  }
+
+  /** The budget form, empty for a new budget or filled from `b` to change it (its name then fixed). */
+  renderBudgetForm(b) {
+    const p = b.properties || {};
+    const month = (iso) => (iso ? String(iso).slice(0, 7) : '');
+    const now = new Date();
+    const thisMonth = `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}`;
+    const notice = Object.values(p.notifications || {})[0] || {};
+    const groups = p.filter && p.filter.dimensions ? p.filter.dimensions.values.join(', ') : '';
+    return html`<form class="card form" @submit=${(e) => this.saveBudget(e)} aria-label=${b.name ? `Change budget ${b.name}` : 'Set a budget'}>
+      <div class="grid">
+        ${field('Name', 'budget-name', html`<input id="budget-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" .value=${b.name || ''} ?readonly=${Boolean(b.name)} aria-describedby="budget-name-help" />`, NAME_HELP)}
+        ${field('Amount per month', 'budget-amount', html`<input id="budget-amount" name="amount" type="number" required min="0.000001" step="any" .value=${p.amount || ''} />`)}
+        ${field('Currency', 'budget-currency', html`<input id="budget-currency" name="currency" required pattern="[A-Z]{3}" maxlength="3" .value=${p.currency || 'USD'} />`, 'ISO 4217, e.g. USD')}
+        ${field('Resource groups (optional)', 'budget-groups', html`<input id="budget-groups" name="groups" maxlength="1024" .value=${groups} />`, 'comma-separated; empty: the whole subscription')}
+        ${field('From (month, UTC)', 'budget-start', html`<input id="budget-start" name="start" type="month" required .value=${month(p.timePeriod && p.timePeriod.startDate) || thisMonth} />`)}
+        ${field('Until (month, optional)', 'budget-end', html`<input id="budget-end" name="end" type="month" .value=${month(p.timePeriod && p.timePeriod.endDate)} />`, 'the first month it no longer applies')}
+        ${field('Notify at (% of the amount)', 'budget-threshold', html`<input id="budget-threshold" name="threshold" type="number" min="0.0001" max="1000" step="any" .value=${String(notice.threshold ?? 80)} />`)}
+        ${field('Contact e-mails', 'budget-emails', html`<input id="budget-emails" name="emails" maxlength="2048" .value=${(notice.contactEmails || []).join(', ')} />`, 'comma-separated')}
+        ${field('At the limit', 'budget-action', html`<select id="budget-action" name="action">
+          ${[['None', 'Notify only'], ['RefuseNewAllocations', 'Refuse new work'], ['StopAll', 'Stop all its work']].map(([k, label]) => html`<option value=${k} ?selected=${(p.actionAtLimit || 'None') === k}>${label}</option>`)}</select>`)}
+      </div>
+      <button type="submit" ?disabled=${this.budgetSaveLoading}>${this.budgetSaveLoading ? 'Saving…' : 'Save budget'}</button>
+      <button type="button" class="secondary" @click=${() => (this.budgetForm = null)}>Close</button>
+    </form>`;
+  }
+
+  renderQuotaForm(q) {
+    const names = (this.usages || []).map((u) => u.name.value);
+    return html`<form class="card form inline" @submit=${(e) => this.saveQuota(e)} aria-label="Set a quota">
+      ${field('Quota', 'quota-name', html`<input id="quota-name" name="name" required list="quota-names" maxlength="80" pattern="[a-z][a-z0-9]{1,15}s(-[a-z0-9][a-z0-9._\-]{0,63})?" .value=${q.name || ''} />`, 'gpus, tpus, gpus-h100… ({kind}s or {kind}s-{model})')}
+      <datalist id="quota-names">${names.map((n) => html`<option value=${n}></option>`)}</datalist>
+      ${field('Limit (devices at once)', 'quota-limit', html`<input id="quota-limit" name="limit" type="number" required min="0" step="1" .value=${String(q.limit ?? '')} />`)}
+      <button type="submit" ?disabled=${this.quotaSaveLoading}>Set quota</button>
+      <button type="button" class="secondary" @click=${() => (this.quotaForm = null)}>Close</button>
+    </form>`;
   }
 
   renderUsages() {
@@ -453,13 +561,18 @@ class Costs extends View {
         ${field('Location', 'quota-location', html`<input id="quota-location" name="location" required pattern="[A-Za-z0-9][A-Za-z0-9 _\\-]*" maxlength="64" .value=${this.location} />`)}
         <button type="submit" class="secondary">Show quotas</button>
       </form>
+      <div class="toolbar">${offered(this.app, 'quotas/write', 'Set a quota', html`<button @click=${() => (this.quotaForm = this.quotaForm ? null : {})} aria-expanded=${Boolean(this.quotaForm)}>Set a quota</button>`)}</div>
+      ${this.quotaForm ? this.renderQuotaForm(this.quotaForm) : nothing}
+      ${error(this.quotaSaveError)}
       ${loading(this.usagesLoading, 'Loading quota usage')} ${error(this.usagesError)}
       ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="Accelerator quota usage">
-        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th></tr></thead>
+        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${this.app.may('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${this.usages.map((u) => html`<tr data-quota=${u.name.value}>
           <th scope="row">${u.name.localizedValue || u.name.value} <span class="muted small"><code>${u.name.value}</code></span></th>
           <td class="num quota-current">${u.currentValue}</td>
-          <td class="num quota-limit">${u.limit < 0 ? html`<span class="muted">none set</span>` : u.limit}</td></tr>`)}</tbody>
+          <td class="num quota-limit">${u.limit < 0 ? html`<span class="muted">none set</span>` : u.limit}</td>
+          ${this.app.may('quotas/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.quotaForm = { name: u.name.value, limit: u.limit < 0 ? '' : u.limit })}>Set limit</button>
+            ${u.limit < 0 ? nothing : confirmed(this, `quota:${u.name.value}`, { label: 'Remove…', group: `Confirm removing ${u.name.value}`, question: `Remove the ${u.name.value} limit?`, confirmLabel: 'Remove quota', act: () => this.removeQuota(u.name.value) })}</td>` : nothing}</tr>`)}</tbody>
       </table></div>` : nothing}
     </section>`;
   }

@@ -358,9 +358,13 @@ class AuditRepository(Protocol):
         resource_id: str | None,
         limit: int,
         token: str | None,
+        *,
+        actor_id: str | None = None,
+        newest_first: bool = False,
     ) -> Page[AuditEvent]:
         """Events of a subscription with ``start <= timestamp <= end`` (UTC ISO 8601 as the events carry them; None:
-        unbounded), oldest first; of one resource (its ARM id, any casing) when ``resource_id`` is given. Raises
+        unbounded), oldest first (``newest_first``: the other way); of one resource (its ARM id, any casing) when
+        ``resource_id`` is given, of one actor (``actor_id``, exact) when that is; full pages. Raises
         ``InvalidSkipToken``."""
         ...
 

@@ -104,11 +104,19 @@ def list_audit_events(
     start_time: Annotated[str | None, Query(alias="startTime", description="ISO 8601, inclusive.")] = None,
     end_time: Annotated[str | None, Query(alias="endTime", description="ISO 8601, inclusive.")] = None,
     resource_id: Annotated[str | None, Query(alias="resourceId", max_length=1024)] = None,
+    actor: Annotated[
+        str | None, Query(max_length=256, description="Only the events of this actorId (a subject, or SYSTEM).")
+    ] = None,
+    order_by: Annotated[
+        str | None,
+        Query(alias="$orderby", max_length=32, description="'timestamp asc' (the default) or 'timestamp desc'."),
+    ] = None,
     top: Top = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,
 ) -> Any:
-    """Audit events of a subscription (admins), oldest first, by time range and optionally by resource id."""
+    """Audit events of a subscription (admins) by time range, optionally of one resource id and one actor, oldest
+    first or (``$orderby=timestamp desc``) newest first."""
     events, token = c.audit.list_events(
         ctx,
         subscriptionId,
@@ -117,5 +125,7 @@ def list_audit_events(
         resource_id=resource_id,
         top=top or c.settings.default_page_size,
         skip_token=skip_token,
+        actor=actor,
+        order_by=order_by,
     )
     return page_response([e.model_dump() for e in events], next_link(request, c, token, top))

@@ -48,34 +48,53 @@ class DynamoAuditRepository:
         resource_id: str | None,
         limit: int,
         token: str | None,
+        *,
+        actor_id: str | None = None,
+        newest_first: bool = False,
     ) -> Page[AuditEvent]:
-        """One ``Query`` page (by resource through GSI1): ``BETWEEN`` the bounds on the sort key, whose time comes
-        first (an empty key value is refused: "0" sorts before every timestamp, "\uffff" after)."""
+        """One page, in as many ``Query`` calls as a filter needs: of one resource through GSI1 (and of one actor
+        among them by a filter: a resource's trail is short), of one actor through GSI3, else the subscription's
+        partition; ``BETWEEN`` the bounds on the sort key, whose time comes first (an empty key value is refused:
+        "0" sorts before every timestamp, "\uffff" after); newest first when asked (``ScanIndexForward`` false).
+        The next page's token is the key of the last event returned."""
         start = start or "0"
         end = end or "\uffff"
         if resource_id:
-            pk_attr, sk_attr, pk = "GSI1PK", "GSI1SK", keys.audit_by_resource_pk(subscription_id, resource_id)
+            index, pk_attr, sk_attr = "GSI1", "GSI1PK", "GSI1SK"
+            pk = keys.audit_by_resource_pk(subscription_id, resource_id)
+        elif actor_id:
+            index, pk_attr, sk_attr = "GSI3", "GSI3PK", "GSI3SK"
+            pk = keys.audit_by_actor_pk(subscription_id, actor_id)
         else:
-            pk_attr, sk_attr, pk = "PK", "SK", keys.audit_pk(subscription_id)
+            index, pk_attr, sk_attr, pk = "", "PK", "SK", keys.audit_pk(subscription_id)
+        key_attrs = ("PK", "SK", pk_attr, sk_attr) if index else ("PK", "SK")
         request: dict[str, Any] = {
             "TableName": self._t.name,
             "KeyConditionExpression": f"{pk_attr} = :pk AND {sk_attr} BETWEEN :start AND :end",
-            "ExpressionAttributeValues": typed({":pk": pk, ":start": start, ":end": end + "\uffff"}),
+            "ExpressionAttributeValues": {":pk": pk, ":start": start, ":end": end + "\uffff"},
             "Limit": limit + 1,
+            "ScanIndexForward": not newest_first,
         }
-        if resource_id:
-            request["IndexName"] = "GSI1"
+        if index:
+            request["IndexName"] = index
+        if resource_id and actor_id:
+            request["FilterExpression"] = "actor_id = :actor"
+            request["ExpressionAttributeValues"][":actor"] = actor_id
+        request["ExpressionAttributeValues"] = typed(request["ExpressionAttributeValues"])
         if token:
             start_key = decode_token(token, pk_attr=pk_attr, pk=pk, sk_attr=sk_attr, sk_prefix="")
-            wanted = {"PK", "SK", "GSI1PK", "GSI1SK"} if resource_id else {"PK", "SK"}
-            if set(start_key) != wanted:  # a token of the other list (by resource, or the whole trail)
+            if set(start_key) != set(key_attrs):  # a token of another list (by resource, by actor, the whole trail)
                 raise InvalidSkipToken(token)
             request["ExclusiveStartKey"] = start_key
-        response = self._t.client.query(**request)
-        raw = [plain(i) for i in response.get("Items", [])]
+        raw: list[dict[str, Any]] = []
+        while True:  # a filtered page may come back short while more lie beyond it
+            response = self._t.client.query(**request)
+            raw += [plain(i) for i in response.get("Items", [])]
+            if len(raw) > limit or "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         events = [audit_from_item(i) for i in raw[:limit]]
         if len(raw) > limit:
             last = raw[limit - 1]
-            key_attrs = ("PK", "SK", "GSI1PK", "GSI1SK") if resource_id else ("PK", "SK")
             return Page(events, encode_token({a: {"S": last[a]} for a in key_attrs}))
         return Page(events, None)

@@ -119,6 +119,11 @@ def audit_sk(timestamp: str, event_id: str) -> str:
     return f"{timestamp}{SEP}{event_id}"
 
 
+def audit_by_actor_pk(subscription_id: str, actor_id: str) -> str:
+    """GSI3 partition of the audit events one actor (a token's subject, or SYSTEM) caused in a subscription."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}AUDITACTOR{SEP}{owner_token(actor_id)}"
+
+
 def audit_by_resource_pk(subscription_id: str, resource_id: str) -> str:
     """GSI1 partition of the audit events of one resource."""
     return f"SUB{SEP}{subscription_id.lower()}{SEP}RES{SEP}{resource_id.lower()}"

@@ -173,7 +173,7 @@ def _epoch(timestamp: str) -> int:
 
 def audit_item(audit: AuditEvent, retention_seconds: int = 0) -> dict[str, Any]:
     """The stored form of an audit event (plain values): its fields (states as JSON), keyed by subscription and
-    time, and by resource (GSI1); with ``ttl`` (epoch s) ``retention_seconds`` after it happened when that is not 0
+    time, by resource (GSI1) and by actor (GSI3; events stored before the actor index are not in it); with ``ttl`` (epoch s) ``retention_seconds`` after it happened when that is not 0
     — DynamoDB deletes it then, and the audit archive keeps it (services/streams/audit_archive.py)."""
     record = audit.model_dump()
     for state in ("previous_state", "new_state"):
@@ -185,6 +185,8 @@ def audit_item(audit: AuditEvent, retention_seconds: int = 0) -> dict[str, Any]:
         "SK": sk,
         "GSI1PK": keys.audit_by_resource_pk(audit.subscription_id, audit.resource_id),
         "GSI1SK": sk,
+        "GSI3PK": keys.audit_by_actor_pk(audit.subscription_id, audit.actor_id),
+        "GSI3SK": sk,
         "entityType": "AuditEvent",
         **record,
         **({"ttl": _epoch(audit.timestamp) + retention_seconds} if retention_seconds else {}),

@@ -33,9 +33,14 @@ class MemoryAuditRepository:
         resource_id: str | None,
         limit: int,
         token: str | None,
+        *,
+        actor_id: str | None = None,
+        newest_first: bool = False,
     ) -> Page[AuditEvent]:
         """Events whose sort key ``{timestamp}#{eventId}`` lies between ``start`` and ``end`` followed by any text
-        (the table's ``BETWEEN :start AND :end + U+FFFF``; None: unbounded), oldest first."""
+        (the table's ``BETWEEN :start AND :end + U+FFFF``; None: unbounded), of one resource and/or actor, oldest
+        first or newest first. A token is of the list its index names: the resource's, else the actor's, else the
+        subscription's (as the table's GSI1, GSI3 and partition)."""
         with self._s.lock:
             subscription = subscription_id.lower()
             resource = resource_id.lower() if resource_id else None
@@ -47,5 +52,7 @@ class MemoryAuditRepository:
                 if sub == subscription
                 and start <= sk <= last
                 and (resource is None or event.resource_id.lower() == resource)
+                and (actor_id is None or event.actor_id == actor_id)
             ]
-            return paging.page(entries, f"audit|{subscription}|{resource or ''}", limit, token)
+            listed = f"resource:{resource}" if resource else f"actor:{actor_id}" if actor_id else ""
+            return paging.page(entries, f"audit|{subscription}|{listed}", limit, token, descending=newest_first)

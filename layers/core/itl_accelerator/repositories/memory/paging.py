@@ -32,12 +32,19 @@ def in_scope(scope: Scope, resource_group: str) -> bool:
     return True
 
 
-def page(entries: Iterable[tuple[str, T]], list_id: str, limit: int, token: str | None) -> Page[T]:
-    """One page of ``entries`` (sort key, item) in sort-key order, after the position ``token`` names; the token of
-    the next page when more follow (None on the last — the DynamoDB implementation asks for one item more than it
-    returns to tell). Raises :class:`InvalidSkipToken` for a token of another list."""
+def page(
+    entries: Iterable[tuple[str, T]], list_id: str, limit: int, token: str | None, *, descending: bool = False
+) -> Page[T]:
+    """One page of ``entries`` (sort key, item) in sort-key order (``descending``: the other way), after the
+    position ``token`` names; the token of the next page when more follow (None on the last — the DynamoDB
+    implementation asks for one item more than it returns to tell). Raises :class:`InvalidSkipToken` for a token of
+    another list."""
     after = decode_token(token, list_id) if token else None
-    ordered = sorted((e for e in entries if after is None or e[0] > after), key=lambda e: e[0])
+
+    def beyond(key: str) -> bool:
+        return after is None or (key < after if descending else key > after)
+
+    ordered = sorted((e for e in entries if beyond(e[0])), key=lambda e: e[0], reverse=descending)
     taken = ordered[:limit]
     more = len(ordered) > limit and bool(taken)
     return Page([item for _, item in taken], encode_token(list_id, taken[-1][0]) if more else None)

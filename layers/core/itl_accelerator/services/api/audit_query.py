@@ -38,6 +38,19 @@ def _utc(value: datetime | None) -> str | None:
         return None
 
 
+def _newest_first(order_by: str | None) -> bool:
+    """Whether ``$orderby`` (OData: a property, then ``asc`` or ``desc``; only ``timestamp`` sorts events) asks
+    for the newest first. 400 ``InvalidParameter`` naming ``$orderby`` otherwise."""
+    if order_by is None:
+        return False
+    words = order_by.split()
+    if words and words[0].lower() == "timestamp" and len(words) <= 2:
+        direction = words[1].lower() if len(words) == 2 else "asc"
+        if direction in ("asc", "desc"):
+            return direction == "desc"
+    raise InvalidParameter("'$orderby' must be 'timestamp asc' or 'timestamp desc'.", target="$orderby")
+
+
 class AuditQueryService:
     """Admin-only audit queries (``ITL.Accelerator/auditEvents/read`` on the whole subscription)."""
 
@@ -55,9 +68,13 @@ class AuditQueryService:
         resource_id: str | None,
         top: int,
         skip_token: str | None,
+        actor: str | None = None,
+        order_by: str | None = None,
     ) -> tuple[list[AuditEvent], str | None]:
-        """A page of events with ``start_time <= timestamp <= end_time`` (ISO 8601; default: all time), oldest
-        first, optionally of one ``resource_id``. Raises 400 ``InvalidParameter`` for bad times or tokens, 403 when
+        """A page of events with ``start_time <= timestamp <= end_time`` (ISO 8601; default: all time), optionally
+        of one ``resource_id`` and/or one ``actor`` (the ``actorId``: a token's subject, or SYSTEM), in the order of
+        ``order_by`` (OData ``$orderby``: ``timestamp`` or ``timestamp asc``, the default, oldest first;
+        ``timestamp desc`` newest first). Raises 400 ``InvalidParameter`` for bad times, orders or tokens, 403 when
         the caller lacks the action or holds only some resource groups of the subscription, 404 outside its scope.
         """
         validate_subscription_id(subscription_id)
@@ -66,8 +83,18 @@ class AuditQueryService:
         end = _parse_time(end_time, "endTime")
         if start and end and start > end:
             raise InvalidParameter("'startTime' must not be after 'endTime'.", target="startTime")
+        newest_first = _newest_first(order_by)
         try:
-            page = self._audit.page(subscription_id, _utc(start), _utc(end), resource_id, top, skip_token)
+            page = self._audit.page(
+                subscription_id,
+                _utc(start),
+                _utc(end),
+                resource_id,
+                top,
+                skip_token,
+                actor_id=actor or None,
+                newest_first=newest_first,
+            )
         except InvalidSkipToken as exc:
             raise InvalidParameter("The $skipToken is not valid for this query.", target="$skipToken") from exc
         return page.items, page.token
