@@ -87,10 +87,14 @@ class App extends View {
   }
 
   setContext(change) {
+    // a resource's page belongs to its subscription: another subscription shows the list of its kind instead (the
+    // route is read at once, so the view made for the new context is the list, not the resource it does not have)
+    if (change.sub !== undefined && this.route.args.length) {
+      location.hash = `#/${this.route.view}`;
+      this.route = parseHash();
+    }
     this.context = { ...this.context, ...change };
     sessionStorage.setItem('itl-context', JSON.stringify(this.context));
-    // a resource's page belongs to its subscription: another subscription shows the list of its kind instead
-    if (change.sub !== undefined && this.route.args.length) location.hash = `#/${this.route.view}`;
   }
 
   /** Whether the signed-in user's roles hold `action` (permissions.js): what the portal offers; the API decides. */

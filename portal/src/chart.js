@@ -53,6 +53,10 @@ export class Chart extends View {
     if (!host || !this.series.length) return;
     const width = Math.max(260, host.clientWidth || 600);
     const data = [this.points.map((p) => p.t), ...this.series.map((s) => this.points.map((p) => p[s.key] ?? null))];
+    const stepSeconds = this.step === 'day' ? 86400 : 3600;
+    // one y axis per unit (each currency its own, labelled with it: amounts are never drawn against another's scale)
+    const units = [...new Set(this.series.map((s) => s.unit || ''))];
+    const scaleOf = (s) => `y:${s.unit || ''}`;
     const opts = {
       width,
       height: 220,
@@ -61,15 +65,26 @@ export class Chart extends View {
         { label: this.step === 'day' ? 'Day (UTC)' : 'Time', value: (u, t) => (t === null || t === undefined ? '—' : this.when(t)) },
         ...this.series.map((s, i) => ({
           label: s.unit ? `${s.label} (${s.unit})` : s.label,
+          scale: scaleOf(s),
           value: s.format ? (u, v) => (v === null || v === undefined ? '—' : s.format(v)) : undefined,
           stroke: COLORS[i % COLORS.length],
           width: 2,
           fill: this.bars ? `${COLORS[i % COLORS.length]}33` : undefined,
-          paths: this.bars ? uPlot.paths.bars({ size: [0.8, 40] }) : undefined,
+          // bars for one series; several: a step per bucket (a day's value holds for the day, never a ramp)
+          paths: this.bars ? uPlot.paths.bars({ size: [0.8, 40] }) : uPlot.paths.stepped({ align: 1 }),
         })),
       ],
-      axes: [{}, { size: 60 }],
-      scales: { x: { time: true } },
+      axes: [
+        // ticks at whole buckets: days on a daily chart, never hours
+        this.step === 'day' ? { incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400], values: (u, splits) => splits.map(utcDay) } : {},
+        ...units.map((unit, i) => ({ scale: `y:${unit}`, size: 64, side: i === 0 ? 3 : 1, label: unit || undefined, labelSize: unit ? 18 : 0, grid: { show: i === 0 } })),
+      ],
+      scales: {
+        // a bucket's bar is centred on its start: half a bucket of room at either end, so the first and the
+        // current one are drawn whole
+        x: { time: true, range: (u, min, max) => [min - stepSeconds / 2, max + stepSeconds / 2] },
+        ...Object.fromEntries(units.map((unit) => [`y:${unit}`, { auto: true }])),
+      },
       legend: { live: true },
     };
     if (this.step === 'day') opts.tzDate = (t) => uPlot.tzDate(new Date(t * 1000), 'Etc/UTC'); // UTC days on the axis

@@ -83,6 +83,19 @@ export function error(err) {
   </div>`;
 }
 
+/** Several answers' errors, each distinct one (code and message) once, with how many requests it answered: the
+ *  same refusal for every node of a list is one error, not one per node. */
+export function errors(list, what = 'requests') {
+  const seen = new Map();
+  for (const err of list || []) {
+    const key = `${err.code}|${err.message}`;
+    const entry = seen.get(key) || { err, count: 0 };
+    entry.count += 1;
+    seen.set(key, entry);
+  }
+  return html`${[...seen.values()].map(({ err, count }) => html`${error(err)}${count > 1 ? html`<p class="muted small">The same answer for ${count} ${what}.</p>` : nothing}`)}`;
+}
+
 /** A node's or job's accelerator in words: `8 × TPU v5e`, `2 × GPU` (the seed's GPU fields when a node has none). */
 export function acceleratorText(props) {
   const a = (props && props.accelerator) || {};
@@ -166,4 +179,20 @@ export function confirmed(view, key, { label, group, question, confirmLabel, act
       <button class="secondary" @click=${() => set(null)}>Keep it</button></span>`;
   }
   return html`<button class="danger" ?disabled=${disabled} @click=${() => set(key)}>${label}</button>`;
+}
+
+/** A "Copy" button for `text` (an endpoint, an id): the clipboard, and a status saying it was copied (or how to copy
+ *  it by hand when the browser refuses). */
+export function copyButton(text, what) {
+  const copy = async (e) => {
+    const button = e.currentTarget;
+    const note = button.nextElementSibling;
+    try {
+      await navigator.clipboard.writeText(text);
+      note.textContent = `${what} copied.`;
+    } catch {
+      note.textContent = `The browser refused the clipboard: select the ${what.toLowerCase()} to copy it.`;
+    }
+  };
+  return html`<button type="button" class="secondary copy" aria-label=${`Copy ${what.toLowerCase()}`} @click=${copy}>Copy</button><span class="small muted" role="status"></span>`;
 }

@@ -213,7 +213,9 @@ def run_readme_block(
         env={**stack.env, "BASE": stack.url},
         capture_output=True,
         text=True,
-        timeout=180,
+        # a guard against a hung block, not a wait: the billing block runs ./dev five times, exports, downloads and
+        # validates a FOCUS file — 35 s alone, over 180 s beside three workers and browsers on two cores
+        timeout=600,
         cwd=Path(__file__).resolve().parents[2],
     )
 

@@ -165,8 +165,12 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
         viewport: tuple[int, int] = (1280, 800),
         start: str = "#/overview",
         on_request: Callable[[Any], None] | None = None,
+        color_scheme: str = "light",
+        scopes: tuple[str, ...] = (),
     ) -> Any:
-        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, timezone_id=TIME_ZONE)
+        context = browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]}, timezone_id=TIME_ZONE, color_scheme=color_scheme
+        )
         contexts.append(context)
         page = context.new_page()
         page.on(
@@ -187,7 +191,7 @@ def portal(stack: Stack, browser: Any) -> Iterator[Callable[..., Any]]:
         page.get_by_label("User (subject)").fill(subject)
         for role in ROLES:
             page.get_by_label(role).set_checked(role in roles)
-        page.get_by_label("Subscription scopes, one per line").fill(f"/subscriptions/{sub}")
+        page.get_by_label("Subscription scopes, one per line").fill("\n".join((f"/subscriptions/{sub}", *scopes)))
         page.get_by_role("button", name="Sign in").click()
         expect(page.locator(".who-name")).to_have_text(subject)
         if start == "#/overview":
@@ -733,6 +737,12 @@ def test_the_hourly_cost_chart_draws_a_series_per_currency_whose_totals_are_the_
     chart = page.get_by_role("figure", name=re.compile(r"^Cost per hour"))
     expect(chart.locator(".chart-canvas canvas").first).to_be_visible()
     expect(chart.locator(".u-legend .u-series .u-label")).to_have_text(["Time", "Cost (EUR)", "Cost (USD)"])
+    # each currency on its own axis labelled with it, and the current hour's bar drawn whole (half an hour of room)
+    drawn = chart.evaluate(
+        "f => { const p = f.closest('itl-chart').plot; const t = p.data[0];"
+        " return {labels: p.axes.slice(1).map(a => a.label), room: p.scales.x.max - t[t.length - 1]}; }"
+    )
+    assert drawn["labels"] == ["EUR", "USD"] and drawn["room"] >= 1800, drawn
     caption = chart.locator("figcaption .chart-total")
     expect(caption).to_have_count(2)
     shown = {t.get_attribute("data-currency"): Decimal(t.get_attribute("data-value")) for t in caption.all()}
@@ -993,6 +1003,124 @@ def test_the_overview_of_120_jobs_takes_a_handful_of_small_compressed_requests(s
     transferred = sum(size for _, size in first_load)
     assert transferred < 200_000, transferred
     print(f"overview of {len(listed)} jobs: {len(first_load)} API requests, {transferred} bytes compressed")
+
+
+AXE = REPO_ROOT / "portal" / "node_modules" / "axe-core" / "axe.min.js"
+#: The rules axe checks: WCAG 2.0, 2.1 and 2.2, levels A and AA.
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+
+
+def axe_violations(page: Any) -> list[str]:
+    """What axe-core (the portal's dev dependency, injected into the page) finds against WCAG 2.2 AA: rule id and
+    the elements, one string each."""
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    found = page.evaluate(
+        "async (tags) => (await axe.run(document, {runOnly: {type: 'tag', values: tags}})).violations"
+        ".map(v => `${v.id}: ${v.nodes.map(n => n.target.join(' ')).join(', ')}`)",
+        WCAG,
+    )
+    return list(found)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "width", "height"),
+    [("light", 1280, 800), ("dark", 1280, 800), ("dark", 390, 844)],
+    ids=["light-desktop", "dark-desktop", "dark-phone"],
+)
+def test_every_view_passes_axe_in_the_users_colour_scheme(stack: Stack, portal, sub: str, scheme: str, width, height):
+    assert AXE.is_file(), "axe-core is missing: ./dev installs the portal's npm packages"
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-a11y", owner="sam")
+    body = {"name": "a11y-job", "requested_gpus": 1, "requested_memory_gb": 8, "workload": FOREVER}
+    assert admin.http.post(f"{admin.rg}/sparkJobs", json=body).status_code == 202
+    month = datetime.now(UTC).strftime("%Y-%m-01T00:00:00Z")
+    budget = {"properties": {"amount": "50", "currency": "USD", "timePeriod": {"startDate": month}}}
+    assert admin.http.put(f"{admin.sub}/budgets/a11y", json=budget).status_code == 201
+    page = portal("ada", (ADMIN,), sub, viewport=(width, height), color_scheme=scheme)
+    assert page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
+    views = {
+        "#/overview": "Overview",
+        "#/nodes": "Nodes",
+        "#/nodes/rg1/dgx-a11y": "Node dgx-a11y",
+        "#/instances": "Instances",
+        "#/jobs": "Jobs",
+        "#/jobs/rg1/a11y-job": "Job a11y-job",
+        "#/usage": "Usage and cost",
+        "#/costs": "Costs",
+        "#/activity": "Activity log",
+    }
+    found = {}
+    for hash_, heading in views.items():
+        page.evaluate("h => { location.hash = h; }", hash_)
+        expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+        expect(page.locator(".loading")).to_have_count(0, timeout=LONG)
+        if hash_ == "#/jobs":
+            page.get_by_role("button", name="Submit a job").click()
+            expect(page.locator(".estimate")).to_be_visible()
+        if hash_ == "#/costs":
+            page.get_by_role("button", name="Set a budget").click()
+        if hash_ == "#/jobs/rg1/a11y-job":
+            expect(page.get_by_role("log", name="Job log")).to_be_visible(timeout=LONG)
+        found[hash_] = axe_violations(page)
+    shot(page, f"axe-{scheme}-{width}")
+    assert {h: v for h, v in found.items() if v} == {}
+    assert admin.http.post(f"{admin.rg}/sparkJobs/a11y-job/cancel").status_code == 202
+
+
+def test_the_smaller_things_a_user_reaches_for(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-s", owner="sam", price=2.5)
+    other = f"{sub}-b"
+    page = portal("ada", (ADMIN,), sub, scopes=(f"/subscriptions/{other}",))
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.url)
+
+    # The submit form prices what it asks before it is sent, and takes secret variables the page never shows
+    go(page, "Jobs")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    form.get_by_label("Devices").fill("2")
+    expect(form.locator(".estimate")).to_contain_text("about 5 USD an hour for 2")
+    form.get_by_label("Accelerator kind").select_option("TPU")
+    expect(form.locator(".estimate")).to_contain_text("No TPU node here could hold 2 TPUs")
+    form.get_by_label("Accelerator kind").select_option("GPU")
+    form.get_by_label("Name", exact=True).fill("secret-1")
+    form.get_by_label("Container image (optional)").fill("nvcr.io/nvidia/pytorch:24.10-py3")
+    form.get_by_label("Environment, NAME=value per line").fill("ITL_SIM_FOREVER=1")
+    form.get_by_label("Secret variables, NAME=value per line").fill("HF_TOKEN=hf_abc123")
+    form.get_by_role("button", name="Submit").click()
+    page.get_by_role("status").get_by_role("link", name="secret-1").click()
+    expect(page.locator(".job-env")).to_contain_text("HF_TOKEN=******")
+    expect(page.locator("body")).not_to_contain_text("hf_abc123")
+    job = admin.get("sparkJobs/secret-1").json()
+    assert job["properties"]["workload"]["secretEnv"] == {"HF_TOKEN": "******"}
+
+    # Copy an id
+    wait_until(lambda: admin.get("sparkJobs/secret-1").json()["properties"]["status"] == "Running", "secret-1 to run")
+    page.get_by_role("button", name="Copy id").click()
+    expect(page.get_by_role("status").filter(has_text="Id copied.")).to_be_visible()
+    assert page.evaluate("() => navigator.clipboard.readText()") == job["id"]
+    assert admin.http.post(f"{admin.rg}/sparkJobs/secret-1/cancel").status_code == 202
+
+    # Switching subscription on a resource's page shows that subscription's list, not a 404
+    page.get_by_label("Subscription", exact=True).select_option(other)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Jobs")
+    expect(page.get_by_role("alert")).to_have_count(0)
+    page.get_by_label("Subscription", exact=True).select_option(sub)
+
+    # A cost query's rows as a CSV file
+    wait_until(lambda: admin.cost_query(last_hours_body(24))["rows"], "the job's usage to be rolled up", timeout=120)
+    page.goto(f"{stack.url}/portal/#/costs?timeframe=Custom&hours=24&g1=ResourceName")
+    table = page.get_by_role("table", name="Costs")
+    expect(table.locator("tbody tr").first).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download CSV").click()
+    text = Path(download.value.path()).read_text()
+    lines = text.strip().splitlines()
+    assert lines[0].split(",")[:2] == ["totalCost", "ResourceName"] and lines[0].endswith("Currency")
+    assert len(lines) == 1 + table.locator("tbody tr").count()
+    assert any(line.split(",")[1] == "secret-1" for line in lines[1:])
+    assert download.value.suggested_filename.startswith("costs-") and download.value.suggested_filename.endswith(".csv")
 
 
 def test_admin_reads_the_activity_log_filtered_and_paged_and_a_consumer_is_refused(stack: Stack, portal, sub: str):

@@ -9,6 +9,7 @@ import { paths } from '../api.js';
 import { View, loading, error, field, formValues, offered, confirmed, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
 import '../chart.js';
+import Papa from 'papaparse';
 
 export const TIMEFRAMES = [
   ['MonthToDate', 'This month so far'],
@@ -452,6 +453,8 @@ class Costs extends View {
         : `: ${body.timePeriod.from.slice(0, 10)} to ${dayBefore(body.timePeriod.to)} (UTC days, both included)`;
     const caption = `${TIMEFRAMES.find(([k]) => k === body.timeframe)[1]}${period}`;
     return html`<h2>${caption}</h2>
+      ${rows.length ? html`<p><button type="button" class="secondary" @click=${() => downloadCsv(columns, rows, body)}>Download CSV</button>
+        <span class="small muted">the rows as the API answered them, one per line (RFC 4180)</span></p>` : nothing}
       ${chart ? this.renderChart(chart, rows.length) : nothing}
       ${rows.length
         ? html`<p class="muted small" role="status">${rows.length} ${rows.length === 1 ? 'row' : 'rows'}${currencyAt >= 0 ? '; amounts in the currency of their row, never added across currencies' : ''}.</p>
@@ -578,3 +581,17 @@ class Costs extends View {
   }
 }
 customElements.define('itl-costs', Costs);
+
+/** The answer's columns and rows as a CSV file (Papa Parse writes it, RFC 4180 quoting), downloaded as
+ *  `costs-{from}-{to}.csv`: money as the API's decimal numbers, with the Currency column beside them. */
+function downloadCsv(columns, rows, body) {
+  const text = Papa.unparse({ fields: columns.map((c) => c.name), data: rows.map((r) => r.map((v, i) => (columns[i].type === 'Number' && typeof v === 'number' ? decimal(v) : v))) });
+  const period = body.timePeriod ? `${body.timePeriod.from.slice(0, 13)}-${body.timePeriod.to.slice(0, 13)}` : body.timeframe;
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
+  a.download = `costs-${period.replace(/[^0-9A-Za-z-]/g, '')}.csv`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}

@@ -2,7 +2,7 @@
 // instance serves, and an instance's detail: endpoint, requests and tokens over time, delete.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
+import { View, loading, error, errors, offered, copyButton, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints } from '../chart.js';
 import '../chart.js';
@@ -84,7 +84,7 @@ class Instances extends View {
       </div>
       ${this.showCreate ? this.renderCreate() : nothing}
       ${this.progress ? this.renderProgress() : nothing}
-      ${loading(this.listLoading, 'Loading instances')} ${error(this.listError)} ${this.failures.map((f) => error(f))}
+      ${loading(this.listLoading, 'Loading instances')} ${error(this.listError)} ${errors(this.failures, 'nodes')}
       ${!this.listLoading && !this.listError && !this.rows.length ? html`<p class="empty">No instances here yet.</p>` : nothing}
       ${this.rows.length ? html`<div class="table-wrap"><table class="list" aria-label="Instances">
         <thead><tr><th scope="col">Name</th><th scope="col">Node</th><th scope="col">Model</th><th scope="col">GPUs</th><th scope="col">State</th><th scope="col">Endpoint</th><th scope="col">Created</th></tr></thead>
@@ -122,7 +122,7 @@ class Instances extends View {
         ${done ? nothing : html`<span class="spinner" aria-hidden="true"></span>`}</p>
       ${op.startTime ? html`<p class="small">Started ${time(op.startTime)}${op.endTime ? html`, ended ${time(op.endTime)}` : nothing}</p>` : nothing}
       ${op.error ? error(op.error) : nothing} ${error(this.progressError)}
-      ${done && op.status === 'Succeeded' ? html`<p class="ok" role="status">${p.name} serves at <code class="endpoint">${endpoint}</code>.</p>` : nothing}
+      ${done && op.status === 'Succeeded' ? html`<p class="ok" role="status">${p.name} serves at <code class="endpoint">${endpoint}</code>.</p> ${copyButton(endpoint, 'Endpoint')}` : nothing}
       <a href=${link('instances', p.rg, p.node, p.name)}>Open ${p.name}</a>
     </section>`;
   }
@@ -211,8 +211,9 @@ class InstanceDetail extends View {
     return html`<div class="cards">
       <section class="card" aria-label="Instance">
         <dl class="props">
-          <dt>State</dt><dd>${state === 'Succeeded' ? html`<span class="badge badge-ok">Serving</span> <span class="muted small">(provisioning Succeeded)</span>` : statusBadge(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" aria-label="in progress"></span>`}</dd>
-          <dt>Endpoint</dt><dd>${p.endpoint ? html`<code class="endpoint">${p.endpoint}</code>` : '—'}</dd>
+          <dt>State</dt><dd>${state === 'Succeeded' ? html`<span class="badge badge-ok">Serving</span> <span class="muted small">(provisioning Succeeded)</span>` : statusBadge(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" role="img" aria-label="in progress"></span>`}</dd>
+          <dt>Endpoint</dt><dd>${p.endpoint ? html`<code class="endpoint">${p.endpoint}</code> ${copyButton(p.endpoint, 'Endpoint')}` : '—'}</dd>
+          <dt>Id</dt><dd><code class="resource-id">${i.id}</code> ${copyButton(i.id, 'Id')}</dd>
           <dt>Model</dt><dd>${p.model}</dd>
           <dt>Node</dt><dd><a href=${link('nodes', this.rg, this.node)}>${this.node}</a></dd>
           <dt>GPUs</dt><dd>${p.gpus} (${p.memoryGb} GiB GPU memory)</dd>

@@ -2,7 +2,7 @@
 // reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, copyButton, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -56,6 +56,48 @@ class Jobs extends View {
     });
   }
 
+  /** Open or close the form; opening reads the nodes in view for the price estimate (their current prices). */
+  toggleSubmit() {
+    this.showSubmit = !this.showSubmit;
+    this.draft = { kind: 'GPU', count: 1, minutes: 10080 };
+    if (this.showSubmit) this.track('prices', async () => (this.priceNodes = (await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: 1000 })).value));
+  }
+
+  /** What the form asks so far, for the estimate. */
+  noteDraft(e) {
+    const form = e.currentTarget;
+    this.draft = { kind: form.elements.kind.value, count: Number(form.elements.gpus.value) || 0, minutes: Number(form.elements.maxDuration.value) || 0, model: form.elements.gpuModel.value.trim() };
+    this.requestUpdate();
+  }
+
+  /** The price of the asked devices on the nodes in view that could hold them, per currency: nodes' prices now
+   *  (a job locks its node's price when it is placed, under its price ceiling); an estimate, not a quote. */
+  renderEstimate() {
+    if (!this.priceNodes || !this.draft) return nothing;
+    const d = this.draft;
+    const norm = (m) => String(m || '').toLowerCase().replace(/\s+/g, '');
+    const fits = this.priceNodes.filter((n) => {
+      const p = n.properties;
+      const kind = (p.accelerator && p.accelerator.kind) || 'GPU';
+      const model = (p.accelerator && p.accelerator.model) || (p.hardwareSpecs && p.hardwareSpecs.gpuModel);
+      const total = (p.capacity && (p.capacity.totalAccelerators ?? p.capacity.totalGpus)) || 0;
+      return kind === d.kind && total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
+    });
+    if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
+    const byCurrency = new Map();
+    for (const n of fits) {
+      const price = Number(n.properties.pricing.pricePerAcceleratorHour ?? n.properties.pricing.pricePerGpuHour);
+      const c = n.properties.pricing.currency;
+      const [lo, hi] = byCurrency.get(c) || [Infinity, -Infinity];
+      byCurrency.set(c, [Math.min(lo, price), Math.max(hi, price)]);
+    }
+    const amount = (x) => x.toLocaleString(undefined, { maximumFractionDigits: 6 });
+    const range = (lo, hi, c) => (lo === hi ? `${amount(lo)} ${c}` : `${amount(lo)}–${amount(hi)} ${c}`);
+    return html`<p class="small estimate" role="status">Estimate on ${fits.length} ${d.kind} node${fits.length === 1 ? '' : 's'} here:
+      ${[...byCurrency].map(([c, [lo, hi]], i) => html`${i ? '; ' : ''}${range(lo, hi, c)} per ${d.kind}-hour, so about <strong>${range(lo * d.count, hi * d.count, c)} an hour</strong> for ${d.count}, at most ${range((lo * d.count * d.minutes) / 60, (hi * d.count * d.minutes) / 60, c)} over ${d.minutes} minutes`)}
+      <span class="muted">(prices now: a job is billed at its node's price when it is placed, within its price ceiling)</span></p>`;
+  }
+
   checkEnv(e) {
     const bad = e.target.value.split('\n').map((l) => l.trim()).filter((l) => l && !ENV_LINE.test(l));
     e.target.setCustomValidity(bad.length ? `Not NAME=value: ${bad[0]}` : '');
@@ -77,7 +119,8 @@ class Jobs extends View {
       properties.workload = {
         image: v.image,
         command: (v.command || '').split('\n').map((l) => l.trim()).filter(Boolean),
-        env: Object.fromEntries((v.env || '').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])),
+        env: pairs(v.env),
+        secretEnv: pairs(v.secretEnv),
       };
     }
     const body = { name: v.name, properties, ...(v.location ? { location: v.location } : {}) };
@@ -94,7 +137,7 @@ class Jobs extends View {
     const me = this.app.auth.identity.subject;
     return html`<h1>Jobs</h1>
       <div class="toolbar">
-        ${offered(this.app, 'jobs/submit', 'Submit a job', html`<button @click=${() => (this.showSubmit = !this.showSubmit)} aria-expanded=${this.showSubmit}>Submit a job</button>`)}
+        ${offered(this.app, 'jobs/submit', 'Submit a job', html`<button @click=${() => this.toggleSubmit()} aria-expanded=${this.showSubmit}>Submit a job</button>`)}
         <a class="button secondary" href=${this.mine ? '#/jobs' : '#/jobs?mine=1'}>${this.mine ? 'Show all jobs I may see' : 'My jobs only'}</a>
         <button class="secondary" @click=${() => this.load()}>Refresh</button>
       </div>
@@ -115,7 +158,7 @@ class Jobs extends View {
   }
 
   renderSubmit() {
-    return html`<form class="card form" @submit=${(e) => this.submit(e)} aria-label="Submit a job">
+    return html`<form class="card form" @submit=${(e) => this.submit(e)} @input=${(e) => this.noteDraft(e)} @change=${(e) => this.noteDraft(e)} aria-label="Submit a job">
       <h2>Submit a job</h2>
       <div class="grid">
         ${field('Name', 'job-name', html`<input id="job-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" aria-describedby="job-name-help" />`, NAME_HELP)}
@@ -131,7 +174,9 @@ class Jobs extends View {
         ${field('Container image (optional)', 'job-image', html`<input id="job-image" name="image" pattern=${IMAGE_PATTERN} maxlength="256" aria-describedby="job-image-help" />`, 'OCI reference; empty: the job type\u2019s default workload')}
         ${field('Command, one argument per line', 'job-command', html`<textarea id="job-command" name="command" rows="3"></textarea>`)}
         ${field('Environment, NAME=value per line', 'job-env', html`<textarea id="job-env" name="env" rows="3" @input=${(e) => this.checkEnv(e)}></textarea>`)}
+        ${field('Secret variables, NAME=value per line', 'job-secret-env', html`<textarea id="job-secret-env" name="secretEnv" rows="2" autocomplete="off" spellcheck="false" aria-describedby="job-secret-env-help" @input=${(e) => this.checkEnv(e)}></textarea>`, 'write-only: shown as ****** to everyone afterwards, the submitter too')}
       </div>
+      ${this.renderEstimate()} ${error(this.pricesError)}
       <button type="submit" ?disabled=${this.submitLoading}>${this.submitLoading ? 'Submitting…' : 'Submit'}</button>
       ${error(this.submitError)}
     </form>`;
@@ -232,7 +277,7 @@ class JobDetail extends View {
     const final = FINAL.includes(p.status);
     return html`<div class="cards">
       <section class="card" aria-label="Status">
-        <p class="job-status">Status: ${statusBadge(p.status)} ${final ? nothing : html`<span class="spinner" aria-label="in progress"></span>`}</p>
+        <p class="job-status">Status: ${statusBadge(p.status)} ${final ? nothing : html`<span class="spinner" role="img" aria-label="in progress"></span>`}</p>
         ${p.statusReason ? html`<p class="reason">${p.statusReason}</p>` : nothing}
         ${timeline(p)}
         <div class="toolbar">
@@ -249,11 +294,15 @@ class JobDetail extends View {
       </section>
       <section class="card" aria-label="Details">
         <dl class="props">
+          <dt>Id</dt><dd><code class="resource-id">${j.id}</code> ${copyButton(j.id, 'Id')}</dd>
           <dt>Type</dt><dd>${p.jobType}</dd>
           <dt>Requested</dt><dd>${acceleratorText(p)}, ${(p.accelerator && p.accelerator.memoryGb) ?? p.requestedMemoryGb} GiB of device memory</dd>
           <dt>Priority</dt><dd>${p.priority}</dd>
           <dt>Node</dt><dd>${p.assignedNode ? (() => { const n = parseId(p.assignedNode); return html`<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })() : '—'}</dd>
           <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
+          ${p.workload && Object.keys({ ...p.workload.env, ...p.workload.secretEnv }).length
+            ? html`<dt>Environment</dt><dd class="job-env">${Object.entries({ ...p.workload.env, ...p.workload.secretEnv }).map(([k, v]) => html`<code>${k}=${v}</code> `)}</dd>`
+            : nothing}
           <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
           <dt>Device-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
           <dt>Cost</dt><dd><span class="job-cost">${p.cost ? costs([p.cost]) : final ? '—' : 'not metered yet'}</span>
@@ -271,6 +320,11 @@ class JobDetail extends View {
   }
 }
 customElements.define('itl-job-detail', JobDetail);
+
+/** {NAME: value} of "NAME=value" lines (blank lines skipped; the form checked each line's shape). */
+function pairs(text) {
+  return Object.fromEntries((text || '').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+}
 
 /** "at 2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms. */
 function termsText(t) {

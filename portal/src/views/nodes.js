@@ -2,7 +2,7 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, copyButton, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -212,6 +212,7 @@ class NodeDetail extends View {
           <dl class="props">
             <dt>${kindOf(p)} memory</dt><dd>${p.capacity.allocatedMemoryGb} of ${p.capacity.totalMemoryGb} GiB allocated</dd>
             <dt>Hardware</dt><dd>${n.sku && n.sku.name} · ${acceleratorText(p)} (${(p.accelerator && p.accelerator.memoryGbPerDevice) || p.hardwareSpecs.gpuMemoryGb} GiB each)</dd>
+            <dt>Id</dt><dd><code class="resource-id">${n.id}</code> ${copyButton(n.id, 'Id')}</dd>
             <dt>Location</dt><dd>${n.location}</dd>
             <dt>Owner</dt><dd>${p.owner}</dd>
             <dt>Availability</dt><dd>${statusBadge(p.availability)}</dd>

@@ -4,7 +4,7 @@
 // whatever the fleet's size (nodes, jobs, the instances of busy nodes, two cost queries), read again while shown.
 import { html, nothing } from 'lit';
 import { parseId } from '../api.js';
-import { View, loading, error, gpuBar, statusBadge, link } from '../ui.js';
+import { View, loading, error, errors, gpuBar, statusBadge, link } from '../ui.js';
 import { costs, time } from '../format.js';
 import { inventory, billedRows, billedTotals, INVENTORY_MAX } from './spend.js';
 import { lastHoursLink } from './costs.js';
@@ -93,7 +93,7 @@ class Overview extends View {
         const id = parseId(n.id);
         return html`<li><a href=${link('nodes', id.rg, n.name)}>${n.name}</a> <span class="muted small">${id.rg}</span> ${statusBadge(n.properties.availability)} ${gpuBar(n.properties.capacity, (n.properties.accelerator && n.properties.accelerator.kind) || 'GPU')}</li>`;
       })}</ul>` : html`<p class="empty">No nodes here yet.</p>`}
-      ${inv.refused.map((r) => error(r.error))}
+      ${errors(inv.refused.map((r) => r.error), 'nodes')}
     </section>`;
   }
 }
