@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, PrivateAttr, StringConstraints, model_validator
 
@@ -237,15 +237,17 @@ class SparkNodeWrite(TrackedResourceWrite):
                 a, g = getattr(accelerator, mine), getattr(specs, theirs)
                 same = (model_key(a) == model_key(g)) if mine == "model" else a == g
                 if a is not None and g is not None and not same:
-                    a_changed, g_changed = held.get(_camel(mine)) != a, was.get(what) != g
-                    if stored is not None and a_changed != g_changed:
-                        a = a if a_changed else g
-                    elif strict:
-                        raise ValueError(
-                            f"properties.accelerator.{_camel(mine)} ({a}) and properties.hardwareSpecs.{what} ({g}) "
-                            "describe the same GPUs and differ."
-                        )
-                    else:  # for now, the side sku.capacity agrees with (the count's other twin)
+                    a, disputed = _settle(
+                        a,
+                        g,
+                        held.get(_camel(mine)) != a,
+                        was.get(what) != g,
+                        known=stored is not None,
+                        strict=strict,
+                        refusal=f"properties.accelerator.{_camel(mine)} ({a}) and properties.hardwareSpecs.{what} ({g}) "
+                        "describe the same GPUs and differ.",
+                    )
+                    if disputed:  # for now, the side sku.capacity agrees with (the count's other twin)
                         self._disputed.append(what)
                         a = g if mine == "count" and g == self.sku.capacity else a
                 setattr(accelerator, mine, a if a is not None else g)
@@ -293,16 +295,17 @@ class SparkNodeWrite(TrackedResourceWrite):
         a_price, g_price = pricing.price_per_accelerator_hour, pricing.price_per_gpu_hour
         if a_price is not None and g_price is not None and a_price != g_price:
             was_price = (stored or {}).get("pricing") or {}
-            a_changed = _price(was_price.get("pricePerAcceleratorHour")) != a_price
-            g_changed = _price(was_price.get("pricePerGpuHour")) != g_price
-            if stored is not None and a_changed != g_changed:
-                a_price = a_price if a_changed else g_price
-            elif strict:
-                raise ValueError(
-                    f"pricing.pricePerAcceleratorHour ({a_price}) and pricing.pricePerGpuHour ({g_price}) are two "
-                    "names of one price and differ: send one."
-                )
-            else:
+            a_price, disputed = _settle(
+                a_price,
+                g_price,
+                _price(was_price.get("pricePerAcceleratorHour")) != a_price,
+                _price(was_price.get("pricePerGpuHour")) != g_price,
+                known=stored is not None,
+                strict=strict,
+                refusal=f"pricing.pricePerAcceleratorHour ({a_price}) and pricing.pricePerGpuHour ({g_price}) are two "
+                "names of one price and differ: send one.",
+            )
+            if disputed:
                 self._disputed.append("pricePerGpuHour")
         price = a_price if a_price is not None else g_price if g_price is not None else Decimal(0)
         pricing.price_per_accelerator_hour = pricing.price_per_gpu_hour = price
@@ -312,6 +315,21 @@ class SparkNodeWrite(TrackedResourceWrite):
         """``properties.pricing`` as stored for this node's kind (:meth:`Pricing.for_kind`)."""
         kind = self.properties.accelerator.kind if self.properties.accelerator else GPU
         return self.properties.pricing.for_kind(kind)
+
+
+#: One value under its two names (a model, a count, a price).
+T = TypeVar("T")
+
+
+def _settle(a: T, b: T, a_changed: bool, b_changed: bool, *, known: bool, strict: bool, refusal: str) -> tuple[T, bool]:
+    """Which of a value's two names, said in disagreement, holds: the one that differs from what is stored, when
+    the stored node is ``known`` and exactly one does — ``(value, False)``. Otherwise ``ValueError(refusal)`` when
+    ``strict``, else ``(a, True)``: the first name's value for now, the dispute left to the caller."""
+    if known and a_changed != b_changed:
+        return (a if a_changed else b), False
+    if strict:
+        raise ValueError(refusal)
+    return a, True
 
 
 def _price(value: Any) -> Decimal | None:
