@@ -57,6 +57,10 @@ export class Chart extends View {
     // one y axis per unit (each currency its own, labelled with it: amounts are never drawn against another's scale)
     const units = [...new Set(this.series.map((s) => s.unit || ''))];
     const scaleOf = (s) => `y:${s.unit || ''}`;
+    // axis text and grid in the page's own colours (the canvas is not styled by CSS: dark mode would draw black)
+    const style = getComputedStyle(host);
+    const ink = style.color;
+    const grid = style.getPropertyValue('--line').trim() || '#d5dbe1';
     const opts = {
       width,
       height: 220,
@@ -76,8 +80,8 @@ export class Chart extends View {
       ],
       axes: [
         // ticks at whole buckets: days on a daily chart, never hours
-        this.step === 'day' ? { incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400], values: (u, splits) => splits.map(utcDay) } : {},
-        ...units.map((unit, i) => ({ scale: `y:${unit}`, size: 64, side: i === 0 ? 3 : 1, label: unit || undefined, labelSize: unit ? 18 : 0, grid: { show: i === 0 } })),
+        { stroke: ink, grid: { stroke: grid }, ticks: { stroke: grid }, ...(this.step === 'day' ? { incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400], values: (u, splits) => splits.map(utcDay) } : {}) },
+        ...units.map((unit, i) => ({ scale: `y:${unit}`, stroke: ink, size: 64, side: i === 0 ? 3 : 1, label: unit || undefined, labelSize: unit ? 18 : 0, grid: { show: i === 0, stroke: grid }, ticks: { stroke: grid } })),
       ],
       scales: {
         // a bucket's bar is centred on its start: half a bucket of room at either end, so the first and the

@@ -23,28 +23,34 @@ export class View extends LitElement {
 
   disconnectedCallback() {
     super.disconnectedCallback();
-    for (const timer of (this.polls || new Map()).values()) clearTimeout(timer);
+    for (const loop of (this.polls || new Map()).values()) clearTimeout(loop.timer);
+    this.polls = new Map();
   }
 
-  /** Call `fn` every `ms` (a number, or a function answering it for each turn) while the view is on the page, skipping the turns when the tab is hidden (a background tab
-   *  asks the API nothing); one poll per `key`, restarted by calling again. A failed turn is shown by `fn`'s own
-   *  error state (track) and the next turn tries again. */
-  every(key, ms, fn) {
+  /** Call `fn` every `ms` (a number, or a function answering it for each turn) while the view is on the page,
+   *  skipping the turns when the tab is hidden (a background tab asks the API nothing); one poll per `key`, restarted
+   *  by calling again (the older loop stops). A failed turn shows its error in this[errorKey + 'Error'] (the view's
+   *  own error slot) and the next successful one clears it. */
+  every(key, ms, fn, errorKey = key) {
     this.polls = this.polls || new Map();
-    clearTimeout(this.polls.get(key));
+    clearTimeout((this.polls.get(key) || {}).timer);
+    const loop = {};
+    const wait = typeof ms === 'function' ? ms : () => ms;
     const turn = async () => {
-      if (!this.isConnected) return;
+      if (!this.isConnected || this.polls.get(key) !== loop) return;
       if (document.visibilityState !== 'hidden') {
         try {
           await fn();
-        } catch {
-          // fn shows its own errors
+          if (this[`${errorKey}Error`]) this[`${errorKey}Error`] = null;
+        } catch (err) {
+          this[`${errorKey}Error`] = err;
         }
+        this.requestUpdate();
       }
-      if (this.isConnected) this.polls.set(key, setTimeout(turn, wait()));
+      if (this.isConnected && this.polls.get(key) === loop) loop.timer = setTimeout(turn, wait());
     };
-    const wait = typeof ms === 'function' ? ms : () => ms;
-    this.polls.set(key, setTimeout(turn, wait()));
+    this.polls.set(key, loop);
+    loop.timer = setTimeout(turn, wait());
   }
 
   /** Run fn with a loading flag in this[key + 'Loading'] and its error in this[key + 'Error']. */
@@ -169,16 +175,21 @@ export function offered(app, action, label, button) {
 /** A destructive action behind a confirmation: the first click asks (`question`, in a group named `group`), the
  *  second acts; "Keep it" leaves everything as it was. Each `key` confirms on its own (view.confirming holds it). */
 export function confirmed(view, key, { label, group, question, confirmLabel, act, disabled = false }) {
-  const set = (value) => {
+  // keyboard focus follows the question: to its confirm button, and back to the action after "Keep it"
+  const set = (value, focus) => {
     view.confirming = value;
     view.requestUpdate();
+    view.updateComplete.then(() => {
+      const target = view.querySelector(`[data-confirm${focus === 'open' ? '-open' : ''}="${CSS.escape(key)}"]`);
+      if (target) target.focus();
+    });
   };
   if (view.confirming === key) {
     return html`<span role="group" aria-label=${group} class="confirm">${question}
-      <button class="danger" @click=${() => { set(null); act(); }}>${confirmLabel}</button>
-      <button class="secondary" @click=${() => set(null)}>Keep it</button></span>`;
+      <button class="danger" data-confirm=${key} @click=${() => { view.confirming = null; view.requestUpdate(); act(); }}>${confirmLabel}</button>
+      <button class="secondary" @click=${() => set(null, 'open')}>Keep it</button></span>`;
   }
-  return html`<button class="danger" ?disabled=${disabled} @click=${() => set(key)}>${label}</button>`;
+  return html`<button class="danger" data-confirm-open=${key} ?disabled=${disabled} @click=${() => set(key, 'confirm')}>${label}</button>`;
 }
 
 /** A "Copy" button for `text` (an endpoint, an id): the clipboard, and a status saying it was copied (or how to copy
@@ -194,5 +205,5 @@ export function copyButton(text, what) {
       note.textContent = `The browser refused the clipboard: select the ${what.toLowerCase()} to copy it.`;
     }
   };
-  return html`<button type="button" class="secondary copy" aria-label=${`Copy ${what.toLowerCase()}`} @click=${copy}>Copy</button><span class="small muted" role="status"></span>`;
+  return html`<button type="button" class="secondary copy" aria-label=${`Copy ${what.toLowerCase()}`} @click=${copy}>Copy</button><span class="small muted copy-note" aria-live="polite"></span>`;
 }

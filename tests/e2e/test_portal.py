@@ -1098,7 +1098,7 @@ def test_the_smaller_things_a_user_reaches_for(stack: Stack, portal, sub: str):
     # Copy an id
     wait_until(lambda: admin.get("sparkJobs/secret-1").json()["properties"]["status"] == "Running", "secret-1 to run")
     page.get_by_role("button", name="Copy id").click()
-    expect(page.get_by_role("status").filter(has_text="Id copied.")).to_be_visible()
+    expect(page.locator(".copy-note").filter(has_text="Id copied.")).to_be_visible()
     assert page.evaluate("() => navigator.clipboard.readText()") == job["id"]
     assert admin.http.post(f"{admin.rg}/sparkJobs/secret-1/cancel").status_code == 202
 

@@ -41,6 +41,7 @@ class Activity extends View {
     const generation = (this.generation = (this.generation || 0) + 1);
     return this.track('list', async () => {
       this.events = [];
+      this.nextLink = null; // the old filter's next page is not this one's
       const page = await this.api.page(paths.audit(this.ctx.sub), {
         startTime: f.start ? new Date(f.start).toISOString() : undefined,
         endTime: f.end ? new Date(f.end).toISOString() : undefined,

@@ -280,6 +280,13 @@ class Costs extends View {
     const v = formValues(e.target);
     const groups = (v.groups || '').split(/[\s,]+/).filter(Boolean);
     const emails = (v.emails || '').split(/[\s,;]+/).filter(Boolean);
+    // a change keeps what the form does not show: the other notifications (under their own names), a tag filter
+    const was = (this.budgetForm && this.budgetForm.properties) || {};
+    const notifications = { ...(was.notifications || {}) };
+    const first = Object.keys(notifications)[0] || `at${String(v.threshold || '').replace('.', '_')}`;
+    if (v.threshold) notifications[first] = { enabled: true, operator: 'GreaterThanOrEqualTo', ...notifications[first], threshold: Number(v.threshold), contactEmails: emails };
+    else delete notifications[first];
+    const filter = groups.length ? { dimensions: { name: 'ResourceGroupName', operator: 'In', values: groups } } : was.filter && was.filter.tags ? was.filter : null;
     const properties = {
       category: 'Cost',
       amount: v.amount,
@@ -287,8 +294,8 @@ class Costs extends View {
       timeGrain: 'Monthly',
       timePeriod: { startDate: `${v.start}-01T00:00:00Z`, ...(v.end ? { endDate: `${v.end}-01T00:00:00Z` } : {}) },
       actionAtLimit: v.action,
-      notifications: v.threshold ? { [`at${v.threshold.replace('.', '_')}`]: { enabled: true, operator: 'GreaterThanOrEqualTo', threshold: Number(v.threshold), contactEmails: emails } } : {},
-      ...(groups.length ? { filter: { dimensions: { name: 'ResourceGroupName', operator: 'In', values: groups } } } : {}),
+      notifications,
+      ...(filter ? { filter } : {}),
     };
     const r = await this.track('budgetSave', () => this.api.request('PUT', `${paths.sub(this.ctx.sub)}/budgets/${encodeURIComponent(v.name)}`, { body: { properties } }));
     if (r) {
@@ -541,6 +548,9 @@ class Costs extends View {
         ${field('At the limit', 'budget-action', html`<select id="budget-action" name="action">
           ${[['None', 'Notify only'], ['RefuseNewAllocations', 'Refuse new work'], ['StopAll', 'Stop all its work']].map(([k, label]) => html`<option value=${k} ?selected=${(p.actionAtLimit || 'None') === k}>${label}</option>`)}</select>`)}
       </div>
+      ${Object.keys(p.notifications || {}).length > 1 || (p.filter && p.filter.tags)
+        ? html`<p class="small muted">Kept as they are: ${Object.keys(p.notifications || {}).length > 1 ? `${Object.keys(p.notifications).length - 1} more notification(s)` : ''}${p.filter && p.filter.tags ? ` the filter on tag ${p.filter.tags.name}` : ''} (change them through the API).</p>`
+        : nothing}
       <button type="submit" ?disabled=${this.budgetSaveLoading}>${this.budgetSaveLoading ? 'Saving…' : 'Save budget'}</button>
       <button type="button" class="secondary" @click=${() => (this.budgetForm = null)}>Close</button>
     </form>`;
@@ -585,7 +595,10 @@ customElements.define('itl-costs', Costs);
 /** The answer's columns and rows as a CSV file (Papa Parse writes it, RFC 4180 quoting), downloaded as
  *  `costs-{from}-{to}.csv`: money as the API's decimal numbers, with the Currency column beside them. */
 function downloadCsv(columns, rows, body) {
-  const text = Papa.unparse({ fields: columns.map((c) => c.name), data: rows.map((r) => r.map((v, i) => (columns[i].type === 'Number' && typeof v === 'number' ? decimal(v) : v))) });
+  // escapeFormulae: a value a consumer chose (a tag, a name) that starts with = + - @ is not run as a formula by a
+  // spreadsheet (CSV injection)
+  const data = rows.map((r) => r.map((v, i) => (columns[i].type === 'Number' && typeof v === 'number' ? decimal(v) : v)));
+  const text = Papa.unparse({ fields: columns.map((c) => c.name), data }, { escapeFormulae: true });
   const period = body.timePeriod ? `${body.timePeriod.from.slice(0, 13)}-${body.timePeriod.to.slice(0, 13)}` : body.timeframe;
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));

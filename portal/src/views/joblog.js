@@ -2,6 +2,7 @@
 // lines at first, then each page's nextLink, followed while the job runs — an empty page means "nothing new yet",
 // asked again 2 s later — until the API says the log is complete. Lines keep the numbers the API gives them.
 import { html, nothing } from 'lit';
+import { repeat } from 'lit/directives/repeat.js';
 import { View, loading, error } from '../ui.js';
 import { time } from '../format.js';
 
@@ -66,7 +67,7 @@ class JobLog extends View {
       <h2>Log</h2>
       ${loading(this.logLoading, 'Loading the log')} ${error(this.logError)}
       ${this.lines.length
-        ? html`<pre class="log" role="log" aria-label="Job log" tabindex="0">${this.lines.map((l) => html`<span class="log-line"><span class="log-no" aria-hidden="true">${l.lineNumber}</span> ${l.text}\n</span>`)}</pre>`
+        ? html`<pre class="log" role="log" aria-label="Job log" tabindex="0">${repeat(this.lines, (l) => l.lineNumber, (l) => html`<span class="log-line"><span class="log-no" aria-hidden="true">${l.lineNumber}</span> ${l.text}\n</span>`)}</pre>`
         : nothing}
       ${this.logLoading ? nothing : html`<p class="small muted log-state" role="status">${state}${this.lines.length ? html` Last line written ${time(this.lines[this.lines.length - 1].time)}.` : nothing}</p>`}
     </section>`;

@@ -30,7 +30,7 @@ class Jobs extends View {
     super.connectedCallback();
     // every listed job stays current (its status and reason), however many pages are loaded: read again every 3 s
     // while one is active, every 15 s when all have ended (a new one appears then)
-    this.load().then(() => this.every('live', () => (this.jobs.some((j) => !FINAL.includes(j.properties.status)) ? 3000 : 15000), () => this.read()));
+    this.load().then(() => this.every('live', () => (this.jobs.some((j) => !FINAL.includes(j.properties.status)) ? 3000 : 15000), () => this.read(), 'list'));
   }
 
   load() {
@@ -40,15 +40,19 @@ class Jobs extends View {
   /** The jobs shown so far read again in one request ($top: as many as are listed, 50 at least, at most the API's
    *  1000), so "Load more" keeps its place. */
   async read() {
+    if (this.moreLoading || this.jobs.length > 1000) return; // "Load more" under way, or past what one request reads
+    const generation = (this.generation = (this.generation || 0) + 1);
     const top = Math.min(1000, Math.max(50, this.jobs.length));
     const query = { $top: top, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
     const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
+    if (generation !== this.generation || this.moreLoading) return; // a newer read, or a "Load more", answered since
     this.jobs = page.value;
     this.nextLink = page.nextLink;
     page.value.forEach((j) => this.app.noteGroup(parseId(j.id).rg));
   }
 
   loadMore() {
+    this.generation = (this.generation || 0) + 1; // a read still under way is older than what this appends to
     return this.track('more', async () => {
       const page = await this.api.page(this.nextLink);
       this.jobs = [...this.jobs, ...page.value];

@@ -28,7 +28,7 @@ class Nodes extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
-    this.every('live', 5000, () => this.read());
+    this.every('live', 5000, () => this.read(), 'list');
   }
 
   load() {
@@ -38,14 +38,18 @@ class Nodes extends View {
   /** The nodes shown so far read again in one request ($top: as many as are listed, 50 at least, at most the
    *  API's 1000), so "Load more" keeps its place and every listed row stays current. */
   async read() {
+    if (this.moreLoading || this.nodes.length > 1000) return; // "Load more" under way, or past what one request reads
+    const generation = (this.generation = (this.generation || 0) + 1);
     const top = Math.min(1000, Math.max(50, this.nodes.length));
     const page = await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: top });
+    if (generation !== this.generation || this.moreLoading) return; // a newer read, or a "Load more", answered since
     this.nodes = page.value;
     this.nextLink = page.nextLink;
     page.value.forEach((n) => this.app.noteGroup(parseId(n.id).rg));
   }
 
   loadMore() {
+    this.generation = (this.generation || 0) + 1;
     return this.track('more', async () => {
       const page = await this.api.page(this.nextLink);
       this.nodes = [...this.nodes, ...page.value];

@@ -24,8 +24,8 @@ class Overview extends View {
   connectedCallback() {
     super.connectedCallback();
     this.load();
-    this.every('fleet', FLEET_EVERY, async () => this.show(await inventory(this.api, this.ctx)));
-    this.every('spend', SPEND_EVERY, () => this.readSpend());
+    this.every('fleet', FLEET_EVERY, async () => this.show(await inventory(this.api, this.ctx)), 'inv');
+    this.every('spend', SPEND_EVERY, () => this.readSpend(), 'spend');
   }
 
   async load() {
@@ -54,9 +54,15 @@ class Overview extends View {
       ${inv ? this.renderNodes(inv) : nothing}`;
   }
 
-  /** A supplier's cost query answers its nodes' earnings (with its own spend if it also consumes). */
-  get earner() {
-    return this.app.auth.identity.roles.includes('itl-accelerator-supplier');
+  /** What the cost query answers this caller (docs/RBAC.md): an admin everyone's work in scope, a supplier its
+   *  nodes' earnings, a consumer its own work — one holding both the latter two, their union. */
+  get billedTitle() {
+    const roles = this.app.auth.identity.roles;
+    if (roles.includes('itl-accelerator-admin')) return `Billed in ${this.ctx.rg ? 'this resource group' : 'this subscription'} (everyone’s work)`;
+    const earns = roles.includes('itl-accelerator-supplier');
+    const spends = roles.includes('itl-accelerator-consumer');
+    if (earns && spends) return 'Your spend and your nodes’ earnings, together';
+    return earns ? 'Earned by your nodes' : 'Billed to you';
   }
 
   renderTiles(inv) {
@@ -77,7 +83,7 @@ class Overview extends View {
       <section class="tile" aria-label="Jobs"><h2>Jobs</h2><p class="big" data-testid="jobs-running">${byStatus.Running || 0}</p>
         <p class="small">running · ${byStatus.Pending || 0} pending · ${byStatus.Scheduled || 0} scheduled · ${byStatus.Succeeded || 0} succeeded · ${byStatus.Failed || 0} failed · ${byStatus.Canceled || 0} canceled</p></section>
       <section class="tile" aria-label="Spend">
-        <h2>${this.earner ? 'Billed: your spend and your nodes’ earnings' : 'Billed to you'}</h2>
+        <h2>${this.billedTitle}</h2>
         ${loading(this.spendLoading && !this.spend, 'Reading the bill')} ${error(this.spendError)}
         ${this.spend ? html`<p>Last 24 h: <strong data-testid="spend-day">${costs(this.spend.day)}</strong></p>
           <p>Last 30 days: <strong data-testid="spend-month">${costs(this.spend.month)}</strong></p>

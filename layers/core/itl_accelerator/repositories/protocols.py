@@ -364,7 +364,8 @@ class AuditRepository(Protocol):
     ) -> Page[AuditEvent]:
         """Events of a subscription with ``start <= timestamp <= end`` (UTC ISO 8601 as the events carry them; None:
         unbounded), oldest first (``newest_first``: the other way); of one resource (its ARM id, any casing) when
-        ``resource_id`` is given, of one actor (``actor_id``, exact) when that is; full pages. Raises
+        ``resource_id`` is given, of one actor (``actor_id``, exact) when that is; full pages, but for a resource's
+        events by one actor, which may come short (with a token) when reading it took too long. Raises
         ``InvalidSkipToken``."""
         ...
 

@@ -24,6 +24,11 @@ def audit_from_item(item: dict[str, Any]) -> AuditEvent:
     return AuditEvent.model_validate(fields)
 
 
+#: The most ``Query`` calls one page of a filtered list makes (a resource's events by one actor): past it the page is
+#: answered short, with the token of where the reading stopped.
+MAX_QUERIES_PER_PAGE = 8
+
+
 class DynamoAuditRepository:
     """:class:`~itl_accelerator.repositories.protocols.AuditRepository` over the table."""
 
@@ -87,12 +92,16 @@ class DynamoAuditRepository:
                 raise InvalidSkipToken(token)
             request["ExclusiveStartKey"] = start_key
         raw: list[dict[str, Any]] = []
-        while True:  # a filtered page may come back short while more lie beyond it
+        for _ in range(MAX_QUERIES_PER_PAGE):  # a filtered page may come back short while more lie beyond it
             response = self._t.client.query(**request)
             raw += [plain(i) for i in response.get("Items", [])]
             if len(raw) > limit or "LastEvaluatedKey" not in response:
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        else:
+            # read enough for one request: a short page, and the token of where the reading stopped (ARM lists
+            # may answer fewer items than $top with a nextLink)
+            return Page([audit_from_item(i) for i in raw], encode_token(response["LastEvaluatedKey"]))
         events = [audit_from_item(i) for i in raw[:limit]]
         if len(raw) > limit:
             last = raw[limit - 1]
