@@ -66,6 +66,35 @@ def route_lambda_invocations_in_process(console: Console | None = None) -> None:
 
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     LambdaSimpleBackend.invoke = _dispatch  # type: ignore[method-assign]
+    _only_started_executions()
+
+
+def _started_executions(self: Any, execution_status: Any = None) -> list[Any]:
+    """moto's ``_get_executions`` without the executions whose worker has not set up its environment yet.
+
+    Every caller (``SendTaskSuccess``/``Failure``/``Heartbeat``, the map-run calls) reads
+    ``execution.exec_worker.env`` of each execution it gets, and an execution is ``RUNNING`` a moment before its
+    worker thread sets ``env``: a task token sent in that moment — by the job tracker, for another test's or
+    user's execution — raised ``AttributeError`` from inside moto, over and over while such an execution stood.
+    One that has no environment yet cannot hold the token, so leaving it out changes no answer."""
+    return [
+        execution
+        for execution in _ORIGINAL_GET_EXECUTIONS[0](self, execution_status)
+        if getattr(getattr(execution, "exec_worker", None), "env", None) is not None
+    ]
+
+
+#: moto's own ``StepFunctionsParserBackend._get_executions`` (set once, when first replaced).
+_ORIGINAL_GET_EXECUTIONS: list[Any] = []
+
+
+def _only_started_executions() -> None:
+    """Replace moto's ``_get_executions`` by :func:`_started_executions` (idempotent)."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    if not _ORIGINAL_GET_EXECUTIONS:
+        _ORIGINAL_GET_EXECUTIONS.append(StepFunctionsParserBackend._get_executions)
+        StepFunctionsParserBackend._get_executions = _started_executions  # type: ignore[method-assign]
 
 
 def deploy_workflows(template: Template, *, iam: Any, lambda_client: Any, sfn: Any) -> dict[str, str]:

@@ -22,6 +22,29 @@ def test_moto_is_the_pinned_version():
     assert f"moto[server,dynamodb,stepfunctions,s3,secretsmanager]=={version('moto')}" in pyproject
 
 
+def test_a_task_token_is_never_offered_to_an_execution_whose_worker_has_not_started(aws):
+    # moto marks an execution RUNNING a moment before its worker sets its environment; SendTaskSuccess then read
+    # the missing environment of every such execution and raised AttributeError inside moto (a CI run lost five
+    # tests to it). The local runtime leaves those out of what the callback calls look at.
+    from types import SimpleNamespace
+
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    assert StepFunctionsParserBackend._get_executions is workflows._started_executions
+    started = SimpleNamespace(status="RUNNING", exec_worker=SimpleNamespace(env=object()))
+    starting = SimpleNamespace(status="RUNNING", exec_worker=SimpleNamespace(env=None))
+    unborn = SimpleNamespace(status="RUNNING", exec_worker=None)
+    backend = SimpleNamespace(state_machines=[SimpleNamespace(executions=[starting, started, unborn])])
+    assert workflows._started_executions(backend) == [started]
+    # and moto's own method is the one filtered (its signature as the callback calls use it)
+    original = workflows._ORIGINAL_GET_EXECUTIONS[0]
+    assert list(inspect.signature(original).parameters) == ["self", "execution_status"]
+    assert original(backend) == [starting, started, unborn]
+    # an unknown token is still refused as moto refuses it
+    with pytest.raises(Exception, match=r"InvalidToken|Invalid Token"):
+        boto3.client("stepfunctions").send_task_success(taskToken="no-such-token", output="{}")
+
+
 def test_lambda_backend_invoke_is_routed_to_the_real_handlers(aws):
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
