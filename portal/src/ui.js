@@ -117,12 +117,25 @@ export function pricePerHour(pricing) {
   return pricing.pricePerAcceleratorHour ?? pricing.pricePerGpuHour;
 }
 
+/** The kind of a node's (or a job's) devices: its `accelerator.kind`, GPU for one stored before kinds existed. */
+export function kindOf(props) {
+  return (props && props.accelerator && props.accelerator.kind) || 'GPU';
+}
+
+/** {total, used, free} devices of a node's `capacity` (the seed's `*Gpus` names for one stored without the others). */
+export function devices(capacity) {
+  const c = capacity || {};
+  return {
+    total: c.totalAccelerators ?? c.totalGpus ?? 0,
+    used: c.allocatedAccelerators ?? c.allocatedGpus ?? 0,
+    free: c.freeAccelerators ?? c.freeGpus ?? 0,
+  };
+}
+
 /** Allocated/free devices of a node (of its `kind`: GPUs, TPUs...) as a bar, with the numbers as text. */
 export function gpuBar(capacity, kind = 'GPU') {
   if (!capacity) return html`<span class="muted">—</span>`;
-  const total = capacity.totalAccelerators ?? capacity.totalGpus ?? 0;
-  const used = capacity.allocatedAccelerators ?? capacity.allocatedGpus ?? 0;
-  const free = capacity.freeAccelerators ?? capacity.freeGpus ?? 0;
+  const { total, used, free } = devices(capacity);
   const pct = total ? Math.round((used / total) * 100) : 0;
   const label = `${used} of ${total} ${kind}s allocated, ${free} free`;
   return html`<div class="gpubar" role="meter" aria-valuemin="0" aria-valuemax=${total} aria-valuenow=${used} aria-label=${label} title=${label}>

@@ -150,6 +150,12 @@ export function requestBody(query, rg, now = new Date()) {
   return body;
 }
 
+/** [{currency, amount}]: the exact decimal sum per currency of the cost in column `costAt` of `rows`, with its
+ *  currency in column `currencyAt` (rows without one are left out; amounts are never added across currencies). */
+export function totalsByCurrency(rows, costAt, currencyAt) {
+  return sumCosts([rows.filter((r) => r[currencyAt]).map((r) => ({ currency: r[currencyAt], amount: decimal(r[costAt]) }))]);
+}
+
 /** A number of the answer as a plain decimal string (no exponent), for exact sums per currency. */
 export function decimal(n) {
   const s = String(n);
@@ -452,9 +458,7 @@ class Costs extends View {
     };
     const costAt = columns.findIndex((c) => costColumns.has(c.name));
     // a total per currency (exact decimal sums), when there is more than one row to add up
-    const totals = currencyAt >= 0 && costAt >= 0 && rows.length > 1
-      ? sumCosts([rows.filter((r) => r[currencyAt]).map((r) => ({ currency: r[currencyAt], amount: decimal(r[costAt]) }))])
-      : [];
+    const totals = currencyAt >= 0 && costAt >= 0 && rows.length > 1 ? totalsByCurrency(rows, costAt, currencyAt) : [];
     const period = !body.timePeriod ? ''
       : this.query.hours ? `: the last ${this.query.hours} hours, ${body.timePeriod.from.slice(0, 13).replace('T', ' ')}:00 to ${body.timePeriod.to.slice(0, 13).replace('T', ' ')}:00 UTC`
         : `: ${body.timePeriod.from.slice(0, 10)} to ${dayBefore(body.timePeriod.to)} (UTC days, both included)`;

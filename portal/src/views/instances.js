@@ -2,8 +2,8 @@
 // instance serves, and an instance's detail: endpoint, requests and tokens over time, delete.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { mapLimit } from './spend.js';
-import { View, loading, error, errors, offered, copyButton, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
+import { instancesOf } from './spend.js';
+import { View, loading, error, errors, offered, copyButton, devices, kindOf, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints } from '../chart.js';
 import '../chart.js';
@@ -39,20 +39,16 @@ class Instances extends View {
     return this.track('list', async () => this.show(await this.read()));
   }
 
-  /** The nodes in view and the instances of each: one request per node (the API lists instances by node). */
+  /** The nodes in view and the instances of each (every node: a failed instance holds no devices but is listed). */
   async read() {
     const nodes = await this.api.all(paths.nodes(this.ctx.sub, this.ctx.rg));
-    const lists = await mapLimit(nodes, 4, (n) => {
-      const id = parseId(n.id);
-      return this.api.all(paths.instances(this.ctx.sub, id.rg, n.name)).then((items) => items.map((i) => ({ ...i, rg: id.rg, node: n.name })));
-    });
-    return { nodes, lists };
+    return { nodes, ...(await instancesOf(this.api, this.ctx.sub, nodes)) };
   }
 
-  show({ nodes, lists }) {
+  show({ nodes, instances, refused }) {
     this.nodes = nodes;
-    this.rows = lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
-    this.failures = lists.filter((r) => r.status === 'rejected').map((r) => r.reason);
+    this.rows = instances;
+    this.failures = refused.map((r) => r.error);
   }
 
   async provision(e) {
@@ -99,7 +95,7 @@ class Instances extends View {
       <h2>Provision an Ollama instance</h2>
       <div class="grid">
         ${field('Node', 'inst-node', html`<select id="inst-node" name="node" required>
-          ${this.nodes.map((n) => html`<option value=${n.id}>${n.name} (${parseId(n.id).rg}, ${n.properties.capacity.freeGpus} GPUs free)</option>`)}</select>`)}
+          ${this.nodes.map((n) => html`<option value=${n.id}>${n.name} (${parseId(n.id).rg}, ${devices(n.properties.capacity).free} ${kindOf(n.properties)}s free)</option>`)}</select>`)}
         ${field('Name', 'inst-name', html`<input id="inst-name" name="name" required pattern=${NAME_PATTERN} maxlength="63" aria-describedby="inst-name-help" />`, NAME_HELP)}
         ${field('Model', 'inst-model', html`<input id="inst-model" name="model" required maxlength="601" value="mistral:7b" aria-describedby="inst-model-help" />`, 'An Ollama model name, e.g. mistral:7b')}
         ${field('GPUs', 'inst-gpus', html`<input id="inst-gpus" name="gpus" type="number" required min="1" max="64" step="1" value="1" />`)}

@@ -2,7 +2,7 @@
 // reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, copyButton, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, copyButton, kindOf, devices, pricePerHour, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -82,15 +82,13 @@ class Jobs extends View {
     const norm = (m) => String(m || '').toLowerCase().replace(/\s+/g, '');
     const fits = this.priceNodes.filter((n) => {
       const p = n.properties;
-      const kind = (p.accelerator && p.accelerator.kind) || 'GPU';
       const model = (p.accelerator && p.accelerator.model) || (p.hardwareSpecs && p.hardwareSpecs.gpuModel);
-      const total = (p.capacity && (p.capacity.totalAccelerators ?? p.capacity.totalGpus)) || 0;
-      return kind === d.kind && total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
+      return kindOf(p) === d.kind && devices(p.capacity).total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
     });
     if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
     const byCurrency = new Map();
     for (const n of fits) {
-      const price = Number(n.properties.pricing.pricePerAcceleratorHour ?? n.properties.pricing.pricePerGpuHour);
+      const price = Number(pricePerHour(n.properties.pricing));
       const c = n.properties.pricing.currency;
       const [lo, hi] = byCurrency.get(c) || [Infinity, -Infinity];
       byCurrency.set(c, [Math.min(lo, price), Math.max(hi, price)]);
@@ -332,8 +330,7 @@ function pairs(text) {
 
 /** "at 2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms. */
 function termsText(t) {
-  const price = t.pricePerAcceleratorHour ?? t.pricePerGpuHour;
-  return `billed at ${price} ${t.currency} per device-hour${t.billingIncrementSeconds ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+  return `billed at ${pricePerHour(t)} ${t.currency} per device-hour${t.billingIncrementSeconds ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
 }
 
 /** Pending → Scheduled → Running → end, from the job's own times (the API records no time of its placement). */

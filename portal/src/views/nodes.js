@@ -2,7 +2,7 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, copyButton, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -11,10 +11,6 @@ import '../chart.js';
 const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 
 /** A node's accelerator kind (`GPU` for one stored before kinds existed). */
-function kindOf(props) {
-  return (props && props.accelerator && props.accelerator.kind) || 'GPU';
-}
-
 class Nodes extends View {
   static properties = { nodes: { state: true }, nextLink: { state: true }, created: { state: true }, showCreate: { state: true } };
 

@@ -4,7 +4,7 @@
 // whatever the fleet's size (nodes, jobs, the instances of busy nodes, two cost queries), read again while shown.
 import { html, nothing } from 'lit';
 import { parseId } from '../api.js';
-import { View, loading, error, errors, gpuBar, statusBadge, link } from '../ui.js';
+import { View, loading, error, errors, gpuBar, statusBadge, link, kindOf, devices } from '../ui.js';
 import { costs, time } from '../format.js';
 import { inventory, billedRows, billedTotals, INVENTORY_MAX } from './spend.js';
 import { lastHoursLink } from './costs.js';
@@ -72,10 +72,10 @@ class Overview extends View {
     // devices per kind (never added across kinds: a TPU is not a GPU), GPUs first
     const byKind = new Map([['GPU', { total: 0, used: 0, nodes: 0 }]]);
     for (const n of inv.nodes) {
-      const kind = (n.properties.accelerator && n.properties.accelerator.kind) || 'GPU';
-      const c = n.properties.capacity;
+      const kind = kindOf(n.properties);
+      const d = devices(n.properties.capacity);
       const k = byKind.get(kind) || { total: 0, used: 0, nodes: 0 };
-      byKind.set(kind, { total: k.total + (c.totalAccelerators ?? c.totalGpus), used: k.used + (c.allocatedAccelerators ?? c.allocatedGpus), nodes: k.nodes + 1 });
+      byKind.set(kind, { total: k.total + d.total, used: k.used + d.used, nodes: k.nodes + 1 });
     }
     return html`<div class="tiles">
       ${[...byKind].filter(([kind, k]) => kind === 'GPU' || k.nodes).map(([kind, k]) => html`<section class="tile" aria-label=${`${kind}s`}><h2>${kind}s</h2><p class="big">${k.used} / ${k.total}</p><p class="small">allocated on ${k.nodes} nodes</p></section>`)}
@@ -97,7 +97,7 @@ class Overview extends View {
     return html`<section aria-label="Nodes"><h2>Nodes</h2>
       ${inv.nodes.length ? html`<ul class="node-bars">${inv.nodes.map((n) => {
         const id = parseId(n.id);
-        return html`<li><a href=${link('nodes', id.rg, n.name)}>${n.name}</a> <span class="muted small">${id.rg}</span> ${statusBadge(n.properties.availability)} ${gpuBar(n.properties.capacity, (n.properties.accelerator && n.properties.accelerator.kind) || 'GPU')}</li>`;
+        return html`<li><a href=${link('nodes', id.rg, n.name)}>${n.name}</a> <span class="muted small">${id.rg}</span> ${statusBadge(n.properties.availability)} ${gpuBar(n.properties.capacity, kindOf(n.properties))}</li>`;
       })}</ul>` : html`<p class="empty">No nodes here yet.</p>`}
       ${errors(inv.refused.map((r) => r.error), 'nodes')}
     </section>`;

@@ -3,8 +3,8 @@
 // consumer its own work, an admin all of it) or earns (a supplier its nodes'), deleted resources included — never a
 // sum of per-resource stats, which would add up other people's work and drop what was deleted.
 import { paths, parseId } from '../api.js';
-import { sumCosts } from '../format.js';
-import { requestBody, decimal } from './costs.js';
+import { devices } from '../ui.js';
+import { requestBody, totalsByCurrency } from './costs.js';
 
 /** Run fn over items with at most `limit` requests in flight; results in input order as allSettled entries. */
 export async function mapLimit(items, limit, fn) {
@@ -35,11 +35,22 @@ export async function inventory(api, ctx) {
     api.page(paths.nodes(ctx.sub, ctx.rg), { $top: INVENTORY_MAX }),
     api.page(paths.jobs(ctx.sub, ctx.rg), { $top: INVENTORY_MAX }),
   ]);
-  const busy = nodes.value.filter((n) => ((n.properties.capacity || {}).allocatedAccelerators ?? (n.properties.capacity || {}).allocatedGpus ?? 0) > 0);
-  const lists = await mapLimit(busy, 4, (n) => api.all(paths.instances(ctx.sub, parseId(n.id).rg, n.name)));
-  const instances = lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
-  const refused = lists.flatMap((r, i) => (r.status === 'rejected' ? [{ id: busy[i].id, error: r.reason }] : []));
+  const busy = nodes.value.filter((n) => devices(n.properties.capacity).used > 0);
+  const { instances, refused } = await instancesOf(api, ctx.sub, busy);
   return { nodes: nodes.value, jobs: jobs.value, instances, refused, more: Boolean(nodes.nextLink || jobs.nextLink) };
+}
+
+/** The instances of `nodes` (the API lists them by node: one request each, four at a time), each with the `rg` and
+ *  `node` it is on; and what the API refused, as [{id of the node, error}]. */
+export async function instancesOf(api, sub, nodes) {
+  const lists = await mapLimit(nodes, 4, (n) => {
+    const rg = parseId(n.id).rg;
+    return api.all(paths.instances(sub, rg, n.name)).then((items) => items.map((i) => ({ ...i, rg, node: n.name })));
+  });
+  return {
+    instances: lists.flatMap((r) => (r.status === 'fulfilled' ? r.value : [])),
+    refused: lists.flatMap((r, i) => (r.status === 'rejected' ? [{ id: nodes[i].id, error: r.reason }] : [])),
+  };
 }
 
 /** The cost query of the last `hours` up to and including the current hour (UTC), in the resource group in view,
@@ -53,6 +64,5 @@ export async function billedRows(api, ctx, hours, groups = []) {
 /** [{currency, amount}] of cost query rows (exact decimal sums per currency; never added across currencies). */
 export function billedTotals({ columns, rows }) {
   const cost = columns.findIndex((c) => c.name === 'totalCost'); // the aggregation's name (requestBody: total{measure})
-  const currency = columns.findIndex((c) => c.name === 'Currency');
-  return sumCosts([rows.filter((r) => r[currency]).map((r) => ({ currency: r[currency], amount: decimal(r[cost]) }))]);
+  return totalsByCurrency(rows, cost, columns.findIndex((c) => c.name === 'Currency'));
 }
