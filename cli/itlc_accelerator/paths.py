@@ -80,6 +80,11 @@ def budgets(subscription: str, name: str | None = None) -> str:
     return f"{base}/{_seg(name)}" if name else base
 
 
+def billing_export(subscription: str, day: str) -> str:
+    """The subscription's FOCUS billing file of a UTC day (``YYYY-MM-DD``)."""
+    return provider(subscription) + f"/billingExports/{day}"
+
+
 def cost_query(subscription: str) -> str:
     """The subscription's cost query."""
     return provider(subscription) + "/costQuery"

@@ -93,6 +93,7 @@ API_FUNCTIONS: tuple[ApiFunction, ...] = (
     ApiFunction('BudgetsDelete', 'budgets.delete', 'Budgets_Delete', "DELETE a budget (the provider's operators)", DELETE),
     ApiFunction('UsagesList', 'quotas.usages', 'Usages_List', 'List what a subscription holds against its GPU quotas in a location'),
     ApiFunction('CostsQuery', 'costs.query', 'Costs_Query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
+    ApiFunction('BillingExportsGet', 'billing_exports.get', 'BillingExports_Get', "GET a page of a subscription's FOCUS billing file of a day (the caller's rows of the day's export)"),
     ApiFunction('AuditEventsList', 'provider.list_audit_events', 'AuditEvents_List', 'Query audit events (admins)'),
     ApiFunction('SparkOllamaInstancesCreate', 'spark_ollama_instances.create', 'SparkOllamaInstances_Create', 'POST to the sparkOllamaInstances collection (seed form) - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION),
     ApiFunction('SparkOllamaInstancesCreateOrUpdate', 'spark_ollama_instances.create_or_update', 'SparkOllamaInstances_CreateOrUpdate', 'PUT an instance - starts provisioning', (*WRITE, 'StartProvisionPolicy'), environment=_PROVISION, hot=True),
@@ -298,7 +299,7 @@ def render_state_machines(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str
 SAMPLE_PATH_PARAMETERS = {
     "subscriptionId": "sub-123", "resourceGroupName": "rg1", "nodeName": "dgx-1", "instanceName": "instance-1",
     "jobName": "job-1", "budgetName": "team-nlp", "location": "us-east-1", "quotaName": "gpus",
-    "operationId": "3f2b8c1e-7a4d-4e9b-9c61-5d0e2a7b4f13",
+    "day": "2026-12-01", "operationId": "3f2b8c1e-7a4d-4e9b-9c61-5d0e2a7b4f13",
 }  # fmt: skip
 _SAMPLE_HEADERS = {
     "Accept": "application/json", "Host": "abc123.execute-api.us-east-1.amazonaws.com",

@@ -116,6 +116,7 @@ export const paths = {
   jobs: (sub, rg) => (rg ? `${paths.rg(sub, rg)}/sparkJobs` : `${paths.sub(sub)}/sparkJobs`),
   job: (sub, rg, name) => `${paths.rg(sub, rg)}/sparkJobs/${enc(name)}`,
   audit: (sub) => `${paths.sub(sub)}/auditEvents`,
+  billingExport: (sub, day) => `${paths.sub(sub)}/billingExports/${enc(day)}`,
 };
 
 function enc(s) {

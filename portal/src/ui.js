@@ -207,6 +207,17 @@ export function confirmed(view, key, { label, group, question, confirmLabel, act
 
 /** A "Copy" button for `text` (an endpoint, an id): the clipboard, and a status saying it was copied (or how to copy
  *  it by hand when the browser refuses). */
+/** Offer `text` as a file called `name` to save (a CSV the page built). */
+export function saveFile(text, name, type = 'text/csv;charset=utf-8') {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([text], { type }));
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
 export function copyButton(text, what) {
   const copy = async (e) => {
     const button = e.currentTarget;

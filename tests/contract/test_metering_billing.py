@@ -206,12 +206,12 @@ def test_the_cursor_and_the_day_states(repos: Repositories) -> None:
     assert repos.billing.close_day(DAY2, DAY3) is False  # the cursor is elsewhere
     assert repos.billing.close_day(DAY1, DAY2) is True
     assert repos.billing.export_cursor() == DAY2
-    assert repos.billing.export_day(DAY1) == ExportDay(DAY1, "Closed")
+    assert repos.billing.export_day(DAY1) == ExportDay(DAY1, "Closed", by_subscription=True)
     assert repos.billing.close_day(DAY1, DAY2) is False
 
     manifest = {"files": [f"{DAY1}/part-0.csv"], "rows": 3}
     repos.billing.mark_exported(DAY1, manifest)
-    assert repos.billing.export_day(DAY1) == ExportDay(DAY1, "Exported", manifest)
+    assert repos.billing.export_day(DAY1) == ExportDay(DAY1, "Exported", manifest, by_subscription=True)
 
 
 def test_usage_of_a_closed_day_is_queued_as_a_correction(repos: Repositories) -> None:
@@ -297,6 +297,50 @@ def test_a_correction_is_claimed_with_its_line_together(repos: Repositories) -> 
     assert stored.billed == {"day": DAY1, "segments": changed.segments, "hash": changed.billing_hash}
     assert stored.corrections == 1
     assert repos.billing.claim_correction(changed, due, DAY3, line) is False  # claimed once
+
+
+def test_each_claim_keeps_its_subscriptions_bill_entry_as_it_was_billed(repos: Repositories) -> None:
+    # Given two subscriptions' usage of DAY1, claimed for DAY1
+    for allocation, sub in (("alloc-1", "sub-a"), ("alloc-2", "sub-a"), ("alloc-3", "sub-b")):
+        repos.usage.write(make_usage(allocation, sub=sub), None)
+        record = repos.usage.get(allocation, DAY1_START)
+        assert record is not None and repos.billing.claim(record, DAY1)
+    # Then each subscription's part of the day holds its own usage only, in key order, page by page
+    first, after = repos.billing.bill_entries("SUB-A", DAY1, None, 1)  # keys are case-insensitive, as ARM's
+    assert [e.allocation_id for e in first] == ["alloc-1"] and after == keys.bill_usage_sk(H0, "alloc-1")
+    rest, last = repos.billing.bill_entries("sub-a", DAY1, after, 5)
+    assert [e.allocation_id for e in rest] == ["alloc-2"] and last is None
+    (entry,), _ = repos.billing.bill_entries("sub-b", DAY1, None, 5)
+    assert (entry.window_start, entry.correction) == (DAY1_START, False)
+    assert entry.segments[0]["cost"] == "5.000000" and entry.descriptor["subscriptionId"] == "sub-b"
+    assert repos.billing.bill_entries("sub-a", DAY2, None, 5) == ([], None)
+    # When a billed record changes and goes out as a correction line of DAY3
+    stored = repos.usage.get("alloc-3", DAY1_START)
+    assert stored is not None
+    assert repos.usage.write(make_usage("alloc-3", cost="9.000000", sub="sub-b"), stored) == "correction"
+    changed = repos.usage.get("alloc-3", DAY1_START)
+    (due,) = repos.billing.corrections_due(10)
+    delta = {"pricePerGpuHour": "2.5", "currency": "USD", "gpuSeconds": 0, "billableGpuSeconds": 0, "cost": "4"}
+    assert changed is not None
+    assert repos.billing.claim_correction(changed, due, DAY3, {"deltas": [delta]})
+    # Then DAY1's entry stays what went out, and DAY3 holds the correction
+    assert repos.billing.bill_entries("sub-b", DAY1, None, 5)[0][0].segments[0]["cost"] == "5.000000"
+    (line,), _ = repos.billing.bill_entries("sub-b", DAY3, None, 5)
+    assert line.correction and line.segments == [delta] and line.key == keys.bill_correction_sk(H0, "alloc-3", 1)
+
+
+def test_usage_claimed_again_while_its_own_day_is_exported_replaces_its_entry(repos: Repositories) -> None:
+    repos.billing.open_days_from(DAY1)
+    repos.usage.write(make_usage("alloc-1"), None)
+    assert repos.billing.close_day(DAY1, DAY2)
+    record = repos.usage.get("alloc-1", DAY1_START)
+    assert record is not None and repos.billing.claim(record, DAY1)
+    assert repos.usage.write(make_usage("alloc-1", cost="7.000000"), record) == "correction"
+    changed = repos.usage.get("alloc-1", DAY1_START)
+    (due,) = repos.billing.corrections_due(10)
+    assert changed is not None and repos.billing.claim_correction(changed, due, DAY1, None)
+    (entry,), _ = repos.billing.bill_entries("sub-usage", DAY1, None, 5)
+    assert entry.segments[0]["cost"] == "7.000000" and not entry.correction
 
 
 def test_correction_lines_in_order_and_a_correction_with_nothing_to_bill(repos: Repositories) -> None:

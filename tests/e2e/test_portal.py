@@ -11,8 +11,11 @@ on fixed sleeps. Screenshots of each view go to test-artifacts/portal/ (git-igno
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,7 +29,7 @@ import httpx
 import pytest
 
 from itl_local.portal import PORTAL_DIST
-from tests.e2e.test_local_stack import Stack
+from tests.e2e.test_local_stack import BIN, Stack
 
 playwright_api = pytest.importorskip("playwright.sync_api")  # a dev extra: ./dev installs it
 expect = playwright_api.expect
@@ -937,6 +940,73 @@ def test_every_money_figure_is_the_apis_bill_for_the_caller_deleted_work_include
     month = billed(admin, 720)
     assert month != [cora_cost]
     expect(ada.get_by_test_id("spend-month")).to_have_text(" ".join(month))
+
+
+def export_today(stack: Stack) -> str:
+    """Export today early on the stack (every day before it first, as the schedule does): today's UTC date."""
+    today = datetime.now(UTC).date()
+    for day in (today - timedelta(days=1), today):  # yesterday is refused when it is before the first usage
+        done = subprocess.run(
+            [str(BIN / "itl-local"), "schedule", "billing-export", "--day", day.isoformat()],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 0 or "before" in done.stderr, done.stdout + done.stderr
+    return today.isoformat()
+
+
+def test_a_subscriptions_billing_file_downloads_as_the_api_serves_it_to_each_caller(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-f", owner="sam", price=1.8)
+    cora = Api(stack, "cora", CONSUMER, sub)
+    for caller, name in ((admin, "adas-billed"), (cora, "coras-billed")):
+        body = {"name": name, "requested_gpus": 1, "requested_memory_gb": 8}
+        assert caller.http.post(f"{caller.rg}/sparkJobs", json=body).status_code == 202
+
+    def cost_of(name: str) -> dict[str, Any] | None:
+        job = admin.get(f"sparkJobs/{name}").json()["properties"]
+        return job["cost"] if job["status"] in ("Succeeded", "Failed") and job.get("cost") else None
+
+    cost = wait_until(lambda: cost_of("coras-billed"), "cora's job to end")
+    wait_until(lambda: cost_of("adas-billed"), "ada's job to end")
+    # once her usage is recorded (the roll-up has it), the day is exported
+    wait_until(lambda: billed(cora, 24) == [f"{plain(float(cost['amount']))} {cost['currency']}"], "the roll-up")
+    wait_until(lambda: len(billed(admin, 24)) > 0 and billed(admin, 24) != billed(cora, 24), "ada's roll-up")
+    today = export_today(stack)
+
+    def api_rows(api: Api) -> list[list[str]]:
+        body = api.get(f"{api.sub}/billingExports/{today}").json()["properties"]
+        rows = [[c["name"] for c in body["columns"]], *body["rows"]]
+        while body["nextLink"]:
+            body = api.http.get(body["nextLink"]).json()["properties"]
+            rows += body["rows"]
+        return rows
+
+    cora_rows = api_rows(cora)
+    names = {row[cora_rows[0].index("ResourceName")] for row in cora_rows[1:]}
+    assert names == {"coras-billed"}  # her own work only
+    assert "adas-billed" in {row[cora_rows[0].index("ResourceName")] for row in api_rows(admin)[1:]}
+
+    page = portal("cora", (CONSUMER,), sub, start="#/usage")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Usage and cost")
+    form = page.get_by_role("form", name="Download a billing file")
+    form.get_by_label("Day (UTC)").fill(today)
+    with page.expect_download() as download:
+        form.get_by_role("button", name="Download CSV").click()
+    assert download.value.suggested_filename == f"itl-accelerator-focus-{sub}-{today}.csv"
+    saved = Path(download.value.path()).read_text(encoding="utf-8")
+    assert list(csv.reader(io.StringIO(saved, newline=""))) == cora_rows  # the file is the API's rows, cell for cell
+    summary = page.locator(".bill-summary")
+    expect(summary).to_contain_text(f"{len(cora_rows) - 1} rows")
+    expect(summary.locator(".money")).to_have_text(f"{cost['amount']} {cost['currency']}")  # her job's cost, exactly
+    shot(page, "usage-billing-file")
+
+    # a day not exported yet says why, with the API's code
+    tomorrow = (datetime.now(UTC).date() + timedelta(days=1)).isoformat()
+    form.get_by_label("Day (UTC)").fill(tomorrow)
+    form.get_by_role("button", name="Download CSV").click()
+    expect(page.get_by_role("alert").locator(".error-code")).to_have_text("BillingExportNotFound")
 
 
 def test_a_deep_link_opened_signed_out_shows_its_view_after_sign_in(stack: Stack, portal, sub: str):

@@ -245,3 +245,33 @@ def test_an_api_url_that_is_no_url_is_a_usage_error():
     for url in ("notaurl", "ftp://h/", "http://"):
         done = run(["node", "list", "--api-url", url], routes({}))
         assert done.code == 2 and done.requests == [] and "--api-url" in done.err, done.err
+
+
+def test_cost_export_joins_the_pages_of_a_days_billing_file_into_one_focus_csv(tmp_path):
+    import csv
+
+    base = f"/subscriptions/{SUB}/providers/ITL.Accelerator/billingExports/2026-11-30"
+    columns = [{"name": n, "type": "String"} for n in ("BilledCost", "BillingCurrency", "ResourceName")]
+
+    def page(rows: list[list[str]], next_link: str | None) -> httpx.Response:
+        props = {"day": "2026-11-30", "columns": columns, "rows": rows, "nextLink": next_link}
+        return httpx.Response(200, json={"name": "2026-11-30", "properties": props})
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("$skipToken") == "t1":
+            return page([["0.5", "EUR", "x,y"], ["0.25", "USD", "=cmd"]], None)
+        return page([["1.000001", "USD", "train"]], f"http://api.test{base}?$skipToken=t1")
+
+    out = tmp_path / "bill.csv"
+    done = run(["cost", "export", "2026-11-30", "--out", str(out)], api)
+    assert done.code == 0, done.err
+    assert done.paths() == [f"GET {base}", f"GET {base}"]
+    assert done.out.strip() == f"{out}: 3 rows, 0.5 EUR, 1.250001 USD"
+    with out.open(newline="") as file:
+        assert list(csv.reader(file)) == [
+            ["BilledCost", "BillingCurrency", "ResourceName"],
+            ["1.000001", "USD", "train"],
+            ["0.5", "EUR", "x,y"],
+            ["0.25", "USD", "=cmd"],
+        ]
+    assert out.read_bytes().startswith(b"BilledCost,BillingCurrency,ResourceName\r\n")  # RFC 4180, as the export

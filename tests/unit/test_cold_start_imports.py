@@ -55,6 +55,7 @@ SERVICE_OF_OPERATION = {
     "Quotas": "quotas",
     "Usages": "quotas",
     "Costs": "costs",
+    "BillingExports": "billing_files",
     "Budgets": "budgets",
     "Slo": "slo_report",
 }
@@ -64,6 +65,11 @@ DGX_PROXIES = {
     "function reads it with the provider's key and pages it (services/api/job_logs.py)",
 }
 #: Handler modules whose functions call a service other than their operation prefix's.
+#: API operations that write FOCUS rows, and why: they load billing/focus.py.
+FOCUS_WRITERS = {
+    "BillingExports_Get": "a subscription's billing file is its rows of the daily FOCUS export, in the export's own "
+    "columns and cell text (billing/focus.py formats both)",
+}
 SERVICE_OF_MODULE = {"itl_functions.usage_stats": "usage_stats", "itl_functions.job_logs": "job_logs"}
 #: The wiring attribute a workflow step or schedule builds on its first invocation.
 #: The service a workflow step or schedule handler builds at its first invocation (the cold-start table's own map;
@@ -78,6 +84,7 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.usage_stats",
     "itl_accelerator.api.routes.quotas",
     "itl_accelerator.api.routes.costs",
+    "itl_accelerator.api.routes.billing_exports",
     "itl_accelerator.api.routes.budgets",
     "itl_accelerator.api.routes.job_logs",
     "itl_accelerator.api.routes.slo",
@@ -180,7 +187,13 @@ def test_an_api_function_loads_its_own_operation_only(module, service):
     names = loaded(handler, build)
     # Then nothing its operations never use is loaded (a DGX proxy: the DGX client and httpx, for the reason given)
     proxies = {str(load_handler(FUNCTIONS[f]["Handler"]).operation_id) for f in functions} & set(DGX_PROXIES)
-    never = tuple(n for n in NEVER_IN_API if not (proxies and n in ("httpx", "itl_accelerator.dgx")))
+    focus = {str(load_handler(FUNCTIONS[f]["Handler"]).operation_id) for f in functions} & set(FOCUS_WRITERS)
+    never = tuple(
+        n
+        for n in NEVER_IN_API
+        if not (proxies and n in ("httpx", "itl_accelerator.dgx"))
+        and not (focus and n == "itl_accelerator.billing.focus")
+    )
     assert not within(names, never), f"{functions} load {sorted(within(names, never))}"
     if proxies:
         assert within(names, ("itl_accelerator.dgx.client",)), "the job log proxy builds its DGX client at once"

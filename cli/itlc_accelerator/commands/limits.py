@@ -6,12 +6,16 @@ Requests (docs/API_REFERENCE.md, "Quotas", "Budgets", "Cost queries"):
   every GPU model; ``gpus-{model}``: one); ``usage list`` (commands/usage.py) → ``GET .../locations/{location}/usages``;
 - ``budget list|show|create|delete`` → ``GET|PUT|DELETE .../budgets[/{name}]`` (Azure Cost Management's budget shape);
 - ``cost query`` → ``POST .../costQuery`` with ``timeframe``, ``dataset.granularity``, ``grouping`` and ``filter``;
-  a table shows the answer's columns and rows.
+  a table shows the answer's columns and rows;
+- ``cost export DAY`` → ``GET .../billingExports/{day}`` page after page (``nextLink``), written as one FOCUS CSV.
 """
 
 from __future__ import annotations
 
+import csv
 from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import click
@@ -224,6 +228,43 @@ def cost_query(
         click.echo(table(headers, [list(r) for r in props.get("rows") or []]))
     else:
         emit("json", "cost", answer)
+
+
+@cost.command("export")
+@click.argument("day")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the CSV here (default: itl-accelerator-focus-{subscription}-{day}.csv).",
+)
+@pass_session(resource_group=False)
+def cost_export(s: Session, day: str, out: str | None) -> None:
+    """Download the subscription's FOCUS 1.2 billing file of a UTC DAY (YYYY-MM-DD): its rows of the day's export that
+    you may see (consumers: your own work; suppliers: your nodes' earnings), as CSV with the FOCUS header. A day is
+    exported once it has ended (about 01:30 UTC the next day)."""
+    subscription = s.need_subscription()
+    url: str | None = paths.billing_export(subscription, day)
+    path = Path(out or f"itl-accelerator-focus-{subscription}-{day}.csv")
+    rows = 0
+    totals: dict[str, Decimal] = {}
+    with path.open("w", encoding="utf-8", newline="") as file:  # RFC 4180, as the provider's daily export
+        writer = csv.writer(file)
+        header_written = False
+        while url:
+            props = (s.client.send("GET", url).json() or {}).get("properties") or {}
+            names = [str(c.get("name")) for c in props.get("columns") or []]
+            if not header_written:
+                writer.writerow(names)
+                header_written = True
+            for row in props.get("rows") or []:
+                writer.writerow(row)
+                cells = dict(zip(names, row, strict=False))
+                code = cells.get("BillingCurrency", "")
+                totals[code] = totals.get(code, Decimal(0)) + Decimal(cells.get("BilledCost") or 0)
+                rows += 1
+            url = props.get("nextLink")
+    summary = ", ".join(f"{format(total, 'f')} {code}" for code, total in sorted(totals.items())) or "nothing billed"
+    click.echo(f"{path}: {rows} rows, {summary}")
 
 
 def _grouping(text: str) -> dict[str, str]:

@@ -102,6 +102,13 @@ class ParentResourceNotFound(ResourceNotFound):
     code = "ParentResourceNotFound"
 
 
+class BillingExportNotFound(ResourceNotFound):
+    """404 ``BillingExportNotFound``: a day whose billing file does not exist yet (not exported: a day is exported
+    after it ends) or never will through the API (exported before per-subscription billing files existed)."""
+
+    code = "BillingExportNotFound"
+
+
 class NotFound(ArmError):
     """404 ``NotFound``: no route matches the path and method (API Gateway answers it before any function)."""
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from itl_accelerator.events import StateEventPublisher
     from itl_accelerator.repositories.protocols import Repositories
     from itl_accelerator.services.api.audit_query import AuditQueryService
+    from itl_accelerator.services.api.billing_files import BillingFileService
     from itl_accelerator.services.api.budgets import BudgetService
     from itl_accelerator.services.api.costs import CostQueryService
     from itl_accelerator.services.api.instances import SparkOllamaInstanceService
@@ -230,6 +231,13 @@ class Wiring:
         from itl_accelerator.services.api.costs import CostQueryService
 
         return CostQueryService(self.repositories.usage, self.access, self.clock)
+
+    @cached_property
+    def billing_files(self) -> BillingFileService:
+        """Pages of a subscription's FOCUS billing file of a day (from the export's per-subscription entries)."""
+        from itl_accelerator.services.api.billing_files import BillingFileService
+
+        return BillingFileService(self.repositories.billing, self.access, self.clock)
 
     @cached_property
     def job_logs(self) -> JobLogService:

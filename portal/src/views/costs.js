@@ -6,7 +6,7 @@
 // which charges (admins all, consumers their own work, suppliers their nodes' earnings).
 import { html, nothing } from 'lit';
 import { paths } from '../api.js';
-import { View, loading, error, field, formValues, offered, confirmed, NAME_PATTERN, NAME_HELP } from '../ui.js';
+import { View, loading, error, field, formValues, offered, confirmed, saveFile, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
 import '../chart.js';
 import Papa from 'papaparse';
@@ -604,11 +604,5 @@ function downloadCsv(columns, rows, body) {
   const data = rows.map((r) => r.map((v, i) => (columns[i].type === 'Number' && typeof v === 'number' ? decimal(v) : v)));
   const text = Papa.unparse({ fields: columns.map((c) => c.name), data }, { escapeFormulae: true });
   const period = body.timePeriod ? `${body.timePeriod.from.slice(0, 13)}-${body.timePeriod.to.slice(0, 13)}` : body.timeframe;
-  const a = document.createElement('a');
-  a.href = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
-  a.download = `costs-${period.replace(/[^0-9A-Za-z-]/g, '')}.csv`;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  saveFile(text, `costs-${period.replace(/[^0-9A-Za-z-]/g, '')}.csv`);
 }

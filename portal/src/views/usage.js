@@ -1,25 +1,32 @@
 // Usage and cost: one resource's hourly usage over `hours` with the API's totals per currency; what the caller was
 // billed over the same hours in the subscription or resource group, per resource (the cost query's answer, deleted
-// resources included); where the billing export stands.
+// resources included); the subscription's FOCUS billing file of a day, downloaded as the API serves it.
 import { html, nothing } from 'lit';
-import { parseId } from '../api.js';
-import { View, loading, error, field, formValues } from '../ui.js';
+import Papa from 'papaparse';
+import { parseId, paths } from '../api.js';
+import { View, loading, error, field, formValues, saveFile } from '../ui.js';
 import { costs, number, time } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
-import { lastHoursLink, decimal } from './costs.js';
+import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
 import '../chart.js';
 
 const KIND = { node: 'Node', instance: 'Instance', job: 'Job' };
 
+/** Yesterday's UTC date, YYYY-MM-DD: the newest day usually exported. */
+function yesterday() {
+  return new Date(Date.now() - 86400000).toISOString().slice(0, 10);
+}
+
 class Usage extends View {
-  static properties = { resourceId: {}, hours: {}, inv: { state: true }, stats: { state: true }, summary: { state: true } };
+  static properties = { resourceId: {}, hours: {}, inv: { state: true }, stats: { state: true }, summary: { state: true }, bill: { state: true } };
 
   constructor() {
     super();
     this.inv = null;
     this.stats = null;
     this.summary = null;
+    this.bill = null;
   }
 
   connectedCallback() {
@@ -43,6 +50,27 @@ class Usage extends View {
 
   summarise() {
     return this.track('summary', async () => (this.summary = await billedRows(this.api, this.ctx, this.hours, ['ResourceId'])));
+  }
+
+  /** Every page of the subscription's billing file of the form's day (`GET .../billingExports/{day}`, following
+   *  nextLink), saved as one CSV: the FOCUS header and each cell exactly as the API gives it (the provider's own file
+   *  format, RFC 4180; cells are not altered against spreadsheet formulae: a FinOps tool reads them as written). */
+  downloadBill(e) {
+    e.preventDefault();
+    const { day } = formValues(e.target);
+    const sub = this.ctx.sub;
+    return this.track('bill', async () => {
+      this.bill = null;
+      let page = await this.api.get(paths.billingExport(sub, day));
+      const fields = page.properties.columns.map((c) => c.name);
+      const rows = [...page.properties.rows];
+      while (page.properties.nextLink) {
+        page = await this.api.get(page.properties.nextLink);
+        rows.push(...page.properties.rows);
+      }
+      saveFile(Papa.unparse({ fields, data: rows }), `itl-accelerator-focus-${sub}-${day}.csv`);
+      this.bill = { day, rows: rows.length, totals: totalsByCurrency(rows, fields.indexOf('BilledCost'), fields.indexOf('BillingCurrency')) };
+    });
   }
 
   options() {
@@ -74,11 +102,17 @@ class Usage extends View {
         ${loading(this.summaryLoading, 'Asking the cost query')} ${error(this.summaryError)}
         ${this.summary ? this.renderSummary(this.summary) : nothing}
       </section>
-      <section class="card" aria-label="Billing export">
-        <h2>Daily billing export (FOCUS 1.2)</h2>
-        <p>The provider writes each UTC day's billing in FOCUS 1.2 columns to its export bucket (docs/BILLING.md). The API
-          has no route that serves an export, so the portal cannot offer it for download: operators fetch it from the bucket
-          (locally <code>./dev export-download YYYY-MM-DD</code>).</p>
+      <section class="card" aria-label="Billing file">
+        <h2>Billing file of a day (FOCUS 1.2)</h2>
+        <p>Your rows of the provider's daily billing export for subscription ${this.ctx.sub}, as they were billed: your own
+          work, or your nodes' earnings, or — for admins — all of it (docs/BILLING.md). A UTC day is exported once it has
+          ended, about 01:30 UTC the next day; changes after that come in a later day's file as corrections.</p>
+        <form class="form inline" @submit=${(e) => this.downloadBill(e)} aria-label="Download a billing file">
+          ${field('Day (UTC)', 'bill-day', html`<input id="bill-day" name="day" type="date" required .value=${yesterday()} />`)}
+          <button type="submit" ?disabled=${this.billLoading}>Download CSV</button>
+        </form>
+        ${loading(this.billLoading, 'Reading the billing file')} ${error(this.billError)}
+        ${this.bill ? html`<p class="bill-summary" role="status">Saved the billing file of ${this.bill.day}: ${this.bill.rows} rows${this.bill.rows ? html`, billed <strong>${costs(this.bill.totals)}</strong>` : ''}.</p>` : nothing}
       </section>`;
   }
 

@@ -40,6 +40,7 @@ def all_routers() -> tuple[APIRouter, ...]:
     """Every router of the API, in the order of the OpenAPI document (the full app: docs, the local runtime's
     tests). A Lambda function imports only its own router (functions/itl_functions/adapter.py)."""
     from itl_accelerator.api.routes import (
+        billing_exports,
         budgets,
         costs,
         job_logs,
@@ -62,6 +63,7 @@ def all_routers() -> tuple[APIRouter, ...]:
         usage_stats.router,
         quotas.router,
         costs.router,
+        billing_exports.router,
         budgets.router,
         operations.router,
         slo.router,

@@ -19,6 +19,7 @@ ROUTE_PATHS: tuple[str, ...] = (
     "/providers/ITL.Accelerator/operations",
     "/subscriptions/{subscriptionId}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/auditEvents",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/billingExports/{day}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets/{budgetName}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/costQuery",

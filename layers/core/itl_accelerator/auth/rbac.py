@@ -101,7 +101,8 @@ COSTS_READ = _permission(
     "costQuery/action",
     "Costs",
     "Query costs",
-    "Queries what the subscription's work cost (consumers: their own work; suppliers: their nodes' earnings).",
+    "Queries what the subscription's work cost and reads its FOCUS billing files (consumers: their own work; "
+    "suppliers: their nodes' earnings).",
 )
 BUDGETS_READ = _permission(
     "budgets/read", "Budgets", "Read budgets", "Reads the budgets of a subscription and where they stand."

@@ -84,7 +84,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
@@ -218,6 +218,53 @@ class ChargeLine:
             raise ValueError(f"ChargeLine.tags must map str to str: {self.tags!r}")
         if not isinstance(self.currency, str) or not _CURRENCY.match(self.currency):
             raise ValueError(f"ChargeLine.currency must be an ISO 4217 code: {self.currency!r}")
+
+
+def _utc(epoch: int) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def billed_lines(
+    allocation_id: str,
+    descriptor: dict[str, Any],
+    segments: list[dict[str, Any]],
+    *,
+    correction_of: int | None = None,
+) -> Iterator[ChargeLine]:
+    """The charge lines of an allocation-hour's billed price segments (``start``/``end`` epoch seconds,
+    ``gpuSeconds``, ``billableGpuSeconds``, ``pricePerGpuHour``, ``currency``, ``cost``) — or, with
+    ``correction_of`` (the hour's start, epoch seconds), of a correction's deltas (the same keys but the window's),
+    each over that hour. ``descriptor``: what the usage record says of the allocation (domain/usage.py)."""
+    for part in segments:
+        if correction_of is None:
+            start, end = int(part["start"]), int(part["end"])
+        else:
+            start, end = correction_of, correction_of + 3600
+        yield ChargeLine(
+            allocation_id=allocation_id,
+            subscription_id=descriptor["subscriptionId"],
+            resource_group=descriptor["resourceGroup"],
+            resource_id=descriptor["resourceId"],
+            resource_name=descriptor["resourceName"],
+            resource_type=descriptor["resourceType"],
+            service=descriptor["service"],
+            node_id=descriptor["nodeId"],
+            node_name=descriptor["nodeName"],
+            sku=descriptor["sku"],
+            region=descriptor["region"],
+            supplier=descriptor["supplier"],
+            window_start=_utc(start),
+            window_end=_utc(end),
+            gpu_seconds=int(part["gpuSeconds"]),
+            billable_gpu_seconds=int(part["billableGpuSeconds"]),
+            price_per_gpu_hour=Decimal(part["pricePerGpuHour"]),
+            currency=part["currency"],
+            cost=Decimal(part["cost"]),
+            tags=dict(descriptor.get("tags") or {}),
+            correction=correction_of is not None,
+            accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
+            accelerator_model=str(descriptor.get("acceleratorModel") or ""),
+        )
 
 
 def _num(value: Decimal) -> str:
@@ -368,6 +415,12 @@ class _HashingSink:
 _cells = itemgetter(*FOCUS_COLUMNS)
 
 
+def focus_cells(line: ChargeLine) -> tuple[str, ...]:
+    """The cells of ``line``'s FOCUS row in :data:`FOCUS_COLUMNS` order ("" for null)."""
+    cells: tuple[str, ...] = _cells(focus_row(line))
+    return cells
+
+
 def write_focus_csv_gz(lines: Iterable[ChargeLine], out: BinaryIO) -> ExportSummary:
     """Write ``lines`` to ``out`` as a gzipped FOCUS CSV, one line at a time (constant memory); ``out`` stays open."""
     sink = _HashingSink(out)
@@ -378,7 +431,7 @@ def write_focus_csv_gz(lines: Iterable[ChargeLine], out: BinaryIO) -> ExportSumm
         writer = csv.writer(text)
         writer.writerow(FOCUS_COLUMNS)
         for line in lines:
-            writer.writerow(_cells(focus_row(line)))
+            writer.writerow(focus_cells(line))
             rows += 1
             totals[line.currency] = _EXACT.add(totals.get(line.currency, Decimal(0)), line.cost)
             gpu_seconds += line.gpu_seconds

@@ -287,3 +287,22 @@ class ExportDay:
     day: str
     state: Literal["Closed", "Exported"]
     manifest: dict[str, Any] | None = None
+    #: Closed by an export that keeps each subscription's part of the day (:class:`BillEntry`): False for the days
+    #: closed before per-subscription billing files existed, whose claims left none.
+    by_subscription: bool = False
+
+
+@dataclass(frozen=True)
+class BillEntry:
+    """One entry of a subscription's part of a day's export, kept when the export claims it (the bill as it went
+    out, never as the usage record is now): an allocation-hour's usage billed in the day (``segments``: its price
+    segments) or, with ``correction``, a correction line of the day (``segments``: its deltas, per price). ``key``
+    orders the entries (``B#{hour}#{allocationId}``, then ``C#{hour}#{allocationId}#{seq}``) and is what a page of
+    them resumes after."""
+
+    key: str
+    allocation_id: str
+    window_start: int
+    descriptor: dict[str, Any]
+    segments: list[dict[str, Any]]
+    correction: bool = False

@@ -145,3 +145,24 @@ class CostQueryResult(ApiModel):
 
 
 DIMENSIONS: tuple[str, ...] = get_args(Dimension)
+
+
+class BillingFileProperties(ApiModel):
+    """One page of a subscription's FOCUS billing file of a day: the FOCUS 1.2 columns of the provider's daily export,
+    each row's cells as the file's exact text ("" for null)."""
+
+    day: str
+    focus_version: str
+    columns: list[Column]
+    rows: list[list[str]]
+    next_link: str | None = None
+
+
+class BillingFile(ApiModel):
+    """A page of the billing file (services/api/billing_files.py): the rows the caller may see of the day's export
+    that bill the subscription; follow ``nextLink`` for the rest."""
+
+    id: str
+    name: str
+    type: Literal["ITL.Accelerator/billingExports"]
+    properties: BillingFileProperties

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # annotations only: the domain's modules load where they are 
         ResourceKey,
     )
     from itl_accelerator.domain.usage import (
+        BillEntry,
         CorrectionDue,
         ExportDay,
         Meter,
@@ -532,7 +533,15 @@ class BillingRepository(Protocol):
         ...
 
     def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
-        """Record ``day`` as exported, with its manifest."""
+        """Record ``day`` as exported, with its manifest (keeping what its closing recorded)."""
+        ...
+
+    def bill_entries(
+        self, subscription_id: str, day: str, after: str | None, limit: int
+    ) -> tuple[list[BillEntry], str | None]:
+        """At most ``limit`` entries of the subscription's part of ``day``'s bill, in key order after the key
+        ``after`` (None: from the first), and the key to resume after (None: no more). Every claim and correction
+        of the day's export keeps its entry in the same write."""
         ...
 
 

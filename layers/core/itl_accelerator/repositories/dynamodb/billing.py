@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, CorrectionDue, ExportDay, UsageRecord
+from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, BillEntry, CorrectionDue, ExportDay, UsageRecord
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
@@ -61,7 +61,10 @@ class DynamoBillingRepository:
         if item is None:
             return None
         manifest = json.loads(item["manifest"]) if item.get("manifest") else None
-        return ExportDay(day, "Exported" if item.get("state") == "Exported" else "Closed", manifest)
+        exported = item.get("state") == "Exported"
+        return ExportDay(
+            day, "Exported" if exported else "Closed", manifest, by_subscription=bool(item.get("bySubscription"))
+        )
 
     def close_day(self, day: str, next_day: str) -> bool:
         try:
@@ -79,7 +82,14 @@ class DynamoBillingRepository:
                     {
                         "Put": {
                             "TableName": self._t.name,
-                            "Item": typed({"PK": keys.EXPORT_PK, "SK": keys.export_day_sk(day), "state": "Closed"}),
+                            "Item": typed(
+                                {
+                                    "PK": keys.EXPORT_PK,
+                                    "SK": keys.export_day_sk(day),
+                                    "state": "Closed",
+                                    "bySubscription": True,
+                                }
+                            ),
                             "ConditionExpression": "attribute_not_exists(PK)",
                         }
                     },
@@ -107,17 +117,43 @@ class DynamoBillingRepository:
     def claim(self, record: UsageRecord, day: str) -> bool:
         billed = {"day": day, "segments": record.segments, "hash": record.billing_hash}
         try:
-            self._t.client.update_item(
-                TableName=self._t.name,
-                Key=typed(record_key(record)),
-                UpdateExpression="SET billed = :b, billedDay = :d",
-                ConditionExpression="contentHash = :h AND attribute_not_exists(billed)",
-                ExpressionAttributeValues=typed({":b": to_json(billed), ":d": day, ":h": record.content_hash}),
+            self._t.transact(
+                [
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": typed(record_key(record)),
+                            "UpdateExpression": "SET billed = :b, billedDay = :d",
+                            "ConditionExpression": "contentHash = :h AND attribute_not_exists(billed)",
+                            "ExpressionAttributeValues": typed(
+                                {":b": to_json(billed), ":d": day, ":h": record.content_hash}
+                            ),
+                        }
+                    },
+                    self._bill_put(record, day, keys.bill_usage_sk(record.hour, record.allocation_id), record.segments),
+                ]
             )
-        except self._t.client.exceptions.ConditionalCheckFailedException:
+        except TransactionFailed:
             return False
         record.billed = billed
         return True
+
+    def _bill_put(
+        self, record: UsageRecord, day: str, sk: str, segments: list[dict[str, Any]], correction: bool = False
+    ) -> dict[str, Any]:
+        """The transaction item keeping an entry of the subscription's part of ``day``'s bill (module docstring)."""
+        entry = {
+            "PK": keys.bill_pk(str(record.descriptor["subscriptionId"]), day),
+            "SK": sk,
+            "allocationId": record.allocation_id,
+            "windowStart": record.window_start,
+            "descriptor": to_json(record.descriptor),
+            "segments": to_json(segments),
+            "ttl": record.window_start + USAGE_RETENTION_SECONDS,
+        }
+        if correction:
+            entry["correction"] = True
+        return {"Put": {"TableName": self._t.name, "Item": typed(entry)}}
 
     def corrections_due(self, limit: int) -> list[CorrectionDue]:
         response = self._t.client.query(
@@ -180,6 +216,13 @@ class DynamoBillingRepository:
                     }
                 }
             )
+            sk = keys.bill_correction_sk(record.hour, record.allocation_id, seq)
+            items.append(self._bill_put(record, day, sk, list(line.get("deltas") or []), correction=True))
+        elif billed["day"] == day == record.day:
+            # usage of the day being exported, claimed again as it is now: its entry is what the day bills
+            items.append(
+                self._bill_put(record, day, keys.bill_usage_sk(record.hour, record.allocation_id), record.segments)
+            )
         try:
             self._t.transact(items)
         except TransactionFailed:
@@ -201,14 +244,36 @@ class DynamoBillingRepository:
         return (dict(json.loads(item["line"])) for item in items)
 
     def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
-        self._t.client.put_item(
+        self._t.client.update_item(  # an update: the day keeps what its closing recorded (``bySubscription``)
             TableName=self._t.name,
-            Item=typed(
-                {
-                    "PK": keys.EXPORT_PK,
-                    "SK": keys.export_day_sk(day),
-                    "state": "Exported",
-                    "manifest": to_json(manifest),
-                }
-            ),
+            Key=typed({"PK": keys.EXPORT_PK, "SK": keys.export_day_sk(day)}),
+            UpdateExpression="SET #s = :s, manifest = :m",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues=typed({":s": "Exported", ":m": to_json(manifest)}),
         )
+
+    def bill_entries(
+        self, subscription_id: str, day: str, after: str | None, limit: int
+    ) -> tuple[list[BillEntry], str | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self._t.name,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": typed({":pk": keys.bill_pk(subscription_id, day)}),
+            "Limit": limit,
+        }
+        if after:
+            kwargs["ExclusiveStartKey"] = typed({"PK": keys.bill_pk(subscription_id, day), "SK": after})
+        response = self._t.client.query(**kwargs)
+        entries = [
+            BillEntry(
+                key=str(item["SK"]),
+                allocation_id=str(item["allocationId"]),
+                window_start=int(item["windowStart"]),
+                descriptor=dict(json.loads(item["descriptor"])),
+                segments=list(json.loads(item["segments"])),
+                correction=bool(item.get("correction")),
+            )
+            for item in map(plain, response.get("Items", []))
+        ]
+        last = response.get("LastEvaluatedKey")
+        return entries, (str(plain(last)["SK"]) if last else None)

@@ -16,6 +16,7 @@ Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``      
 QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``                 —  (counts GPUs held; its limit)
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 CostDay            ``SUB#{sub}#COST#{month}``     ``{day}#{resource scope}``                  —  (``h00``..``h23``)
+BillEntry          ``SUB#{sub}#BILL#{day}``       ``B#{hour}#{alloc}`` / ``C#{hour}#{alloc}#{seq}``  —  (as exported)
 Budget             ``SUB#{sub}``                  ``BUDGET#{name}``                           —  (listed in ``SYS#BUDGETS``)
 RateCounter        ``SUB#{sub}#RATE``             ``{kind}#{minute}[#CALLER#{hash}]``         —  (TTL: minutes)
 =================  =============================  ==========================================  ==========================
@@ -201,6 +202,22 @@ def export_day_sk(day: str) -> str:
 def correction_lines_pk(day: str) -> str:
     """Partition of the correction lines one day's export carries."""
     return f"SYS{SEP}BILL{SEP}{day}"
+
+
+def bill_pk(subscription_id: str, day: str) -> str:
+    """Partition of a subscription's part of one day's export (``YYYY-MM-DD``): its billed usage and correction
+    lines as the export claimed them, which its billing file (``GET .../billingExports/{day}``) reads."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}BILL{SEP}{day}"
+
+
+def bill_usage_sk(hour: str, allocation_id: str) -> str:
+    """Sort key of an allocation-hour's usage billed in the day of its partition."""
+    return f"B{SEP}{hour}{SEP}{allocation_id}"
+
+
+def bill_correction_sk(hour: str, allocation_id: str, seq: int) -> str:
+    """Sort key of a correction line of the day of its partition (after every usage entry)."""
+    return f"C{SEP}{hour}{SEP}{allocation_id}{SEP}{seq:04d}"
 
 
 def budget_sk(name: str) -> str:

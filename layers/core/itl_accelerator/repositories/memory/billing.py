@@ -1,6 +1,7 @@
 """The billing export's bookkeeping in memory: the DynamoDB implementation's ``DynamoBillingRepository``
 (repositories/dynamodb/billing.py) — the cursor (first day still open), day states, claims of usage records,
-the correction queue and the correction lines of each day's export."""
+the correction queue, the correction lines of each day's export and each subscription's part of it (its bill
+entries, kept with every claim)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from itl_accelerator.domain.usage import CorrectionDue, ExportDay, UsageRecord
+from itl_accelerator.domain.usage import BillEntry, CorrectionDue, ExportDay, UsageRecord
+from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.memory.state import MemoryState
 from itl_accelerator.repositories.memory.usage import usage_key
 
@@ -40,7 +42,7 @@ class MemoryBillingRepository:
             if self._s.export_cursor != day or day in self._s.export_days:
                 return False
             self._s.export_cursor = next_day
-            self._s.export_days[day] = ExportDay(day, "Closed")
+            self._s.export_days[day] = ExportDay(day, "Closed", by_subscription=True)
             return True
 
     def claim(self, record: UsageRecord, day: str) -> bool:
@@ -53,7 +55,22 @@ class MemoryBillingRepository:
             billed = {"day": day, "segments": copy.deepcopy(record.segments), "hash": record.billing_hash}
             stored.billed = copy.deepcopy(billed)
             record.billed = billed
+            self._keep(record, day, keys.bill_usage_sk(record.hour, record.allocation_id), record.segments)
             return True
+
+    def _keep(
+        self, record: UsageRecord, day: str, key: str, segments: list[dict[str, Any]], correction: bool = False
+    ) -> None:
+        """Keep an entry of the subscription's part of ``day``'s bill (the lock held)."""
+        entries = self._s.bill_entries.setdefault((str(record.descriptor["subscriptionId"]).lower(), day), {})
+        entries[key] = BillEntry(
+            key,
+            record.allocation_id,
+            record.window_start,
+            copy.deepcopy(record.descriptor),
+            copy.deepcopy(segments),
+            correction,
+        )
 
     def corrections_due(self, limit: int) -> list[CorrectionDue]:
         """Queued corrections in ``{hour}#{allocationId}`` order."""
@@ -86,6 +103,10 @@ class MemoryBillingRepository:
             del self._s.correction_due[(due.hour, due.allocation_id)]
             if line is not None:
                 self._s.correction_lines.setdefault(day, {})[line_key] = copy.deepcopy(line)
+                sk = keys.bill_correction_sk(record.hour, record.allocation_id, seq)
+                self._keep(record, day, sk, list(line.get("deltas") or []), correction=True)
+            elif stored.billed["day"] == day == record.day:
+                self._keep(record, day, keys.bill_usage_sk(record.hour, record.allocation_id), record.segments)
             return True
 
     def drop_correction(self, due: CorrectionDue) -> None:
@@ -100,4 +121,15 @@ class MemoryBillingRepository:
 
     def mark_exported(self, day: str, manifest: dict[str, Any]) -> None:
         with self._s.lock:
-            self._s.export_days[day] = ExportDay(day, "Exported", copy.deepcopy(manifest))
+            closed = self._s.export_days.get(day)
+            by_subscription = closed.by_subscription if closed else False
+            self._s.export_days[day] = ExportDay(day, "Exported", copy.deepcopy(manifest), by_subscription)
+
+    def bill_entries(
+        self, subscription_id: str, day: str, after: str | None, limit: int
+    ) -> tuple[list[BillEntry], str | None]:
+        with self._s.lock:
+            entries = self._s.bill_entries.get((subscription_id.lower(), day), {})
+            keys_after = [k for k in sorted(entries) if after is None or k > after]
+            page = [copy.deepcopy(entries[k]) for k in keys_after[:limit]]
+        return page, (page[-1].key if len(keys_after) > limit else None)

@@ -21,7 +21,7 @@ from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.billing.rollup import CostDay, CostMonth, Totals
 from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.records import FleetShape, Node, Operation, ResourceKey, Workload
-from itl_accelerator.domain.usage import ExportDay, UsageRecord
+from itl_accelerator.domain.usage import BillEntry, ExportDay, UsageRecord
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.errors import InvalidSkipToken, ItemTooLarge
 
@@ -175,6 +175,8 @@ class MemoryState:
     export_days: dict[str, ExportDay] = field(default_factory=dict)
     #: day → (``{hour}#{allocationId}#{seq}`` → line)
     correction_lines: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: (subscription (lower), day) → (entry key → a :class:`BillEntry` of that subscription's part of the day's bill)
+    bill_entries: dict[tuple[str, str], dict[str, BillEntry]] = field(default_factory=dict)
     #: (subscription (lower), scope (lower)) → hour → totals
     rollups: dict[tuple[str, str], dict[str, Totals]] = field(default_factory=dict)
     #: (subscription (lower), day, resource scope (lower)) → that resource's charges of the day by hour

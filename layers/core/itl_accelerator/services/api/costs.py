@@ -143,6 +143,26 @@ def hours_of_period(start: datetime, end: datetime) -> tuple[str, str]:
     return ceil(start), ceil(end)
 
 
+def charges_visible_to(ctx: CallContext, subscription_id: str) -> Callable[[CostDimensions], bool]:
+    """Whether the caller sees a charge of ``subscription_id`` with these dimensions (module docstring, "Who sees
+    what"; docs/RBAC.md): admins every charge, consumers their own work's, suppliers their nodes' — within the
+    resource groups the caller holds. The cost query and the billing files (billing_files.py) answer the same."""
+    principal = ctx.principal
+    groups = principal.resource_groups_in(subscription_id)
+    visible_groups = {g.lower() for g in groups} if groups is not None else None
+
+    def sees(d: CostDimensions) -> bool:
+        if visible_groups is not None and d.resource_group.lower() not in visible_groups:
+            return False
+        return (
+            rbac.ROLE_ADMIN in principal.roles
+            or (rbac.ROLE_CONSUMER in principal.roles and d.submitted_by == principal.subject)
+            or (rbac.ROLE_SUPPLIER in principal.roles and d.supplier == principal.subject)
+        )
+
+    return sees
+
+
 class CostQueryService:
     """Cost queries over the usage repository's cost days. ``clock`` returns epoch seconds."""
 
@@ -216,19 +236,8 @@ class CostQueryService:
     # ----------------------------------------------------------------------------------------------- who sees what
     @staticmethod
     def _visible(ctx: CallContext, subscription_id: str, spans: Iterable[Span]) -> Iterable[Span]:
-        principal = ctx.principal
-        groups = principal.resource_groups_in(subscription_id)
-        visible_groups = {g.lower() for g in groups} if groups is not None else None
-        for span in spans:
-            d = span[0]
-            if visible_groups is not None and d.resource_group.lower() not in visible_groups:
-                continue
-            if (
-                rbac.ROLE_ADMIN in principal.roles
-                or (rbac.ROLE_CONSUMER in principal.roles and d.submitted_by == principal.subject)
-                or (rbac.ROLE_SUPPLIER in principal.roles and d.supplier == principal.subject)
-            ):
-                yield span
+        sees = charges_visible_to(ctx, subscription_id)
+        return (span for span in spans if sees(span[0]))
 
     # ----------------------------------------------------------------------------------------------- sums
     @staticmethod

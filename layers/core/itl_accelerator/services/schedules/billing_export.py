@@ -29,7 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.billing.focus import ChargeLine, manifest, write_focus_csv_gz
+from itl_accelerator.billing.focus import ChargeLine, billed_lines, manifest, write_focus_csv_gz
 from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.domain.usage import CorrectionDue, UsageRecord, day_of, hours_of_day
 from itl_accelerator.repositories.protocols import BillingRepository, UsageRepository
@@ -55,10 +55,6 @@ class ExportRefused(Exception):
 
 def _next_day(day: str) -> str:
     return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
-
-
-def _utc(epoch: int) -> datetime:
-    return datetime.fromtimestamp(epoch, UTC)
 
 
 def correction_line(record: UsageRecord) -> dict[str, Any] | None:
@@ -99,36 +95,6 @@ def correction_line(record: UsageRecord) -> dict[str, Any] | None:
         "allocationId": record.allocation_id,
         "deltas": deltas,
     }
-
-
-def _line(
-    allocation_id: str, descriptor: dict[str, Any], start: int, end: int, part: dict[str, Any], correction: bool
-) -> ChargeLine:
-    return ChargeLine(
-        allocation_id=allocation_id,
-        subscription_id=descriptor["subscriptionId"],
-        resource_group=descriptor["resourceGroup"],
-        resource_id=descriptor["resourceId"],
-        resource_name=descriptor["resourceName"],
-        resource_type=descriptor["resourceType"],
-        service=descriptor["service"],
-        node_id=descriptor["nodeId"],
-        node_name=descriptor["nodeName"],
-        sku=descriptor["sku"],
-        region=descriptor["region"],
-        supplier=descriptor["supplier"],
-        window_start=_utc(start),
-        window_end=_utc(end),
-        gpu_seconds=int(part["gpuSeconds"]),
-        billable_gpu_seconds=int(part["billableGpuSeconds"]),
-        price_per_gpu_hour=Decimal(part["pricePerGpuHour"]),
-        currency=part["currency"],
-        cost=Decimal(part["cost"]),
-        tags=dict(descriptor.get("tags") or {}),
-        correction=correction,
-        accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
-        accelerator_model=str(descriptor.get("acceleratorModel") or ""),
-    )
 
 
 @dataclass
@@ -335,14 +301,12 @@ class BillingExport:
             for record in self._usage.hour_records(hour):
                 if record.billed is None or record.billed["day"] != day:
                     continue
-                for segment in record.billed["segments"]:
-                    start, end = int(segment["start"]), int(segment["end"])
-                    yield _line(record.allocation_id, record.descriptor, start, end, segment, False)
+                yield from billed_lines(record.allocation_id, record.descriptor, record.billed["segments"])
         for line in self._billing.correction_lines(day):
-            start = int(line["windowStart"])
             allocation = str(line.get("allocationId") or "unknown")  # lines queued before the column existed
-            for delta in line["deltas"]:
-                yield _line(allocation, line["descriptor"], start, start + HOUR, delta, True)
+            yield from billed_lines(
+                allocation, line["descriptor"], line["deltas"], correction_of=int(line["windowStart"])
+            )
 
     def lag_hours(self, now: float) -> float | None:
         """Hours since the end of the last exported day (the missing-export alarm watches it); 0 once today was
