@@ -897,22 +897,24 @@ def billed(api: Api, hours: int) -> list[str]:
     return [f"{plain(float(amount))} {currency}" for currency, amount in sorted(totals.items())]
 
 
+def run_jobs(reader: Api, jobs: dict[str, Api]) -> dict[str, dict[str, Any]]:
+    """Submit a 1-GPU job of each name as its caller and wait for each to end with a cost: name → its cost."""
+    for name, caller in jobs.items():
+        body = {"name": name, "requested_gpus": 1, "requested_memory_gb": 8}
+        assert caller.http.post(f"{caller.rg}/sparkJobs", json=body).status_code == 202
+
+    def cost_of(name: str) -> dict[str, Any] | None:
+        job = reader.get(f"sparkJobs/{name}").json()["properties"]
+        return job["cost"] if job["status"] in ("Succeeded", "Failed") and job.get("cost") else None
+
+    return {name: wait_until(lambda n=name: cost_of(n), f"{name} to end") for name in jobs}
+
+
 def test_every_money_figure_is_the_apis_bill_for_the_caller_deleted_work_included(stack: Stack, portal, sub: str):
     admin = Api(stack, "ada", ADMIN, sub)
     admin.put_node("dgx-m", owner="sam", price=3.6)
     cora = Api(stack, "cora", CONSUMER, sub)
-    for caller, name in ((admin, "adas-job"), (cora, "coras-job")):
-        body = {"name": name, "requested_gpus": 1, "requested_memory_gb": 8}
-        assert caller.http.post(f"{caller.rg}/sparkJobs", json=body).status_code == 202
-
-    def ended(name: str) -> dict[str, Any] | None:
-        job = admin.get(f"sparkJobs/{name}").json()
-        return job if job["properties"]["status"] in ("Succeeded", "Failed") and job["properties"].get("cost") else None
-
-    costs = {
-        name: wait_until(lambda n=name: ended(n), f"{name} to end")["properties"]["cost"]
-        for name in ("adas-job", "coras-job")
-    }
+    costs = run_jobs(admin, {"adas-job": admin, "coras-job": cora})
     cora_cost = f"{plain(float(costs['coras-job']['amount']))} {costs['coras-job']['currency']}"
     # once rolled up, the cost query bills cora her job and nothing of ada's
     wait_until(lambda: billed(cora, 720) == [cora_cost], "cora's job to be rolled up")
@@ -960,16 +962,7 @@ def test_a_subscriptions_billing_file_downloads_as_the_api_serves_it_to_each_cal
     admin = Api(stack, "ada", ADMIN, sub)
     admin.put_node("dgx-f", owner="sam", price=1.8)
     cora = Api(stack, "cora", CONSUMER, sub)
-    for caller, name in ((admin, "adas-billed"), (cora, "coras-billed")):
-        body = {"name": name, "requested_gpus": 1, "requested_memory_gb": 8}
-        assert caller.http.post(f"{caller.rg}/sparkJobs", json=body).status_code == 202
-
-    def cost_of(name: str) -> dict[str, Any] | None:
-        job = admin.get(f"sparkJobs/{name}").json()["properties"]
-        return job["cost"] if job["status"] in ("Succeeded", "Failed") and job.get("cost") else None
-
-    cost = wait_until(lambda: cost_of("coras-billed"), "cora's job to end")
-    wait_until(lambda: cost_of("adas-billed"), "ada's job to end")
+    cost = run_jobs(admin, {"adas-billed": admin, "coras-billed": cora})["coras-billed"]
     # once her usage is recorded (the roll-up has it), the day is exported
     wait_until(lambda: billed(cora, 24) == [f"{plain(float(cost['amount']))} {cost['currency']}"], "the roll-up")
     wait_until(lambda: len(billed(admin, 24)) > 0 and billed(admin, 24) != billed(cora, 24), "ada's roll-up")

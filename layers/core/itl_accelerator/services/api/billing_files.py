@@ -35,13 +35,12 @@ from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import validate_subscription_id
-from itl_accelerator.auth import rbac
 from itl_accelerator.billing.focus import FOCUS_COLUMNS, FOCUS_VERSION, billed_lines, focus_cells
 from itl_accelerator.billing.rollup import CostDimensions
-from itl_accelerator.errors import BillingExportNotFound, InvalidParameter, ResourceNotFound
+from itl_accelerator.errors import BillingExportNotFound, InvalidParameter
 from itl_accelerator.repositories.protocols import BillingRepository
-from itl_accelerator.services.api.costs import charges_visible_to
-from itl_accelerator.services.common.access import Access, Target
+from itl_accelerator.services.api.costs import charges_visible_to, require_cost_read
+from itl_accelerator.services.common.access import Access
 from itl_accelerator.services.common.context import CallContext
 
 #: Bill entries per page, by default and at most (each one to a few rows of ~40 cells: a page stays well under
@@ -95,19 +94,8 @@ class BillingFileService:
         (audited) without ``costQuery/action``."""
         validate_subscription_id(subscription_id)
         wanted = parse_day(day)
+        require_cost_read(self._access, ctx, subscription_id, "billingExports", wanted)
         resource_id = f"/subscriptions/{subscription_id}/providers/{TYPE}/{wanted}"
-        self._access.require_any(
-            ctx,
-            (rbac.COSTS_READ,),
-            Target(
-                subscription_id=subscription_id,
-                resource_group=None,
-                resource_id=resource_id,
-                resource_type=TYPE,
-                resource_name=wanted,
-                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-            ),
-        )
         after = decode_token(skip_token) if skip_token else None
         limit = top if top is not None else DEFAULT_TOP
         if not 1 <= limit <= MAX_TOP:

@@ -143,6 +143,26 @@ def hours_of_period(start: datetime, end: datetime) -> tuple[str, str]:
     return ceil(start), ceil(end)
 
 
+def require_cost_read(access: Access, ctx: CallContext, subscription_id: str, type_name: str, name: str) -> None:
+    """The caller may read the subscription's costs (``costQuery/action``): the cost query and the billing files
+    (billing_files.py), each a subscription-level resource ``.../providers/ITL.Accelerator/{type_name}[/{name}]``.
+    400 for a malformed subscription id; 404 outside the caller's scopes; 403 (audited) without the permission."""
+    validate_subscription_id(subscription_id)
+    path = type_name if name == type_name else f"{type_name}/{name}"
+    access.require_any(
+        ctx,
+        (rbac.COSTS_READ,),
+        Target(
+            subscription_id=subscription_id,
+            resource_group=None,
+            resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/{path}",
+            resource_type=f"{PROVIDER_NAMESPACE}/{type_name}",
+            resource_name=name,
+            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        ),
+    )
+
+
 def charges_visible_to(ctx: CallContext, subscription_id: str) -> Callable[[CostDimensions], bool]:
     """Whether the caller sees a charge of ``subscription_id`` with these dimensions (module docstring, "Who sees
     what"; docs/RBAC.md): admins every charge, consumers their own work's, suppliers their nodes' — within the
@@ -175,19 +195,7 @@ class CostQueryService:
         """The answer (module docstring): ``{"id", "name", "type", "properties": {"columns", "rows"}}``; rows
         ordered by time bucket, then group values, then currency. 400 for a bad period or too many rows; 404
         outside the caller's scopes; 403 (audited) without the permission."""
-        validate_subscription_id(subscription_id)
-        self._access.require_any(
-            ctx,
-            (rbac.COSTS_READ,),
-            Target(
-                subscription_id=subscription_id,
-                resource_group=None,
-                resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/costQuery",
-                resource_type=f"{PROVIDER_NAMESPACE}/costQuery",
-                resource_name="costQuery",
-                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-            ),
-        )
+        require_cost_read(self._access, ctx, subscription_id, "costQuery", "costQuery")
         start, end = period_of(query, datetime.fromtimestamp(self._clock(), UTC))
         first, stop = hours_of_period(start, end)
         if first >= stop:
