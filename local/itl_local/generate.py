@@ -143,6 +143,34 @@ def _scalar(text: str) -> str:
     return text if plain else "'" + text.replace("'", "''") + "'"
 
 
+# ------------------------------------------------------------------------------------------------ checkov
+#: The checkov checks that do not apply to a function, with why: written as each generated function's
+#: ``Metadata.checkov.skip`` (the hand-written functions carry their own). docs/ARCHITECTURE.md, "Security posture".
+NO_VPC = (
+    "CKV_AWS_117",
+    "No VPC: it calls only IAM-signed AWS APIs and the DGX Platform's public HTTPS API; no private resource to reach (ARCHITECTURE.md, Security posture)",
+)
+NO_SECRET_IN_ENV = (
+    "CKV_AWS_173",
+    "Its environment holds names, ARNs and limits, never a secret: secrets are in Secrets Manager, read at run time",
+)
+SYNC_API = (
+    "CKV_AWS_116",
+    "Invoked synchronously by API Gateway: every failure is the caller's answer, so a DLQ would receive nothing",
+)
+SYNC_STEP = (
+    "CKV_AWS_116",
+    "Invoked synchronously by Step Functions, whose Retry and Catch handle every failure of the step",
+)
+API_POOL = (
+    "CKV_AWS_115",
+    "Not reserved: API functions share the account's pool behind the stage throttle and the per-subscription rate limits; the system's own duties reserve theirs (SystemReservedConcurrency)",
+)
+#: Reserved concurrency of the functions that keep allocations honest (workflow steps, stream consumers): the
+#: template's parameter, none when it is 0 (an account whose concurrency quota is too small to reserve).
+SYSTEM_CONCURRENCY = "!If [ReservesSystemConcurrency, !Ref SystemReservedConcurrency, !Ref AWS::NoValue]"
+
+
 def _function_block(
     name: str,
     handler: str,
@@ -152,15 +180,25 @@ def _function_block(
     timeout: int | None,
     snapstart: str | None = None,
     api: tuple[str, str] | None = None,
+    skips: tuple[tuple[str, str], ...] = (),
+    concurrency: str | None = None,
 ) -> list[str]:
-    """One ``AWS::Serverless::Function`` block (its lines, then a blank one): SnapStart under condition
-    ``snapstart``, an ``Api`` event of ``api`` = (path, method)."""
-    lines = [f"  {name}Function:", "    Type: AWS::Serverless::Function", "    Properties:"]
+    """One ``AWS::Serverless::Function`` block (its lines, then a blank one): the checkov checks ``skips`` skipped
+    with their reasons, SnapStart under condition ``snapstart``, reserved ``concurrency`` (a YAML value), an ``Api``
+    event of ``api`` = (path, method)."""
+    lines = [f"  {name}Function:", "    Type: AWS::Serverless::Function"]
+    if skips:
+        lines += ["    Metadata:", "      checkov:", "        skip:"]
+        for check, why in skips:
+            lines += [f"          - id: {check}", f"            comment: {_scalar(why)}"]
+    lines.append("    Properties:")
     if snapstart:
         lines.append(f'      SnapStart: !If [{snapstart}, {{ApplyOn: PublishedVersions}}, !Ref "AWS::NoValue"]')
     lines += [f"      Description: {_scalar(description)}", f"      Handler: itl_functions.{handler}"]
     if timeout is not None:
         lines.append(f"      Timeout: {timeout}")
+    if concurrency is not None:
+        lines.append(f"      ReservedConcurrentExecutions: {concurrency}")
     if environment:
         lines += ["      Environment:", "        Variables:"]
         lines += [f"          {variable}: {value}" for variable, value in environment.items()]
@@ -180,7 +218,15 @@ def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> li
     for f in functions:
         condition = "HasHotPathSnapStart" if f.hot else "HasApiSnapStart"
         lines += _function_block(
-            f.name, f.handler, f.description, f.policies, f.environment, f.timeout, condition, _handler_route(f)
+            f.name,
+            f.handler,
+            f.description,
+            f.policies,
+            f.environment,
+            f.timeout,
+            condition,
+            _handler_route(f),
+            skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_API, API_POOL),
         )
     return lines[:-1]
 
@@ -267,7 +313,16 @@ def render_workflow_steps(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str
     lines: list[str] = []
     for workflow in workflows:
         for s in workflow.steps:
-            lines += _function_block(s.name, s.handler, s.description, s.policies, s.environment, s.timeout)
+            lines += _function_block(
+                s.name,
+                s.handler,
+                s.description,
+                s.policies,
+                s.environment,
+                s.timeout,
+                skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_STEP),
+                concurrency=SYSTEM_CONCURRENCY,
+            )
     return lines[:-1]
 
 

@@ -1,0 +1,96 @@
+"""The production posture template.yaml declares (docs/ARCHITECTURE.md, "Security posture"): each decision is in the
+template, and each checkov check skipped says why next to it — so a new resource that fails a check that applies
+fails `./dev checkov` in CI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from itl_local.template import Template
+
+TEMPLATE = Template()
+RESOURCES: dict[str, Any] = TEMPLATE.resources
+
+
+def of_type(kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in RESOURCES.items() if r["Type"] == kind}
+
+
+def skips(resource: dict[str, Any]) -> dict[str, str]:
+    return {s["id"]: s["comment"] for s in ((resource.get("Metadata") or {}).get("checkov") or {}).get("skip") or []}
+
+
+def test_every_skipped_check_says_why():
+    skipped = [(name, check, why) for name, r in RESOURCES.items() for check, why in skips(r).items()]
+    assert skipped, "the template skips no check at all"
+    short = [(name, check) for name, check, why in skipped if len(why.split()) < 8]
+    assert short == [], f"a skip without a reason of its own: {short}"
+
+
+@pytest.mark.parametrize("name", sorted(of_type("AWS::Serverless::Function")))
+def test_every_function_reserves_concurrency_or_says_why_it_does_not(name: str):
+    function = RESOURCES[name]
+    reserved = "ReservedConcurrentExecutions" in function["Properties"]
+    assert reserved != ("CKV_AWS_115" in skips(function)), name
+    events = {e.get("Type") for e in (function["Properties"].get("Events") or {}).values()}
+    if events & {"ScheduleV2", "Schedule"}:
+        # a periodic duty runs once at a time and always has a slot, whatever floods the API
+        assert function["Properties"]["ReservedConcurrentExecutions"] == 1, name
+    if "Api" in events:
+        assert not reserved, f"{name}: API functions share the pool behind the stage throttle"
+
+
+def test_the_alarm_topic_is_encrypted_with_a_key_cloudwatch_may_use():
+    topic = RESOURCES["OperationsAlarmTopic"]["Properties"]
+    key_id = topic["KmsMasterKeyId"]["Ref"]
+    key = RESOURCES[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    principals = [s["Principal"] for s in key["KeyPolicy"]["Statement"]]
+    assert {"Service": "cloudwatch.amazonaws.com"} in principals
+
+
+def test_the_api_has_an_access_log_kept_encrypted_and_a_firewall_with_a_rate_rule_per_ip():
+    setting = TEMPLATE.api()["AccessLogSetting"]
+    group = RESOURCES[setting["DestinationArn"]["Fn::GetAtt"][0]]["Properties"]
+    assert int(TEMPLATE.resolve(group["RetentionInDays"])) >= 365 and "KmsKeyId" in group
+    acl = of_type("AWS::WAFv2::WebACL")["ApiWebAcl"]["Properties"]
+    assert acl["Scope"] == "REGIONAL"
+    rate = [r for r in acl["Rules"] if "RateBasedStatement" in r["Statement"]]
+    assert [r["Statement"]["RateBasedStatement"]["AggregateKeyType"] for r in rate] == ["IP"]
+    managed = {
+        r["Statement"]["ManagedRuleGroupStatement"]["Name"]
+        for r in acl["Rules"]
+        if "ManagedRuleGroupStatement" in r["Statement"]
+    }
+    assert {"AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet"} <= managed
+    (association,) = of_type("AWS::WAFv2::WebACLAssociation").values()
+    assert "/restapis/${Api}/stages/" in association["Properties"]["ResourceArn"]["Fn::Sub"]
+
+
+@pytest.mark.parametrize("name", sorted(of_type("AWS::S3::Bucket")))
+def test_every_bucket_is_versioned_private_encrypted_and_logged(name: str):
+    props = RESOURCES[name]["Properties"]
+    assert props["VersioningConfiguration"]["Status"] == "Enabled"
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    assert "BucketEncryption" in props
+    if name == "AccessLogsBucket":
+        assert "CKV_AWS_18" in skips(RESOURCES[name])
+    else:
+        assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": "AccessLogsBucket"}
+
+
+def test_an_exported_billing_day_is_kept_under_object_lock():
+    props = RESOURCES["BillingExportBucket"]["Properties"]
+    assert props["ObjectLockEnabled"] is True
+    retention = props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]
+    assert retention["Mode"] == "GOVERNANCE" and int(TEMPLATE.resolve(retention["Days"])) >= 366
+    assert RESOURCES["BillingExportBucket"]["DeletionPolicy"] == "Retain"
+
+
+def test_the_portal_pins_tls_1_2_with_its_own_certificate_and_may_take_a_web_acl():
+    config = RESOURCES["PortalDistribution"]["Properties"]["DistributionConfig"]
+    with_certificate = config["ViewerCertificate"]["Fn::If"][1]
+    assert with_certificate["MinimumProtocolVersion"] == "TLSv1.2_2021"
+    assert config["WebACLId"]["Fn::If"][0] == "HasPortalWebAcl"
