@@ -187,6 +187,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.environ.update(_callback_environment(settings, port, not args.no_dgx_callbacks))
     # the API Gateway emulator's request log: what the SLO report counts locally (CloudWatch's metrics in AWS)
     os.environ["API_REQUEST_LOG"] = str(_home(settings) / f"api-requests-{port}.jsonl")
+    # the stage's access log (AccessLogSetting: the line a deployed stack writes to its access log group)
+    os.environ["API_ACCESS_LOG"] = str(_home(settings) / f"api-access-{port}.jsonl")
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
@@ -269,7 +271,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     servers.append(_serve_in_thread(simulator.app, settings.local_dgx_port, level)[0])
     site = PortalSite(portal_config(api_base_url="", authority=local_issuer(settings), client_id=PORTAL_CLIENT_ID))
-    gateway = with_portal(ApiGatewayEmulator(template, console=console), site)
+    gateway = with_portal(ApiGatewayEmulator(template, console=console, access_lines=args.access_log), site)
     servers.append(_serve_in_thread(gateway, port, level)[0])
     from itl_local.aws import trim_stream
     from itl_local.streams import StreamPoller
@@ -690,6 +692,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quiet",
         action="store_true",
         help="print only the start and stop lines: no request or workflow step lines, no function logs",
+    )
+    up.add_argument(
+        "--access-log",
+        action="store_true",
+        help="print each request as the API's access log line (JSON, template.yaml's AccessLogSetting format) in "
+        "place of the short request line; the lines always go to the local home's api-access-{port}.jsonl",
     )
     up.add_argument(
         "--no-schedules", action="store_true", help="do not fire template.yaml's schedules (./dev schedule still does)"

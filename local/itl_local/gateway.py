@@ -12,7 +12,12 @@ API Gateway does, with a token bucket over every request before anything else (t
 Given a :class:`~itl_local.console.Console`, each request is reported on it in one line once answered. Every
 request answered is appended to the request log (``API_REQUEST_LOG``, when set): one JSON object a line,
 ``{"t": epoch seconds, "status": HTTP status, "ms": latency}`` — the local stand-in for API Gateway's
-``Count``/``5XXError``/``Latency`` metrics, which the SLO report reads (itl_accelerator/api_metrics.py).
+``Count``/``5XXError``/``Latency`` metrics, which the SLO report reads (itl_accelerator/api_metrics.py). And every
+request answered — by a function, the authorizer, the throttle or the gateway itself — gets the stage's *access log*
+line, rendered from the template's ``AccessLogSetting.Format`` with the ``$context`` values this emulator knows (the
+others ``-``, as API Gateway writes a missing value), appended to ``API_ACCESS_LOG`` when set (``./dev up``: the
+local home's ``api-access-{port}.jsonl``) and, with ``./dev up --access-log``, printed in place of the console's
+request line: the line a deployed stack writes to its access log group.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import asyncio
 import base64
 import gzip
 import json
+import os
+import re
 import threading
 import time
 import uuid
@@ -94,11 +101,46 @@ class RequestLog:
 
     def record(self, status: int, duration_ms: float, at: float | None = None) -> None:
         """Append ``{"t": at (epoch seconds, default now), "status": status, "ms": duration_ms}`` as one line."""
-        line = json.dumps(
-            {"t": round(time.time() if at is None else at, 3), "status": status, "ms": round(duration_ms, 1)}
+        self.append(
+            json.dumps(
+                {"t": round(time.time() if at is None else at, 3), "status": status, "ms": round(duration_ms, 1)}
+            )
         )
+
+    def append(self, line: str) -> None:
+        """Append ``line`` (one line of JSON)."""
         with self._lock, self.path.open("a") as out:
             out.write(line + "\n")
+
+
+class AccessLog:
+    """The stage's access log (module docstring): ``fmt`` is ``AccessLogSetting.Format``, ``path`` where lines go
+    (none: rendered only). Thread-safe."""
+
+    VARIABLE = re.compile(r"\$context\.([A-Za-z0-9_.]+)")
+
+    def __init__(self, fmt: str, path: str | Path | None):
+        self.fmt = fmt
+        self.log = RequestLog(path) if path else None
+
+    def line(self, values: dict[str, str]) -> str:
+        """``fmt`` with each ``$context.name`` replaced by ``values[name]`` (JSON-escaped: it sits in a JSON string),
+        ``-`` for a value not known or empty."""
+
+        def value(match: re.Match[str]) -> str:
+            found = values.get(match.group(1))
+            return "-" if found in (None, "") else json.dumps(str(found))[1:-1]
+
+        return self.VARIABLE.sub(value, self.fmt)
+
+    def write(self, line: str) -> None:
+        if self.log is not None:
+            self.log.append(line)
+
+
+def _request_time(at: float) -> str:
+    """``$context.requestTime``: the CLF-formatted time (``04/Dec/2026:17:40:00 +0000``)."""
+    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(at))
 
 
 def _accepts_gzip(accept_encoding: str) -> bool:
@@ -134,8 +176,12 @@ class ApiGatewayEmulator:
         throttle: bool = True,
         clock: Callable[[], float] = time.monotonic,
         request_log: str | Path | None = None,
+        access_log: str | Path | None = None,
+        access_lines: bool = False,
     ):
-        """``request_log``: where the request log goes (default: ``API_REQUEST_LOG``; none when empty)."""
+        """``request_log``: where the request log goes (default: ``API_REQUEST_LOG``; none when empty);
+        ``access_log``: where the access log goes (default: ``API_ACCESS_LOG``; none when empty); ``access_lines``:
+        the console shows each request's access log line in place of its request line."""
         self.template = template
         self.console = console
         if request_log is None:
@@ -143,6 +189,11 @@ class ApiGatewayEmulator:
 
             request_log = get_settings().api_request_log or None
         self.request_log = RequestLog(request_log) if request_log else None
+        access_format = template.api_access_log_format()
+        if access_log is None:
+            access_log = os.environ.get("API_ACCESS_LOG") or None
+        self.access_log = AccessLog(access_format, access_log) if access_format else None
+        self.access_lines = access_lines and self.access_log is not None
         self.stage = stage
         throttling = template.api_throttling() if throttle else None
         self.bucket = TokenBucket(*throttling, clock=clock) if throttling else None
@@ -171,14 +222,53 @@ class ApiGatewayEmulator:
             await send({"type": "lifespan.shutdown.complete"})
             return
         request = Request(scope, receive)
-        started = time.perf_counter()
-        response = self.compressed(request, await self.handle(request))
+        started, at = time.perf_counter(), time.time()
+        trace: dict[str, str] = {}
+        response = self.compressed(request, await self.handle(request, trace))
         duration_ms = (time.perf_counter() - started) * 1000
         if self.request_log is not None:
             self.request_log.record(response.status_code, duration_ms)
+        access = self._access_line(request, response, trace, at, duration_ms) if self.access_log else None
+        if access is not None and self.access_log is not None:
+            self.access_log.write(access)
         if self.console is not None:
-            self._report(request, response, duration_ms)
+            if self.access_lines and access is not None:
+                self.console.write(access)
+            else:
+                self._report(request, response, duration_ms)
         await response(scope, receive, send)
+
+    def _access_line(
+        self, request: Request, response: Response, trace: dict[str, str], at: float, duration_ms: float
+    ) -> str:
+        """The request's access log line: the ``$context`` values API Gateway would log for it."""
+        assert self.access_log is not None
+        error_type = response.headers.get("x-amzn-ErrorType", "")
+        error_message = ""
+        if error_type:
+            try:
+                body = json.loads(bytes(response.body))
+                error_message = str((body.get("error") or {}).get("message") or body.get("message") or "")
+            except (ValueError, AttributeError):
+                error_message = ""
+        values = {
+            **trace,
+            "extendedRequestId": trace.get("requestId", ""),
+            "requestTime": _request_time(at),
+            "requestTimeEpoch": str(int(at * 1000)),
+            "httpMethod": request.method,
+            "path": request.url.path,
+            "protocol": f"HTTP/{request.scope.get('http_version', '1.1')}",
+            "status": str(response.status_code),
+            "responseLength": response.headers.get("content-length", str(len(response.body))),
+            "responseLatency": str(round(duration_ms)),
+            "error.responseType": error_type,
+            "error.message": error_message,
+            "identity.sourceIp": request.client.host if request.client else "",
+            "identity.userAgent": request.headers.get("user-agent", ""),
+            "stage": self.stage,
+        }
+        return self.access_log.line(values)
 
     def _report(self, request: Request, response: Response, duration_ms: float) -> None:
         assert self.console is not None
@@ -193,9 +283,12 @@ class ApiGatewayEmulator:
             response.headers.get("x-amzn-ErrorType"),
         )
 
-    async def handle(self, request: Request) -> Response:
-        """One request through stage throttling → route match → authorizer → function."""
+    async def handle(self, request: Request, trace: dict[str, str] | None = None) -> Response:
+        """One request through stage throttling → route match → authorizer → function. ``trace`` receives the
+        ``$context`` values of the access log it learns on the way (request id, route, principal, integration)."""
+        trace = {} if trace is None else trace
         request_id = str(uuid.uuid4())
+        trace["requestId"] = request_id
         if self.bucket is not None and not self.bucket.take():
             return self.gateway_response("THROTTLED", request_id, request)
         body = await request.body()
@@ -209,27 +302,36 @@ class ApiGatewayEmulator:
                 return self.preflight(request_id)
         if route is None:
             return self.gateway_response("MISSING_AUTHENTICATION_TOKEN", request_id, request)
+        trace["resourcePath"] = route.path
         event = self._proxy_event(request, route, params, body, request_id)
         loop = asyncio.get_running_loop()
         if route.authorized:
             headers = {k.lower() for k in request.headers}
             if any(h not in headers for h in self.identity_headers):
                 return self.gateway_response("UNAUTHORIZED", request_id, request)
-            outcome = await loop.run_in_executor(self.pool, self._authorize, event)
+            outcome = await loop.run_in_executor(self.pool, self._authorize, event, trace)
             if isinstance(outcome, str):
                 return self.gateway_response(outcome, request_id, request)
             event["requestContext"]["authorizer"] = outcome
+            trace["authorizer.principalId"] = str(outcome.get("principalId") or "")
         handler = self.handlers[route.function_id]
+        called = time.perf_counter()
         try:
             result = await asyncio.wait_for(
                 loop.run_in_executor(self.pool, invoke, handler, event, route.function_id), INTEGRATION_TIMEOUT_SECONDS
             )
         except TimeoutError:
             logger.error("Function timed out at the gateway", extra={"function": route.function_id})
+            trace["integration.error"] = "Execution failed due to a timeout error"
             return self.gateway_response("INTEGRATION_TIMEOUT", request_id, request)
-        except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 502, never the emulator's crash
+        except Exception as exc:  # noqa: BLE001 - a crashed function is API Gateway's 502, never the emulator's crash
             logger.exception("Function failed", extra={"function": route.function_id})
+            trace["integration.error"] = type(exc).__name__
             return self.gateway_response("DEFAULT_5XX", request_id, request)
+        finally:
+            trace["integrationLatency"] = str(round((time.perf_counter() - called) * 1000))
+        if isinstance(result, dict) and "statusCode" in result:
+            trace["integrationStatus"] = str(result["statusCode"])
         return self._to_response(result, request_id)
 
     def compressed(self, request: Request, response: Response) -> Response:
@@ -318,8 +420,10 @@ class ApiGatewayEmulator:
             "isBase64Encoded": is_b64,
         }
 
-    def _authorize(self, event: dict[str, Any]) -> dict[str, Any] | str:
-        """Run the REQUEST authorizer; the authorizer context on Allow, else the gateway response type."""
+    def _authorize(self, event: dict[str, Any], trace: dict[str, str] | None = None) -> dict[str, Any] | str:
+        """Run the REQUEST authorizer; the authorizer context on Allow, else the gateway response type (``trace``
+        gets the principal of a Deny and the error of a failure, as the access log shows them)."""
+        trace = {} if trace is None else trace
         auth_event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/{event['httpMethod']}{event['path']}",
@@ -342,12 +446,14 @@ class ApiGatewayEmulator:
         try:
             policy = invoke(self.authorizer, auth_event, "AuthorizerFunction")
         except Exception as exc:  # noqa: BLE001 - API Gateway maps authorizer errors to gateway responses
+            trace["authorizer.error"] = str(exc)
             if str(exc) == "Unauthorized":
                 return "UNAUTHORIZED"
             logger.exception("Authorizer failed", extra={"function": "AuthorizerFunction"})
             return "AUTHORIZER_FAILURE"
         statements = (policy.get("policyDocument") or {}).get("Statement") or []
         if not statements or any(s.get("Effect") != "Allow" for s in statements):
+            trace["authorizer.principalId"] = str(policy.get("principalId") or "")
             return "ACCESS_DENIED"
         return {**(policy.get("context") or {}), "principalId": policy.get("principalId")}
 

@@ -264,6 +264,27 @@ class Template:
                 return float(self.resolve(rate)), int(self.resolve(burst))
         return None
 
+    def api_access_log_format(self) -> str | None:
+        """The stage's access log format (``AccessLogSetting.Format``: a JSON object of ``$context`` variables), None
+        without an access log."""
+        setting = self.api().get("AccessLogSetting") or {}
+        found = setting.get("Format")
+        return None if found is None else str(self.resolve(found))
+
+    def bucket_settings(self, logical_id: str) -> dict[str, Any]:
+        """What a bucket declares that has a local meaning: ``versioning`` (bool), ``object_lock`` (``{"Mode",
+        "Days"}`` of its default retention, parameters resolved) or None."""
+        props = self.resources[logical_id].get("Properties") or {}
+        versioning = (props.get("VersioningConfiguration") or {}).get("Status") == "Enabled"
+        lock = None
+        if props.get("ObjectLockEnabled"):
+            retention = (((props.get("ObjectLockConfiguration") or {}).get("Rule") or {}).get("DefaultRetention")) or {}
+            lock = {
+                "Mode": str(retention.get("Mode", "GOVERNANCE")),
+                "Days": int(self.resolve(retention.get("Days", 1))),
+            }
+        return {"versioning": versioning, "object_lock": lock}
+
     def api_minimum_compression_size(self) -> int | None:
         """The API's ``MinimumCompressionSize`` (bytes): API Gateway compresses a response body at least this large
         for a client whose ``Accept-Encoding`` allows it; None when the API does not compress."""
