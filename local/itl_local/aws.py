@@ -397,10 +397,21 @@ def local_bucket_name(logical_id: str) -> str:
 
 
 def create_buckets(s3: Any, template: Template) -> dict[str, str]:
-    """Create every S3 bucket the template declares (idempotent); returns logical id → local bucket name."""
+    """Create every S3 bucket the template declares (idempotent), with what it declares that has a local meaning:
+    versioning, and Object Lock with its default retention (the export bucket: an exported version cannot be
+    deleted or shortened before its retention ends, locally too). Returns logical id → local bucket name."""
     names = {logical_id: local_bucket_name(logical_id) for logical_id in template.buckets()}
-    for name in names.values():
-        s3.create_bucket(Bucket=name)
+    for logical_id, name in names.items():
+        settings = template.bucket_settings(logical_id)
+        lock = settings["object_lock"]
+        s3.create_bucket(Bucket=name, **({"ObjectLockEnabledForBucket": True} if lock else {}))
+        if settings["versioning"]:
+            s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+        if lock:
+            s3.put_object_lock_configuration(
+                Bucket=name,
+                ObjectLockConfiguration={"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": lock}},
+            )
     return names
 
 

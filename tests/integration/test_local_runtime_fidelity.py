@@ -251,3 +251,26 @@ def test_a_query_reads_its_partition_and_answers_as_moto_scanning_the_table(aws,
     assert [i["SK"]["S"] for p in indexed[7] for i in p["Items"]] == ["21", "20", "07", "05"]
     assert indexed[8] == [{"Items": [], "Count": 0, "ScannedCount": 0, "LastEvaluatedKey": None}]
     aws.delete_table(TableName=table)
+
+
+def test_buckets_are_made_as_the_template_declares_them_and_an_exported_day_cannot_be_deleted(aws, template):
+    from itl_local.aws import create_buckets
+
+    s3 = boto3.client("s3")
+    names = create_buckets(s3, template)
+    for logical_id in ("PortalBucket", "CanaryArtifactsBucket", "AccessLogsBucket", "BillingExportBucket"):
+        assert s3.get_bucket_versioning(Bucket=names[logical_id])["Status"] == "Enabled", logical_id
+    export = names["BillingExportBucket"]
+    lock = s3.get_object_lock_configuration(Bucket=export)["ObjectLockConfiguration"]
+    retention = lock["Rule"]["DefaultRetention"]
+    assert (retention["Mode"], retention["Days"]) == ("GOVERNANCE", 400)  # BillingExportRetentionDays
+    # Given an exported day's object (written with a checksum, as S3 requires under Object Lock)
+    key = "focus/2026-12/2026-12-01/itl-accelerator-focus-2026-12-01.csv.gz"
+    first = s3.put_object(Bucket=export, Key=key, Body=b"day", ChecksumAlgorithm="SHA256")["VersionId"]
+    # When someone deletes that version, it stays: only a principal allowed to bypass governance could
+    with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
+        s3.delete_object(Bucket=export, Key=key, VersionId=first)
+    # and writing the key again (a rerun) adds a version, the first one kept
+    s3.put_object(Bucket=export, Key=key, Body=b"again", ChecksumAlgorithm="SHA256")
+    versions = s3.list_object_versions(Bucket=export, Prefix=key)["Versions"]
+    assert first in {v["VersionId"] for v in versions} and len(versions) == 2

@@ -611,7 +611,14 @@ class FakeS3:
         self.writes.append((Bucket, Key))
 
     def put_object(
-        self, *, Bucket: str, Key: str, Body: bytes | str, ContentType: str | None = None, Metadata: dict | None = None
+        self,
+        *,
+        Bucket: str,
+        Key: str,
+        Body: bytes | str,
+        ContentType: str | None = None,
+        Metadata: dict | None = None,
+        ChecksumAlgorithm: str | None = None,
     ) -> dict[str, Any]:
         self._bucket(Bucket, "PutObject")
         body = Body.encode() if isinstance(Body, str) else bytes(Body)

@@ -219,7 +219,12 @@ class BillingExport:
                 spool,
                 self._settings.billing_export_bucket,
                 data_key,
-                ExtraArgs={"ContentType": "application/gzip", "Metadata": {"sha256": summary.sha256}},
+                # a checksum with every write: S3 requires one into a bucket under Object Lock (template.yaml)
+                ExtraArgs={
+                    "ContentType": "application/gzip",
+                    "Metadata": {"sha256": summary.sha256},
+                    "ChecksumAlgorithm": "SHA256",
+                },
             )
         written = manifest(date.fromisoformat(day), summary, data_key)
         self._s3.put_object(  # last: a manifest means the object beside it is complete
@@ -227,6 +232,7 @@ class BillingExport:
             Key=manifest_key,
             Body=json.dumps(written, indent=2).encode(),
             ContentType="application/json",
+            ChecksumAlgorithm="SHA256",
         )
         self._billing.mark_exported(day, written)
         return DayExport(day, written, written=True, claimed=claimed, corrections=corrections)
