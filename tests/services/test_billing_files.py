@@ -109,3 +109,67 @@ def test_a_change_after_the_export_goes_out_in_a_later_days_file_and_never_rewri
     assert sorted(later, key=key) == sorted(export_rows(env, NEXT_DAY), key=key)
     assert [money([r]) for r in later if r["ChargeClass"] == "Correction"] == [Decimal("-0.500000")]
     assert money(before) + money(later) == Decimal(env.job_props("long")["cost"]["amount"])
+
+
+def test_a_late_record_that_changes_again_in_the_same_export_is_billed_both_times(env: Env):
+    from dataclasses import replace as copied
+
+    env.add_node(price=1.0, increment=1, minimum=0)
+    allocation = run_job(env, "early", 1, f"{DAY}T10:00:00", f"{DAY}T10:30:00")
+    sync(env, f"{NEXT_DAY}T01:00:00")
+    env.w.billing_export.run(now=t(f"{NEXT_DAY}T01:30:00"))  # the 10th exported
+    on_time = env.repos.usage.get(allocation, t(f"{DAY}T10:00:00"))
+    assert on_time is not None
+    # Given usage of the 10th that reaches the store only now (a meter no sync had read): queued as a correction
+    late = copied(on_time, allocation_id="late-1", billed=None, corrections=0, content_hash="")
+    assert env.repos.usage.write(late, None) == "correction"
+    # When the 11th's export has billed it by a correction line, and it changes again before the file is written
+    assert env.repos.billing.close_day(NEXT_DAY, "2025-03-12")
+    assert env.w.billing_export._claim_corrections(NEXT_DAY) == 1
+    billed_once = env.repos.usage.get("late-1", late.window_start)
+    assert billed_once is not None
+    doubled = [{**s, "gpuSeconds": 3600, "billableGpuSeconds": 3600, "cost": "1.000000"} for s in late.segments]
+    changed = copied(billed_once, segments=doubled, content_hash="")
+    assert env.repos.usage.write(changed, billed_once) == "correction"
+    env.w.billing_export.run(now=t("2025-03-12T01:30:00"), day=NEXT_DAY)
+    # Then the 11th bills it twice, first as it came and then the difference: in all, what it finally is
+    corrections = [r for r in export_rows(env, NEXT_DAY) if r["x_AllocationId"] == "late-1"]
+    assert [r["ChargeClass"] for r in corrections] == ["Correction", "Correction"]
+    assert money(corrections) == Decimal("1.000000")
+    assert money([r for r in billing_file(env, env.admin(), NEXT_DAY) if r["x_AllocationId"] == "late-1"]) == Decimal(
+        "1.000000"
+    )
+
+
+def test_a_tag_changed_after_the_claim_is_not_what_the_day_billed_in_either_file(billed_day: Env):  # noqa: F811
+    env = billed_day
+    # Given the 10th closed and claimed by an export that was cut off before it wrote the file
+    assert env.repos.billing.close_day(DAY, NEXT_DAY)
+    assert env.w.billing_export._claim_usage(DAY) > 0
+    # When the job's tags change in its usage records meanwhile (the bill's segments unchanged)
+    for record in env.state.usage.values():
+        record.descriptor = {**record.descriptor, "tags": {"team": "renamed"}}
+    env.w.billing_export.run(now=t(f"{NEXT_DAY}T02:30:00"), day=DAY)
+    # Then the daily file and the subscription's file both bill the tags as claimed, cell for cell
+    export = export_rows(env, DAY)
+    assert "renamed" not in {r["Tags"] for r in export}
+    assert sorted(billing_file(env, env.admin()), key=key) == sorted(export, key=key)
+
+
+def test_a_page_token_never_names_an_allocation_the_caller_may_not_see(exported: Env):
+    env = exported
+    allocations = {r["x_AllocationId"] for r in export_rows(env, DAY)}
+    token, tokens = None, []
+    while True:
+        _page, token = env.w.billing_files.page(env.consumer("ann"), env.sub, DAY, token, 1)
+        if token is None:
+            break
+        tokens.append(decode_token(token))
+    assert tokens and not any(a in k for k in tokens for a in allocations)
+
+
+def test_a_day_past_retention_is_gone_not_empty(exported: Env):
+    env = exported
+    env.clock.set("2026-05-01T00:00:00")  # 400 days after the 10th of March 2025, and more
+    with pytest.raises(BillingExportNotFound, match="no longer kept"):
+        billing_file(env, env.admin())

@@ -275,3 +275,15 @@ def test_cost_export_joins_the_pages_of_a_days_billing_file_into_one_focus_csv(t
             ["0.25", "USD", "=cmd"],
         ]
     assert out.read_bytes().startswith(b"BilledCost,BillingCurrency,ResourceName\r\n")  # RFC 4180, as the export
+
+
+def test_cost_export_of_a_day_not_exported_leaves_the_file_as_it_was(tmp_path):
+    out = tmp_path / "bill.csv"
+    out.write_text("yesterday's\n")
+
+    def not_yet(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"error": {"code": "BillingExportNotFound", "message": "not exported yet"}})
+
+    done = run(["cost", "export", "2026-11-30", "--out", str(out)], not_yet)
+    assert done.code != 0 and "BillingExportNotFound" in done.err
+    assert out.read_text() == "yesterday's\n" and list(tmp_path.iterdir()) == [out]

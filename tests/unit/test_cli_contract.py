@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import click
@@ -85,7 +87,7 @@ SCRIPT: dict[str, list[str]] = {
     "cost query": ["cost", "query", "--timeframe", "Custom", "--from", "2026-11-01T00:00:00Z", "--to",
                    "2026-12-01T00:00:00Z", "--granularity", "Daily", "--group-by", "ResourceGroupName",
                    "--group-by", "tag:team", "--filter", "ResourceType=ITL.Accelerator/sparkJobs"],
-    "cost export": ["cost", "export", "2026-11-30", "--out", "/dev/null"],
+    "cost export": ["cost", "export", "2026-11-30", "--out", str(Path(tempfile.gettempdir()) / "itlc-contract.csv")],
     "usage show": ["usage", "show", "--node", "dgx-1"],
     "usage list": ["usage", "list", "-l", "us-east-1"],
     "audit list": ["audit", "list", "--resource", f"{RG_PATH}/sparkNodes/dgx-1", "--since", "1h", "--until", "1m"],

@@ -243,26 +243,32 @@ def cost_export(s: Session, day: str, out: str | None) -> None:
     you may see (consumers: your own work; suppliers: your nodes' earnings), as CSV with the FOCUS header. A day is
     exported once it has ended (about 01:30 UTC the next day)."""
     subscription = s.need_subscription()
-    url: str | None = paths.billing_export(subscription, day)
     path = Path(out or f"itl-accelerator-focus-{subscription}-{day}.csv")
+    # the first page before the file is touched: a refused day (404, 403) leaves nothing behind or as it was
+    page = (s.client.send("GET", paths.billing_export(subscription, day)).json() or {}).get("properties") or {}
     rows = 0
     totals: dict[str, Decimal] = {}
-    with path.open("w", encoding="utf-8", newline="") as file:  # RFC 4180, as the provider's daily export
-        writer = csv.writer(file)
-        header_written = False
-        while url:
-            props = (s.client.send("GET", url).json() or {}).get("properties") or {}
-            names = [str(c.get("name")) for c in props.get("columns") or []]
-            if not header_written:
-                writer.writerow(names)
-                header_written = True
-            for row in props.get("rows") or []:
-                writer.writerow(row)
-                cells = dict(zip(names, row, strict=False))
-                code = cells.get("BillingCurrency", "")
-                totals[code] = totals.get(code, Decimal(0)) + Decimal(cells.get("BilledCost") or 0)
-                rows += 1
-            url = props.get("nextLink")
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="") as file:  # RFC 4180, as the provider's daily export
+            writer = csv.writer(file)
+            names = [str(c.get("name")) for c in page.get("columns") or []]
+            writer.writerow(names)
+            while True:
+                for row in page.get("rows") or []:
+                    writer.writerow(row)
+                    cells = dict(zip(names, row, strict=False))
+                    code = cells.get("BillingCurrency", "")
+                    totals[code] = totals.get(code, Decimal(0)) + Decimal(cells.get("BilledCost") or 0)
+                    rows += 1
+                next_link = page.get("nextLink")
+                if not next_link:
+                    break
+                page = (s.client.send("GET", next_link).json() or {}).get("properties") or {}
+        partial.replace(path)  # the whole file, or none: a failure part-way leaves --out as it was
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     summary = ", ".join(f"{format(total, 'f')} {code}" for code, total in sorted(totals.items())) or "nothing billed"
     click.echo(f"{path}: {rows} rows, {summary}")
 

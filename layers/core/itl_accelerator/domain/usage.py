@@ -30,9 +30,20 @@ def day_of(window_start: int) -> str:
     return datetime.fromtimestamp(window_start, UTC).strftime("%Y-%m-%d")
 
 
+def day_start(day: str) -> int:
+    """The first second of a UTC day (``YYYY-MM-DD``), epoch seconds."""
+    return int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
+
+
+def bill_expires(day: str) -> int:
+    """When a day's bill entries (a subscription's part of its export) expire, all together: the day's start plus
+    :data:`USAGE_RETENTION_SECONDS` (epoch seconds) — so a day's billing file is whole until then, and gone after."""
+    return day_start(day) + USAGE_RETENTION_SECONDS
+
+
 def hours_of_day(day: str) -> list[str]:
     """The 24 hour keys of a UTC day."""
-    start = int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
+    start = day_start(day)
     return [hour_key(start + h * HOUR) for h in range(24)]
 
 

@@ -3,20 +3,27 @@ Thin: call the service, put the next page's link in the body."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 
 from itl_accelerator import errors as e
 from itl_accelerator.api import paths
-from itl_accelerator.api.deps import ApiVersion, ContextDep, SkipToken, Top, WiringDep, next_link
+from itl_accelerator.api.deps import ApiVersion, ContextDep, SkipToken, WiringDep, next_link
 from itl_accelerator.api.responses import errors
 from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.costs import BillingFile
+from itl_accelerator.services.api.billing_files import MAX_TOP
 
 router = DeferredRouter(tags=["costs"], route_class=ArmRoute)
+
+#: Bill entries per page (services/api/billing_files.py MAX_TOP): an entry is an allocation-hour or a correction line.
+EntriesTop = Annotated[
+    int | None,
+    Query(alias="$top", ge=1, le=MAX_TOP, description=f"Bill entries per page (1-{MAX_TOP}, default {MAX_TOP})."),
+]
 
 
 @router.get(
@@ -34,7 +41,7 @@ def get(
     request: Request,
     ctx: ContextDep,
     c: WiringDep,
-    top: Top = None,
+    top: EntriesTop = None,
     skip_token: SkipToken = None,
     api_version: ApiVersion = None,
 ) -> Any:

@@ -14,7 +14,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, BillEntry, CorrectionDue, ExportDay, UsageRecord
+from itl_accelerator.domain.usage import (
+    USAGE_RETENTION_SECONDS,
+    BillEntry,
+    CorrectionDue,
+    ExportDay,
+    UsageRecord,
+    bill_expires,
+)
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
@@ -115,7 +122,7 @@ class DynamoBillingRepository:
         return True
 
     def claim(self, record: UsageRecord, day: str) -> bool:
-        billed = {"day": day, "segments": record.segments, "hash": record.billing_hash}
+        billed = {"day": day, "segments": record.segments, "hash": record.billing_hash, "descriptor": record.descriptor}
         try:
             self._t.transact(
                 [
@@ -149,7 +156,7 @@ class DynamoBillingRepository:
             "windowStart": record.window_start,
             "descriptor": to_json(record.descriptor),
             "segments": to_json(segments),
-            "ttl": record.window_start + USAGE_RETENTION_SECONDS,
+            "ttl": bill_expires(day),  # a day's entries expire together: its file is whole, or gone
         }
         if correction:
             entry["correction"] = True
@@ -174,6 +181,7 @@ class DynamoBillingRepository:
             "day": (record.billed or {}).get("day", day),
             "segments": record.segments,
             "hash": record.billing_hash,
+            "descriptor": record.descriptor,
         }
         seq = record.corrections + (1 if line else 0)
         condition = "contentHash = :h AND " + ("billed = :old" if record.billed else "attribute_not_exists(billed)")
@@ -260,6 +268,7 @@ class DynamoBillingRepository:
             "KeyConditionExpression": "PK = :pk",
             "ExpressionAttributeValues": typed({":pk": keys.bill_pk(subscription_id, day)}),
             "Limit": limit,
+            "ConsistentRead": True,  # the entries the export wrote just before marking the day exported
         }
         if after:
             kwargs["ExclusiveStartKey"] = typed({"PK": keys.bill_pk(subscription_id, day), "SK": after})

@@ -16,7 +16,7 @@ Meter (allocation) ``SUB#{sub}``                  ``METER#{allocationId}``      
 QuotaUsage         ``SUB#{sub}``                  ``QUOTA#{location}#{name}``                 —  (counts GPUs held; its limit)
 Rollup             ``SUB#{sub}#ROLLUP#{scope}``   ``{hour}``                                  —
 CostDay            ``SUB#{sub}#COST#{month}``     ``{day}#{resource scope}``                  —  (``h00``..``h23``)
-BillEntry          ``SUB#{sub}#BILL#{day}``       ``B#{hour}#{alloc}`` / ``C#{hour}#{alloc}#{seq}``  —  (as exported)
+BillEntry          ``SUB#{sub}#BILL#{day}``       ``B#{hour}#{digest}`` / ``C#{hour}#{digest}#{seq}``  —  (as exported)
 Budget             ``SUB#{sub}``                  ``BUDGET#{name}``                           —  (listed in ``SYS#BUDGETS``)
 RateCounter        ``SUB#{sub}#RATE``             ``{kind}#{minute}[#CALLER#{hash}]``         —  (TTL: minutes)
 =================  =============================  ==========================================  ==========================
@@ -210,14 +210,21 @@ def bill_pk(subscription_id: str, day: str) -> str:
     return f"SUB{SEP}{subscription_id.lower()}{SEP}BILL{SEP}{day}"
 
 
+def _opaque(allocation_id: str) -> str:
+    """A digest standing for an allocation in a key a caller may see (a billing file's ``$skipToken`` holds the last
+    key read, which may be another user's entry): its hour, never its id."""
+    return hashlib.sha256(allocation_id.encode()).hexdigest()[:32]
+
+
 def bill_usage_sk(hour: str, allocation_id: str) -> str:
-    """Sort key of an allocation-hour's usage billed in the day of its partition."""
-    return f"B{SEP}{hour}{SEP}{allocation_id}"
+    """Sort key of an allocation-hour's usage billed in the day of its partition: ``B#{hour}#{digest}``."""
+    return f"B{SEP}{hour}{SEP}{_opaque(allocation_id)}"
 
 
 def bill_correction_sk(hour: str, allocation_id: str, seq: int) -> str:
-    """Sort key of a correction line of the day of its partition (after every usage entry)."""
-    return f"C{SEP}{hour}{SEP}{allocation_id}{SEP}{seq:04d}"
+    """Sort key of a correction line of the day of its partition (after every usage entry):
+    ``C#{hour}#{digest}#{seq}``."""
+    return f"C{SEP}{hour}{SEP}{_opaque(allocation_id)}{SEP}{seq:04d}"
 
 
 def budget_sk(name: str) -> str:

@@ -52,7 +52,12 @@ class MemoryBillingRepository:
             stored = self._s.usage.get(usage_key(record.allocation_id, record.window_start))
             if stored is None or stored.content_hash != record.content_hash or stored.billed is not None:
                 return False
-            billed = {"day": day, "segments": copy.deepcopy(record.segments), "hash": record.billing_hash}
+            billed = {
+                "day": day,
+                "segments": copy.deepcopy(record.segments),
+                "hash": record.billing_hash,
+                "descriptor": copy.deepcopy(record.descriptor),
+            }
             stored.billed = copy.deepcopy(billed)
             record.billed = billed
             self._keep(record, day, keys.bill_usage_sk(record.hour, record.allocation_id), record.segments)
@@ -98,6 +103,7 @@ class MemoryBillingRepository:
                 "day": (record.billed or {}).get("day", day),
                 "segments": copy.deepcopy(record.segments),
                 "hash": record.billing_hash,
+                "descriptor": copy.deepcopy(record.descriptor),
             }
             stored.corrections = seq
             del self._s.correction_due[(due.hour, due.allocation_id)]

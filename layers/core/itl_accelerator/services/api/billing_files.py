@@ -37,6 +37,7 @@ from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import validate_subscription_id
 from itl_accelerator.billing.focus import FOCUS_COLUMNS, FOCUS_VERSION, billed_lines, focus_cells
 from itl_accelerator.billing.rollup import CostDimensions
+from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, bill_expires
 from itl_accelerator.errors import BillingExportNotFound, InvalidParameter
 from itl_accelerator.repositories.protocols import BillingRepository
 from itl_accelerator.services.api.costs import charges_visible_to, require_cost_read
@@ -48,7 +49,7 @@ from itl_accelerator.services.common.context import CallContext
 DEFAULT_TOP = MAX_TOP = 500
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 #: An entry key (repositories/dynamodb/keys.py ``bill_usage_sk`` / ``bill_correction_sk``): what a token may hold.
-_ENTRY_KEY = re.compile(r"[BC]#[0-9T:-]{13}#[^\x00-\x1f]{1,200}")
+_ENTRY_KEY = re.compile(r"B#[0-9T-]{13}#[0-9a-f]{32}|C#[0-9T-]{13}#[0-9a-f]{32}#[0-9]{4,}")
 TYPE = f"{PROVIDER_NAMESPACE}/billingExports"
 
 
@@ -129,6 +130,11 @@ class BillingFileService:
         return body, encode_token(last) if last else None
 
     def _require_exported(self, day: str) -> None:
+        if bill_expires(day) <= self._clock():
+            raise BillingExportNotFound(
+                f"The billing file of {day} is no longer kept: a day's file is kept {USAGE_RETENTION_SECONDS // 86400} "
+                "days; the provider's daily FOCUS export keeps it longer (docs/BILLING.md)."
+            )
         state = self._billing.export_day(day)
         if state is None and day < (self._billing.export_cursor() or ""):
             raise BillingExportNotFound(f"No usage was billed on {day}: it is before the first day with usage.")

@@ -4,7 +4,8 @@ A day is exported in four steps, each safe to repeat, so a run cut off anywhere 
 
 1. **Close** the day (repositories/dynamodb/billing.py: the cursor moves past it in the same transaction that records it as
    ``Closed``); from then on usage for it can only arrive as a correction.
-2. **Claim** every usage record of the day for this export (``billed`` = what it is now), and every queued
+2. **Claim** every usage record of the day for this export (``billed`` = what it is now: its segments and
+   descriptor), and every queued
    correction: what changed in a record since it was billed becomes a *correction line* of this day.
 3. **Write** the object from the claims alone — never from records as they are now — streamed through a temporary
    file (constant memory) and uploaded; then the manifest (rows, totals, SHA-256) is written **last**. A rerun
@@ -285,7 +286,9 @@ class BillingExport:
                 return 0
             # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
             # out with the day's own rows; a line as well would bill the change twice
-            same_day = (record.billed or {}).get("day", record.day) == day
+            # (usage of an earlier day billed by a correction line of this day is not: a change to it after that
+            # claim is a second correction line, or the difference would never be billed)
+            same_day = record.day == day and (record.billed or {}).get("day", day) == day
             line = None if same_day else correction_line(record)
             if self._billing.claim_correction(record, due, day, line):
                 return int(line is not None)
@@ -307,7 +310,10 @@ class BillingExport:
             for record in self._usage.hour_records(hour):
                 if record.billed is None or record.billed["day"] != day:
                     continue
-                yield from billed_lines(record.allocation_id, record.descriptor, record.billed["segments"])
+                # as claimed: the descriptor too (a tag changed after the claim is not what this day billed), so the
+                # file and each subscription's bill entries hold the same cells
+                descriptor = record.billed.get("descriptor") or record.descriptor
+                yield from billed_lines(record.allocation_id, descriptor, record.billed["segments"])
         for line in self._billing.correction_lines(day):
             allocation = str(line.get("allocationId") or "unknown")  # lines queued before the column existed
             yield from billed_lines(
