@@ -5,7 +5,7 @@ Exit 1 on any known vulnerability (each printed with its id and the versions tha
 not look a distribution up in its vulnerability service (PyPI's JSON API) — unless ``--offline-ok``, where that is
 said on stderr with the count and the run exits 0: a machine without a route to the service (this project's CI
 machines reach only PyPI's simple index) cannot audit, and says so rather than passing silently. Our own editable
-packages are skipped (they are not on PyPI).
+packages are skipped (they are not on PyPI) and are not counted. A pip-audit that crashes fails the run, always.
 """
 
 from __future__ import annotations
@@ -15,11 +15,16 @@ import json
 import subprocess
 import sys
 
+#: pip-audit's skip reason for a distribution installed editable (``--skip-editable``).
+EDITABLE = "distribution marked as editable"
+
 
 def judge(report: dict[str, object], offline_ok: bool) -> tuple[int, list[str]]:
     """``(exit code, lines to print)`` for pip-audit's JSON report (``{"dependencies": [{"name", "version",
     "vulns": [{"id", "fix_versions"}], "skip_reason"?}]}``)."""
-    dependencies = [d for d in report.get("dependencies", []) if isinstance(d, dict)]  # type: ignore[attr-defined]
+    listed = [d for d in report.get("dependencies", []) if isinstance(d, dict)]  # type: ignore[attr-defined]
+    # this project's own packages (installed editable) are not on PyPI: not audited, by design
+    dependencies = [d for d in listed if EDITABLE not in str(d.get("skip_reason") or "")]
     found = [(d, v) for d in dependencies for v in d.get("vulns") or []]
     skipped = [d for d in dependencies if d.get("skip_reason")]
     lines = [
@@ -57,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         print(done.stdout + done.stderr, file=sys.stderr)
-        print("pip-audit gave no report", file=sys.stderr)
-        return 0 if args.offline_ok else 1
+        print("pip-audit gave no report: it failed", file=sys.stderr)
+        return 1  # a scanner that crashed is never a pass, offline or not
     code, lines = judge(report, args.offline_ok)
     for line in lines:
         print(line, file=sys.stderr if line.startswith("pip-audit could not") else sys.stdout)

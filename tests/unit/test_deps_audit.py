@@ -22,6 +22,11 @@ def test_an_audit_that_could_not_look_a_distribution_up_is_not_clean():
     assert judge({"dependencies": [CLEAN, NOT_LOOKED_UP]}, offline_ok=True)[0] == 0
 
 
+def test_our_own_editable_packages_are_neither_audited_nor_counted_as_unreachable():
+    ours = {"name": "itlc-accelerator", "skip_reason": "distribution marked as editable"}
+    assert judge({"dependencies": [CLEAN, ours]}, offline_ok=False)[0] == 0
+
+
 def test_every_distribution_audited_and_none_vulnerable_passes():
     assert judge({"dependencies": [CLEAN]}, offline_ok=False) == (
         0,

@@ -42,6 +42,29 @@ def test_every_function_reserves_concurrency_or_says_why_it_does_not(name: str):
         assert not reserved, f"{name}: API functions share the pool behind the stage throttle"
 
 
+def test_a_throttled_workflow_step_is_retried_long_enough_to_queue_a_burst_not_fail_it():
+    import json
+
+    from itl_local.generate import STATEMACHINES_DIR
+
+    def tasks(states: dict[str, Any]) -> list[dict[str, Any]]:
+        found = []
+        for state in states.values():
+            if state.get("Type") == "Task" and "lambda" in str(state.get("Resource", "")):
+                found.append(state)
+            for branch in state.get("Branches", []) + ([state["Iterator"]] if "Iterator" in state else []):
+                found += tasks(branch["States"])
+        return found
+
+    for path in sorted(STATEMACHINES_DIR.glob("*.asl.json")):
+        for task in tasks(json.loads(path.read_text())["States"]):
+            throttled = next(r for r in task["Retry"] if "Lambda.TooManyRequestsException" in r["ErrorEquals"])
+            waited = sum(
+                throttled["IntervalSeconds"] * throttled["BackoffRate"] ** i for i in range(throttled["MaxAttempts"])
+            )
+            assert throttled["MaxAttempts"] >= 8 and waited >= 120, path.name
+
+
 def test_the_alarm_topic_is_encrypted_with_a_key_cloudwatch_may_use():
     topic = RESOURCES["OperationsAlarmTopic"]["Properties"]
     key_id = topic["KmsMasterKeyId"]["Ref"]
@@ -64,7 +87,11 @@ def test_the_api_has_an_access_log_kept_encrypted_and_a_firewall_with_a_rate_rul
         for r in acl["Rules"]
         if "ManagedRuleGroupStatement" in r["Statement"]
     }
-    assert {"AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet"} <= managed
+    assert {"AWSManagedRulesAmazonIpReputationList", "AWSManagedRulesKnownBadInputsRuleSet"} <= managed
+    # not the common rule set: it blocks job bodies over 8 KB and shell-like commands
+    assert "AWSManagedRulesCommonRuleSet" not in managed
+    blocked = TEMPLATE.gateway_responses()["WAF_FILTERED"]
+    assert blocked["StatusCode"] == 403 and "RequestBlocked" in blocked["ResponseTemplates"]["application/json"]
     (association,) = of_type("AWS::WAFv2::WebACLAssociation").values()
     assert "/restapis/${Api}/stages/" in association["Properties"]["ResourceArn"]["Fn::Sub"]
 

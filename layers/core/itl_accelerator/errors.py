@@ -102,6 +102,14 @@ class ParentResourceNotFound(ResourceNotFound):
     code = "ParentResourceNotFound"
 
 
+class RequestBlocked(ArmError):
+    """403 ``RequestBlocked``: the API's web application firewall refused the request (template.yaml ``ApiWebAcl``:
+    too many requests from one address, or a known-bad input); API Gateway's WAF_FILTERED answer, never a function's."""
+
+    status = 403
+    code = "RequestBlocked"
+
+
 class BillingExportNotFound(ResourceNotFound):
     """404 ``BillingExportNotFound``: a day whose billing file does not exist yet (not exported: a day is exported
     after it ends) or never will through the API (exported before per-subscription billing files existed)."""

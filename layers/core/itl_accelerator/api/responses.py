@@ -15,6 +15,7 @@ from itl_accelerator.errors import (
     InvalidResourceName,
     MissingApiVersion,
     NotFound,
+    RequestBlocked,
     RequestTooLarge,
     ServiceUnavailable,
     TooManyRequests,
@@ -43,7 +44,8 @@ def empty(status_code: int) -> Response:
 
 
 #: What any route may answer whatever it does: bad parameters or body, no valid token, no such route (API Gateway
-#: answers NotFound for a path it cannot route before any function runs), body too large, throttled, unexpected.
+#: answers NotFound for a path it cannot route before any function runs), body too large, throttled, blocked by the
+#: web application firewall (API Gateway's WAF_FILTERED), unexpected.
 ALWAYS: tuple[type[ArmError], ...] = (
     BadRequest,
     InvalidParameter,
@@ -54,6 +56,7 @@ ALWAYS: tuple[type[ArmError], ...] = (
     NotFound,
     RequestTooLarge,
     TooManyRequests,
+    RequestBlocked,
     InternalServerError,
     ServiceUnavailable,
 )
