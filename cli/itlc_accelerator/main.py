@@ -18,7 +18,7 @@ from itlc_accelerator import __version__
 from itlc_accelerator.commands.audit import audit
 from itlc_accelerator.commands.instances import instance
 from itlc_accelerator.commands.jobs import job
-from itlc_accelerator.commands.limits import budget, cost, quota
+from itlc_accelerator.commands.limits import budget, cost, offer, quota
 from itlc_accelerator.commands.mcp import mcp
 from itlc_accelerator.commands.nodes import node
 from itlc_accelerator.commands.operations import operation
@@ -37,7 +37,7 @@ def accelerator() -> None:
     """
 
 
-for group in (node, instance, job, usage, quota, budget, cost, audit, operation, slo, mcp):
+for group in (node, instance, job, usage, quota, offer, budget, cost, audit, operation, slo, mcp):
     accelerator.add_command(group)
 
 

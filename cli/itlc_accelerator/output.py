@@ -86,6 +86,19 @@ def _either(*paths: str) -> Getter:
     return get
 
 
+def _price_ranges(item: dict[str, Any]) -> str | None:
+    ranges = field("properties.pricePerAcceleratorHour")(item)
+    if not isinstance(ranges, list):
+        return None
+    return ", ".join(
+        f"{r.get('min')}-{r.get('max')} {r.get('currency')}"
+        if r.get("min") != r.get("max")
+        else f"{r.get('min')} {r.get('currency')}"
+        for r in ranges
+        if isinstance(r, dict)
+    )
+
+
 def _cost(item: dict[str, Any]) -> str | None:
     cost = field("properties.cost")(item)
     return f"{cost.get('amount')} {cost.get('currency', '')}".strip() if isinstance(cost, dict) else None
@@ -149,6 +162,17 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Limit", field("properties.limit.value")),
         ("In use", field("properties.currentValue")),
         ("Unit", field("properties.unit")),
+    ],
+    "offer": [
+        ("Offer", field("name")),
+        ("Nodes", field("properties.nodes")),
+        ("Available", field("properties.availableNodes")),
+        ("Largest now", field("properties.largestSingleNode.devices")),
+        ("Memory GB", field("properties.largestSingleNode.memoryGb")),
+        ("Allowed now", field("properties.allowedNow")),
+        ("Price/device-h", _price_ranges),
+        ("Quota", field("properties.quota.name")),
+        ("Budget refuses", field("properties.budget.refusal")),
     ],
     "quotaUsage": [
         ("Name", field("name.value")),

@@ -69,6 +69,11 @@ def quotas(subscription: str, location: str, name: str | None = None) -> str:
     return f"{base}/{_seg(name)}" if name else base
 
 
+def offers(subscription: str, location: str) -> str:
+    """What a job could get now in a location."""
+    return provider(subscription) + f"/locations/{_seg(location)}/offers"
+
+
 def usages(subscription: str, location: str) -> str:
     """What a subscription holds against its quotas in a location."""
     return provider(subscription) + f"/locations/{_seg(location)}/usages"

@@ -91,6 +91,7 @@ API_FUNCTIONS: tuple[ApiFunction, ...] = (
     ApiFunction('BudgetsList', 'budgets.list_budgets', 'Budgets_List', 'List the budgets of a subscription'),
     ApiFunction('BudgetsCreateOrUpdate', 'budgets.put', 'Budgets_CreateOrUpdate', "PUT a monthly budget (the provider's operators)", DELETE),
     ApiFunction('BudgetsDelete', 'budgets.delete', 'Budgets_Delete', "DELETE a budget (the provider's operators)", DELETE),
+    ApiFunction('OffersList', 'offers.list_offers', 'Offers_List', 'List what a job could get now in a location (the placement index, quotas, budgets)'),
     ApiFunction('UsagesList', 'quotas.usages', 'Usages_List', 'List what a subscription holds against its GPU quotas in a location'),
     ApiFunction('CostsQuery', 'costs.query', 'Costs_Query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
     ApiFunction('BillingExportsGet', 'billing_exports.get', 'BillingExports_Get', "GET a page of a subscription's FOCUS billing file of a day (the caller's rows of the day's export)"),

@@ -328,6 +328,17 @@ async def get_job(call: ToolCall) -> Result:
     return Result(await call.api.get(call.job_path(call.args["name"])))
 
 
+async def list_offers(call: ToolCall) -> Result:
+    path = provider_path(call.subscription()) + f"/locations/{seg(call.args['location'])}/offers"
+    group = call.resource_group(required=False)
+    answer = await call.api.get(path, **({"resourceGroup": group} if group else {}))
+    return Result(
+        answer,
+        "Quote from these before submitting: a job of at most largestSingleNode.devices (and "
+        "allowedNow) is placed at once, at a price in pricePerAcceleratorHour.",
+    )
+
+
 async def get_usage(call: ToolCall) -> Result:
     args = call.args
     if args.get("job"):
@@ -762,6 +773,23 @@ def build_tools() -> list[ToolSpec]:
             model_schema("UsageStats"),
             READ,
             get_usage,
+        ),
+        ToolSpec(
+            "list_offers",
+            "What a job could get now",
+            "Capacity offers in a location, per accelerator kind and model: the largest request placed at once now "
+            "(largestSingleNode: devices on one node and the GiB of device memory beside them), nodes and how many "
+            "take work, the price range per device-hour per currency, the tightest quota and what budgets covering "
+            "work in resourceGroup allow (allowedNow). Call it before submit_job and ask for at most that.",
+            _scoped(
+                _SUB,
+                ("location", {"type": "string", "minLength": 1, "maxLength": 64, "description": "e.g. us-east-1"}),
+                _RG_OPTIONAL,
+                required=("location",),
+            ),
+            _page("Offer"),
+            READ,
+            list_offers,
         ),
         ToolSpec(
             "list_audit_events",

@@ -116,6 +116,7 @@ export const paths = {
   jobs: (sub, rg) => (rg ? `${paths.rg(sub, rg)}/sparkJobs` : `${paths.sub(sub)}/sparkJobs`),
   job: (sub, rg, name) => `${paths.rg(sub, rg)}/sparkJobs/${enc(name)}`,
   audit: (sub) => `${paths.sub(sub)}/auditEvents`,
+  offers: (sub, location) => `${paths.sub(sub)}/locations/${enc(location)}/offers`,
   billingExport: (sub, day) => `${paths.sub(sub)}/billingExports/${enc(day)}`,
 };
 

@@ -378,6 +378,42 @@ def test_consumer_submits_a_job_watches_it_end_and_sees_its_cost_equal_the_apis(
     expect(page.get_by_role("table", name="Jobs").get_by_role("row").filter(has_text="train-1")).to_have_count(1)
 
 
+def test_the_submit_form_shows_what_is_offered_and_a_job_of_that_size_runs_at_once(stack: Stack, portal, sub: str):
+    admin = Api(stack, "ada", ADMIN, sub)
+    admin.put_node("dgx-o1", owner="sam", price=2.4)
+    admin.put_node("dgx-o2", owner="sam", price=3.1)
+    cora = Api(stack, "cora", CONSUMER, sub)
+    body = {"location": "us-east-1", "properties": {"requestedGpus": 5, "requestedMemoryGb": 400, "workload": FOREVER}}
+    busy = cora.http.put(f"{cora.rg}/sparkJobs/busy", json=body)
+    assert busy.status_code in (200, 201), busy.text
+    wait_until(lambda: cora.get("sparkJobs/busy").json()["properties"]["status"] == "Running", "busy to run")
+    api_offer = cora.get(f"{cora.sub}/locations/us-east-1/offers", resourceGroup="rg1").json()["value"][0]
+    assert api_offer["properties"]["largestSingleNode"]["devices"] == 8  # the other node is still free
+
+    page = portal("cora", (CONSUMER,), sub)
+    go(page, "Jobs")
+    page.get_by_role("button", name="Submit a job").click()
+    form = page.get_by_role("form", name="Submit a job")
+    form.get_by_label("Location (optional)").fill("us-east-1")
+    form.get_by_label("Location (optional)").blur()  # a change: the form reads the offers once
+    offer = form.locator('.offer[data-offer="gpu-h100"]')
+    expect(offer).to_contain_text("GPU h100: up to 8 at once on one node (640 GiB free beside them)")
+    expect(offer).to_contain_text("2 of 2 nodes taking work, 2.4\u20133.1 USD per device-hour")
+    # a job asking what is offered runs at once
+    form.get_by_label("Name", exact=True).fill("offered")
+    form.get_by_label("Devices").fill("8")
+    form.get_by_label("Device memory (GiB)").fill("640")
+    form.get_by_role("button", name="Submit").click()
+    expect(page.get_by_role("status").get_by_role("link", name="offered")).to_be_visible()
+
+    def placed() -> bool:
+        job = cora.get("sparkJobs/offered").json().get("properties") or {}
+        return job.get("status") in ("Scheduled", "Running", "Succeeded") and bool(job.get("assignedNode"))
+
+    wait_until(placed, "the offered job to be placed")
+    shot(page, "jobs-offers")
+
+
 def test_consumer_cancels_a_running_job(stack: Stack, portal, sub: str):
     Api(stack, "ada", ADMIN, sub).put_node("dgx-c", owner="sam")
     api = Api(stack, "cora", CONSUMER, sub)

@@ -275,7 +275,8 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "QuotasDeleteFunction": (("QuotasCreateOrUpdateFunction",), (200,)),
     "UsagesListFunction": ((NODE,), (200,)),
     "CostsQueryFunction": ((), (200,)),
-    "BillingExportsGetFunction": ((), (404,)),  # the sample day was never exported: BillingExportNotFound
+    "BillingExportsGetFunction": ((), (404,)),
+    "OffersListFunction": ((NODE,), (200,)),  # the sample day was never exported: BillingExportNotFound
     "BudgetsCreateOrUpdateFunction": ((), (201,)),
     "BudgetsGetFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
     "BudgetsListFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),

@@ -42,6 +42,7 @@ READ_TOOLS = {
     "list_jobs",
     "get_job",
     "get_usage",
+    "list_offers",
     "list_audit_events",
     "get_operation",
 }
@@ -598,3 +599,16 @@ def test_a_quote_that_names_no_price_cannot_be_accepted(mcp_url, make_token, adm
     assert accepted.is_error and payload(accepted)["error"]["code"] == "QuoteNotValid"
     assert "named no price" in payload(accepted)["error"]["message"]
     assert admin.get(jobs_path(sub, "huge")).status_code == 404
+
+
+def test_an_assistant_reads_the_offers_it_quotes_from_before_submitting(mcp_url, make_token, sub, with_node):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    location = node_body()["location"]
+
+    async def main() -> Any:
+        async with http_session(mcp_url, token) as client:
+            return payload(await client.call_tool("list_offers", {"subscriptionId": sub, "location": location}))
+
+    (offer,) = run(main)["value"]
+    assert offer["name"] == "gpu-h100" and offer["properties"]["largestSingleNode"]["devices"] == 8
+    assert offer["properties"]["pricePerAcceleratorHour"] == [{"currency": "USD", "min": "2.5", "max": "2.5"}]

@@ -75,6 +75,7 @@ SCRIPT: dict[str, list[str]] = {
     "job logs": ["job", "logs", "j-1", "--tail", "10", "--since", "1h"],
     "slo show": ["slo", "show", "--month", "2026-11"],
     "quota list": ["quota", "list", "-l", "us-east-1"],
+    "offer list": ["offer", "list", "-l", "us-east-1"],
     "quota show": ["quota", "show", "gpus", "-l", "us-east-1"],
     "quota set": ["quota", "set", "gpus-h100", "-l", "us-east-1", "--limit", "16"],
     "quota delete": ["quota", "delete", "gpus", "-l", "us-east-1"],

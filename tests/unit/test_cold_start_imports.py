@@ -56,6 +56,7 @@ SERVICE_OF_OPERATION = {
     "Usages": "quotas",
     "Costs": "costs",
     "BillingExports": "billing_files",
+    "Offers": "offers",
     "Budgets": "budgets",
     "Slo": "slo_report",
 }
@@ -85,6 +86,7 @@ ROUTE_MODULES = {
     "itl_accelerator.api.routes.quotas",
     "itl_accelerator.api.routes.costs",
     "itl_accelerator.api.routes.billing_exports",
+    "itl_accelerator.api.routes.offers",
     "itl_accelerator.api.routes.budgets",
     "itl_accelerator.api.routes.job_logs",
     "itl_accelerator.api.routes.slo",

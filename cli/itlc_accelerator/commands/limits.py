@@ -1,9 +1,11 @@
-"""``quota``, ``budget`` and ``cost``: the subscription's limits and what its work cost.
+"""``quota``, ``offer``, ``budget`` and ``cost``: the subscription's limits, what a job could get now, and what its
+work cost.
 
 Requests (docs/API_REFERENCE.md, "Quotas", "Budgets", "Cost queries"):
 
 - ``quota list|show|set|delete`` → ``GET|PUT|DELETE .../locations/{location}/quotas[/{name}]`` (``name`` ``gpus``:
   every GPU model; ``gpus-{model}``: one); ``usage list`` (commands/usage.py) → ``GET .../locations/{location}/usages``;
+- ``offer list`` → ``GET .../locations/{location}/offers[?resourceGroup=]``;
 - ``budget list|show|create|delete`` → ``GET|PUT|DELETE .../budgets[/{name}]`` (Azure Cost Management's budget shape);
 - ``cost query`` → ``POST .../costQuery`` with ``timeframe``, ``dataset.granularity``, ``grouping`` and ``filter``;
   a table shows the answer's columns and rows;
@@ -77,6 +79,21 @@ def quota_delete(s: Session, name: str, location: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- budgets
+@click.group("offer")
+def offer() -> None:
+    """Capacity offers: what a job submitted now could get in a location."""
+
+
+@offer.command("list")
+@LOCATION
+@pass_session()
+def offer_list(s: Session, location: str) -> None:
+    """Per accelerator kind and model: the largest request placed at once now (devices on one node), nodes, prices per
+    device-hour, and what quotas and budgets allow (for work in --resource-group, when given)."""
+    query = {"resourceGroup": s.resource_group} if s.resource_group else {}
+    emit(s.output, "offer", s.client.get(paths.offers(s.need_subscription(), location), **query), many=True)
+
+
 @click.group("budget")
 def budget() -> None:
     """Monthly budgets: notifications at thresholds, and what happens once spent."""

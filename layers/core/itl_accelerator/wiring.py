@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.api.job_logs import JobLogService
     from itl_accelerator.services.api.jobs import SparkJobService
     from itl_accelerator.services.api.nodes import SparkNodeService
+    from itl_accelerator.services.api.offers import OfferService
     from itl_accelerator.services.api.operations import OperationService
     from itl_accelerator.services.api.quotas import QuotaService
     from itl_accelerator.services.api.rate_limits import RateLimiter
@@ -231,6 +232,15 @@ class Wiring:
         from itl_accelerator.services.api.costs import CostQueryService
 
         return CostQueryService(self.repositories.usage, self.access, self.clock)
+
+    @cached_property
+    def offers(self) -> OfferService:
+        """What a job could get now in a location (from the fleet shapes, the placement index, quotas and budgets)."""
+        from itl_accelerator.services.api.offers import OfferService
+
+        return OfferService(
+            self.repositories.nodes, self.repositories.quotas, self.repositories.budgets, self.access, self.clock
+        )
 
     @cached_property
     def billing_files(self) -> BillingFileService:

@@ -17,7 +17,7 @@ const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
 
 class Jobs extends View {
-  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true } };
+  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true }, offers: { state: true } };
 
   constructor() {
     super();
@@ -67,11 +67,41 @@ class Jobs extends View {
     if (this.showSubmit) this.track('prices', async () => (this.priceNodes = (await this.api.page(paths.nodes(this.ctx.sub, this.ctx.rg), { $top: 1000 })).value));
   }
 
-  /** What the form asks so far, for the estimate. */
+  /** What the form asks so far, for the estimate; a location (once changed) reads what is offered there. */
   noteDraft(e) {
     const form = e.currentTarget;
     this.draft = { kind: form.elements.kind.value, count: Number(form.elements.gpus.value) || 0, minutes: Number(form.elements.maxDuration.value) || 0, model: form.elements.gpuModel.value.trim() };
+    if (e.type === 'change') this.loadOffers(form.elements.location, form.elements.rg.value.trim());
     this.requestUpdate();
+  }
+
+  /** The capacity offers of the form's location for work in its resource group (`GET .../locations/{location}/offers`):
+   *  what a job submitted now gets. Read when the location or group changes, never while typing. */
+  loadOffers(input, rg) {
+    const location = input.value.trim();
+    const asked = `${location}|${rg}`;
+    if (!location || !input.validity.valid || asked === this.offersFor) return;
+    this.offersFor = asked;
+    this.track('offers', async () => {
+      this.offers = null;
+      this.offers = { location, value: (await this.api.get(paths.offers(this.ctx.sub, location), rg ? { resourceGroup: rg } : {})).value };
+    });
+  }
+
+  /** What is offered in the location: per kind and model the largest request placed at once now, what quotas and
+   *  budgets allow, and the prices per device-hour (the API's figures, read when the location was chosen). */
+  renderOffers() {
+    if (!this.offers) return nothing;
+    const { location, value } = this.offers;
+    if (!value.length) return html`<p class="small muted offers" role="status">Nothing is offered to you in ${location}: no node there in your resource groups.</p>`;
+    return html`<div class="small offers" role="status"><p>Offered now in ${location} (a job asking at most this is placed at once):</p><ul>
+      ${value.map((o) => {
+        const p = o.properties;
+        const what = `${p.accelerator.kind}${p.accelerator.model ? ` ${p.accelerator.model}` : ''}`;
+        const prices = p.pricePerAcceleratorHour.map((r) => `${r.min === r.max ? r.min : `${r.min}–${r.max}`} ${r.currency}`).join(', ');
+        const limit = p.budget.refusal ? html` — <span class="muted">${p.budget.refusal}</span>` : p.allowedNow < p.largestSingleNode.devices ? html` — ${p.allowedNow} allowed by ${p.quota ? `quota ${p.quota.name}` : 'the budget'}` : nothing;
+        return html`<li class="offer" data-offer=${o.name}>${what}: up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them), ${p.availableNodes} of ${p.nodes} nodes taking work${prices ? `, ${prices} per device-hour` : ''}${limit}</li>`;
+      })}</ul></div>`;
   }
 
   /** The price of the asked devices on the nodes in view that could hold them, per currency: nodes' prices now
@@ -179,6 +209,7 @@ class Jobs extends View {
         ${field('Secret variables, NAME=value per line', 'job-secret-env', html`<textarea id="job-secret-env" name="secretEnv" rows="2" autocomplete="off" spellcheck="false" aria-describedby="job-secret-env-help" @input=${(e) => this.checkEnv(e)}></textarea>`, 'write-only: shown as ****** to everyone afterwards, the submitter too')}
       </div>
       ${this.renderEstimate()} ${error(this.pricesError)}
+      ${loading(this.offersLoading, 'Reading what is offered')} ${this.renderOffers()} ${error(this.offersError)}
       <button type="submit" ?disabled=${this.submitLoading}>${this.submitLoading ? 'Submitting…' : 'Submit'}</button>
       ${error(this.submitError)}
     </form>`;

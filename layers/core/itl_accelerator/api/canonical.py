@@ -23,6 +23,7 @@ ROUTE_PATHS: tuple[str, ...] = (
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/budgets/{budgetName}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/costQuery",
+    "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/offers",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/operationResults/{operationId}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/operationStatuses/{operationId}",
     "/subscriptions/{subscriptionId}/providers/ITL.Accelerator/locations/{location}/quotas",

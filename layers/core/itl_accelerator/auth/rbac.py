@@ -68,7 +68,10 @@ INSTANCES_DELETE = _permission(
 )
 JOBS_READ = _permission("sparkJobs/read", "Spark jobs", "Read job", "Gets or lists GPU jobs (consumers: their own).")
 JOBS_WRITE = _permission(
-    "sparkJobs/write", "Spark jobs", "Submit job", "Submits a GPU job, to be placed on a node and run (reserves GPUs)."
+    "sparkJobs/write",
+    "Spark jobs",
+    "Submit job",
+    "Submits a GPU job, to be placed on a node and run (reserves GPUs); lists what a job could get now (offers).",
 )
 JOBS_DELETE = _permission(
     "sparkJobs/delete", "Spark jobs", "Delete job", "Deletes a finished job (consumers: their own)."

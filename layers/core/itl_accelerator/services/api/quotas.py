@@ -44,7 +44,7 @@ from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
-_LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
+LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
 
 
 def quota_id(subscription_id: str, location: str, name: str) -> str:
@@ -100,7 +100,7 @@ class QuotaService:
     # ----------------------------------------------------------------------------------------------- helpers
     @staticmethod
     def _location(location: str) -> str:
-        if not _LOCATION.match(location):
+        if not LOCATION.match(location):
             raise InvalidParameter(f"'{location}' is not a location.", target="location")
         return normalize_location(location)
 

@@ -1,0 +1,47 @@
+"""Capacity offers route (services/api/offers.py): ``GET .../locations/{location}/offers[?resourceGroup=rg]``.
+Thin: call the service, answer an ARM list."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Query
+
+from itl_accelerator import errors as e
+from itl_accelerator.api import paths
+from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep
+from itl_accelerator.api.responses import errors, page_response
+from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
+from itl_accelerator.auth import rbac
+from itl_accelerator.models.offers import OfferList
+
+router = DeferredRouter(tags=["offers"], route_class=ArmRoute)
+
+ResourceGroup = Annotated[
+    str | None,
+    Query(
+        alias="resourceGroup",
+        max_length=90,
+        description="The resource group the job would go to: the budgets covering work there decide what is allowed.",
+    ),
+]
+
+
+@router.get(
+    paths.OFFERS,
+    operation_id="Offers_List",
+    openapi_extra=requires(rbac.JOBS_WRITE),
+    response_model=OfferList,
+    responses=errors(e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFound),
+    summary="What a job submitted now could get in a location, per accelerator kind and model: the largest request "
+    "placed at once on one node, nodes, prices per device-hour, and what quotas and budgets allow.",
+)
+def list_offers(
+    subscriptionId: str,
+    location: str,
+    ctx: ContextDep,
+    c: WiringDep,
+    resource_group: ResourceGroup = None,
+    api_version: ApiVersion = None,
+) -> Any:
+    return page_response(c.offers.in_location(ctx, subscriptionId, location, resource_group), None)

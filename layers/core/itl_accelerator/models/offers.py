@@ -1,0 +1,70 @@
+"""Capacity offers (services/api/offers.py): what a job submitted now could get in a location."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from itl_accelerator.models.common import ApiModel
+
+
+class OfferAccelerator(ApiModel):
+    kind: str
+    model: str | None = None
+
+
+class LargestRequest(ApiModel):
+    """The largest request placed at once now: devices on one node, and the GiB of device memory free beside them."""
+
+    devices: int
+    memory_gb: int
+
+
+class PriceRange(ApiModel):
+    """Per device-hour, in one currency (decimal strings; never added across currencies)."""
+
+    currency: str
+    min: str
+    max: str
+
+
+class QuotaHeadroom(ApiModel):
+    """The tightest quota with a limit the request would count in."""
+
+    name: str
+    limit: int
+    current: int
+    available: int
+
+
+class BudgetAllowance(ApiModel):
+    """What the budgets covering the work allow: ``refusal`` (a spent budget's message: nothing is allowed) and the
+    ``currencies`` its nodes must bill in (null: any)."""
+
+    refusal: str | None = None
+    currencies: list[str] | None = None
+
+
+class OfferProperties(ApiModel):
+    accelerator: OfferAccelerator
+    location: str
+    nodes: int
+    available_nodes: int
+    devices_per_node: int
+    largest_single_node: LargestRequest
+    largest_multi_node: LargestRequest | None = None
+    price_per_accelerator_hour: list[PriceRange]
+    quota: QuotaHeadroom | None = None
+    budget: BudgetAllowance
+    allowed_now: int
+
+
+class Offer(ApiModel):
+    id: str
+    name: str
+    type: Literal["ITL.Accelerator/locations/offers"]
+    properties: OfferProperties
+
+
+class OfferList(ApiModel):
+    value: list[Offer]
+    next_link: str | None = None

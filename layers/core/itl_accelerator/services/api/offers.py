@@ -1,0 +1,214 @@
+"""Capacity offers: ``GET .../providers/ITL.Accelerator/locations/{location}/offers[?resourceGroup=rg]`` — what a job
+submitted now in the caller's scope could get, per accelerator kind and model in a location, before it is submitted
+(as Lambda Cloud's and SkyPilot's launchable offers): the largest request placed at once on one node, the nodes and
+how many take work, the price range per device-hour per currency, and what the quotas and budgets allow.
+
+**From what placement reads, never a Scan.** The subscription's fleet shapes (one Query: kinds, models, nodes per
+shape and how many are ``Available``, their prices), its quotas in the location (one Query), its budgets (one
+Query), and per kind and model the placement index (services/common/placement.py's candidates, GSI5 by free
+devices): the largest request placed now is found by a binary search of candidate reads — at most
+``log2(devices per node) + 1`` bounded reads per offer, whatever the number of nodes. So an offer is what a
+submission then gets (a test submits exactly it), as of the read: another job may take the room first.
+
+**Scope.** Prices are those of the nodes in the resource groups the caller holds (as a job's price ceiling is made
+of them, services/api/jobs.py); nodes drained for a waiting job are not offered (placement would not use them);
+with ``resourceGroup`` the budgets covering work there decide (a spent budget that refuses new allocations: nothing
+is allowed; budgets in one currency: only nodes billing in it are offered). Jobs run on one node today
+(``largestMultiNode`` is null: gangs are not built yet). Needs ``sparkJobs/write``: offers are for those who submit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from itl_accelerator import PROVIDER_NAMESPACE
+from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.auth import rbac
+from itl_accelerator.billing.metering import BillingTerms
+from itl_accelerator.domain.accelerators import canonical_kind, kind_of_key, model_of_key
+from itl_accelerator.domain.quotas import ALL_GPUS, QuotaUsage, quota_names
+from itl_accelerator.domain.records import Demand, FleetShape
+from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
+from itl_accelerator.services.api.quotas import LOCATION
+from itl_accelerator.services.common.access import Access, Target
+from itl_accelerator.services.common.budgets import covering, currencies, refusal
+from itl_accelerator.services.common.context import CallContext
+
+TYPE = f"{PROVIDER_NAMESPACE}/locations/offers"
+
+
+class OfferService:
+    """Offers of a location (module docstring). ``clock``: epoch seconds."""
+
+    def __init__(
+        self,
+        nodes: NodeRepository,
+        quotas: QuotaRepository,
+        budgets: BudgetRepository,
+        access: Access,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._nodes = nodes
+        self._quotas = quotas
+        self._budgets = budgets
+        self._access = access
+        self._clock = clock
+        #: candidate reads made by the last call (the benchmark and a test read it: bounded per offer)
+        self.reads = 0
+
+    def in_location(
+        self, ctx: CallContext, subscription_id: str, location: str, resource_group: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The offers of ``location``, by kind then model (``{"id", "name", "type", "properties"}`` each). 400 for a
+        malformed location; 404 outside the caller's scopes; 403 (audited) without ``sparkJobs/write``."""
+        validate_subscription_id(subscription_id)
+        where = self._location(location)
+        self._access.require_any(
+            ctx,
+            (rbac.JOBS_WRITE,),
+            Target(
+                subscription_id=subscription_id,
+                resource_group=resource_group,
+                resource_id=f"/subscriptions/{subscription_id}/providers/{TYPE.replace('/offers', '')}/{where}/offers",
+                resource_type=TYPE,
+                resource_name="offers",
+                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            ),
+        )
+        self.reads = 0
+        groups = ctx.principal.resource_groups_in(subscription_id)
+        visible = {g.lower() for g in groups} if groups is not None else None
+        shapes = [
+            s
+            for s in self._nodes.fleet_shapes(subscription_id)
+            if s.location == where and (visible is None or not s.resource_group or s.resource_group in visible)
+        ]
+        quotas = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        budget = self._budget(subscription_id, now, resource_group)
+        by_key: dict[str, list[FleetShape]] = {}
+        for shape in shapes:
+            by_key.setdefault(shape.gpu_model, []).append(shape)
+        offers = []
+        for key in sorted(by_key, key=lambda k: (kind_of_key(k), model_of_key(k))):
+            offers.append(self._offer(subscription_id, where, key, by_key[key], quotas, budget))
+        return offers
+
+    # ----------------------------------------------------------------------------------------------- one offer
+    def _offer(
+        self,
+        subscription_id: str,
+        location: str,
+        key: str,
+        shapes: list[FleetShape],
+        quotas: dict[str, QuotaUsage],
+        budget: dict[str, Any],
+    ) -> dict[str, Any]:
+        kind, model = canonical_kind(kind_of_key(key)), model_of_key(key)
+        allowed_currencies: list[str] | None = budget["currencies"]
+        priced = [
+            s.terms
+            for s in shapes
+            if s.terms is not None and (allowed_currencies is None or s.terms.currency in allowed_currencies)
+        ]
+        largest, memory = self._largest_now(subscription_id, location, key, kind, shapes, priced)
+        headroom = self._quota_headroom(key, quotas)
+        allowed = (
+            0 if budget["refusal"] else largest if headroom is None else max(0, min(largest, headroom["available"]))
+        )
+        name = f"{kind.lower()}-{model}" if model else kind.lower()
+        return {
+            "id": f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{location}/offers/{name}",
+            "name": name,
+            "type": TYPE,
+            "properties": {
+                "accelerator": {"kind": kind, "model": model or None},
+                "location": location,
+                "nodes": sum(s.nodes for s in shapes),
+                "availableNodes": sum(s.available_nodes for s in shapes),
+                "devicesPerNode": max(s.gpu_total for s in shapes),
+                "largestSingleNode": {"devices": largest, "memoryGb": memory},
+                "largestMultiNode": None,
+                "pricePerAcceleratorHour": _price_ranges(priced),
+                "quota": headroom,
+                "budget": {"refusal": budget["refusal"], "currencies": allowed_currencies},
+                "allowedNow": allowed,
+            },
+        }
+
+    def _largest_now(
+        self,
+        subscription_id: str,
+        location: str,
+        key: str,
+        kind: str,
+        shapes: list[FleetShape],
+        priced: list[BillingTerms],
+    ) -> tuple[int, int]:
+        """The largest number of devices one node takes now (and its free GiB of device memory), by binary search
+        over the placement index's candidate reads: (0, 0) when none has room. Only nodes billing within ``priced``
+        (the prices of the nodes the caller sees, in the currencies its budgets allow): a job's price ceiling is
+        made of them, so placement would use no other."""
+        within = tuple(priced)
+        low, high, memory = 0, max(s.gpu_total for s in shapes), 0
+        while low < high:
+            wanted = (low + high + 1) // 2
+            self.reads += 1
+            found = self._nodes.candidates(subscription_id, Demand(wanted, 0, key, location, within=within, kind=kind))
+            if found:
+                low, memory = wanted, max(n.free_memory_gb for n in found if n.free_gpus >= wanted)
+            else:
+                high = wanted - 1
+        return low, memory
+
+    @staticmethod
+    def _quota_headroom(key: str, quotas: dict[str, QuotaUsage]) -> dict[str, Any] | None:
+        """The tightest limited quota an allocation of ``key`` counts in (``gpus`` counts every GPU too): its name,
+        limit, use and what is left; None when none is limited."""
+        names = list(quota_names(key))
+        if kind_of_key(key) == "GPU" and ALL_GPUS not in names:
+            names.insert(0, ALL_GPUS)
+        limited = [quotas[n] for n in names if n in quotas and quotas[n].headroom is not None]
+        if not limited:
+            return None
+        tightest = min(limited, key=lambda u: u.headroom or 0)
+        return {
+            "name": tightest.name,
+            "limit": tightest.limit,
+            "current": tightest.current,
+            "available": max(0, tightest.headroom or 0),
+        }
+
+    def _budget(self, subscription_id: str, now: datetime, resource_group: str | None) -> dict[str, Any]:
+        """What the budgets covering work in ``resource_group`` (without tags) say: a refusal's message, and the
+        currencies they allow (None: any). Without a resource group: the budgets covering the whole subscription."""
+        budgets = covering(self._budgets.in_subscription(subscription_id), now, resource_group or "", {})
+        refused = refusal(budgets, now, resource_group or "", {})
+        allowed = currencies(budgets)
+        return {
+            "refusal": refused.message if refused else None,
+            "currencies": sorted(allowed) if allowed is not None else None,
+        }
+
+    @staticmethod
+    def _location(location: str) -> str:
+        """A location as jobs and quotas take it (``East US`` is ``eastus``); 400 ``InvalidParameter`` otherwise."""
+        if not LOCATION.match(location):
+            raise InvalidParameter(f"'{location[:64]}' is not a location.", target="location")
+        return normalize_location(location)
+
+
+def _price_ranges(terms: list[BillingTerms]) -> list[dict[str, str]]:
+    """``[{"currency", "min", "max"}]`` per device-hour, per currency (never mixed), as decimal strings."""
+    by_currency: dict[str, list[Decimal]] = {}
+    for t in terms:
+        by_currency.setdefault(t.currency, []).append(t.price_per_gpu_hour)
+    return [
+        {"currency": c, "min": format(min(p).normalize(), "f"), "max": format(max(p).normalize(), "f")}
+        for c, p in sorted(by_currency.items())
+    ]
