@@ -9,7 +9,9 @@ Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`
     jobs placed one by one, each asking for one of the four in turn (a kind, and for the GPUs their model). For each
     placement: the DynamoDB calls it made (counted at botocore) and its wall time, and that it landed on a node of
     what it asked for. The count must not grow with the fleet or its mix: one ``Query`` of the placement index (its
-    partition of the job's kind), one ``TransactWriteItems``.
+    partition of the job's kind), one ``TransactWriteItems``. Then the location's capacity offers once
+    (services/api/offers.py, ``GET .../locations/{location}/offers``): its DynamoDB calls must grow with the offers
+    (kinds and models: 4 here), never with the nodes.
 (b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
     110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
     best-fit order (:func:`itl_accelerator.services.common.placement.best_fit_key`) and, beside it, by first fit (the first
@@ -56,6 +58,9 @@ class FleetRow:
     placements: int
     calls: Counter[str]
     ms: list[float]
+    offers: int = 0
+    offer_calls: int = 0
+    offer_ms: float = 0.0
 
 
 def measure_fleets() -> list[FleetRow]:
@@ -65,11 +70,12 @@ def measure_fleets() -> list[FleetRow]:
     import boto3
     from moto import mock_aws
 
-    from itl_accelerator.auth.principal import Principal
+    from itl_accelerator.auth.principal import ArmScope, Principal
     from itl_accelerator.domain.records import Instance, Job, Node, Reservation, ResourceKey
     from itl_accelerator.domain.states import OperationKind, ProvisioningState
     from itl_accelerator.repositories.dynamodb import dynamodb_repositories
     from itl_accelerator.resources import JOBS, NODES
+    from itl_accelerator.services.api.offers import OfferService
     from itl_accelerator.services.common.access import Access
     from itl_accelerator.services.common.audit_events import build_event
     from itl_accelerator.services.common.context import CallContext
@@ -202,7 +208,22 @@ def measure_fleets() -> list[FleetRow]:
                     f"a {kind} {model} job landed on {on and on.accelerator}"
                 )
                 calls.update(counted)
-            rows.append(FleetRow(fleet, PLACEMENTS, calls, ms))
+            offers = OfferService(repos.nodes, repos.quotas, repos.budgets, Access(repos.audit))
+            asker = CallContext(
+                Principal(
+                    subject="bench",
+                    roles=["itl-accelerator-admin"],
+                    scopes=[s for s in [ArmScope.parse(f"/subscriptions/{sub}")] if s],
+                ),
+                "bench",
+                "bench",
+            )
+            with dynamodb_calls() as counted:
+                started = time.perf_counter()
+                listed = offers.in_location(asker, sub, "us-east-1")
+                offer_ms = (time.perf_counter() - started) * 1000
+            row = FleetRow(fleet, PLACEMENTS, calls, ms, len(listed), sum(counted.values()), offer_ms)
+            rows.append(row)
     return rows
 
 
@@ -330,6 +351,24 @@ def main() -> int:
                 for r in rows
             ],
             right=set(range(0, 4 + len(names))),
+        )
+    )
+    print()
+    print("    and one listing of the location's capacity offers (GET .../locations/{location}/offers) on each fleet:")
+    print(
+        _table(
+            ["nodes", "offers", "DynamoDB requests", "requests / offer", "ms"],
+            [
+                [
+                    str(r.nodes),
+                    str(r.offers),
+                    str(r.offer_calls),
+                    f"{r.offer_calls / max(r.offers, 1):.2f}",
+                    f"{r.offer_ms:.0f}",
+                ]
+                for r in rows
+            ],
+            right={0, 1, 2, 3, 4},
         )
     )
     print()
