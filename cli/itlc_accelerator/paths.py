@@ -87,7 +87,7 @@ def budgets(subscription: str, name: str | None = None) -> str:
 
 def billing_export(subscription: str, day: str) -> str:
     """The subscription's FOCUS billing file of a UTC day (``YYYY-MM-DD``)."""
-    return provider(subscription) + f"/billingExports/{day}"
+    return provider(subscription) + f"/billingExports/{_seg(day)}"
 
 
 def cost_query(subscription: str) -> str:

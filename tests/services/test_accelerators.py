@@ -297,3 +297,14 @@ def test_a_mixed_days_export_and_cost_query_name_each_kind_and_model(env):
     by_kind = {(r[names.index("AcceleratorKind")], r[names.index("AcceleratorModel")]): Decimal(str(r[0]))
                for r in answer["properties"]["rows"]}  # fmt: skip
     assert by_kind == {("TPU", "v5e"): Decimal("9.6"), ("GPU", "H100"): Decimal("5")}
+
+
+def test_a_tpu_job_waiting_under_its_ceiling_is_told_prices_per_tpu_hour(fleet):
+    submit(
+        fleet,
+        "cheap",
+        {"accelerator": {"kind": "TPU", "count": 2}, "maxPrice": {"pricePerAcceleratorHour": 0.5, "currency": "USD"}},
+    )
+    fleet.run()
+    reason = fleet.job_props("cheap")["statusReason"]
+    assert "1.2 USD per TPU-hour" in reason and "per GPU-hour" not in reason, reason

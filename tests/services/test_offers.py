@@ -120,3 +120,32 @@ def test_a_node_priced_above_what_the_caller_sees_is_not_offered_to_it(env: Env)
     env.submit("four", 4, 320, ctx=ann, location=WHERE)
     env.run()
     assert (env.status("eight"), env.status("four")) == ("Pending", "Running")
+
+
+def test_the_memory_offered_is_what_the_offered_devices_may_ask(env: Env):
+    # Given an 8-GPU node (80 GiB each) where a job holds 5 GPUs but only 100 GiB: 3 GPUs and 540 GiB free
+    env.add_node("h-1", price=2.40)
+    env.submit("lean", 5, 100, location=WHERE)
+    env.run()
+    # Then 3 GPUs are offered with the 240 GiB they carry (memory is per GPU), and a job of exactly that runs
+    offered = offers(env)["gpu-h100"]["largestSingleNode"]
+    assert offered == {"devices": 3, "memoryGb": 240}
+    env.submit("offered", offered["devices"], offered["memoryGb"], location=WHERE)
+    env.run()
+    assert env.status("offered") == "Running"
+
+
+def test_a_caller_holding_one_resource_group_is_offered_what_its_budgets_allow_there(fleet: Env):
+    env = fleet
+    put_budget(
+        env, currency="EUR", filter={"dimensions": {"name": "ResourceGroupName", "operator": "In", "values": ["rg1"]}}
+    )
+    ann = env.consumer("ann", scopes=[f"/subscriptions/{SUB}/resourceGroups/rg1"])
+    # without naming the group: it is the one she can submit into
+    assert offers(env, ann)["gpu-h100"]["budget"]["currencies"] == ["EUR"]
+    assert offers(env, ann)["gpu-h100"]["allowedNow"] == 0
+    # one holding the whole subscription names the group, or is offered what covers every group (no budget here)
+    assert offers(env)["gpu-h100"]["budget"]["currencies"] is None
+    assert offers(env, resource_group="rg1")["gpu-h100"]["budget"]["currencies"] == ["EUR"]
+    with pytest.raises(InvalidParameter):
+        offers(env, env.consumer("ann"), resource_group="bad/rg")

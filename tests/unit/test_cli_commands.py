@@ -266,7 +266,12 @@ def test_cost_export_joins_the_pages_of_a_days_billing_file_into_one_focus_csv(t
     done = run(["cost", "export", "2026-11-30", "--out", str(out)], api)
     assert done.code == 0, done.err
     assert done.paths() == [f"GET {base}", f"GET {base}"]
-    assert done.out.strip() == f"{out}: 3 rows, 0.5 EUR, 1.250001 USD"
+    assert done.json() == {
+        "file": str(out),
+        "day": "2026-11-30",
+        "rows": 3,
+        "totals": {"EUR": "0.5", "USD": "1.250001"},
+    }
     with out.open(newline="") as file:
         assert list(csv.reader(file)) == [
             ["BilledCost", "BillingCurrency", "ResourceName"],
@@ -287,3 +292,23 @@ def test_cost_export_of_a_day_not_exported_leaves_the_file_as_it_was(tmp_path):
     done = run(["cost", "export", "2026-11-30", "--out", str(out)], not_yet)
     assert done.code != 0 and "BillingExportNotFound" in done.err
     assert out.read_text() == "yesterday's\n" and list(tmp_path.iterdir()) == [out]
+
+
+def test_cost_export_takes_a_date_only_and_never_sends_another_path(tmp_path):
+    for bad in ("../sparkNodes", "2026-12-04?$top=1", "2026-13-01", "yesterday"):
+        done = run(["cost", "export", bad, "--out", str(tmp_path / "x.csv")], lambda r: httpx.Response(500))
+        assert done.code == 2 and done.requests == [] and "YYYY-MM-DD" in done.err, bad
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cost_export_says_its_summary_in_words_at_a_terminal(tmp_path):
+    columns = [{"name": "BilledCost", "type": "String"}, {"name": "BillingCurrency", "type": "String"}]
+
+    def api(request: httpx.Request) -> httpx.Response:
+        props = {"day": "2026-11-30", "columns": columns, "rows": [["1.5", "USD"]], "nextLink": None}
+        return httpx.Response(200, json={"properties": props})
+
+    out = tmp_path / "bill.csv"
+    done = run(["cost", "export", "2026-11-30", "--out", str(out), "-o", "table"], api, tty=True)
+    assert done.code == 0, done.err
+    assert done.out.strip() == f"{out}: 1 rows, 1.5 USD"  # at a terminal, a sentence; piped (JSON), the summary

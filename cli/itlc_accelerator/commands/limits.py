@@ -15,7 +15,9 @@ Requests (docs/API_REFERENCE.md, "Quotas", "Budgets", "Cost queries"):
 from __future__ import annotations
 
 import csv
-from datetime import UTC, datetime
+import json
+import re
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -258,7 +260,14 @@ def cost_query(
 def cost_export(s: Session, day: str, out: str | None) -> None:
     """Download the subscription's FOCUS 1.2 billing file of a UTC DAY (YYYY-MM-DD): its rows of the day's export that
     you may see (consumers: your own work; suppliers: your nodes' earnings), as CSV with the FOCUS header. A day is
-    exported once it has ended (about 01:30 UTC the next day)."""
+    exported once it has ended (about 01:30 UTC the next day). The file is CSV whatever -o says; -o json prints the
+    summary (file, rows, totals per currency) as JSON."""
+    try:
+        day = date.fromisoformat(day).isoformat() if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", day) else ""
+    except ValueError:
+        day = ""
+    if not day:
+        raise click.BadParameter("a UTC date, YYYY-MM-DD", param_hint="DAY")
     subscription = s.need_subscription()
     path = Path(out or f"itl-accelerator-focus-{subscription}-{day}.csv")
     # the first page before the file is touched: a refused day (404, 403) leaves nothing behind or as it was
@@ -286,6 +295,10 @@ def cost_export(s: Session, day: str, out: str | None) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    if s.output == "json":
+        totals_text = {code: format(total, "f") for code, total in sorted(totals.items())}
+        click.echo(json.dumps({"file": str(path), "day": day, "rows": rows, "totals": totals_text}))
+        return
     summary = ", ".join(f"{format(total, 'f')} {code}" for code, total in sorted(totals.items())) or "nothing billed"
     click.echo(f"{path}: {rows} rows, {summary}")
 

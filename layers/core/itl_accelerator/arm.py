@@ -47,14 +47,14 @@ def validate_api_version(value: str | None) -> str:
 
 def validate_subscription_id(value: str) -> str:
     """400 ``InvalidParameter`` unless ``value`` is a GUID or slug of at most 64 characters."""
-    if not _SUBSCRIPTION.match(value):
+    if not _SUBSCRIPTION.fullmatch(value):  # (match would take a trailing newline: $ matches before one)
         raise InvalidParameter(f"The subscription id '{value[:100]}' is not valid.", target="subscriptionId")
     return value
 
 
 def validate_resource_group(value: str) -> str:
     """400 ``InvalidParameter`` unless ``value`` follows ARM's resource group naming rule."""
-    if not _RESOURCE_GROUP.match(value):
+    if not _RESOURCE_GROUP.fullmatch(value):
         raise InvalidParameter(
             f"The resource group name '{value[:100]}' is not valid: use 1-90 letters, digits, '_', '(', ')', '-' or "
             "'.', not ending with '.'.",

@@ -81,15 +81,16 @@ def roughly_within(terms: BillingTerms, bounds: tuple[BillingTerms, ...] | None)
     )
 
 
-def describe_terms(terms: BillingTerms) -> str:
-    """Terms in words: ``2.5 USD per GPU-hour (60 s increments, 60 s minimum)``."""
+def describe_terms(terms: BillingTerms, kind: str = "GPU") -> str:
+    """Terms in words, per device-hour of ``kind``: ``2.5 USD per GPU-hour (60 s increments, 60 s minimum)``,
+    ``1.2 USD per TPU-hour (...)``."""
     increment = (
         "any increment"
         if terms.billing_increment_seconds == ANY_INCREMENT
         else f"{terms.billing_increment_seconds} s increments"
     )
     price = format(terms.price_per_gpu_hour.normalize(), "f")
-    return f"{price} {terms.currency} per GPU-hour ({increment}, {terms.minimum_billable_seconds} s minimum)"
+    return f"{price} {terms.currency} per {kind}-hour ({increment}, {terms.minimum_billable_seconds} s minimum)"
 
 
 def undominated(terms: Iterable[BillingTerms]) -> tuple[BillingTerms, ...]:
@@ -124,11 +125,12 @@ class PriceCeiling:
             return self
         return PriceCeiling(self.basis, tuple(t for t in self.terms if t.currency in currencies), self.fixed_at)
 
-    def describe(self) -> str:
-        """The ceiling in words (``3 USD per GPU-hour (60 s increments, 60 s minimum)``, members joined by "or")."""
+    def describe(self, kind: str = "GPU") -> str:
+        """The ceiling in words (``3 USD per GPU-hour (60 s increments, 60 s minimum)``, members joined by "or"), per
+        device-hour of the job's ``kind``."""
         if not self.terms:
             return "no price (no node could take the job when it was submitted)"
-        return " or ".join(describe_terms(t) for t in self.terms)
+        return " or ".join(describe_terms(t, kind) for t in self.terms)
 
     def as_properties(self, kind: str = "GPU") -> dict[str, Any]:
         """``properties.priceCeiling`` of a job of accelerator ``kind`` (wire names; prices JSON numbers, as the node's

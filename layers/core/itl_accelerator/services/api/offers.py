@@ -12,8 +12,9 @@ submission then gets (a test submits exactly it), as of the read: another job ma
 
 **Scope.** Prices are those of the nodes in the resource groups the caller holds (as a job's price ceiling is made
 of them, services/api/jobs.py); nodes drained for a waiting job are not offered (placement would not use them);
-with ``resourceGroup`` the budgets covering work there decide (a spent budget that refuses new allocations: nothing
-is allowed; budgets in one currency: only nodes billing in it are offered). Jobs run on one node today
+with ``resourceGroup`` — or, for a caller holding a single resource group of the subscription, that one — the budgets
+covering work there decide (a spent budget that refuses new allocations: nothing is allowed; budgets in one currency:
+only nodes billing in it are offered); without, only budgets covering every resource group do. Jobs run on one node today
 (``largestMultiNode`` is null: gangs are not built yet). Needs ``sparkJobs/write``: offers are for those who submit.
 """
 
@@ -26,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.arm import normalize_location, validate_resource_group, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import canonical_kind, kind_of_key, model_of_key
@@ -68,6 +69,11 @@ class OfferService:
         malformed location; 404 outside the caller's scopes; 403 (audited) without ``sparkJobs/write``."""
         validate_subscription_id(subscription_id)
         where = self._location(location)
+        groups = ctx.principal.resource_groups_in(subscription_id)
+        if resource_group is None and groups is not None and len(groups) == 1:
+            (resource_group,) = groups  # the one group the caller can submit into: its budgets decide
+        if resource_group is not None:
+            validate_resource_group(resource_group)
         self._access.require_any(
             ctx,
             (rbac.JOBS_WRITE,),
@@ -81,7 +87,6 @@ class OfferService:
             ),
         )
         self.reads = 0
-        groups = ctx.principal.resource_groups_in(subscription_id)
         visible = {g.lower() for g in groups} if groups is not None else None
         shapes = [
             s
@@ -161,7 +166,16 @@ class OfferService:
             self.reads += 1
             found = self._nodes.candidates(subscription_id, Demand(wanted, 0, key, location, within=within, kind=kind))
             if found:
-                low, memory = wanted, max(n.free_memory_gb for n in found if n.free_gpus >= wanted)
+                # the device memory a request of ``wanted`` devices may ask there: what is free, up to what its devices
+                # carry (placement's rule: memory is per device, domain/records.py per_gpu_memory_fits)
+                low, memory = (
+                    wanted,
+                    max(
+                        min(n.free_memory_gb, wanted * n.memory_gb_total // max(n.gpu_total, 1))
+                        for n in found
+                        if n.free_gpus >= wanted
+                    ),
+                )
             else:
                 high = wanted - 1
         return low, memory

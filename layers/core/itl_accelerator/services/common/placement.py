@@ -241,7 +241,7 @@ class Placement:
         and the ceiling."""
         terms = min((n.terms for n in room), key=lambda t: (t.price_per_gpu_hour, t.currency))
         ceiling = job.price_ceiling
-        why = f"the job's price ceiling is {ceiling.describe()}" if ceiling is not None else ""
+        why = f"the job's price ceiling is {ceiling.describe(job.kind)}" if ceiling is not None else ""
         if view.currencies is not None and terms.currency not in view.currencies:
             counted = ", ".join(sorted(view.currencies)) or "no single currency"
             names = ", ".join(f"'{b.name}'" for b in view.budgets)
@@ -249,7 +249,7 @@ class Placement:
         many = len(room) != 1
         nodes = f"{len(room)} node{'s' if many else ''} with room now bill{'' if many else 's'}"
         return (
-            f"Waiting for a node within its price ceiling: {nodes} above it (the lowest: {describe_terms(terms)}); "
+            f"Waiting for a node within its price ceiling: {nodes} above it (the lowest: {describe_terms(terms, job.kind)}); "
             f"{why}."
         )
 
