@@ -74,6 +74,18 @@ def validate_resource_name(value: str, *, target: str = "name") -> str:
     return value
 
 
+#: A location as the API takes it (models/common.py Location): ``us-east-1``, ``East US``.
+LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")
+
+
+def parse_location(value: str) -> str:
+    """A location from a path (``{location}``) normalised (:func:`normalize_location`); 400 ``InvalidParameter``
+    (target ``location``) for one that is not a location."""
+    if not LOCATION.fullmatch(value):
+        raise InvalidParameter(f"'{value[:64]}' is not a location.", target="location")
+    return normalize_location(value)
+
+
 def normalize_location(value: str) -> str:
     """Location compared ignoring case and spaces (ARM_CONTRACT.md line 4): ``"East US"`` → ``"eastus"``."""
     return re.sub(r"\s+", "", value).lower()

@@ -122,14 +122,7 @@ class BudgetService:
         self._access.require_any(
             ctx,
             (rbac.BUDGETS_READ,),
-            Target(
-                subscription_id=subscription_id,
-                resource_group=None,
-                resource_id=budget_id(subscription_id, name),
-                resource_type=TYPE,
-                resource_name=name,
-                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-            ),
+            Target.of_subscription(subscription_id, budget_id(subscription_id, name), TYPE, name),
         )
 
     def get(self, ctx: CallContext, subscription_id: str, name: str) -> dict[str, Any]:

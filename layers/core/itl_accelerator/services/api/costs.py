@@ -24,7 +24,7 @@ from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.rollup import CostDimensions, Totals
-from itl_accelerator.errors import InvalidParameter, ResourceNotFound
+from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.models.costs import CostQuery, QueryFilter
 from itl_accelerator.repositories.protocols import UsageRepository
 from itl_accelerator.services.common.access import Access, Target
@@ -149,18 +149,9 @@ def require_cost_read(access: Access, ctx: CallContext, subscription_id: str, ty
     400 for a malformed subscription id; 404 outside the caller's scopes; 403 (audited) without the permission."""
     validate_subscription_id(subscription_id)
     path = type_name if name == type_name else f"{type_name}/{name}"
-    access.require_any(
-        ctx,
-        (rbac.COSTS_READ,),
-        Target(
-            subscription_id=subscription_id,
-            resource_group=None,
-            resource_id=f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/{path}",
-            resource_type=f"{PROVIDER_NAMESPACE}/{type_name}",
-            resource_name=name,
-            missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-        ),
-    )
+    resource_id = f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/{path}"
+    target = Target.of_subscription(subscription_id, resource_id, f"{PROVIDER_NAMESPACE}/{type_name}", name)
+    access.require_any(ctx, (rbac.COSTS_READ,), target)
 
 
 def charges_visible_to(ctx: CallContext, subscription_id: str) -> Callable[[CostDimensions], bool]:

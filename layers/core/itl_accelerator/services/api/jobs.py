@@ -43,7 +43,7 @@ from itl_accelerator.repositories.errors import SubscriptionNotWritable, Workloa
 from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.budgets import covering, currencies, refusal
+from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import may_change, render_job, visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -202,11 +202,10 @@ class SparkJobService:
         reconciler). 409 ``Conflict`` when a job of this name was submitted at the same moment."""
         moment = datetime.fromtimestamp(self._clock(), UTC)
         tags = dict(body.tags or {})
-        budgets = covering(self._jobs_budgets.in_subscription(key.subscription_id), moment, key.resource_group, tags)
-        refused = refusal(budgets, moment, key.resource_group, tags)
-        if refused is not None:
-            raise refused
-        job, operation, audit = self._submitted(ctx, key, body, spec, fingerprint, currencies(budgets))
+        said = budget_view(self._jobs_budgets.in_subscription(key.subscription_id), moment, key.resource_group, tags)
+        if said.refusal is not None:
+            raise said.refusal
+        job, operation, audit = self._submitted(ctx, key, body, spec, fingerprint, said.currencies)
         try:
             self._jobs.submit(job, operation, audit)
         except WorkloadChanged as exc:

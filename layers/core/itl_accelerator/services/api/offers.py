@@ -27,17 +27,15 @@ from decimal import Decimal
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.arm import normalize_location, validate_resource_group, validate_subscription_id
+from itl_accelerator.arm import parse_location, validate_resource_group, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.accelerators import canonical_kind, kind_of_key, model_of_key
-from itl_accelerator.domain.quotas import ALL_GPUS, QuotaUsage, quota_names
+from itl_accelerator.domain.accelerators import kind_of_key, model_of_key
+from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import Demand, FleetShape
-from itl_accelerator.errors import InvalidParameter, ResourceNotFound
 from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
-from itl_accelerator.services.api.quotas import LOCATION
 from itl_accelerator.services.common.access import Access, Target
-from itl_accelerator.services.common.budgets import covering, currencies, refusal
+from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.context import CallContext
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/offers"
@@ -59,8 +57,6 @@ class OfferService:
         self._budgets = budgets
         self._access = access
         self._clock = clock
-        #: candidate reads made by the last call (the benchmark and a test read it: bounded per offer)
-        self.reads = 0
 
     def in_location(
         self, ctx: CallContext, subscription_id: str, location: str, resource_group: str | None = None
@@ -68,25 +64,15 @@ class OfferService:
         """The offers of ``location``, by kind then model (``{"id", "name", "type", "properties"}`` each). 400 for a
         malformed location; 404 outside the caller's scopes; 403 (audited) without ``sparkJobs/write``."""
         validate_subscription_id(subscription_id)
-        where = self._location(location)
+        where = parse_location(location)
         groups = ctx.principal.resource_groups_in(subscription_id)
         if resource_group is None and groups is not None and len(groups) == 1:
             (resource_group,) = groups  # the one group the caller can submit into: its budgets decide
         if resource_group is not None:
             validate_resource_group(resource_group)
-        self._access.require_any(
-            ctx,
-            (rbac.JOBS_WRITE,),
-            Target(
-                subscription_id=subscription_id,
-                resource_group=resource_group,
-                resource_id=f"/subscriptions/{subscription_id}/providers/{TYPE.replace('/offers', '')}/{where}/offers",
-                resource_type=TYPE,
-                resource_name="offers",
-                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-            ),
-        )
-        self.reads = 0
+        resource_id = f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{where}/offers"
+        target = Target.of_subscription(subscription_id, resource_id, TYPE, "offers", resource_group)
+        self._access.require_any(ctx, (rbac.JOBS_WRITE,), target)
         visible = {g.lower() for g in groups} if groups is not None else None
         shapes = [
             s
@@ -114,7 +100,7 @@ class OfferService:
         quotas: dict[str, QuotaUsage],
         budget: dict[str, Any],
     ) -> dict[str, Any]:
-        kind, model = canonical_kind(kind_of_key(key)), model_of_key(key)
+        kind, model = kind_of_key(key), model_of_key(key)  # the kind as known kinds are spelt (TPU, Neuron)
         allowed_currencies: list[str] | None = budget["currencies"]
         priced = [
             s.terms
@@ -163,7 +149,6 @@ class OfferService:
         low, high, memory = 0, max(s.gpu_total for s in shapes), 0
         while low < high:
             wanted = (low + high + 1) // 2
-            self.reads += 1
             found = self._nodes.candidates(subscription_id, Demand(wanted, 0, key, location, within=within, kind=kind))
             if found:
                 # the device memory a request of ``wanted`` devices may ask there: what is free, up to what its devices
@@ -182,12 +167,9 @@ class OfferService:
 
     @staticmethod
     def _quota_headroom(key: str, quotas: dict[str, QuotaUsage]) -> dict[str, Any] | None:
-        """The tightest limited quota an allocation of ``key`` counts in (``gpus`` counts every GPU too): its name,
-        limit, use and what is left; None when none is limited."""
-        names = list(quota_names(key))
-        if kind_of_key(key) == "GPU" and ALL_GPUS not in names:
-            names.insert(0, ALL_GPUS)
-        limited = [quotas[n] for n in names if n in quotas and quotas[n].headroom is not None]
+        """The tightest limited quota an allocation of ``key`` counts in (domain/quotas.py ``quota_names``: its kind's —
+        ``gpus`` for every GPU — and its model's): its name, limit, use and what is left; None when none is limited."""
+        limited = [quotas[n] for n in quota_names(key) if n in quotas and quotas[n].headroom is not None]
         if not limited:
             return None
         tightest = min(limited, key=lambda u: u.headroom or 0)
@@ -199,22 +181,14 @@ class OfferService:
         }
 
     def _budget(self, subscription_id: str, now: datetime, resource_group: str | None) -> dict[str, Any]:
-        """What the budgets covering work in ``resource_group`` (without tags) say: a refusal's message, and the
-        currencies they allow (None: any). Without a resource group: the budgets covering the whole subscription."""
-        budgets = covering(self._budgets.in_subscription(subscription_id), now, resource_group or "", {})
-        refused = refusal(budgets, now, resource_group or "", {})
-        allowed = currencies(budgets)
+        """What the budgets covering work in ``resource_group`` (without tags) say (services/common/budgets.py
+        ``view``): a refusal's message, and the currencies they allow (None: any). Without a resource group: the
+        budgets covering the whole subscription."""
+        said = budget_view(self._budgets.in_subscription(subscription_id), now, resource_group or "", {})
         return {
-            "refusal": refused.message if refused else None,
-            "currencies": sorted(allowed) if allowed is not None else None,
+            "refusal": said.refusal.message if said.refusal else None,
+            "currencies": sorted(said.currencies) if said.currencies is not None else None,
         }
-
-    @staticmethod
-    def _location(location: str) -> str:
-        """A location as jobs and quotas take it (``East US`` is ``eastus``); 400 ``InvalidParameter`` otherwise."""
-        if not LOCATION.match(location):
-            raise InvalidParameter(f"'{location[:64]}' is not a location.", target="location")
-        return normalize_location(location)
 
 
 def _price_ranges(terms: list[BillingTerms]) -> list[dict[str, str]]:

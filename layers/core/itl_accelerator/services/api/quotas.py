@@ -19,11 +19,10 @@ accepted (a quota may come before the nodes) and answered with ``isQuotaApplicab
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.arm import normalize_location, validate_subscription_id
+from itl_accelerator.arm import parse_location, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.domain.quotas import (
     ALL_GPUS,
@@ -44,7 +43,6 @@ from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
-LOCATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")  # models/common.py Location
 
 
 def quota_id(subscription_id: str, location: str, name: str) -> str:
@@ -98,11 +96,6 @@ class QuotaService:
         return name == ALL_GPUS or any(name in quota_names(model) for model in models)
 
     # ----------------------------------------------------------------------------------------------- helpers
-    @staticmethod
-    def _location(location: str) -> str:
-        if not LOCATION.match(location):
-            raise InvalidParameter(f"'{location}' is not a location.", target="location")
-        return normalize_location(location)
 
     @staticmethod
     def _name(name: str) -> str:
@@ -122,20 +115,13 @@ class QuotaService:
         self._access.require_any(
             ctx,
             (rbac.QUOTAS_READ,),
-            Target(
-                subscription_id=subscription_id,
-                resource_group=None,
-                resource_id=quota_id(subscription_id, location, name),
-                resource_type=TYPE,
-                resource_name=name,
-                missing=ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
-            ),
+            Target.of_subscription(subscription_id, quota_id(subscription_id, location, name), TYPE, name),
         )
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, location: str, name: str) -> dict[str, Any]:
         """A quota; 404 ``ResourceNotFound`` when no limit is set for it (its use is in the usages)."""
-        where, quota = self._location(location), self._name(name)
+        where, quota = parse_location(location), self._name(name)
         self._read(ctx, subscription_id, where, quota)
         usage = self._quotas.get(subscription_id, where, quota)
         if usage is None or usage.limit is None:
@@ -144,7 +130,7 @@ class QuotaService:
 
     def in_location(self, ctx: CallContext, subscription_id: str, location: str) -> list[dict[str, Any]]:
         """The quotas set in a location, by name."""
-        where = self._location(location)
+        where = parse_location(location)
         self._read(ctx, subscription_id, where)
         models = self._models(subscription_id, where)
         return [
@@ -157,7 +143,7 @@ class QuotaService:
         """What the subscription holds in a location against every quota in use or limited, and against the quota of
         every kind and model its nodes there have (0 when unused: each name a quota can be set under is listed); ``gpus``
         first, always (0 before any allocation)."""
-        where = self._location(location)
+        where = parse_location(location)
         self._read(ctx, subscription_id, where)
         found = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
         for model in self._models(subscription_id, where):
@@ -182,7 +168,7 @@ class QuotaService:
         read (no limit yet, or its etag), so of racing creates exactly one creates; the others read it again and
         answer as a replace (or as unchanged, for the same limit)."""
         validate_subscription_id(subscription_id)
-        where, quota = self._location(location), self._name(name)
+        where, quota = parse_location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
         limit = body.properties.limit.value
         for _ in range(5):
@@ -214,7 +200,7 @@ class QuotaService:
     ) -> bool:
         """Remove a quota's limit. False when none was set (ARM RPC: 204)."""
         validate_subscription_id(subscription_id)
-        where, quota = self._location(location), self._name(name)
+        where, quota = parse_location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
         for _ in range(5):
             current = self._quotas.get(subscription_id, where, quota)

@@ -39,6 +39,26 @@ class Target:
     resource_name: str
     missing: ArmError | None = None
 
+    @classmethod
+    def of_subscription(
+        cls,
+        subscription_id: str,
+        resource_id: str,
+        resource_type: str,
+        resource_name: str,
+        resource_group: str | None = None,
+    ) -> Target:
+        """A target of a subscription's own (a collection, a query, a file; ``resource_group``: the one the work is
+        in, when it is): a caller who may not see it is told the subscription was not found."""
+        return cls(
+            subscription_id,
+            resource_group,
+            resource_id,
+            resource_type,
+            resource_name,
+            ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        )
+
     def not_found(self) -> ArmError:
         """The 404 for a caller who may not see the target."""
         return self.missing or not_found(self.resource_type, self.resource_name, self.resource_group)
@@ -78,13 +98,8 @@ class Access:
     def require_subscription(self, ctx: CallContext, subscription_id: str, action: Permission) -> None:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the
         caller holds only resource groups of it, or its roles lack ``action``."""
-        target = Target(
-            subscription_id,
-            None,
-            f"/subscriptions/{subscription_id}",
-            "subscriptions",
-            subscription_id,
-            ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+        target = Target.of_subscription(
+            subscription_id, f"/subscriptions/{subscription_id}", "subscriptions", subscription_id
         )
         self.require(ctx, action, target)
         if not ctx.principal.holds_subscription(subscription_id):

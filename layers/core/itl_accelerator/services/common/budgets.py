@@ -14,6 +14,7 @@ waiting ones, in each budget's scope.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from itl_accelerator.domain.budgets import Budget, period_of
@@ -24,6 +25,24 @@ def covering(budgets: Iterable[Budget], now: datetime, resource_group: str, tags
     """The budgets among ``budgets`` (a subscription's) that apply at ``now`` and cover work in ``resource_group``
     with ``tags``."""
     return [b for b in budgets if b.active(now) and b.filter.covers(resource_group, tags)]
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    """The budgets covering some work now, the refusal of a spent one among them (None: none), and the currencies they
+    let it be billed in (None: any)."""
+
+    budgets: list[Budget]
+    refusal: BudgetExceeded | None
+    currencies: frozenset[str] | None
+
+
+def view(budgets: Iterable[Budget], now: datetime, resource_group: str, tags: dict[str, str]) -> BudgetView:
+    """What ``budgets`` (a subscription's) say of new work in ``resource_group`` with ``tags`` at ``now``: those
+    covering it (:func:`covering`), whether one refuses it (:func:`refusal`), and its currencies (:func:`currencies`).
+    Placement, job submission and the capacity offers ask it."""
+    found = covering(budgets, now, resource_group, tags)
+    return BudgetView(found, refusal(found, now, resource_group, tags), currencies(found))
 
 
 def refusal(

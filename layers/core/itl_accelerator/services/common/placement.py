@@ -53,7 +53,6 @@ from itl_accelerator.domain.records import (
     per_gpu_memory_fits,
 )
 from itl_accelerator.domain.states import JobStatus
-from itl_accelerator.errors import BudgetExceeded
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
@@ -67,7 +66,8 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
-from itl_accelerator.services.common.budgets import covering, currencies, refusal
+from itl_accelerator.services.common.budgets import BudgetView
+from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
@@ -79,16 +79,6 @@ from itl_accelerator.state_machines import StateMachines
 MAX_ATTEMPTS = 5
 #: Waiting jobs served per dispatch.
 DISPATCH_BATCH = 25
-
-
-@dataclass(frozen=True)
-class BudgetView:
-    """The budgets covering a job now, the refusal of a spent one among them (None: none), and the currencies they
-    let it be billed in (None: any)."""
-
-    budgets: list[Budget]
-    refusal: BudgetExceeded | None
-    currencies: frozenset[str] | None
 
 
 @dataclass(frozen=True)
@@ -293,8 +283,7 @@ class Placement:
         tags = dict(job.document.get("tags") or {})
         if budgets is None:
             budgets = self._budgets.in_subscription(job.key.subscription_id)
-        found = covering(budgets, now, job.key.resource_group, tags)
-        return BudgetView(found, refusal(found, now, job.key.resource_group, tags), currencies(found))
+        return budget_view(budgets, now, job.key.resource_group, tags)
 
     def place(self, ctx: CallContext, job: Job, view: BudgetView | None = None) -> Placed | None:
         """Reserve ``job``'s GPUs on the best-fitting node within its price ceiling and move it Pending → Scheduled,
