@@ -33,6 +33,7 @@ from tests.e2e.test_local_stack import BIN, Stack
 
 playwright_api = pytest.importorskip("playwright.sync_api")  # a dev extra: ./dev installs it
 expect = playwright_api.expect
+PlaywrightTimeoutError = playwright_api.TimeoutError
 # a busy 2-core machine answers slower than Playwright's 5 s default: every expectation may wait this long
 expect.set_options(timeout=20_000)
 
@@ -1020,9 +1021,17 @@ def test_a_subscriptions_billing_file_downloads_as_the_api_serves_it_to_each_cal
     page = portal("cora", (CONSUMER,), sub, start="#/usage")
     expect(page.get_by_role("heading", level=1)).to_have_text("Usage and cost")
     form = page.get_by_role("form", name="Download a billing file")
-    form.get_by_label("Day (UTC)").fill(today)
-    with page.expect_download() as download:
-        form.get_by_role("button", name="Download CSV").click()
+    expect(page.locator("p.loading")).to_have_count(0)  # the view has loaded what it shows: no re-render resets the day
+    day = form.get_by_label("Day (UTC)")
+    day.fill(today)
+    expect(day).to_have_value(today)
+    try:
+        # the file is saved once every page is read: on a busy machine that can take longer than a click's wait
+        with page.expect_download(timeout=60_000) as download:
+            form.get_by_role("button", name="Download CSV").click()
+    except PlaywrightTimeoutError:
+        alerts = page.get_by_role("alert").all_inner_texts()
+        raise AssertionError(f"no file was offered for {today}; the page showed {alerts}") from None
     assert download.value.suggested_filename == f"itl-accelerator-focus-{sub}-{today}.csv"
     saved = Path(download.value.path()).read_text(encoding="utf-8")
     assert list(csv.reader(io.StringIO(saved, newline=""))) == cora_rows  # the file is the API's rows, cell for cell
