@@ -507,6 +507,12 @@ class DgxSimulator:
             seconds = float(env.get("ITL_SIM_SECONDS", cfg.job_seconds))
             forever = env.get("ITL_SIM_FOREVER") == "1" or self.rng.random() < cfg.job_forever_rate
             exit_code = int(env.get("ITL_SIM_EXIT_CODE", 1 if self.rng.random() < cfg.job_fail_rate else 0))
+            if env.get("ITL_SIM_EXIT_CODES"):
+                # one exit code per run of the job's name, in order, the last repeating ("3,0": fails once, then
+                # succeeds): a job retried on failure is submitted again under the same name
+                codes = [int(c) for c in env["ITL_SIM_EXIT_CODES"].split(",")]
+                runs = sum(1 for j in self.jobs.values() if j["name"] == name)
+                exit_code = codes[min(runs, len(codes) - 1)]
             now = time.monotonic()
             job_id = f"dgxj-{uuid.uuid4().hex[:12]}"
             job = {

@@ -284,7 +284,8 @@ WORKFLOWS: tuple[Workflow, ...] = (
         Step('JobSubmit', 'job_workflow.submit', 'Job step - submit to the DGX Platform (and ask it to call back when the job ends)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'DgxApiKeyReadPolicy'), 90, environment=_CALLBACK_URL),
         Step('JobTrack', 'job_workflow.track', 'Job step - wait while it runs, on a task token (the job tracker resumes it)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
         Step('JobStop', 'job_workflow.stop', 'Job step - stop the job on the DGX Platform', ('TableReadPolicy', 'DgxApiKeyReadPolicy'), 90),
-        Step('JobFinish', 'job_workflow.finish', 'Job step - final status, cost, capacity released once; serve the waiting jobs', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 60),
+        Step('JobFinish', 'job_workflow.finish', 'Job step - final status, cost, capacity released once; serve the waiting jobs; or a failed attempt recorded for its retry', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 60),
+        Step('JobAwaitRetry', 'job_workflow.await_retry', 'Job step - wait out a failed attempt\'s backoff on a task token (a cancel resumes it)', ('TableReadPolicy', 'AuditAppendPolicy', 'TableUpdatePolicy', 'CompleteTasksPolicy'), 30),
     )),
 )  # fmt: skip
 

@@ -485,6 +485,7 @@ MISSING_INSTANCE_OUTCOME: dict[str, dict[str, Any]] = {
     "JobTrackFunction": {},
     "JobStopFunction": {"stopped": True, "timedOut": False},
     "JobFinishFunction": {"status": "Canceled"},
+    "JobAwaitRetryFunction": {},
 }
 
 

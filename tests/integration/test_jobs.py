@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from decimal import Decimal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,13 +41,18 @@ def job_body(gpus: int = 1, memory: int = 80, **props: Any) -> dict[str, Any]:
     return {"properties": {"requestedGpus": gpus, "requestedMemoryGb": memory, **props}}
 
 
-def sim(seconds: float | None = None, exit_code: int | None = None, forever: bool = False) -> dict[str, Any]:
-    """A workload the DGX simulator runs for ``seconds``, ending with ``exit_code`` (or never)."""
+def sim(
+    seconds: float | None = None, exit_code: int | None = None, forever: bool = False, exit_codes: str | None = None
+) -> dict[str, Any]:
+    """A workload the DGX simulator runs for ``seconds``, ending with ``exit_code`` (or never; ``exit_codes``: one
+    per run of the job's name, "3,0")."""
     env = {}
     if seconds is not None:
         env["ITL_SIM_SECONDS"] = str(seconds)
     if exit_code is not None:
         env["ITL_SIM_EXIT_CODE"] = str(exit_code)
+    if exit_codes is not None:
+        env["ITL_SIM_EXIT_CODES"] = exit_codes
     if forever:
         env["ITL_SIM_FOREVER"] = "1"
     return {"image": "nvcr.io/nvidia/pytorch:24.10-py3", "command": ["python", "train.py"], "env": env}
@@ -156,6 +162,27 @@ def test_a_job_that_exits_non_zero_fails_with_its_exit_code(admin, sub, node, aw
     assert done["properties"]["status"] == "Failed"
     assert "exit code 3" in done["properties"]["statusReason"]
     assert done["properties"]["gpuSeconds"] > 0  # it ran: it is billed for the time it ran
+    assert node_counters(aws, sub)["gpuAllocated"] == 0
+
+
+def test_a_job_retried_on_its_exit_code_runs_again_and_succeeds(admin, sub, node, aws, dgx):
+    # Given a job retried on exit code 3 whose first run exits 3 and second 0
+    strategy = {"attempts": 3, "evaluateOnExit": [{"onExitCode": "3", "action": "RETRY"}], "intervalSeconds": 1}
+    body = job_body(workload=sim(seconds=2, exit_codes="3,0"), retryStrategy=strategy)
+    created = admin.put(jobs_path(sub, "r"), json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["properties"]["retryStrategy"]["attempts"] == 3
+    # When it runs through the real state machine
+    done = wait_job(admin, jobs_path(sub, "r"))["properties"]
+    # Then it Succeeded on its second attempt, each a platform job of its own, and it costs both
+    assert done["status"] == "Succeeded", done["statusReason"]
+    assert [(a["attempt"], a["status"], a.get("exitCode")) for a in done["attempts"]] == [
+        (1, "Failed", 3),
+        (2, "Succeeded", 0),
+    ]
+    assert [j["status"] for j in sim_jobs_of(dgx, sub)] == ["Failed", "Succeeded"]
+    assert done["gpuSeconds"] == sum(a["gpuSeconds"] for a in done["attempts"]) > 0
+    assert done["cost"]["amount"] == format(sum(Decimal(a["cost"]["amount"]) for a in done["attempts"]), "f")
     assert node_counters(aws, sub)["gpuAllocated"] == 0
 
 
@@ -502,6 +529,9 @@ def test_a_supplier_sees_the_jobs_on_its_nodes_read_only(caller, admin, sub, nod
         {**SEED_JOB, "workload": {"image": "a/b", "env": {f"V{i}": "x" * 4000 for i in range(5)}}},
         {**SEED_JOB, "gpu_model": "H\u0000100"},
         {**SEED_JOB, "name": "bad name!"},
+        {**SEED_JOB, "retryStrategy": {"attempts": 11}},
+        {**SEED_JOB, "retryStrategy": {"attempts": 2, "evaluateOnExit": [{"onReason": "oom!", "action": "RETRY"}]}},
+        {**SEED_JOB, "retryStrategy": {"attempts": 2, "evaluateOnExit": [{"onExitCode": "1", "action": "AGAIN"}]}},
     ],
 )
 def test_bad_job_input_is_a_clear_400_and_nothing_is_stored(admin, sub, node, body):

@@ -45,8 +45,9 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DgxError, StoreError, Client
 
 Task = Callable[[dict[str, Any]], Any]
 
-#: ``.waitForTaskToken`` Tasks whose timeout is a poll interval: :meth:`Workflows.run` moves the clock to it.
-TIMERS = frozenset({"AwaitReady"})
+#: ``.waitForTaskToken`` Tasks whose timeout is a poll interval or a retry's backoff: :meth:`Workflows.run` moves the
+#: clock to it.
+TIMERS = frozenset({"AwaitReady", "AwaitRetry"})
 
 
 class AslError(AssertionError):
@@ -129,7 +130,10 @@ def job_tasks(steps: JobSteps) -> dict[str, Task]:
         "JobSubmitFunctionArn": step(lambda i, e: steps.submit(i)),
         "JobTrackFunctionArn": step(lambda i, e: steps.track(i, e["taskToken"])),
         "JobStopFunctionArn": step(lambda i, e: steps.stop(i, i.stop.deadline if i.stop else None)),
-        "JobFinishFunctionArn": step(lambda i, e: steps.finish(i, outcome(i), i.stop.platform if i.stop else None)),
+        "JobFinishFunctionArn": step(
+            lambda i, e: steps.finish(i, outcome(i), i.stop.platform if i.stop else None, retry=True)
+        ),
+        "JobAwaitRetryFunctionArn": step(lambda i, e: steps.await_retry(i, e["taskToken"])),
     }
 
 

@@ -63,8 +63,9 @@ holding ``window_start`` (end = the first instant of the next month), also for a
   names kept from when every device was a GPU, so a finance import keeps working), ``x_AcceleratorKind`` and
   ``x_AcceleratorModel`` (what the devices were: ``GPU``/``H100``; a model not recorded, for allocations metered
   before kinds existed, is empty), and ``x_AllocationId``: the allocation a
-  row bills (one instance provisioning, one job run — the operation that started it), so the rows of a job deleted
-  and submitted again under the same name, which share a ``ResourceId``, stay told apart.
+  row bills (one instance provisioning, one job — the operation that started it), so the rows of a job deleted
+  and submitted again under the same name, which share a ``ResourceId``, stay told apart; ``x_Attempt``: which run
+  of a job retried on failure the row is of (1, 2, ...; 1 for every other row), each attempt metered on its own.
 
 **Applicability criteria** (:data:`FOCUS_APPLICABILITY_CRITERIA`, passed to focus-validator): the provider bills
 provisioned resources, has regions, resource types, sub accounts (resource groups) and tags, and measures usage.
@@ -150,6 +151,7 @@ CUSTOM_COLUMNS: tuple[str, ...] = (
     "x_AllocationId",
     "x_AcceleratorKind",
     "x_AcceleratorModel",
+    "x_Attempt",
 )
 FOCUS_COLUMNS: tuple[str, ...] = SPEC_COLUMNS + CUSTOM_COLUMNS
 
@@ -188,6 +190,7 @@ class ChargeLine:
     correction: bool = False  # a delta of an earlier-exported line (ChargeClass "Correction"); may be negative
     accelerator_kind: str = "GPU"  # the devices' kind: the units (x_AcceleratorKind)
     accelerator_model: str = ""  # their model, "" when not recorded (x_AcceleratorModel)
+    attempt: int = 1  # the job's attempt the usage is of, 1 for any other allocation (x_Attempt)
 
     def __post_init__(self) -> None:
         # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
@@ -241,7 +244,8 @@ def billed_lines(
         else:
             start, end = correction_of, correction_of + 3600
         yield ChargeLine(
-            allocation_id=allocation_id,
+            # a job's later attempt bills under the job's allocation id, numbered (domain/usage.py Meter.attempt)
+            allocation_id=str(descriptor.get("allocationId") or allocation_id),
             subscription_id=descriptor["subscriptionId"],
             resource_group=descriptor["resourceGroup"],
             resource_id=descriptor["resourceId"],
@@ -264,6 +268,7 @@ def billed_lines(
             correction=correction_of is not None,
             accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
             accelerator_model=str(descriptor.get("acceleratorModel") or ""),
+            attempt=int(descriptor.get("attempt") or 1),
         )
 
 
@@ -375,6 +380,7 @@ def focus_row(line: ChargeLine) -> dict[str, str]:
         "x_AllocationId": line.allocation_id,
         "x_AcceleratorKind": kind,
         "x_AcceleratorModel": model,
+        "x_Attempt": str(line.attempt),
     }
 
 

@@ -158,6 +158,11 @@ class Meter:
     #: of a model not recorded)
     accelerator_kind: str = "GPU"
     accelerator_model: str = ""
+    #: a job's attempt (domain/retries.py): its number, and the job's own allocation id (its first attempt's), which
+    #: its FOCUS rows carry as ``x_AllocationId`` beside ``x_Attempt``; a first attempt and every other allocation:
+    #: 1 and "" (the meter's own id)
+    attempt: int = 1
+    job_allocation_id: str = ""
 
     @classmethod
     def described(cls, allocation_id: str, d: dict[str, Any], **state: Any) -> Meter:
@@ -184,6 +189,8 @@ class Meter:
             submitted_by=str(d.get("submittedBy", "")),
             accelerator_kind=str(d.get("acceleratorKind") or "GPU"),
             accelerator_model=str(d.get("acceleratorModel") or ""),
+            attempt=int(d.get("attempt") or 1),
+            job_allocation_id=str(d.get("allocationId") or ""),
             **state,
         )
 
@@ -255,6 +262,8 @@ class Meter:
             "submittedBy": self.submitted_by,
             "acceleratorKind": self.accelerator_kind,
             "acceleratorModel": self.accelerator_model,
+            # a later attempt of a job only (so every other allocation's descriptor is what it always was)
+            **({"allocationId": self.job_allocation_id, "attempt": self.attempt} if self.attempt > 1 else {}),
         }
 
 

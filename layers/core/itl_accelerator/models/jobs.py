@@ -27,6 +27,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, WithJsonSchema, field_validator, model_validator
 
 from itl_accelerator.domain.accelerators import GPU, canonical_kind, model_key
+from itl_accelerator.domain.retries import EXIT, MAX_CONDITIONS, RETRY
+from itl_accelerator.domain.retries import MAX_ATTEMPTS as MAX_RETRY_ATTEMPTS
 from itl_accelerator.models.common import (
     NOT_NULL,
     AcceleratorKind,
@@ -187,6 +189,7 @@ _SPEC_FIELDS = (
     "priority",
     "max_duration_minutes",
     "max_price",
+    "retry_strategy",
 )
 _FLAT_FIELDS = {
     "status": "status",
@@ -205,6 +208,7 @@ _FLAT_FIELDS = {
     "maxDurationMinutes": "maxDurationMinutes",
     "max_price": "maxPrice",
     "maxPrice": "maxPrice",
+    "retryStrategy": "retryStrategy",
 }
 
 
@@ -282,6 +286,90 @@ class PriceCeilingProperties(ApiModel):
     terms: list[CeilingTerms]
 
 
+class JobCost(ApiModel):
+    """What a job cost: ``amount`` (decimal string) in ``currency`` (ISO 4217), at the node's price per GPU-hour."""
+
+    amount: str
+    currency: str
+
+
+_EXIT_CODE_PATTERN = re.compile(r"^(?:[0-9]{1,511}\*?|\*)$")
+_REASON_PATTERN = re.compile(r"^[A-Za-z0-9.: \t]{0,511}\*?$")
+
+
+class RetryCondition(ApiModel):
+    """One member of ``retryStrategy.evaluateOnExit`` (AWS Batch's ``EvaluateOnExit``): ``action`` (``RETRY`` or
+    ``EXIT``, any case) when the failed attempt's exit code matches ``onExitCode`` (digits, optionally ending with
+    ``*``) and its DGX Platform reason matches ``onReason`` (letters, digits, ``.``, ``:``, spaces and tabs,
+    optionally ending with ``*``); at least one of the two (domain/retries.py)."""
+
+    on_exit_code: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    on_reason: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    action: str
+
+    @field_validator("on_exit_code")
+    @classmethod
+    def _exit_code(cls, value: str | None) -> str | None:
+        if value is not None and not _EXIT_CODE_PATTERN.match(value):
+            raise ValueError(f"onExitCode '{value[:40]}' is digits, optionally ending with '*'.")
+        return value
+
+    @field_validator("on_reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        if value is not None and not _REASON_PATTERN.match(value):
+            raise ValueError(
+                f"onReason '{value[:40]}' may hold letters, digits, '.', ':', spaces and tabs, optionally ending"
+                " with '*'."
+            )
+        return value
+
+    @field_validator("action")
+    @classmethod
+    def _action(cls, value: str) -> str:
+        if value.upper() not in (RETRY, EXIT):
+            raise ValueError(f"action is RETRY or EXIT, not '{value[:20]}'.")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> RetryCondition:
+        if self.on_exit_code is None and self.on_reason is None:
+            raise ValueError("An evaluateOnExit condition names onExitCode, onReason or both.")
+        return self
+
+
+class RetryStrategy(ApiModel):
+    """``properties.retryStrategy``: how often a job that failed on the DGX Platform runs again (AWS Batch's
+    ``retryStrategy``, with a Step Functions ``Retry``'s backoff): ``attempts`` in all (1 to 10; 1: never retried),
+    ``evaluateOnExit`` (up to 5 :class:`RetryCondition`, the first match decides, none matching: retried), the
+    wait before attempt *n + 1*: ``intervalSeconds`` * ``backoffRate`` ** (*n* - 1), at most ``maxDelaySeconds``
+    (domain/retries.py; docs/API_REFERENCE.md, "Retries")."""
+
+    attempts: int = Field(strict=True, ge=1, le=MAX_RETRY_ATTEMPTS)
+    evaluate_on_exit: list[RetryCondition] = Field(default_factory=list, max_length=MAX_CONDITIONS)
+    interval_seconds: int = Field(strict=True, default=10, ge=1, le=3600)
+    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_delay_seconds: int = Field(strict=True, default=3600, ge=1, le=86400)
+
+
+class JobAttempt(ApiModel):
+    """One run of a job on the DGX Platform (read-only ``properties.attempts``, on a job with a ``retryStrategy``):
+    its number (1-based), how it ended (``status``, ``statusReason``, ``exitCode``), the node it ran on, when it
+    started and ended, and its usage and cost at the terms it locked (its usage records and FOCUS rows carry the
+    job's ``x_AllocationId`` and this ``x_Attempt``)."""
+
+    attempt: int
+    status: JobStatus
+    status_reason: str
+    exit_code: int | None = None
+    assigned_node: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    gpu_seconds: int = 0
+    billable_gpu_seconds: int = 0
+    cost: JobCost | None = None
+
+
 class SparkJobPropertiesWrite(ApiModel):
     """Job properties a client sends. ``status`` may only be ``Pending`` (the seed's form; anything else → 400).
     Read-only properties a client echoes back from a GET are accepted and ignored."""
@@ -300,8 +388,11 @@ class SparkJobPropertiesWrite(ApiModel):
     priority: int = Field(strict=True, default=5, ge=0, le=9)
     max_duration_minutes: int = Field(strict=True, default=DEFAULT_MAX_DURATION_MINUTES, ge=1, le=MAX_DURATION_MINUTES)
     max_price: MaxPrice | None = None
+    retry_strategy: RetryStrategy | None = None
     status: str | None = None
     # read-only, accepted so a GET body can be sent back
+    attempt: int | None = None
+    attempts: list[dict[str, Any]] | None = None
     price_ceiling: dict[str, Any] | None = None
     provisioning_state: str | None = None
     status_reason: str | None = None
@@ -426,6 +517,10 @@ class SparkJobWrite(ApiModel):
             del spec["maxPrice"]  # a job without one has the spec (and fingerprint) it always had
         else:
             spec["maxPrice"] = p.max_price.for_kind(kind)
+        if p.retry_strategy is None:
+            del spec["retryStrategy"]  # likewise
+        else:
+            spec["retryStrategy"] = p.retry_strategy.model_dump(mode="json", by_alias=True, exclude_none=True)
         if kind != GPU:
             # a GPU job's request is its requestedGpus, requestedMemoryGb and gpuModel, as always (so the fingerprint
             # of a job stored before kinds existed is unchanged); any other kind's is its accelerator
@@ -448,13 +543,6 @@ class SparkJobCreate(SparkJobWrite):
     """The seed's POST body: ``{"name": "job-1", "status": "Pending", "requested_gpus": 4, "requested_memory_gb": 320}``."""
 
     name: str
-
-
-class JobCost(ApiModel):
-    """What a job cost: ``amount`` (decimal string) in ``currency`` (ISO 4217), at the node's price per GPU-hour."""
-
-    amount: str
-    currency: str
 
 
 class SparkJobProperties(ApiModel):
@@ -486,6 +574,9 @@ class SparkJobProperties(ApiModel):
     billing_terms: BillingTermsLocked | None = None
     max_price: MaxPrice | None = None
     price_ceiling: PriceCeilingProperties | None = None
+    retry_strategy: RetryStrategy | None = None
+    attempt: int | None = None
+    attempts: list[JobAttempt] | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
     cancel_requested_at: str | None = None

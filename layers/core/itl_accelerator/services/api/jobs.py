@@ -269,6 +269,7 @@ class SparkJobService:
                     "accelerator": wanted.model_dump(mode="json", by_alias=True, exclude_none=True),
                     **({"gpuModel": props.gpu_model} if props.gpu_model and wanted.kind == GPU else {}),
                     **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
+                    **({"retryStrategy": spec["retryStrategy"], "attempt": 1} if spec.get("retryStrategy") else {}),
                     "priceCeiling": ceiling.as_properties(wanted.kind),
                     "statusReason": "Submitted; waiting for admission.",
                     "gpuSeconds": 0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Job, Node, Workload
+from itl_accelerator.domain.retries import attempt_id
 from itl_accelerator.domain.usage import Meter
 from itl_accelerator.resources import NODES
 
@@ -19,15 +20,25 @@ def locked_terms(workload: Workload) -> BillingTerms:
 
 
 def meter_for(
-    workload: Workload, node: Node | None, *, service: str, resource_type: str, start: int, dgx_id: str
+    workload: Workload,
+    node: Node | None,
+    *,
+    service: str,
+    resource_type: str,
+    start: int,
+    dgx_id: str,
+    attempt: int = 1,
 ) -> Meter:
     """The meter of a workload that starts holding GPUs at ``start`` (epoch s) on ``node`` (None when the node is
     gone: the meter then names the node by its key), billed by the terms the workload locked. Its allocation id is
     the workload's operation id, so a retried step writes the same meter; its supplier is the node's owner when the
-    workload reserved its GPUs (what it earns is that supplier's)."""
+    workload reserved its GPUs (what it earns is that supplier's). A job's later ``attempt`` (domain/retries.py) has
+    its own meter, billed under the job's allocation id with its number."""
     where = workload.node_key
     return Meter(
-        allocation_id=str(workload.operation_id),
+        allocation_id=attempt_id(str(workload.operation_id), attempt),
+        attempt=attempt,
+        job_allocation_id=str(workload.operation_id) if attempt > 1 else "",
         subscription_id=workload.key.subscription_id,
         resource_group=workload.key.resource_group,
         resource_id=workload.arm_id,

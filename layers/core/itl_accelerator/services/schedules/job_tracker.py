@@ -229,7 +229,8 @@ class JobTracker:
         started = epoch(str(job.started_at))
         limit = job.max_duration_seconds
         deadline = started + limit if limit else None
-        gone = JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.")
+        # the platform lost it: a failure on the platform, which a retryStrategy may run again
+        gone = JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.", retryable=True)
         if read is not None:
             found = read.get(str(job.dgx_id))
             if found is None:

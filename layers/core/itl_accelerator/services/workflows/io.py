@@ -204,7 +204,9 @@ class JobEnd(BaseModel):
     """How a job must end, as a step reports it: ``status`` (Succeeded, Failed or Canceled) and ``reason``;
     ``stop``: it may still run on the DGX Platform (the state machine stops it first); ``endedAt``: billing stops
     then (epoch s) rather than when it is finished; ``exitCode``; ``onPlatform``: the end the DGX Platform itself
-    recorded (the truth: services/workflows/job_steps.py ``settle``)."""
+    recorded (the truth: services/workflows/job_steps.py ``settle``); ``retryable``: the attempt failed on the DGX
+    Platform (its container, its reason, or the platform lost it) — what a job's ``retryStrategy`` may run again
+    (domain/retries.py)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -214,6 +216,7 @@ class JobEnd(BaseModel):
     endedAt: float | None = None
     exitCode: int | None = None
     onPlatform: bool = False
+    retryable: bool = False
 
     def as_output(self) -> dict[str, Any]:
         """Unset optional fields left out (``stop`` is always there: the ASL's ``EndsHow`` reads it)."""
@@ -253,9 +256,11 @@ class StopResult(StepModel):
 
 
 class FinishResult(StepModel):
-    """``Finish``: the job's final status."""
+    """``Finish``: the job's final status — or, when a failed attempt is retried (domain/retries.py), ``Pending``
+    and ``retryInSeconds``: how long the next attempt waits (the state machine's ``AwaitRetry``)."""
 
     status: JobStatus
+    retryInSeconds: int | None = None
 
 
 class JobStepInput(BaseModel):

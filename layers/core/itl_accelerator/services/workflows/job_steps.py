@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.billing.metering import allocation_charges
 from itl_accelerator.dgx.models import DgxJob
+from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
 from itl_accelerator.domain.records import Job, Lease, Operation, Release
+from itl_accelerator.domain.retries import attempt_id, attempt_of
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
@@ -58,6 +60,20 @@ if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the 
 def iso(epoch: float) -> str:
     """UTC ISO 8601 with microseconds and ``Z``."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _sums(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A job's ``gpuSeconds``, ``billableGpuSeconds`` and ``cost`` as the sums of its ``attempts`` (all in one
+    currency: services/workflows/job_steps.py ``_retry_once``)."""
+    priced = [a["cost"] for a in attempts if a.get("cost")]
+    return {
+        "gpuSeconds": sum(int(a.get("gpuSeconds", 0)) for a in attempts),
+        "billableGpuSeconds": sum(int(a.get("billableGpuSeconds", 0)) for a in attempts),
+        "cost": {
+            "amount": format(sum((Decimal(c["amount"]) for c in priced), Decimal(0)), "f"),
+            "currency": priced[-1]["currency"] if priced else "",
+        },
+    }
 
 
 #: How many times the final transition reads and decides again when the job changed meanwhile (a cancel, the
@@ -103,6 +119,7 @@ def platform_end(job: DgxJob) -> JobEnd:
         exitCode=job.exit_code,
         endedAt=epoch(job.ended_at) if job.ended_at else None,
         onPlatform=True,
+        retryable=status == JobStatus.FAILED,
     )
 
 
@@ -280,8 +297,9 @@ class JobSteps:
         if job.status == JobStatus.RUNNING and job.dgx_id:
             return StepOutcome()
         node = self._nodes.get(job.node_key)
+        attempt = attempt_of(job.properties)
         submitted = self.dgx.submit_job(
-            idempotency_key=inp.operationId,
+            idempotency_key=attempt_id(inp.operationId, attempt),
             name=job.arm_id,
             node_id=node.arm_id
             if node
@@ -296,7 +314,13 @@ class JobSteps:
         )
         started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
         meter = meter_for(
-            job, node, service="jobs", resource_type=JOBS.type_name, start=int(started), dgx_id=submitted.id
+            job,
+            node,
+            service="jobs",
+            resource_type=JOBS.type_name,
+            start=int(started),
+            dgx_id=submitted.id,
+            attempt=attempt,
         )
         found = self._operations.get(inp.subscriptionId, inp.operationId)
         try:
@@ -349,6 +373,25 @@ class JobSteps:
         if not self._jobs.note(job, tracked, expect=expect):  # bookkeeping: no audit item, no new etag
             self.track(inp, token)
 
+    # ----------------------------------------------------------------------------------------------- retry
+    def await_retry(self, inp: JobStepInput, token: str) -> None:
+        """A failed attempt the job's ``retryStrategy`` runs again waits out its backoff (the state machine's
+        ``AwaitRetry``, whose timeout is the backoff): record the task token a cancel resumes the execution with at
+        once, as bookkeeping (no audit item, no new etag)."""
+        job = self._current(inp)
+        if job is None:
+            self._state_machines.complete_task(token, StepOutcome(end=gone()).as_output())
+            return
+        if (canceled := canceled_end(job)) is not None:
+            self._state_machines.complete_task(token, StepOutcome(end=canceled).as_output())
+            return
+        if job.status != JobStatus.PENDING:
+            self._state_machines.complete_task(token, StepOutcome().as_output())  # the next attempt's steps decide
+            return
+        expect = Expect(status=(JobStatus.PENDING,), cancel_requested=False, operation_id=inp.operationId)
+        if not self._jobs.note(job, replace(job, task_token=token), expect=expect):
+            self.await_retry(inp, token)
+
     # ----------------------------------------------------------------------------------------------- stop
     def stop(self, inp: JobStepInput, deadline: float | None) -> StopResult:
         """Stop the job on the DGX Platform (idempotent) and say whether it has stopped (``deadline`` set by the
@@ -357,9 +400,12 @@ class JobSteps:
         whatever asked for the stop."""
         deadline = deadline or self._clock() + inp.stopTimeoutSeconds
         job = self._jobs.get(inp.key)
-        dgx_id = job.dgx_id if job is not None and job.operation_id == inp.operationId else None
+        ours = job is not None and job.operation_id == inp.operationId
+        dgx_id = job.dgx_id if job is not None and ours else None
         if dgx_id is None:
-            found = self.dgx.find_job(inp.operationId)  # a submit whose answer was lost
+            # a submit whose answer was lost (of the attempt the job is at)
+            attempt = attempt_of(job.properties) if job is not None and ours else 1
+            found = self.dgx.find_job(attempt_id(inp.operationId, attempt))
             dgx_id = found.id if found else None
         if dgx_id is None:
             return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
@@ -373,19 +419,24 @@ class JobSteps:
         )
 
     # ----------------------------------------------------------------------------------------------- finish
-    def finish(self, inp: JobStepInput, outcome: JobEnd, platform: JobEnd | None = None) -> FinishResult:
+    def finish(
+        self, inp: JobStepInput, outcome: JobEnd, platform: JobEnd | None = None, *, retry: bool = False
+    ) -> FinishResult:
         """The one final transition (module docstring). ``outcome``: the end a step asked for; ``platform``: the
         end the DGX Platform recorded when the job was stopped there (:meth:`stop`), which decides where it
-        differs (:func:`settle`). A job changed meanwhile (a cancel, the tracker) is read and decided again, at
-        most :data:`FINISH_ATTEMPTS` times; then ``StoreBusy`` (the step's retry runs it again)."""
+        differs (:func:`settle`). ``retry``: the job's execution goes on after this step (the state machine's
+        ``Finish``; not the tracker's or the reconciler's), so a failed attempt the job's ``retryStrategy`` runs
+        again becomes ``Pending`` for its next attempt instead (:meth:`_retry_once`). A job changed meanwhile (a
+        cancel, the tracker) is read and decided again, at most :data:`FINISH_ATTEMPTS` times; then ``StoreBusy``
+        (the step's retry runs it again)."""
         return reattempt(
-            lambda: self._finish_once(inp, settle(outcome, platform)),
+            lambda: self._finish_once(inp, settle(outcome, platform), retry=retry),
             on=WorkloadChanged,
             attempts=FINISH_ATTEMPTS,
             exhausted=lambda: StoreBusy("the job kept changing while it was being finished"),
         )
 
-    def _finish_once(self, inp: JobStepInput, outcome: JobEnd) -> FinishResult:
+    def _finish_once(self, inp: JobStepInput, outcome: JobEnd, *, retry: bool = False) -> FinishResult:
         """One read-decide-write of :meth:`finish`. Raises ``WorkloadChanged`` when the job was written since it
         was read (nothing was written)."""
         job = self._current(inp)
@@ -395,6 +446,8 @@ class JobSteps:
         if job.status.final:
             return FinishResult(status=job.status)
         ctx = self._context(inp)
+        if retry and (retried := self._retry_once(ctx, inp, job, outcome)) is not None:
+            return retried
         ended_job, summary, ended = self._ended(ctx, job, outcome)
         final = ended_job.status
         error = {
@@ -430,28 +483,138 @@ class JobSteps:
             self._placement.dispatch(ctx, inp.subscriptionId)
         return FinishResult(status=final)
 
-    def _ended(self, ctx: CallContext, job: Job, outcome: JobEnd) -> tuple[Job, str, float]:
-        """``job`` as ``outcome`` ends it, the audit summary and the end (epoch seconds, whole): its end time (billing runs from its start to its
-        end, and an end the platform reported is never past now), GPU-seconds, billable GPU-seconds and cost under
-        its locked terms, its reason (with the exit code), its capacity, lease and token let go."""
-        final = outcome.status
+    def _retry_once(self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd) -> FinishResult | None:
+        """A failed attempt the job's ``retryStrategy`` runs again (domain/retries.py): in one transaction the
+        attempt is recorded in ``properties.attempts`` (how it ended, its node, times, usage and cost), its meter
+        ends, its GPUs and quotas are released, and the job is ``Pending`` for its next attempt — its price ceiling
+        narrowed to the currency the attempt was billed in, so every attempt of a job bills in one currency and the
+        job's cost is their sum; then the waiting jobs are served. None when the attempt is not retried. A Finish
+        run again after its transition was written (a lost answer) answers it again. Raises ``WorkloadChanged``."""
+        strategy = job.properties.get("retryStrategy")
+        attempt = attempt_of(job.properties)
+        if not strategy or outcome.status != JobStatus.FAILED or not outcome.retryable or job.cancel_requested:
+            return None
+        if job.status == JobStatus.PENDING and attempt > 1:  # written already: this step is run again
+            return FinishResult(status=JobStatus.PENDING, retryInSeconds=retries.delay_seconds(strategy, attempt - 1))
+        if job.started_at is None or not retries.should_retry(strategy, attempt, outcome.exitCode, outcome.reason):
+            return None
+        delay = retries.delay_seconds(strategy, attempt)
+        ended = self._end_time(job, outcome)
+        record = self._attempt_record(job, outcome, ended)
+        attempts = [*self._attempts(job), record]
+        reason = (
+            f"Attempt {attempt} of {strategy['attempts']} failed: {record['statusReason']}. Attempt {attempt + 1} "
+            f"starts in {delay} s, then waits for capacity like any job."
+        )
+        ceiling = job.price_ceiling
+        narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
+        properties: dict[str, Any] = {
+            "statusReason": reason,
+            "attempt": attempt + 1,
+            "attempts": attempts,
+            **_sums(attempts),
+            "startedAt": None,
+        }
+        if narrowed is not None and narrowed.terms:
+            properties["priceCeiling"] = narrowed.as_properties(job.kind)
+        retrying = arm_rules.changed(
+            ctx,
+            job,
+            properties,
+            status=JobStatus.PENDING,
+            state=ProvisioningState.ACCEPTED,
+            capacity_reserved=False,
+            quota=None,
+            dgx_id=None,
+            started_at=None,
+            meter_id=None,
+            task_token=None,
+            track_checks=0,
+            queued=False,
+            lease=self._lease(delay),
+        )
+        self._jobs.update(
+            job,
+            retrying,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, retrying.document),
+            expect=Expect(
+                operation_id=inp.operationId,
+                status=(job.status,),
+                capacity_reserved=job.capacity_reserved,
+                cancel_requested=False,
+            ),
+            effects=Effects(
+                release=Release.of(job) if job.capacity_reserved else None,
+                meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
+                if job.meter_id
+                else None,
+            ),
+        )
+        if job.capacity_reserved:
+            self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
+        return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
+
+    @staticmethod
+    def _attempts(job: Job) -> list[dict[str, Any]]:
+        """The attempts of ``job`` that ended before the one it is at (``properties.attempts``)."""
+        return list(job.properties.get("attempts") or [])
+
+    def _end_time(self, job: Job, outcome: JobEnd) -> float:
+        """When the job's run ends as ``outcome`` says (epoch seconds, whole): its end time (billing runs from its
+        start to its end), never before it started, and an end the platform reported never past now."""
         now = self._clock()
         ended = float(int(outcome.endedAt or now))
         if job.started_at:
             ended = max(ended, float(int(epoch(job.started_at))))
             if outcome.onPlatform:
                 ended = min(ended, float(int(now)))
+        return ended
+
+    def _attempt_record(self, job: Job, outcome: JobEnd, ended: float) -> dict[str, Any]:
+        """The attempt ``job`` is at, ended as ``outcome`` says at ``ended`` (models/jobs.py ``JobAttempt``)."""
+        gpu_seconds, billable, cost, currency = self._charges(job, ended)
+        record: dict[str, Any] = {
+            "attempt": attempt_of(job.properties),
+            "status": str(outcome.status),
+            "statusReason": outcome.reason,
+            "exitCode": outcome.exitCode,
+            "assignedNode": job.properties.get("assignedNode"),
+            "startedAt": job.started_at,
+            "endedAt": iso(ended),
+            "gpuSeconds": gpu_seconds,
+            "billableGpuSeconds": billable,
+            "cost": {"amount": format(cost, "f"), "currency": currency},
+        }
+        return {name: value for name, value in record.items() if value is not None}
+
+    def _ended(self, ctx: CallContext, job: Job, outcome: JobEnd) -> tuple[Job, str, float]:
+        """``job`` as ``outcome`` ends it, the audit summary and the end (epoch seconds, whole): its end time
+        (:meth:`_end_time`), GPU-seconds, billable GPU-seconds and cost under its locked terms — with those of its
+        earlier attempts, and this one added to ``attempts``, on a job with a ``retryStrategy`` — its reason (with
+        the exit code), its capacity, lease and token let go."""
+        final = outcome.status
+        ended = self._end_time(job, outcome)
         gpu_seconds, billable, cost, currency = self._charges(job, ended)
         reason = outcome.reason or str(final)
         if outcome.exitCode is not None:
             reason = f"{reason} (exit code {outcome.exitCode})"
         started = job.started_at is not None
-        properties = {
+        properties: dict[str, Any] = {
             "statusReason": reason,
             "gpuSeconds": gpu_seconds,
             "billableGpuSeconds": billable if started else None,
             "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
         }
+        if job.properties.get("retryStrategy"):
+            last = [
+                self._attempt_record(job, outcome.model_copy(update={"reason": outcome.reason or str(final)}), ended)
+            ]
+            attempts = [*self._attempts(job), *(last if started else [])]
+            properties["attempts"] = attempts
+            if attempts:  # the job's usage and cost are its attempts' (one currency: _retry_once)
+                properties.update(_sums(attempts))
+                gpu_seconds, billable = properties["gpuSeconds"], properties["billableGpuSeconds"]
+                cost, started = Decimal(properties["cost"]["amount"]), True
         ended_job = arm_rules.changed(
             ctx,
             job,
