@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
-from decimal import Decimal
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any
 
 import pytest
