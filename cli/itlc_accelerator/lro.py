@@ -25,7 +25,7 @@ from itlc_accelerator.errors import ApiError, interrupted
 from itlc_accelerator.output import emit
 from itlc_accelerator.session import Session
 
-FINAL_STATUSES = ("Succeeded", "Failed", "Canceled")
+FINAL_STATUSES = ("Succeeded", "Failed", "Canceled", "Preempted")  # a job's own status may be Preempted
 #: Seconds between polls when the server names none.
 DEFAULT_RETRY_AFTER = 5.0
 #: The longest pause honoured between two polls, whatever ``Retry-After`` says.

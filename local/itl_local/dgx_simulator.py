@@ -446,6 +446,18 @@ class DgxSimulator:
             job["endsAt"] = max(job["endsAt"], now)  # held: it ends when let go, not back when it was due
         elif job["status"] == "Running" and job["endsAt"] is not None:
             job["endsAt"] = self.config.jobs_let_go(job["endsAt"])
+        terminate_at = job.get("terminateAt")
+        if (
+            job["status"] == "Running"
+            and terminate_at is not None
+            and now >= terminate_at
+            and (job["endsAt"] is None or job["endsAt"] > terminate_at or self.config.hold_jobs)
+        ):
+            # a cancel's grace period ran out before the job ended on its own: killed then (SIGTERM was ignored)
+            job["status"], job["exitCode"] = "Canceled", 143
+            job["endedAt"] = _iso_at(job["wallStart"] + terminate_at - job["created"])
+            job["endedMono"] = terminate_at
+            return job
         if (
             job["status"] == "Running"
             and job["endsAt"] is not None
@@ -561,12 +573,25 @@ class DgxSimulator:
         return JSONResponse(self._public_job(job))
 
     async def cancel_job(self, request: Request) -> JSONResponse:
+        try:
+            body = await request.json() if await request.body() else {}
+            grace = float(body.get("gracePeriodSeconds", 0)) if isinstance(body, dict) else 0.0
+        except (ValueError, TypeError):
+            return _error(400, "InvalidRequest", "The body is JSON: {gracePeriodSeconds?, reason?}.")
         with self.lock:
             job = self.jobs.get(request.path_params["job_id"])
             if job is None:
                 return _error(404, "NotFound", "No such job.")
             job = self._refresh_job(job)
-            if job["status"] in ("Queued", "Running"):
+            if job["status"] == "Running" and grace > 0:
+                # SIGTERM now, SIGKILL at the end of the grace period unless it ended first; a repeated cancel keeps
+                # the first deadline
+                if job.get("terminateAt") is None:
+                    # a workload that stops on SIGTERM (env ITL_SIM_SIGTERM_SECONDS: how long it takes) ends then;
+                    # any other is killed when the grace period ends
+                    stops_in = job["env"].get("ITL_SIM_SIGTERM_SECONDS")
+                    job["terminateAt"] = time.monotonic() + min(grace, float(stops_in) if stops_in else grace)
+            elif job["status"] in ("Queued", "Running"):
                 job["status"], job["exitCode"], job["endedAt"] = "Canceled", 137, _iso_now()
                 job["endedMono"] = time.monotonic()
         if job.get("callbackUrl"):

@@ -726,7 +726,7 @@ def build_tools() -> list[ToolSpec]:
             "list_jobs",
             "List GPU jobs (and why they wait)",
             "List GPU jobs (sparkJobs) of a resource group or the whole subscription. Each job has properties.status "
-            "(Pending, Scheduled, Running, Succeeded, Failed, Canceled) and properties.statusReason, which says why "
+            "(Pending, Scheduled, Running, Succeeded, Failed, Canceled, Preempted) and properties.statusReason, which says why "
             "a job waits (what capacity it needs) or why it failed; assignedNode, cost. Consumers see only their "
             "own jobs. mine=true lists the caller's own; status filters the listed jobs, e.g. ['Pending'] for "
             "'which of my jobs are waiting and why'.",

@@ -146,7 +146,7 @@ export function gpuBar(capacity, kind = 'GPU') {
 
 export function statusBadge(status) {
   if (!status) return html`<span class="muted">—</span>`;
-  const kind = { Succeeded: 'ok', Running: 'run', Failed: 'bad', Canceled: 'muted', Deleting: 'warn', Cordoned: 'warn', Available: 'ok' }[status] || 'wait';
+  const kind = { Succeeded: 'ok', Running: 'run', Failed: 'bad', Canceled: 'muted', Preempted: 'warn', Deleting: 'warn', Cordoned: 'warn', Available: 'ok' }[status] || 'wait';
   return html`<span class="badge badge-${kind}">${status}</span>`;
 }
 

@@ -199,6 +199,36 @@ def test_waiting_jobs_in_priority_then_submission_order(repos: Repositories, sub
     assert [k.name for k in repos.jobs.waiting(sub, 10)] == ["b", "d", "c", "z"]
 
 
+def test_preemption_candidates_lowest_priority_then_newest_only_while_they_hold_capacity(
+    repos: Repositories, sub: str
+) -> None:
+    def running(name: str, priority: int, at: str, *, preemptible: bool = True, kind: str = "GPU", **fields) -> Job:
+        job = make_job(sub, name, priority=priority, submitted_at=at, status=JobStatus.RUNNING, kind=kind, **fields)
+        job = replace(job, capacity_reserved=True, node_owner="supplier-1")
+        if preemptible:
+            job.document["properties"]["preemptible"] = True
+        return submit(repos, job)
+
+    running("old-low", 1, "2024-05-01T00:00:00.000000Z")
+    running("new-low", 1, "2024-05-01T00:00:09.000000Z")
+    running("mid", 4, "2024-05-01T00:00:05.000000Z")
+    running("high", 8, "2024-05-01T00:00:05.000000Z")
+    running("agreed-not", 0, "2024-05-01T00:00:05.000000Z", preemptible=False)
+    running("tpu", 0, "2024-05-01T00:00:05.000000Z", kind="TPU")
+    stopping = running("stopping", 0, "2024-05-01T00:00:05.000000Z", cancel_requested=True)
+    assert stopping.cancel_requested
+    # Then a priority-5 job may preempt the priority 1 and 4 ones, lowest first, the newest of a priority first
+    assert [k.name for k in repos.jobs.preemptible(sub, "GPU", 5, 10)] == ["new-low", "old-low", "mid"]
+    assert [k.name for k in repos.jobs.preemptible(sub.upper(), "gpu", 5, 1)] == ["new-low"]
+    assert [k.name for k in repos.jobs.preemptible(sub, "TPU", 5, 10)] == ["tpu"]
+    assert repos.jobs.preemptible(f"{sub}-other", "GPU", 9, 10) == []
+    # And one that lets its capacity go is no candidate any more
+    mid = repos.jobs.get(ResourceKey(sub, "rg1", "sparkJobs", ("mid",)))
+    assert mid is not None
+    repos.jobs.note(mid, replace(mid, capacity_reserved=False), expect=Expect(etag="j1"))
+    assert [k.name for k in repos.jobs.preemptible(sub, "GPU", 9, 10)] == ["new-low", "old-low", "high"]
+
+
 # ---------------------------------------------------------------------------------------------- placement
 def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))

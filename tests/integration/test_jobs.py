@@ -28,7 +28,7 @@ from tests.integration.test_bad_input import assert_refused
 
 #: The seed's job request, verbatim.
 SEED_JOB = {"name": "job-1", "status": "Pending", "requested_gpus": 4, "requested_memory_gb": 320}
-FINAL = ("Succeeded", "Failed", "Canceled")
+FINAL = ("Succeeded", "Failed", "Canceled", "Preempted")
 pytestmark = pytest.mark.usefixtures("schedules")
 
 
@@ -183,6 +183,28 @@ def test_a_job_retried_on_its_exit_code_runs_again_and_succeeds(admin, sub, node
     assert [j["status"] for j in sim_jobs_of(dgx, sub)] == ["Failed", "Succeeded"]
     assert done["gpuSeconds"] == sum(a["gpuSeconds"] for a in done["attempts"]) > 0
     assert done["cost"]["amount"] == format(sum(Decimal(a["cost"]["amount"]) for a in done["attempts"]), "f")
+    assert node_counters(aws, sub)["gpuAllocated"] == 0
+
+
+def test_a_higher_priority_job_preempts_a_preemptible_one_which_stops_on_sigterm(caller, admin, sub, node, aws, dgx):
+    # Given ann's preemptible priority-1 job holding the whole node, stopping 1 s after SIGTERM
+    ann = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="ann")
+    workload = {**sim(forever=True), "env": {"ITL_SIM_FOREVER": "1", "ITL_SIM_SIGTERM_SECONDS": "1"}}
+    low = job_body(8, 640, workload=workload, priority=1, preemptible=True)
+    assert ann.put(jobs_path(sub, "low"), json=low).status_code == 201
+    wait_job(ann, jobs_path(sub, "low"), ("Running",))
+    # When an admin submits a priority-9 job the node has no room for
+    high = admin.put(jobs_path(sub, "high"), json=job_body(4, 320, workload=sim(seconds=1), priority=9))
+    assert high.status_code == 201, high.text
+    # Then ann's job ends Preempted, saying by which job and why, billed until the platform stopped it
+    done = wait_job(ann, jobs_path(sub, "low"))["properties"]
+    assert done["status"] == "Preempted" and done["provisioningState"] == "Canceled", done["statusReason"]
+    assert done["preemptedBy"] == high.json()["id"] and "priority 9" in done["statusReason"]
+    (platform,) = [j for j in sim_jobs_of(dgx, sub) if j["name"].endswith("/low")]
+    assert platform["status"] == "Canceled" and done["endedAt"][:19] == platform["endedAt"][:19]
+    assert done["gpuSeconds"] > 0
+    # And the high job ran on the node it freed
+    assert wait_job(admin, jobs_path(sub, "high"))["properties"]["status"] == "Succeeded"
     assert node_counters(aws, sub)["gpuAllocated"] == 0
 
 

@@ -124,6 +124,8 @@ class _Job:
     error_message: str | None = None
     ended: float | None = None
     log: list[tuple[float, str]] = field(default_factory=list)
+    terminate_at: float | None = None  # a cancel's grace period ends then (SIGKILL)
+    cancels: list[tuple[int, str | None]] = field(default_factory=list)  # (grace seconds, reason) of each cancel
 
     def public(self) -> DgxJob:
         return DgxJob(
@@ -367,23 +369,34 @@ class FakeDgx:
         self.known[job.id] = (gpus, float(memory_gb), "job")
         return self._answer("submit_job", job.public())
 
+    def _killed_when_due(self, job: _Job) -> _Job:
+        """A job whose cancel's grace period ran out is killed then (SIGTERM ignored)."""
+        if job.status == "Running" and job.terminate_at is not None and self.clock() >= job.terminate_at:
+            job.status, job.exit_code, job.ended = "Canceled", 143, job.terminate_at
+        return job
+
     def get_job(self, job_id: str) -> DgxJob:
         self._enter("get_job", job_id)
         job = self.jobs.get(job_id)
         if job is None:
             raise DgxNotFound(f"DGX Platform has no such resource: GET /v1/jobs/{job_id}", status=404)
-        return job.public()
+        return self._killed_when_due(job).public()
 
     def get_jobs(self, job_ids: list[str]) -> dict[str, DgxJob]:
         self._enter("get_jobs", list(job_ids))
-        return {j: self.jobs[j].public() for j in job_ids if j in self.jobs}
+        return {j: self._killed_when_due(self.jobs[j]).public() for j in job_ids if j in self.jobs}
 
-    def cancel_job(self, job_id: str) -> DgxJob | None:
+    def cancel_job(self, job_id: str, *, grace_period_seconds: int = 0, reason: str | None = None) -> DgxJob | None:
         self._enter("cancel_job", job_id)
         job = self.jobs.get(job_id)
         if job is None:
             return None
-        if job.status in ("Queued", "Running") and not self.ignore_cancels:
+        job.cancels.append((grace_period_seconds, reason))
+        self._killed_when_due(job)
+        if job.status == "Running" and grace_period_seconds and not self.ignore_cancels:
+            if job.terminate_at is None:
+                job.terminate_at = self.clock() + grace_period_seconds
+        elif job.status in ("Queued", "Running") and not self.ignore_cancels:
             job.status, job.exit_code, job.ended = "Canceled", 137, self.clock()
         return job.public()
 

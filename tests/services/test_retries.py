@@ -193,6 +193,10 @@ def test_a_retry_is_billed_in_the_currency_of_its_first_attempt(env: Env):
     assert retry.status == "Pending" and env.status("other") == "Running"
     assert {term.currency for term in retry.price_ceiling.terms} == {"USD"}
     assert env.allocation("eur").gpus == 0
+    # And once the USD node frees, the waiting attempt is served from the queue like any job
+    env.clock.set(f"{DAY}T10:30:00")
+    env.end_job("other", at=t(f"{DAY}T10:30:00"))
+    assert env.status("train") == "Running" and env.job("train").node.name == "usd"
 
 
 def test_a_strategy_that_says_nothing_valid_is_refused(env: Env):

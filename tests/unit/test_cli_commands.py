@@ -82,6 +82,23 @@ def test_job_submit_sends_the_seed_sizes_and_only_the_options_given():
     assert submitted([]) == {"name": "train-1", "properties": {"requestedGpus": 4, "requestedMemoryGb": 320}}
 
 
+def test_job_submit_sends_a_retry_strategy_and_consent_to_preemption():
+    body = submitted(
+        ["--retry-attempts", "3", "--retry-on-exit-code", "3", "--retry-on-exit-code", "13*", "--preemptible",
+         "--requeue-on-preemption"]
+    )  # fmt: skip
+    assert body["properties"]["retryStrategy"] == {
+        "attempts": 3,
+        "evaluateOnExit": [
+            {"onExitCode": "3", "action": "RETRY"},
+            {"onExitCode": "13*", "action": "RETRY"},
+            {"onReason": "*", "action": "EXIT"},
+        ],
+    }
+    assert (body["properties"]["preemptible"], body["properties"]["preemptMode"]) == (True, "Requeue")
+    assert submitted(["--retry-attempts", "2"])["properties"]["retryStrategy"] == {"attempts": 2}
+
+
 def test_job_submit_sends_the_workload_with_the_command_after_the_double_dash():
     body = submitted(
         [

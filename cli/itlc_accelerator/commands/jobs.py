@@ -60,6 +60,24 @@ def job() -> None:
 @click.option("--location", "-l", help="Only nodes in this location.")
 @click.option("--priority", type=click.IntRange(0, 9), help="0-9, higher first (5 when left out).")
 @click.option("--max-duration-minutes", type=click.IntRange(1, 43200), help="Stop it after this long (7 days).")
+@click.option(
+    "--retry-attempts",
+    type=click.IntRange(1, 10),
+    help="Run it up to this many times in all when it fails on the DGX Platform (retryStrategy.attempts).",
+)
+@click.option(
+    "--retry-on-exit-code",
+    "retry_codes",
+    multiple=True,
+    metavar="CODE",
+    help="Retry only these exit codes (repeatable; a trailing * matches a prefix). Needs --retry-attempts.",
+)
+@click.option(
+    "--preemptible", is_flag=True, help="A higher-priority job of the subscription may stop it (it ends Preempted)."
+)
+@click.option(
+    "--requeue-on-preemption", is_flag=True, help="When preempted, go back to the queue (with --preemptible)."
+)
 @tag_option()
 @NO_WAIT
 @pass_session()
@@ -94,6 +112,20 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
         "maxDurationMinutes": o["max_duration_minutes"],
     }
     properties.update({k: v for k, v in optional.items() if v is not None})
+    if o["retry_codes"] and not o["retry_attempts"]:
+        raise click.UsageError("--retry-on-exit-code needs --retry-attempts (how many runs in all).")
+    if o["retry_attempts"]:
+        strategy: dict[str, Any] = {"attempts": o["retry_attempts"]}
+        if o["retry_codes"]:
+            # these codes are retried, any other failure ends the job (AWS Batch retries what no condition names)
+            conditions = [{"onExitCode": code, "action": "RETRY"} for code in o["retry_codes"]]
+            strategy["evaluateOnExit"] = [*conditions, {"onReason": "*", "action": "EXIT"}][:5]
+        properties["retryStrategy"] = strategy
+    if o["requeue_on_preemption"] and not o["preemptible"]:
+        raise click.UsageError("--requeue-on-preemption goes with --preemptible.")
+    if o["preemptible"]:
+        properties["preemptible"] = True
+        properties["preemptMode"] = "Requeue" if o["requeue_on_preemption"] else "Cancel"
     body: dict[str, Any] = {"name": name}
     if o["location"]:
         body["location"] = o["location"]
@@ -144,7 +176,7 @@ def cancel(s: Session, name: str, no_wait: bool) -> None:
 )
 @pass_session()
 def wait(s: Session, name: str, interval: float) -> None:
-    """Wait until job NAME ends; prints it. Exit 0 when it Succeeded, 1 when it Failed or was Canceled."""
+    """Wait until job NAME ends; prints it. Exit 0 when it Succeeded, 1 when it Failed, was Canceled or Preempted."""
     subscription, group = s.need_subscription(), s.need_resource_group()
     path = paths.jobs(subscription, group, name)
 
@@ -169,7 +201,8 @@ def wait(s: Session, name: str, interval: float) -> None:
     status = body["properties"]["status"]
     if status != "Succeeded":
         reason = body["properties"].get("statusReason") or f"The job ended {status}."
-        raise ApiError("JobFailed" if status == "Failed" else "JobCanceled", reason)
+        code = {"Failed": "JobFailed", "Preempted": "JobPreempted"}.get(status, "JobCanceled")
+        raise ApiError(code, reason)
 
 
 @job.command("logs")

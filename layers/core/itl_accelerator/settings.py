@@ -137,6 +137,8 @@ class Settings(BaseModel):
     job_placement_retry_seconds: int = Field(default=60, ge=1, le=3600)
     # After this long at the head of the queue without fitting, a job has a node drained for it (no starvation).
     job_starvation_seconds: int = Field(default=900, ge=1, le=7 * 24 * 3600)
+    # How long a preempted job has to stop on its own (SIGTERM, then SIGKILL) before the platform kills it.
+    job_preemption_grace_seconds: int = Field(default=30, ge=0, le=3600)
     # Added to maxDurationMinutes for the tracking wait's own timeout; how long a stop may take on the platform.
     job_track_margin_seconds: int = Field(default=3600, ge=60, le=86400)
     job_stop_timeout_seconds: int = Field(default=300, ge=1, le=3600)

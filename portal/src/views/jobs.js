@@ -8,7 +8,7 @@ import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
 import './joblog.js';
 
-const FINAL = ['Succeeded', 'Failed', 'Canceled'];
+const FINAL = ['Succeeded', 'Failed', 'Canceled', 'Preempted'];
 // The API's own bounds (docs/API_REFERENCE.md, sparkJobs properties)
 const IMAGE_PATTERN = '[a-z0-9][a-z0-9._\\-]*(:[0-9]{1,5})?(/[a-z0-9._\\-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127})?(@sha256:[a-f0-9]{64})?';
 const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
@@ -330,7 +330,9 @@ class JobDetail extends View {
           <dt>Id</dt><dd><code class="resource-id">${j.id}</code> ${copyButton(j.id, 'Id')}</dd>
           <dt>Type</dt><dd>${p.jobType}</dd>
           <dt>Requested</dt><dd>${acceleratorText(p)}, ${(p.accelerator && p.accelerator.memoryGb) ?? p.requestedMemoryGb} GiB of device memory</dd>
-          <dt>Priority</dt><dd>${p.priority}</dd>
+          <dt>Priority</dt><dd>${p.priority}${p.preemptible ? ` · preemptible (${p.preemptMode === 'Requeue' ? 'requeued' : 'ends'} when preempted)` : ''}</dd>
+          ${p.preemptedBy ? html`<dt>Preempted by</dt><dd>${(() => { const b = parseId(p.preemptedBy); return html`<code>${b.rg}/${b.name}</code>`; })()} at ${time(p.preemptedAt)}</dd>` : nothing}
+          ${p.retryStrategy ? html`<dt>Retries</dt><dd>up to ${p.retryStrategy.attempts} runs; attempt ${p.attempt ?? 1} now</dd>` : nothing}
           <dt>Node</dt><dd>${p.assignedNode ? (() => { const n = parseId(p.assignedNode); return html`<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })() : '—'}</dd>
           <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
           ${p.workload && Object.keys({ ...p.workload.env, ...p.workload.secretEnv }).length
@@ -342,6 +344,12 @@ class JobDetail extends View {
             <span class="small muted">${final ? 'billed' : 'so far'}, as the API answered at ${time(this.readAt)}${!final && p.billingTerms ? html`; ${termsText(p.billingTerms)}` : nothing}</span></dd>
         </dl>
       </section></div>
+      ${(p.attempts || []).length ? html`<section class="card" aria-label="Attempts">
+        <h2>Attempts</h2>
+        <table class="attempts"><thead><tr><th scope="col">#</th><th scope="col">Status</th><th scope="col">Why</th><th scope="col">Node</th><th scope="col">Ran</th><th scope="col">Cost</th></tr></thead>
+          <tbody>${p.attempts.map((a) => html`<tr><td>${a.attempt}</td><td>${statusBadge(a.status)}</td><td class="reason">${a.statusReason}${a.exitCode != null ? ` (exit code ${a.exitCode})` : ''}</td>
+            <td>${a.assignedNode ? parseId(a.assignedNode).name : '—'}</td><td>${time(a.startedAt)} – ${time(a.endedAt)}</td><td>${a.cost ? costs([a.cost]) : '—'}</td></tr>`)}</tbody></table>
+      </section>` : nothing}
       <itl-job-log .path=${this.path}></itl-job-log>
       <section class="card" aria-label="Usage over time">
         <h2>Usage, last 24 hours</h2>

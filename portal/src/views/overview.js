@@ -81,7 +81,7 @@ class Overview extends View {
       ${[...byKind].filter(([kind, k]) => kind === 'GPU' || k.nodes).map(([kind, k]) => html`<section class="tile" aria-label=${`${kind}s`}><h2>${kind}s</h2><p class="big">${k.used} / ${k.total}</p><p class="small">allocated on ${k.nodes} nodes</p></section>`)}
       <section class="tile" aria-label="Instances"><h2>Instances</h2><p class="big" data-testid="instances-serving">${serving}</p><p class="small">serving of ${inv.instances.length}</p></section>
       <section class="tile" aria-label="Jobs"><h2>Jobs</h2><p class="big" data-testid="jobs-running">${byStatus.Running || 0}</p>
-        <p class="small">running · ${byStatus.Pending || 0} pending · ${byStatus.Scheduled || 0} scheduled · ${byStatus.Succeeded || 0} succeeded · ${byStatus.Failed || 0} failed · ${byStatus.Canceled || 0} canceled</p></section>
+        <p class="small">running · ${byStatus.Pending || 0} pending · ${byStatus.Scheduled || 0} scheduled · ${byStatus.Succeeded || 0} succeeded · ${byStatus.Failed || 0} failed · ${byStatus.Canceled || 0} canceled · ${byStatus.Preempted || 0} preempted</p></section>
       <section class="tile" aria-label="Spend">
         <h2>${this.billedTitle}</h2>
         ${loading(this.spendLoading && !this.spend, 'Reading the bill')} ${error(this.spendError)}

@@ -193,11 +193,18 @@ class DgxPlatformClient:
             found += [decode(item) for item in response.json().get("value", [])]
         return found
 
-    def cancel_job(self, job_id: str) -> DgxJob | None:
+    def cancel_job(self, job_id: str, *, grace_period_seconds: int = 0, reason: str | None = None) -> DgxJob | None:
         """``POST /v1/jobs/{id}/cancel`` (idempotent; a job that already ended stays as it ended). None when the
-        platform does not know the job."""
+        platform does not know the job. ``grace_period_seconds``: the container is sent SIGTERM and killed that long
+        after unless it ended first (a preemption's grace period; 0: at once) — a repeated cancel keeps the first
+        deadline; ``reason``: what the container's log says (docs/DGX_INTEGRATION.md)."""
+        body: dict[str, object] = {}
+        if grace_period_seconds:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if reason:
+            body["reason"] = reason[:300]
         try:
-            return _job(self._call("POST", f"/v1/jobs/{job_id}/cancel").json())
+            return _job(self._call("POST", f"/v1/jobs/{job_id}/cancel", json=body or None).json())
         except DgxNotFound:
             return None
 

@@ -16,6 +16,7 @@ Units: GPUs are counts, memory is GiB of GPU memory, times are epoch seconds unl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from itl_accelerator.arm import normalize_location
@@ -464,6 +465,19 @@ class Job(Workload):
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
         return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind)
+
+    @property
+    def preemption_candidate(self) -> bool:
+        """Whether a higher-priority job of its subscription may preempt it now: it said ``preemptible``, holds
+        capacity, and no cancel or preemption is under way (services/common/preemption.py)."""
+        return bool(self.properties.get("preemptible")) and self.capacity_reserved and not self.cancel_requested
+
+    @property
+    def preemption_order(self) -> str:
+        """Its place among its subscription's preemption candidates of its kind: lowest ``priority`` first, then
+        the most recently submitted (the least work lost: Kueue's order), then its key."""
+        submitted = int(datetime.fromisoformat(self.submitted_at.replace("Z", "+00:00")).timestamp())
+        return f"{self.priority}#{10**10 - submitted:010d}#{self.key.resource_group.lower()}#{self.key.name.lower()}"
 
     @property
     def price_ceiling(self) -> PriceCeiling | None:

@@ -28,7 +28,8 @@ INSTANCE_IN_FLIGHT: tuple[ProvisioningState, ...] = (ProvisioningState.ACCEPTED,
 
 class JobStatus(StrEnum):
     """A job's own lifecycle: ``Pending`` (admitted or waiting for capacity) → ``Scheduled`` (placed on a node) →
-    ``Running`` (on the DGX Platform) → ``Succeeded`` / ``Failed`` / ``Canceled``."""
+    ``Running`` (on the DGX Platform) → ``Succeeded`` / ``Failed`` / ``Canceled`` / ``Preempted`` (stopped for a
+    higher-priority job: services/common/preemption.py)."""
 
     PENDING = "Pending"
     SCHEDULED = "Scheduled"
@@ -36,14 +37,26 @@ class JobStatus(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELED = "Canceled"
+    PREEMPTED = "Preempted"
 
     @property
     def final(self) -> bool:
         """Whether the job has ended."""
         return self in FINAL_JOB_STATUSES
 
+    @property
+    def provisioning_state(self) -> str:
+        """ARM's ``provisioningState`` of a job that ended so (a preempted job's: ``Canceled``, ARM's terminal state
+        of work stopped before it completed)."""
+        return "Canceled" if self == JobStatus.PREEMPTED else str(self)
 
-FINAL_JOB_STATUSES: tuple[JobStatus, ...] = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
+
+FINAL_JOB_STATUSES: tuple[JobStatus, ...] = (
+    JobStatus.SUCCEEDED,
+    JobStatus.FAILED,
+    JobStatus.CANCELED,
+    JobStatus.PREEMPTED,
+)
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = (JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RUNNING)
 
 

@@ -51,7 +51,10 @@ from itl_accelerator.models.common import (
 JobType = Literal["training", "fineTuning", "batchInference"]
 #: The wire form of :class:`itl_accelerator.domain.states.JobStatus` (an inline enum in the OpenAPI document; a unit
 #: test keeps the two equal).
-JobStatus = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Canceled"]
+JobStatus = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Canceled", "Preempted"]
+#: What a preempted job does (Slurm's ``PreemptMode`` words): ``Cancel`` — it ends ``Preempted``; ``Requeue`` — it
+#: goes back to the queue as a new attempt.
+PreemptMode = Literal["Cancel", "Requeue"]
 
 #: Bounds of a workload (characters / entries): the whole of it stays under :data:`MAX_WORKLOAD_BYTES`.
 MAX_WORKLOAD_BYTES = 16 * 1024
@@ -190,6 +193,8 @@ _SPEC_FIELDS = (
     "max_duration_minutes",
     "max_price",
     "retry_strategy",
+    "preemptible",
+    "preempt_mode",
 )
 _FLAT_FIELDS = {
     "status": "status",
@@ -209,6 +214,8 @@ _FLAT_FIELDS = {
     "max_price": "maxPrice",
     "maxPrice": "maxPrice",
     "retryStrategy": "retryStrategy",
+    "preemptible": "preemptible",
+    "preemptMode": "preemptMode",
 }
 
 
@@ -389,10 +396,14 @@ class SparkJobPropertiesWrite(ApiModel):
     max_duration_minutes: int = Field(strict=True, default=DEFAULT_MAX_DURATION_MINUTES, ge=1, le=MAX_DURATION_MINUTES)
     max_price: MaxPrice | None = None
     retry_strategy: RetryStrategy | None = None
+    preemptible: bool = Field(strict=True, default=False)
+    preempt_mode: PreemptMode | None = None
     status: str | None = None
     # read-only, accepted so a GET body can be sent back
     attempt: int | None = None
     attempts: list[dict[str, Any]] | None = None
+    preempted_by: str | None = None
+    preempted_at: str | None = None
     price_ceiling: dict[str, Any] | None = None
     provisioning_state: str | None = None
     status_reason: str | None = None
@@ -469,6 +480,12 @@ class SparkJobPropertiesWrite(ApiModel):
         self.requested_memory_gb = a.memory_gb
         return self
 
+    @model_validator(mode="after")
+    def _preempt_mode_of_a_preemptible_job(self) -> SparkJobPropertiesWrite:
+        if self.preempt_mode is not None and not self.preemptible:
+            raise ValueError("properties.preemptMode applies to a job that says preemptible: true.")
+        return self
+
     @property
     def wanted(self) -> JobAccelerator:
         """What the job asks for (:meth:`_one_request` always sets it)."""
@@ -521,6 +538,10 @@ class SparkJobWrite(ApiModel):
             del spec["retryStrategy"]  # likewise
         else:
             spec["retryStrategy"] = p.retry_strategy.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if p.preemptible:
+            spec["preemptMode"] = p.preempt_mode or "Cancel"
+        else:  # likewise: a job that may not be preempted says nothing of it
+            del spec["preemptible"], spec["preemptMode"]
         if kind != GPU:
             # a GPU job's request is its requestedGpus, requestedMemoryGb and gpuModel, as always (so the fingerprint
             # of a job stored before kinds existed is unchanged); any other kind's is its accelerator
@@ -577,6 +598,10 @@ class SparkJobProperties(ApiModel):
     retry_strategy: RetryStrategy | None = None
     attempt: int | None = None
     attempts: list[JobAttempt] | None = None
+    preemptible: bool = False
+    preempt_mode: PreemptMode | None = None
+    preempted_by: str | None = None
+    preempted_at: str | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
     cancel_requested_at: str | None = None

@@ -240,6 +240,12 @@ class JobRepository(Protocol):
         submission). The queue may lag: read each job again."""
         ...
 
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+        """Up to ``limit`` of the subscription's preemption candidates of accelerator ``kind``
+        (``Job.preemption_candidate``) with a priority below ``below_priority``, in ``Job.preemption_order``. The
+        index may lag: read each job again."""
+        ...
+
 
 class LeaseIndex(Protocol):
     """The workloads whose lease ran out, whatever their type: the reconciler's and the job tracker's work list."""

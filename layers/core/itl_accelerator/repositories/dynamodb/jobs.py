@@ -72,6 +72,9 @@ def job_attributes(job: Job) -> dict[str, Any]:
         "GSI3SK": _group_name(key),
         "GSI4PK": gsi4[0],
         "GSI4SK": gsi4[1],
+        # the preemption candidates (sparse: only while one)
+        "GSI1PK": keys.preemptible_partition(key.subscription_id, job.kind) if job.preemption_candidate else None,
+        "GSI1SK": job.preemption_order if job.preemption_candidate else None,
     }
 
 
@@ -146,6 +149,18 @@ class DynamoJobRepository:
 
     def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
         return self._w.note(before, after, expect)
+
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+        response = self._t.client.query(
+            TableName=self._t.name,
+            IndexName="GSI1",
+            KeyConditionExpression="GSI1PK = :p AND GSI1SK < :below",
+            ExpressionAttributeValues=typed(
+                {":p": keys.preemptible_partition(subscription_id, kind), ":below": str(below_priority)}
+            ),
+            Limit=limit,
+        )
+        return [key_of(plain(i), subscription_id, TYPE) for i in response.get("Items", [])]
 
     def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
         response = self._t.client.query(

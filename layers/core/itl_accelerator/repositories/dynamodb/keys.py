@@ -100,6 +100,12 @@ def node_owner_partition(subscription_id: str, owner: str) -> str:
     return f"SUB{SEP}{subscription_id.lower()}{SEP}NODEOWNER{SEP}{owner_token(owner)}"
 
 
+def preemptible_partition(subscription_id: str, kind: str) -> str:
+    """GSI1 partition of a subscription's running jobs of one accelerator kind that may be preempted (sorted by
+    ``Job.preemption_order``: lowest priority first)."""
+    return f"SUB{SEP}{subscription_id.lower()}{SEP}PREEMPTIBLE{SEP}{kind.lower()}"
+
+
 def pending_partition(subscription_id: str) -> str:
     """GSI4 partition of a subscription's jobs waiting for capacity (sorted by priority, then submission)."""
     return f"SUB{SEP}{subscription_id.lower()}{SEP}PENDING"

@@ -62,6 +62,21 @@ class MemoryJobRepository:
     def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
         return self._w.note(before, after, expect)
 
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+        """The first ``limit`` preemption candidates of the subscription and kind below ``below_priority``."""
+        with self._s.lock:
+            subscription = subscription_id.lower()
+            found = sorted(
+                (w.preemption_order, listed_key(w, subscription_id))
+                for k, w in self._s.workloads.items()
+                if k[0] == subscription
+                and isinstance(w, Job)
+                and w.preemption_candidate
+                and w.kind.lower() == kind.lower()
+                and w.priority < below_priority
+            )
+            return [key for _, key in found[:limit]]
+
     def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
         """The first ``limit`` jobs of the subscription's queue (waiting, with no node owner)."""
         with self._s.lock:

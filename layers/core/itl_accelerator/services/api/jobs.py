@@ -270,6 +270,7 @@ class SparkJobService:
                     **({"gpuModel": props.gpu_model} if props.gpu_model and wanted.kind == GPU else {}),
                     **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
                     **({"retryStrategy": spec["retryStrategy"], "attempt": 1} if spec.get("retryStrategy") else {}),
+                    **({"preemptible": True, "preemptMode": spec["preemptMode"]} if spec.get("preemptible") else {}),
                     "priceCeiling": ceiling.as_properties(wanted.kind),
                     "statusReason": "Submitted; waiting for admission.",
                     "gpuSeconds": 0,

@@ -37,6 +37,7 @@ from itl_accelerator.billing.metering import (
     BillingTerms,
     terms_properties,
 )
+from itl_accelerator.domain import preemption
 from itl_accelerator.domain.accelerators import model_of_key
 from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.pricing import ANY_INCREMENT, describe_terms
@@ -52,7 +53,7 @@ from itl_accelerator.domain.records import (
     ResourceKey,
     per_gpu_memory_fits,
 )
-from itl_accelerator.domain.states import JobStatus
+from itl_accelerator.domain.states import Availability, JobStatus
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
@@ -71,7 +72,7 @@ from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
-from itl_accelerator.services.workflows.io import StepOutcome
+from itl_accelerator.services.workflows.io import JobEnd, StepOutcome
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
 
@@ -373,9 +374,98 @@ class Placement:
                 continue
             waiting.append((job, view))
         told = sum(self._tell(ctx, job, view, refresh) for job, view in waiting)  # after every placement
-        if waiting:
+        if waiting and not self.preempt_for(ctx, *waiting[0]):
             self._drain_for_if_starving(waiting[0][0])
         return Dispatched(placed, told)
+
+    # ----------------------------------------------------------------------------------------------- preemption
+    def preempt_for(self, ctx: CallContext, job: Job, view: BudgetView) -> bool:
+        """Preempt lower-priority preemptible jobs of the subscription for ``job`` (waiting, at the head of its queue,
+        as read; ``view``: the budgets covering it) when stopping them gives it room on a node it may use
+        (domain/preemption.py: the rules and the bound on reads): the node is drained for it, so the capacity the
+        victims free is its, and each victim is told to stop (:meth:`_preempt`). False when nothing was preempted."""
+        if job.drain_node is not None or view.refusal is not None or job.status != JobStatus.PENDING:
+            return False
+        subscription = job.key.subscription_id
+        keys = self._jobs.preemptible(subscription, job.kind, job.priority, preemption.MAX_CANDIDATES)
+        victims: list[Job] = []
+        for key in keys:
+            found = self._jobs.get(key)
+            if (
+                found is not None
+                and found.preemption_candidate
+                and found.priority < job.priority
+                and found.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
+            ):
+                victims.append(found)
+        within = self._within(job, view.currencies)
+        rooms: list[preemption.Room] = []
+        limits: dict[str, dict[str, QuotaUsage]] = {}
+        for node_key in list(dict.fromkeys(v.node_key for v in victims))[: preemption.MAX_NODES]:
+            node = self._nodes.get(node_key)
+            if node is None or node.availability != Availability.AVAILABLE or not self._matches(job, node, within):
+                continue
+            shape = node.shape
+            if shape.location not in limits:
+                limits[shape.location] = self._limits(subscription, shape.location)
+            headrooms = [
+                limits[shape.location][name].headroom or 0
+                for name in quota_names(shape.gpu_model)
+                if name in limits[shape.location]
+            ]
+            shortfall = max([job.gpus - h for h in headrooms if h < job.gpus], default=0)
+            rooms.append(preemption.Room(node.key, node.free_gpus, node.free_memory_gb, shortfall))
+        candidates = [preemption.Victim(v.key, v.node_key, v.gpus, v.memory_gb, v.priority) for v in victims]
+        chosen = preemption.choose(job.gpus, job.memory_gb, rooms, candidates)
+        if chosen is None:
+            return False
+        room, taken = chosen
+        self._nodes.set_draining(room.node, job.key)
+        if not self._jobs.note(
+            job, replace(job, drain_node=room.node), expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False)
+        ):
+            self._nodes.set_draining(room.node, None)
+            return False
+        by_key = {v.key: v for v in victims}
+        stopped = sum(self._preempt(ctx, by_key[v.key], job) for v in taken)
+        logger.info(
+            "Preempted jobs for a higher-priority one",
+            extra={"job": job.arm_id, "node": room.node.name, "victims": stopped},
+        )
+        return stopped > 0
+
+    def _preempt(self, ctx: CallContext, victim: Job, job: Job) -> bool:
+        """Tell ``victim`` (as read) it is preempted by ``job``: an audited change saying by which job and why, its
+        grace period and when (``preemptedBy``, ``preemptedAt``, ``statusReason``), conditioned on the victim as
+        read and on no cancel being under way; then its execution is resumed at once with its end, ``Preempted``
+        (stopped on the DGX Platform with the grace period, billed until it stopped there: job_steps.py). False when
+        it changed meanwhile (it ended, or a cancel came)."""
+        grace = self._settings.job_preemption_grace_seconds
+        reason = (
+            f"Preempted by job '{job.key.name}' of resource group '{job.key.resource_group}' (priority {job.priority}; "
+            f"this job's: {victim.priority}), which needs its node: asked to stop with a {grace} s grace period."
+        )
+        preempted = arm_rules.changed(
+            ctx,
+            victim,
+            {"statusReason": reason, "preemptedBy": job.arm_id, "preemptedAt": ctx.now_iso()},
+            cancel_requested=True,
+        )
+        try:
+            self._jobs.update(
+                victim,
+                preempted,
+                self._kernel.audit(ctx, JOBS, victim.key, JOBS.write, reason, victim.document, preempted.document),
+                expect=Expect(
+                    etag=victim.etag, status=(JobStatus.SCHEDULED, JobStatus.RUNNING), cancel_requested=False
+                ),
+            )
+        except WorkloadChanged:
+            return False
+        if victim.task_token:
+            end = JobEnd(status=JobStatus.PREEMPTED, reason=reason, stop=True)
+            self._state_machines.complete_task(victim.task_token, StepOutcome(end=end).as_output())
+        return True
 
     def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> int:
         """Write why ``job`` (waiting, as read) waits now, when that changed in kind or in what it names (a budget,

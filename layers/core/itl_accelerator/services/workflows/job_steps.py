@@ -62,6 +62,12 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _with_exit_code(outcome: JobEnd) -> str:
+    """The reason of an end, with its exit code when it has one."""
+    reason = outcome.reason.rstrip(".") or str(outcome.status)
+    return f"{reason} (exit code {outcome.exitCode})" if outcome.exitCode is not None else reason
+
+
 def _sums(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     """A job's ``gpuSeconds``, ``billableGpuSeconds`` and ``cost`` as the sums of its ``attempts`` (all in one
     currency: services/workflows/job_steps.py ``_retry_once``)."""
@@ -92,8 +98,12 @@ def gone() -> JobEnd:
 
 
 def canceled_end(job: Job) -> JobEnd | None:
-    """The end of a job whose cancel was asked for (None when none was)."""
+    """The end of a job whose cancel was asked for — or that is preempted for a higher-priority job (its
+    ``preemptedBy``; services/common/preemption.py): ``Preempted``, saying by which job and why (None when
+    neither)."""
     if job.cancel_requested:
+        if job.properties.get("preemptedBy"):
+            return JobEnd(status=JobStatus.PREEMPTED, reason=str(job.properties.get("statusReason")), stop=True)
         return JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {job.canceled_by or 'the submitter'}.", stop=True)
     return None
 
@@ -398,9 +408,11 @@ class JobSteps:
         first call). ``platform`` is the end the platform recorded once the job stopped (:func:`platform_end`; None
         before, or when the platform never ran it): a job that had already ended on its own keeps that end,
         whatever asked for the stop."""
-        deadline = deadline or self._clock() + inp.stopTimeoutSeconds
         job = self._jobs.get(inp.key)
         ours = job is not None and job.operation_id == inp.operationId
+        # a preempted job is told to stop and given its grace period (SIGTERM, then SIGKILL): the stop waits for it
+        grace = self._settings.job_preemption_grace_seconds if job and ours and job.properties.get("preemptedBy") else 0
+        deadline = deadline or self._clock() + inp.stopTimeoutSeconds + grace
         dgx_id = job.dgx_id if job is not None and ours else None
         if dgx_id is None:
             # a submit whose answer was lost (of the attempt the job is at)
@@ -409,7 +421,11 @@ class JobSteps:
             dgx_id = found.id if found else None
         if dgx_id is None:
             return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
-        stopped_job = self.dgx.cancel_job(dgx_id)
+        stopped_job = (
+            self.dgx.cancel_job(dgx_id, grace_period_seconds=grace, reason=str(job.properties.get("statusReason")))
+            if grace and job is not None
+            else self.dgx.cancel_job(dgx_id)
+        )
         stopped = stopped_job is None or stopped_job.ended
         return StopResult(
             stopped=stopped,
@@ -446,13 +462,16 @@ class JobSteps:
         if job.status.final:
             return FinishResult(status=job.status)
         ctx = self._context(inp)
-        if retry and (retried := self._retry_once(ctx, inp, job, outcome)) is not None:
+        if retry and (
+            retried := self._retry_once(ctx, inp, job, outcome) or self._requeue_once(ctx, inp, job, outcome)
+        ):
             return retried
         ended_job, summary, ended = self._ended(ctx, job, outcome)
         final = ended_job.status
         error = {
             JobStatus.FAILED: {"code": "JobFailed", "message": ended_job.document["properties"]["statusReason"]},
             JobStatus.CANCELED: {"code": "JobCanceled", "message": ended_job.document["properties"]["statusReason"]},
+            JobStatus.PREEMPTED: {"code": "JobPreempted", "message": ended_job.document["properties"]["statusReason"]},
         }.get(final)
         operations = self._operations_ended(inp, job, final, error)
         self._jobs.update(
@@ -484,40 +503,69 @@ class JobSteps:
         return FinishResult(status=final)
 
     def _retry_once(self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd) -> FinishResult | None:
-        """A failed attempt the job's ``retryStrategy`` runs again (domain/retries.py): in one transaction the
-        attempt is recorded in ``properties.attempts`` (how it ended, its node, times, usage and cost), its meter
-        ends, its GPUs and quotas are released, and the job is ``Pending`` for its next attempt — its price ceiling
-        narrowed to the currency the attempt was billed in, so every attempt of a job bills in one currency and the
-        job's cost is their sum; then the waiting jobs are served. None when the attempt is not retried. A Finish
-        run again after its transition was written (a lost answer) answers it again. Raises ``WorkloadChanged``."""
+        """A failed attempt the job's ``retryStrategy`` runs again (domain/retries.py) after its backoff
+        (:meth:`_again`). None when the attempt is not retried. Raises ``WorkloadChanged``."""
         strategy = job.properties.get("retryStrategy")
-        attempt = attempt_of(job.properties)
         if not strategy or outcome.status != JobStatus.FAILED or not outcome.retryable or job.cancel_requested:
             return None
-        if job.status == JobStatus.PENDING and attempt > 1:  # written already: this step is run again
-            return FinishResult(status=JobStatus.PENDING, retryInSeconds=retries.delay_seconds(strategy, attempt - 1))
-        if job.started_at is None or not retries.should_retry(strategy, attempt, outcome.exitCode, outcome.reason):
+        failures = 1 + sum(1 for a in self._attempts(job) if a.get("status") == JobStatus.FAILED)
+        if job.status == JobStatus.PENDING and attempt_of(job.properties) > 1:  # written already: run again
+            return FinishResult(status=JobStatus.PENDING, retryInSeconds=retries.delay_seconds(strategy, failures - 1))
+        if job.started_at is None or not retries.should_retry(strategy, failures, outcome.exitCode, outcome.reason):
             return None
-        delay = retries.delay_seconds(strategy, attempt)
-        ended = self._end_time(job, outcome)
-        record = self._attempt_record(job, outcome, ended)
-        attempts = [*self._attempts(job), record]
-        reason = (
-            f"Attempt {attempt} of {strategy['attempts']} failed: {record['statusReason']}. Attempt {attempt + 1} "
-            f"starts in {delay} s, then waits for capacity like any job."
+        delay = retries.delay_seconds(strategy, failures)
+        attempt = attempt_of(job.properties)
+        why = (
+            f"Attempt {attempt} failed ({failures} of the {strategy['attempts']} runs its retryStrategy allows): "
+            f"{_with_exit_code(outcome)}. Attempt {attempt + 1} starts in {delay} s, then waits for capacity like "
+            "any job."
         )
-        ceiling = job.price_ceiling
-        narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
+        return self._again(ctx, inp, job, outcome, delay=delay, reason=why)
+
+    def _requeue_once(self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd) -> FinishResult | None:
+        """A preempted job that asked to be requeued (``preemptMode`` ``Requeue``, Slurm's word) goes back to the
+        queue as a new attempt at once (:meth:`_again`), in its place by priority and submission — behind the job
+        that preempted it. Not when its consumer canceled it meanwhile. None otherwise. Raises ``WorkloadChanged``."""
+        if outcome.status != JobStatus.PREEMPTED or job.properties.get("preemptMode") != "Requeue":
+            return None
+        if job.status == JobStatus.PENDING and not job.cancel_requested:  # written already: run again
+            return FinishResult(status=JobStatus.PENDING, retryInSeconds=1)
+        if job.cancel_operation_id:
+            return None
+        why = f"{outcome.reason} Requeued, as it asked (preemptMode Requeue): it waits for capacity again."
+        return self._again(ctx, inp, job, outcome, delay=1, reason=why)
+
+    def _again(
+        self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd, *, delay: int, reason: str
+    ) -> FinishResult:
+        """The job's attempt ended as ``outcome`` says and the job runs again after ``delay`` seconds: in one
+        transaction the attempt is recorded in ``properties.attempts`` (how it ended, its node, times, usage and
+        cost; an attempt that never ran is not), its meter ends, its GPUs and quotas are released, a preemption
+        request is cleared, and the job is ``Pending`` for its next attempt — its price ceiling narrowed to the
+        currency the attempt was billed in, so every attempt of a job bills in one currency and the job's cost is
+        their sum; then the waiting jobs are served. A Finish run again after this was written (a lost answer)
+        answers it again (the callers' checks). Raises ``WorkloadChanged``."""
+        attempt = attempt_of(job.properties)
+        ended = self._end_time(job, outcome)
+        attempts = self._attempts(job)
+        # between attempts the job holds no node (the attempts say where each ran): it is in its subscription's queue
+        # again, not among a supplier's jobs
         properties: dict[str, Any] = {
             "statusReason": reason,
-            "attempt": attempt + 1,
-            "attempts": attempts,
-            **_sums(attempts),
             "startedAt": None,
+            "preemptedBy": None,
+            "preemptedAt": None,
+            "assignedNode": None,
         }
-        if narrowed is not None and narrowed.terms:
-            properties["priceCeiling"] = narrowed.as_properties(job.kind)
-        retrying = arm_rules.changed(
+        if job.started_at is not None:
+            record = self._attempt_record(job, outcome, ended)
+            attempts = [*attempts, record]
+            properties.update(attempt=attempt + 1, attempts=attempts, **_sums(attempts))
+            ceiling = job.price_ceiling
+            narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
+            if narrowed is not None and narrowed.terms:
+                properties["priceCeiling"] = narrowed.as_properties(job.kind)
+        again = arm_rules.changed(
             ctx,
             job,
             properties,
@@ -531,17 +579,21 @@ class JobSteps:
             task_token=None,
             track_checks=0,
             queued=False,
+            cancel_requested=False,
+            canceled_by=None,
+            node=None,
+            node_owner=None,
             lease=self._lease(delay),
         )
         self._jobs.update(
             job,
-            retrying,
-            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, retrying.document),
+            again,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, again.document),
             expect=Expect(
                 operation_id=inp.operationId,
                 status=(job.status,),
                 capacity_reserved=job.capacity_reserved,
-                cancel_requested=False,
+                cancel_requested=job.cancel_requested,
             ),
             effects=Effects(
                 release=Release.of(job) if job.capacity_reserved else None,
@@ -605,7 +657,7 @@ class JobSteps:
             "billableGpuSeconds": billable if started else None,
             "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
         }
-        if job.properties.get("retryStrategy"):
+        if job.properties.get("retryStrategy") or self._attempts(job):
             last = [
                 self._attempt_record(job, outcome.model_copy(update={"reason": outcome.reason or str(final)}), ended)
             ]
@@ -620,7 +672,7 @@ class JobSteps:
             job,
             properties,
             status=final,
-            state=ProvisioningState(str(final)),
+            state=ProvisioningState(final.provisioning_state),
             ended_at=iso(ended),
             gpu_seconds=gpu_seconds,
             billable_gpu_seconds=billable,
@@ -661,11 +713,11 @@ class JobSteps:
         """The job's operation (ends with the job) and its cancel operation, if any (Succeeded when the job ended
         Canceled; Failed with the job's status otherwise)."""
         now = self._context(inp).now_iso()
-        operations = [self._moved(inp, inp.operationId, OperationStatus(str(final)), now, error)]
+        operations = [self._moved(inp, inp.operationId, OperationStatus(final.provisioning_state), now, error)]
         if job.cancel_operation_id:
             cancel = self._operations.get(inp.subscriptionId, job.cancel_operation_id)
             if cancel is not None and not cancel.status.final:
-                if final == JobStatus.CANCELED:
+                if final in (JobStatus.CANCELED, JobStatus.PREEMPTED):  # stopped as asked
                     operations.append(cancel.moved(OperationStatus.SUCCEEDED, now))
                 else:
                     already = {
