@@ -11,7 +11,9 @@ Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`
     what it asked for. The count must not grow with the fleet or its mix: one ``Query`` of the placement index (its
     partition of the job's kind), one ``TransactWriteItems``. Then the location's capacity offers once
     (services/api/offers.py, ``GET .../locations/{location}/offers``): its DynamoDB calls must grow with the offers
-    (kinds and models: 4 here), never with the nodes.
+    (kinds and models: 4 here), never with the nodes. Then one preemption: every H100 node that can be filled runs a
+    preemptible priority-1 job, and a priority-9 job of 8 H100s waits; the calls to choose and stop its victim must
+    not grow with the fleet or the candidates (one Query of at most 50, at most 5 nodes).
 (b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
     110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
     best-fit order (:func:`itl_accelerator.services.common.placement.best_fit_key`) and, beside it, by first fit (the first
@@ -61,6 +63,9 @@ class FleetRow:
     offers: int = 0
     offer_calls: int = 0
     offer_ms: float = 0.0
+    candidates: int = 0
+    preempt_calls: Counter[str] | None = None
+    preempt_ms: float = 0.0
 
 
 def measure_fleets() -> list[FleetRow]:
@@ -223,6 +228,50 @@ def measure_fleets() -> list[FleetRow]:
                 listed = offers.in_location(asker, sub, "us-east-1")
                 offer_ms = (time.perf_counter() - started) * 1000
             row = FleetRow(fleet, PLACEMENTS, calls, ms, len(listed), sum(counted.values()), offer_ms)
+
+            # preemption: every H100 node that can be filled runs a preemptible priority-1 job of 8 GPUs; then a
+            # priority-9 job of 8 H100s waits, and placement preempts for it (services/common/placement.py)
+            def h100_job(name: str, priority: int, preemptible: bool, sub: str = sub) -> Any:
+                job_key = ResourceKey(sub, "rg", JOBS.segment, (name,))
+                job = Job(
+                    key=job_key,
+                    document={
+                        "id": JOBS.id(sub, "rg", job_key.names),
+                        "name": name,
+                        "systemData": {},
+                        "properties": {"preemptible": True} if preemptible else {},
+                    },
+                    etag='"e"',
+                    state=ProvisioningState.ACCEPTED,
+                    operation_id=str(uuid.uuid4()),
+                    gpus=8,
+                    memory_gb=640,
+                    gpu_model="h100",
+                    priority=priority,
+                    submitted_by="bench",
+                    submitted_at="2026-01-01T00:00:00.000000Z",
+                )
+                operation = new_operation(
+                    ctx, job_key, kind=OperationKind.JOB, location="global", operation_id=str(job.operation_id),
+                    resource_id=job.arm_id,
+                )  # fmt: skip
+                repos.jobs.submit(job, operation, audit(sub, job.arm_id))
+                stored = repos.jobs.get(job_key)
+                assert stored is not None
+                return stored
+
+            filled = 0
+            while placement.place(ctx, h100_job(f"low-{filled}", 1, True)) is not None:
+                filled += 1
+            high = h100_job("high", 9, False)
+            assert placement.place(ctx, high) is None, "the H100 nodes are full"
+            high = repos.jobs.get(high.key)
+            with dynamodb_calls() as counted:
+                started = time.perf_counter()
+                preempted = placement.preempt_for(ctx, high, placement._budget_view(high))
+                row.preempt_ms = (time.perf_counter() - started) * 1000
+            assert preempted, "a preemptible job held a node the high job could use"
+            row.candidates, row.preempt_calls = filled, counted
             rows.append(row)
     return rows
 
@@ -369,6 +418,28 @@ def main() -> int:
                 for r in rows
             ],
             right={0, 1, 2, 3, 4},
+        )
+    )
+    print()
+    print(
+        "    and one preemption (a priority-9 job of 8 H100s waits; every H100 node that could be filled runs a "
+        "preemptible priority-1 job): DynamoDB requests to choose and stop its victim, whatever the candidates:"
+    )
+    kinds = sorted({name for r in rows for name in (r.preempt_calls or {})})
+    print(
+        _table(
+            ["nodes", "preemptible running jobs", *kinds, "requests", "ms"],
+            [
+                [
+                    str(r.nodes),
+                    str(r.candidates),
+                    *(str((r.preempt_calls or Counter())[n]) for n in kinds),
+                    str(sum((r.preempt_calls or Counter()).values())),
+                    f"{r.preempt_ms:.0f}",
+                ]
+                for r in rows
+            ],
+            right=set(range(0, 4 + len(kinds))),
         )
     )
     print()

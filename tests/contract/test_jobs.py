@@ -218,15 +218,19 @@ def test_preemption_candidates_lowest_priority_then_newest_only_while_they_hold_
     stopping = running("stopping", 0, "2024-05-01T00:00:05.000000Z", cancel_requested=True)
     assert stopping.cancel_requested
     # Then a priority-5 job may preempt the priority 1 and 4 ones, lowest first, the newest of a priority first
-    assert [k.name for k in repos.jobs.preemptible(sub, "GPU", 5, 10)] == ["new-low", "old-low", "mid"]
-    assert [k.name for k in repos.jobs.preemptible(sub.upper(), "gpu", 5, 1)] == ["new-low"]
-    assert [k.name for k in repos.jobs.preemptible(sub, "TPU", 5, 10)] == ["tpu"]
+    assert [j.key.name for j in repos.jobs.preemptible(sub, "GPU", 5, 10)] == ["new-low", "old-low", "mid"]
+    assert [j.key.name for j in repos.jobs.preemptible(sub.upper(), "gpu", 5, 1)] == ["new-low"]
+    # each as stored (the index holds the whole item)
+    assert repos.jobs.preemptible(sub, "GPU", 5, 1)[0] == repos.jobs.get(
+        ResourceKey(sub, "rg1", "sparkJobs", ("new-low",))
+    )
+    assert [j.key.name for j in repos.jobs.preemptible(sub, "TPU", 5, 10)] == ["tpu"]
     assert repos.jobs.preemptible(f"{sub}-other", "GPU", 9, 10) == []
     # And one that lets its capacity go is no candidate any more
     mid = repos.jobs.get(ResourceKey(sub, "rg1", "sparkJobs", ("mid",)))
     assert mid is not None
     repos.jobs.note(mid, replace(mid, capacity_reserved=False), expect=Expect(etag="j1"))
-    assert [k.name for k in repos.jobs.preemptible(sub, "GPU", 9, 10)] == ["new-low", "old-low", "high"]
+    assert [j.key.name for j in repos.jobs.preemptible(sub, "GPU", 9, 10)] == ["new-low", "old-low", "high"]
 
 
 # ---------------------------------------------------------------------------------------------- placement

@@ -16,8 +16,9 @@ The rules (Kueue's "preemption within a ClusterQueue" and Slurm's ``PreemptType=
   wins (then the lowest highest priority among them, then the fewest devices stopped).
 - **Never across a wall.** No preemption for a job its budgets refuse, nor on a node where a quota would still be
   full once the victims let go: preemption frees nodes, never spend or quota the waiting job may not have.
-- **Bounded.** One read of at most :data:`MAX_CANDIDATES` candidates (an index of the subscription's preemptible
-  jobs of the kind), one read of each, and at most :data:`MAX_NODES` nodes — whatever the fleet's size.
+- **Bounded.** One Query of at most :data:`MAX_CANDIDATES` candidates (a sparse index of the subscription's
+  preemptible jobs of the kind, holding each whole: a stale one fails its conditional write and is passed over) and
+  at most :data:`MAX_NODES` nodes with their quotas — whatever the fleet's size (benchmarks/placement.py).
 """
 
 from __future__ import annotations

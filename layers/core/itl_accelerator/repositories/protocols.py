@@ -240,10 +240,10 @@ class JobRepository(Protocol):
         submission). The queue may lag: read each job again."""
         ...
 
-    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[Job]:
         """Up to ``limit`` of the subscription's preemption candidates of accelerator ``kind``
-        (``Job.preemption_candidate``) with a priority below ``below_priority``, in ``Job.preemption_order``. The
-        index may lag: read each job again."""
+        (``Job.preemption_candidate``) with a priority below ``below_priority``, in ``Job.preemption_order``, as the
+        index holds them (one request): it may lag, so a write to one must be conditioned on its etag."""
         ...
 
 

@@ -150,7 +150,7 @@ class DynamoJobRepository:
     def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
         return self._w.note(before, after, expect)
 
-    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[Job]:
         response = self._t.client.query(
             TableName=self._t.name,
             IndexName="GSI1",
@@ -160,7 +160,8 @@ class DynamoJobRepository:
             ),
             Limit=limit,
         )
-        return [key_of(plain(i), subscription_id, TYPE) for i in response.get("Items", [])]
+        items = [plain(i) for i in response.get("Items", [])]
+        return [job_from_item(key_of(item, subscription_id, TYPE), item) for item in items]
 
     def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
         response = self._t.client.query(

@@ -62,20 +62,23 @@ class MemoryJobRepository:
     def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
         return self._w.note(before, after, expect)
 
-    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[ResourceKey]:
+    def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[Job]:
         """The first ``limit`` preemption candidates of the subscription and kind below ``below_priority``."""
         with self._s.lock:
             subscription = subscription_id.lower()
             found = sorted(
-                (w.preemption_order, listed_key(w, subscription_id))
-                for k, w in self._s.workloads.items()
-                if k[0] == subscription
-                and isinstance(w, Job)
-                and w.preemption_candidate
-                and w.kind.lower() == kind.lower()
-                and w.priority < below_priority
+                (
+                    w
+                    for k, w in self._s.workloads.items()
+                    if k[0] == subscription
+                    and isinstance(w, Job)
+                    and w.preemption_candidate
+                    and w.kind.lower() == kind.lower()
+                    and w.priority < below_priority
+                ),
+                key=lambda w: w.preemption_order,
             )
-            return [key for _, key in found[:limit]]
+        return [j for j in (self.get(w.key) for w in found[:limit]) if j is not None]
 
     def waiting(self, subscription_id: str, limit: int) -> list[ResourceKey]:
         """The first ``limit`` jobs of the subscription's queue (waiting, with no node owner)."""

@@ -20,6 +20,8 @@ Rules (issue: sparkJobs, Placement):
   fitting, one node that could hold it — the one nearest to fitting — is drained for it: no other job is placed
   there until it is, so it starts at the latest when that node's current work ends (jobs end by their
   ``maxDurationMinutes``).
+- **Preemption.** Before that drain, the first job in that order may preempt lower-priority jobs of its subscription
+  that agreed to it (domain/preemption.py: the rules), on a node then held for it the same way.
 """
 
 from __future__ import annotations
@@ -387,17 +389,15 @@ class Placement:
         if job.drain_node is not None or view.refusal is not None or job.status != JobStatus.PENDING:
             return False
         subscription = job.key.subscription_id
-        keys = self._jobs.preemptible(subscription, job.kind, job.priority, preemption.MAX_CANDIDATES)
-        victims: list[Job] = []
-        for key in keys:
-            found = self._jobs.get(key)
-            if (
-                found is not None
-                and found.preemption_candidate
-                and found.priority < job.priority
-                and found.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
-            ):
-                victims.append(found)
+        # as the index holds them (one Query): a victim's preemption is conditioned on its etag, so a stale one is
+        # passed over
+        victims = [
+            found
+            for found in self._jobs.preemptible(subscription, job.kind, job.priority, preemption.MAX_CANDIDATES)
+            if found.preemption_candidate
+            and found.priority < job.priority
+            and found.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
+        ]
         within = self._within(job, view.currencies)
         rooms: list[preemption.Room] = []
         limits: dict[str, dict[str, QuotaUsage]] = {}
