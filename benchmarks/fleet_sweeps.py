@@ -238,7 +238,7 @@ def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
             pages.append(counts["pages"])
             calls.append(checks.calls - before)
             for name, at in list(pending.items()):
-                if env.status(name) in ("Succeeded", "Failed", "Canceled"):
+                if env.status(name) in ("Succeeded", "Failed", "Canceled", "Preempted"):
                     lags.append(env.clock() - at)
                     del pending[name]
         return {

@@ -114,12 +114,16 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
     properties.update({k: v for k, v in optional.items() if v is not None})
     if o["retry_codes"] and not o["retry_attempts"]:
         raise click.UsageError("--retry-on-exit-code needs --retry-attempts (how many runs in all).")
+    if len(o["retry_codes"]) > 4:
+        raise click.UsageError(
+            "At most 4 --retry-on-exit-code (a strategy holds 5 conditions; the last ends the rest)."
+        )
     if o["retry_attempts"]:
         strategy: dict[str, Any] = {"attempts": o["retry_attempts"]}
         if o["retry_codes"]:
             # these codes are retried, any other failure ends the job (AWS Batch retries what no condition names)
             conditions = [{"onExitCode": code, "action": "RETRY"} for code in o["retry_codes"]]
-            strategy["evaluateOnExit"] = [*conditions, {"onReason": "*", "action": "EXIT"}][:5]
+            strategy["evaluateOnExit"] = [*conditions, {"onReason": "*", "action": "EXIT"}]
         properties["retryStrategy"] = strategy
     if o["requeue_on_preemption"] and not o["preemptible"]:
         raise click.UsageError("--requeue-on-preemption goes with --preemptible.")

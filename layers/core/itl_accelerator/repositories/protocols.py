@@ -137,9 +137,10 @@ class NodeRepository(Protocol):
         the fleet's size. The index may lag: a reservation is the judge."""
         ...
 
-    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         """Drain ``node`` for ``for_job`` (no other job is placed there until it is) or end its drain (None).
-        Placement's bookkeeping, not a change of the node (no audit). A missing node is no error."""
+        Placement's bookkeeping, not a change of the node (no audit). ``unless_held``: not when the node is held for
+        another job already. Whether it was written (a missing node is no error: False)."""
         ...
 
 

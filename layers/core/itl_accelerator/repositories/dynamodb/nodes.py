@@ -251,7 +251,7 @@ class DynamoNodeRepository:
             subscription_checked=False,
         )
 
-    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         update: dict[str, Any] = {
             "TableName": self._t.name,
             "Key": typed(keys.item_key(node)),
@@ -260,12 +260,15 @@ class DynamoNodeRepository:
         if for_job:
             update["UpdateExpression"] = "SET drainingFor = :job"
             update["ExpressionAttributeValues"] = typed({":job": job_ref(for_job)})
+            if unless_held:
+                update["ConditionExpression"] += " AND (attribute_not_exists(drainingFor) OR drainingFor = :job)"
         else:
             update["UpdateExpression"] = "REMOVE drainingFor"
         try:
             self._t.client.update_item(**update)
         except self._t.client.exceptions.ConditionalCheckFailedException:
-            pass  # the node is gone: nothing to drain
+            return False  # the node is gone (nothing to drain), or held for another job
+        return True
 
     # ----------------------------------------------------------------------------------------------- items
     @staticmethod

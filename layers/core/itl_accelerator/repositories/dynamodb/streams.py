@@ -7,7 +7,7 @@ A stream record (NEW_AND_OLD_IMAGES) becomes an event when its item's state attr
 | item (sort key) | state attribute | ``detail-type`` |
 |---|---|---|
 | ``INSTANCE#...`` | ``provisioningState`` (Accepted, Provisioning, Succeeded, Failed, Deleting, Canceled) | ``Instance State Changed`` |
-| ``JOB#...`` | ``status`` (Pending, Scheduled, Running, Succeeded, Failed, Canceled) | ``Job State Changed`` |
+| ``JOB#...`` | ``status`` (Pending, Scheduled, Running, Succeeded, Failed, Canceled, Preempted) | ``Job State Changed`` |
 | ``NODE#...`` | ``availability`` (Available, Cordoned, Maintenance, Offline) | ``Node State Changed`` |
 
 An item written for the first time has ``previousState`` null; an item removed has ``state`` ``Deleted``. Every other

@@ -317,11 +317,16 @@ class MemoryNodeRepository:
             self._s.put_audit(audit)
             self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node))
 
-    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None) -> None:
+    def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         with self._s.lock:
             stored = self._s.nodes.get(fold(node))
-            if stored is not None:  # the node is gone: nothing to drain
-                stored.draining_for = fold(for_job) if for_job else None
+            if stored is None:  # the node is gone: nothing to drain
+                return False
+            wanted = fold(for_job) if for_job else None
+            if wanted is not None and unless_held and stored.draining_for not in (None, wanted):
+                return False  # held for another job
+            stored.draining_for = wanted
+            return True
 
     def _count_shape(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> None:
         """Count a node in (``+1``) or out of (``-1``) its shape, and ``available`` in or out of its ``Available``

@@ -3,8 +3,8 @@ routes and the stats, so no route shows a job (or its operation) by another rule
 
 Rules (docs/RBAC.md): admins see and change every job; a consumer sees and changes the jobs it submitted; a supplier
 sees, read only, the jobs placed on its nodes. Anyone else gets the answer a missing job gets (404). The workload's
-``env`` values are shown to the submitter and admins only, its ``secretEnv`` values to nobody
-(models/jobs.py ``masked_workload``).
+``env`` values are shown to the submitter and admins only, its ``secretEnv`` values to nobody (models/jobs.py
+``masked_workload``); ``preemptedBy`` (the job that preempted it, perhaps another user's) to admins only.
 """
 
 from __future__ import annotations
@@ -53,4 +53,8 @@ def render_job(job: Job, principal: Principal) -> dict[str, Any]:
             "memoryGb": props.get("requestedMemoryGb"),
         }
         document["properties"] = {"accelerator": {k: v for k, v in asked.items() if v is not None}, **props}
+    if "preemptedBy" in props and rbac.ROLE_ADMIN not in principal.roles:
+        # the job that preempted it may be another user's, which a consumer or supplier may not learn of: its
+        # statusReason says its priority; admins see which job it was
+        document["properties"] = {k: v for k, v in document["properties"].items() if k != "preemptedBy"}
     return with_etag(document, job.etag)

@@ -386,8 +386,13 @@ class Placement:
         as read; ``view``: the budgets covering it) when stopping them gives it room on a node it may use
         (domain/preemption.py: the rules and the bound on reads): the node is drained for it, so the capacity the
         victims free is its, and each victim is told to stop (:meth:`_preempt`). False when nothing was preempted."""
-        if job.drain_node is not None or view.refusal is not None or job.status != JobStatus.PENDING:
-            return False
+        if (
+            job.drain_node is not None
+            or view.refusal is not None
+            or job.status != JobStatus.PENDING
+            or not job.priority
+        ):
+            return False  # (priority 0: nothing is lower)
         subscription = job.key.subscription_id
         # as the index holds them (one Query): a victim's preemption is conditioned on its etag, so a stale one is
         # passed over
@@ -401,7 +406,10 @@ class Placement:
         within = self._within(job, view.currencies)
         rooms: list[preemption.Room] = []
         limits: dict[str, dict[str, QuotaUsage]] = {}
-        for node_key in list(dict.fromkeys(v.node_key for v in victims))[: preemption.MAX_NODES]:
+        # the nodes of the candidates, in their order, until MAX_NODES the job may use (at most twice that read)
+        for node_key in list(dict.fromkeys(v.node_key for v in victims))[: 2 * preemption.MAX_NODES]:
+            if len(rooms) == preemption.MAX_NODES:
+                break
             node = self._nodes.get(node_key)
             if node is None or node.availability != Availability.AVAILABLE or not self._matches(job, node, within):
                 continue
@@ -420,19 +428,25 @@ class Placement:
         if chosen is None:
             return False
         room, taken = chosen
-        self._nodes.set_draining(room.node, job.key)
-        if not self._jobs.note(
-            job, replace(job, drain_node=room.node), expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False)
-        ):
+        # the node is held for the job (not when it is held for another already: a starving job, a preemption
+        # under way), and the job records the hold (not when another dispatch gave it one meanwhile)
+        if not self._nodes.set_draining(room.node, job.key, unless_held=True):
+            return False
+        held = replace(job, drain_node=room.node)
+        if not self._jobs.note(job, held, expect=Expect(etag=job.etag, status=(JobStatus.PENDING,))):
             self._nodes.set_draining(room.node, None)
             return False
         by_key = {v.key: v for v in victims}
         stopped = sum(self._preempt(ctx, by_key[v.key], job) for v in taken)
+        if not stopped:  # every victim changed meanwhile (a stale index entry, a cancel): let the node go again
+            self._nodes.set_draining(room.node, None)
+            self._jobs.note(held, replace(held, drain_node=None), expect=Expect(etag=job.etag))
+            return False
         logger.info(
             "Preempted jobs for a higher-priority one",
             extra={"job": job.arm_id, "node": room.node.name, "victims": stopped},
         )
-        return stopped > 0
+        return True
 
     def _preempt(self, ctx: CallContext, victim: Job, job: Job) -> bool:
         """Tell ``victim`` (as read) it is preempted by ``job``: an audited change saying by which job and why, its
@@ -441,30 +455,41 @@ class Placement:
         (stopped on the DGX Platform with the grace period, billed until it stopped there: job_steps.py). False when
         it changed meanwhile (it ended, or a cancel came)."""
         grace = self._settings.job_preemption_grace_seconds
+        # the job that preempted it is named in preemptedBy, which only admins see (services/common/job_access.py):
+        # a consumer may not learn of another user's job; its priority is what the rule needs said
         reason = (
-            f"Preempted by job '{job.key.name}' of resource group '{job.key.resource_group}' (priority {job.priority}; "
-            f"this job's: {victim.priority}), which needs its node: asked to stop with a {grace} s grace period."
+            f"Preempted by a job of priority {job.priority} of the subscription (this job's: {victim.priority}), which "
+            f"needs its node: asked to stop with a {grace} s grace period."
         )
+        # a running victim's next tracker check waits for its stop (grace and stop time), so the tracker does not end
+        # it behind its execution's back (a requeue would be lost)
+        settings = self._settings
+        checked = self._clock() + grace + settings.job_stop_timeout_seconds + settings.workflow_lease_grace_seconds
         preempted = arm_rules.changed(
             ctx,
             victim,
             {"statusReason": reason, "preemptedBy": job.arm_id, "preemptedAt": ctx.now_iso()},
             cancel_requested=True,
+            **({"lease": Lease.tracked(checked)} if victim.status == JobStatus.RUNNING else {}),
         )
         try:
             self._jobs.update(
                 victim,
                 preempted,
-                self._kernel.audit(ctx, JOBS, victim.key, JOBS.write, reason, victim.document, preempted.document),
+                # the audit trail (admins') names the job that preempted it
+                self._kernel.audit(
+                    ctx, JOBS, victim.key, JOBS.write, f"{reason} By {job.arm_id}.", victim.document, preempted.document
+                ),
                 expect=Expect(
                     etag=victim.etag, status=(JobStatus.SCHEDULED, JobStatus.RUNNING), cancel_requested=False
                 ),
             )
         except WorkloadChanged:
             return False
-        if victim.task_token:
+        current = self._jobs.get(victim.key)  # the token it waits on now (the index's copy may predate it)
+        if current is not None and current.task_token:
             end = JobEnd(status=JobStatus.PREEMPTED, reason=reason, stop=True)
-            self._state_machines.complete_task(victim.task_token, StepOutcome(end=end).as_output())
+            self._state_machines.complete_task(current.task_token, StepOutcome(end=end).as_output())
         return True
 
     def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> int:

@@ -142,6 +142,9 @@ def settle(requested: JobEnd, platform: JobEnd | None) -> JobEnd:
     platform stopped it."""
     if platform is None or requested.onPlatform:
         return requested
+    if requested.status == JobStatus.PREEMPTED and platform.status != JobStatus.SUCCEEDED:
+        # a preempted container that exits non-zero on SIGTERM is still preempted (billed until it stopped)
+        return requested.model_copy(update={"endedAt": requested.endedAt or platform.endedAt})
     if platform.status != JobStatus.CANCELED:
         reason = platform.reason
         if requested.status == JobStatus.CANCELED:
@@ -530,8 +533,8 @@ class JobSteps:
             return None
         if job.status == JobStatus.PENDING and not job.cancel_requested:  # written already: run again
             return FinishResult(status=JobStatus.PENDING, retryInSeconds=1)
-        if job.cancel_operation_id:
-            return None
+        if job.cancel_operation_id or attempt_of(job.properties) >= retries.MAX_ATTEMPTS:
+            return None  # its consumer canceled it; or it ran as often as any job may: it ends Preempted
         why = f"{outcome.reason} Requeued, as it asked (preemptMode Requeue): it waits for capacity again."
         return self._again(ctx, inp, job, outcome, delay=1, reason=why)
 
@@ -556,11 +559,14 @@ class JobSteps:
             "preemptedBy": None,
             "preemptedAt": None,
             "assignedNode": None,
+            # a new number even for an attempt that never ran (preempted while Scheduled): it may have reached the
+            # platform under its own id, which the next attempt must not reuse
+            "attempt": attempt + 1,
         }
         if job.started_at is not None:
             record = self._attempt_record(job, outcome, ended)
             attempts = [*attempts, record]
-            properties.update(attempt=attempt + 1, attempts=attempts, **_sums(attempts))
+            properties.update(attempts=attempts, **_sums(attempts))
             ceiling = job.price_ceiling
             narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
             if narrowed is not None and narrowed.terms:
