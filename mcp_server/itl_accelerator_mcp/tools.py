@@ -476,6 +476,7 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
     args = call.args
     kind, gpus, model_wanted, memory = _asked(args)
     minutes = int(args.get("maxDurationMinutes") or 10080)
+    runs = _runs(args)
     nodes = await call.api.list(provider_path(call.subscription()) + "/sparkNodes", max_items=1000)
     candidates = []
     for node in nodes["value"]:
@@ -495,9 +496,10 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
     bounds = _bounds([_pricing(node) for node in candidates])
     estimated = [
         {
-            "amount": _money(_cost(bound, gpus, minutes * 60)),
+            "amount": _money(_cost(bound, gpus, minutes * 60) * runs),
             "currency": cur,
-            "basis": f"at most, for the whole maxDurationMinutes ({minutes})",
+            "basis": f"at most, for the whole maxDurationMinutes ({minutes})"
+            + (f", each of up to {runs} runs (retries or requeues)" if runs > 1 else ""),
         }
         for cur, bound in sorted(bounds.items())
     ]
@@ -579,7 +581,21 @@ _JOB_PROPERTIES = (
     "requestedMemoryGb",
     "gpuModel",
     "priority",
+    "retryStrategy",
+    "preemptible",
+    "preemptMode",
 )
+
+#: The most runs a job may have in all (failures retried, or preemptions requeued): domain/retries.py MAX_ATTEMPTS.
+MAX_RUNS = 10
+
+
+def _runs(args: dict[str, Any]) -> int:
+    """How many times the job may run at most: its retryStrategy's attempts, or every run a job may have when it asks
+    to be requeued after a preemption — the quote's bound multiplies by it."""
+    if args.get("preemptible") and args.get("preemptMode") == "Requeue":
+        return MAX_RUNS
+    return int((args.get("retryStrategy") or {}).get("attempts") or 1)
 
 
 async def submit_job(call: ToolCall) -> Result:
@@ -653,7 +669,18 @@ def build_tools() -> list[ToolSpec]:
     """Every tool, reads first. Schemas are built from the API's models on each call (cheap: dict copies)."""
     job_fields = {
         key: api_field("SparkJobPropertiesWrite", key)
-        for key in ("jobType", "workload", "accelerator", "requestedGpus", "requestedMemoryGb", "gpuModel", "priority")
+        for key in (
+            "jobType",
+            "workload",
+            "accelerator",
+            "requestedGpus",
+            "requestedMemoryGb",
+            "gpuModel",
+            "priority",
+            "retryStrategy",
+            "preemptible",
+            "preemptMode",
+        )
     }
     job_fields["maxDurationMinutes"] = api_field(
         "SparkJobPropertiesWrite",

@@ -228,6 +228,10 @@ def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
             # a quote holds for exactly what was quoted
             out["other"] = await client.call_tool("submit_job", {**args, "requestedGpus": 4, "quoteId": quote_id})
             out["forged"] = await client.call_tool("submit_job", {**args, "quoteId": quote_id[:-4] + "AAAA"})
+            # a job that may run again (retried, or requeued after a preemption) is quoted for every run it may have
+            out["retried"] = await client.call_tool("submit_job", {**args, "retryStrategy": {"attempts": 3}})
+            requeued = {**args, "preemptible": True, "preemptMode": "Requeue"}
+            out["requeued"] = await client.call_tool("submit_job", requeued)
         out["before"] = admin.get(jobs_path(sub, "train")).status_code
         async with http_session(mcp_url, token) as client:  # a new connection: quotes are stateless
             out["accepted"] = await client.call_tool("submit_job", {**args, "quoteId": quote_id})
@@ -242,6 +246,8 @@ def test_a_job_is_submitted_only_with_an_accepted_quote_and_runs_to_succeeded(
         f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/sparkNodes/dgx-1"
     ]
     assert quote["prices"][0]["pricePerGpuHour"] == 2.5 and "show this quote" in out["quote"].content[0].text
+    assert out["retried"].structured_content["quote"]["estimatedCost"][0]["amount"] == "15.000000"  # 3 runs
+    assert out["requeued"].structured_content["quote"]["estimatedCost"][0]["amount"] == "50.000000"  # up to 10
     # Other arguments or an altered id are refused, and nothing is submitted until the quote is accepted
     assert payload(out["other"])["error"]["code"] == "QuoteNotValid"
     assert payload(out["forged"])["error"]["code"] == "QuoteNotValid"
