@@ -86,6 +86,12 @@ def _either(*paths: str) -> Getter:
     return get
 
 
+def _gang(row: dict[str, Any]) -> str:
+    """``2 x 8`` for the largest multi-node job placed now ("" when none)."""
+    gang = (row.get("properties") or {}).get("largestMultiNode")
+    return f"{gang['nodes']} x {gang['devicesPerNode']}" if gang else ""
+
+
 def _price_ranges(item: dict[str, Any]) -> str | None:
     ranges = field("properties.pricePerAcceleratorHour")(item)
     if not isinstance(ranges, list):
@@ -169,6 +175,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Available", field("properties.availableNodes")),
         ("Largest now", field("properties.largestSingleNode.devices")),
         ("Memory GB", field("properties.largestSingleNode.memoryGb")),
+        ("Multi-node now", lambda r: _gang(r)),
         ("Allowed now", field("properties.allowedNow")),
         ("Price/device-h", _price_ranges),
         ("Quota", field("properties.quota.name")),

@@ -481,6 +481,7 @@ class DgxSimulator:
             "id",
             "name",
             "nodeId",
+            "nodeIds",
             "gpus",
             "memoryGb",
             "status",
@@ -508,6 +509,9 @@ class DgxSimulator:
             return _error(400, "InvalidRequest", "accelerator is an object with a kind (GPU, TPU, NPU...).")
         if image.split("/")[-1].startswith(UNKNOWN_MODEL_PREFIX):
             return _error(400, "ImageNotFound", f"The image '{image}' is not in the platform's registry.")
+        node_ids = body.get("nodeIds") or [node_id]
+        if not isinstance(node_ids, list) or not all(isinstance(n, str) for n in node_ids) or node_ids[0] != node_id:
+            return _error(400, "InvalidRequest", "nodeIds is a list of node ids starting with nodeId.")
         key = request.headers.get("Idempotency-Key")
         if not key:
             return _error(400, "IdempotencyKeyRequired", "Idempotency-Key header is required on submit.")
@@ -531,6 +535,7 @@ class DgxSimulator:
                 "id": job_id,
                 "name": name,
                 "nodeId": node_id,
+                "nodeIds": node_ids,  # a multi-node job runs one container per node, with one outcome
                 "accelerator": accelerator,
                 "gpus": gpus,
                 "memoryGb": memory,
@@ -553,7 +558,12 @@ class DgxSimulator:
                 "announced": None,
             }
             self.jobs[job_id] = self._refresh_job(job)
-            self.ledger[job_id] = {"gpus": gpus, "memoryGb": memory, "kind": "job", "generated": []}
+            self.ledger[job_id] = {
+                "gpus": gpus * len(node_ids),
+                "memoryGb": memory * len(node_ids),
+                "kind": "job",
+                "generated": [],
+            }
         if job["callbackUrl"]:
             self.notifier.wake()
         return JSONResponse(self._public_job(job), status_code=201)

@@ -335,7 +335,8 @@ async def list_offers(call: ToolCall) -> Result:
     return Result(
         answer,
         "Quote from these before submitting: a job of at most largestSingleNode.devices (and "
-        "allowedNow) is placed at once, at a price in pricePerAcceleratorHour.",
+        "allowedNow) is placed at once, at a price in pricePerAcceleratorHour; a multi-node job of at most "
+        "largestMultiNode (accelerator.nodes x devicesPerNode) too.",
     )
 
 

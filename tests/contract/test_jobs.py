@@ -13,6 +13,7 @@ from itl_accelerator.domain.states import JobStatus, LeaseKind, OperationKind, O
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
     InvalidSkipToken,
+    NodeChanged,
     NodeMissing,
     SubscriptionNotWritable,
     WorkloadChanged,
@@ -271,6 +272,37 @@ def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos
         effects=Effects(release=Release(node.key, 4, 320)),
     )
     assert counters(repos.nodes.get(node.key)) == (0, 0, 0)
+
+
+def test_a_gang_is_reserved_on_all_its_nodes_or_none_its_quota_counted_once(repos: Repositories, sub: str) -> None:
+    one = create_node(repos, make_node(sub, "n1"))
+    two = create_node(repos, make_node(sub, "n2"))
+    job = submit(repos, make_job(sub, queued=True, gpus=8, memory_gb=640))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=one.key, gang_nodes=(two.key,),
+                     capacity_reserved=True)  # fmt: skip
+    first = replace(Reservation.on(one, 8, 640, for_job=job.key), quota_gpus=16)
+    # a second part that does not fit (its node is at another etag: read before a change): nothing is written
+    stale = replace(Reservation.on(two, 8, 640, for_job=job.key), quota=None, etag="other")
+    with pytest.raises(NodeChanged):
+        repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                          effects=Effects(reservation=first, more_reservations=(stale,)))  # fmt: skip
+    assert counters(repos.nodes.get(one.key)) == counters(repos.nodes.get(two.key)) == (0, 0, 0)
+    assert repos.jobs.get(job.key) == job
+    # both parts at once: both nodes full, the job reads back with its other node, the quota counted 16 once
+    second = replace(Reservation.on(two, 8, 640, for_job=job.key), quota=None)
+    repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                      effects=Effects(reservation=first, more_reservations=(second,)))  # fmt: skip
+    assert counters(repos.nodes.get(one.key)) == counters(repos.nodes.get(two.key)) == (8, 640, 0)
+    stored = repos.jobs.get(job.key)
+    assert stored is not None and stored.gang_nodes == (two.key,)
+    assert {q.name: q.current for q in repos.quotas.in_location(sub, "eastus")}.get("gpus") == 16
+    # and given back together: the quota too
+    ended = replace(stored, status=JobStatus.SUCCEEDED, etag="j3", capacity_reserved=False)
+    back = Release(one.key, 8, 640, quota=DEFAULT_QUOTA, quota_gpus=16)
+    repos.jobs.update(stored, ended, make_audit(sub), expect=Expect(etag="j2"),
+                      effects=Effects(release=back, more_releases=(Release(two.key, 8, 640),)))  # fmt: skip
+    assert counters(repos.nodes.get(one.key)) == counters(repos.nodes.get(two.key)) == (0, 0, 0)
+    assert {q.name: q.current for q in repos.quotas.in_location(sub, "eastus")}.get("gpus") == 0
 
 
 def test_a_placement_that_falls_short_writes_nothing(repos: Repositories, sub: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from itl_accelerator.services.workflows.job_steps import epoch
-from tests.conftest import ADMIN, CONSUMER, SEED_NODE, SUPPLIER, node_body, nodes_path
+from tests.conftest import ADMIN, CONSUMER, SEED_NODE, SUPPLIER, TABLE, node_body, nodes_path
 from tests.integration.instance_helpers import (
     SEED_INSTANCE,
     instances_path,
@@ -632,6 +632,80 @@ def test_fifty_jobs_racing_for_three_nodes_never_overcommit_and_all_end(make_tok
     known = {j["id"] for j in jobs}
     assert {j["name"] for j in sim_jobs_of(dgx, sub)} <= known
     assert len(sim_jobs_of(dgx, sub)) == 50
+
+
+@pytest.mark.slow
+def test_a_16_gpu_job_over_two_8_gpu_nodes_is_placed_whole_or_not_at_all_while_50_race(
+    make_token, gateway_url, admin, sub, aws, dgx
+):
+    import httpx
+
+    from itl_accelerator.domain.records import ResourceKey
+    from itl_accelerator.repositories.dynamodb.keys import item_key
+
+    for name in ("n1", "n2"):
+        assert admin.put(nodes_path(sub, name=name), json=node_body()).status_code == 201
+    token = make_token("admin-1", [ADMIN], [f"/subscriptions/{sub}"])
+    gang = {"kind": "GPU", "count": 8, "memoryGb": 640, "nodes": 2}
+    half_placed: list[dict[str, int]] = []
+    peak = {"n1": 0, "n2": 0}
+    stop = threading.Event()
+
+    def gang_holds() -> bool:
+        item = aws.get_item(
+            TableName=TABLE,
+            Key={k: {"S": v} for k, v in item_key(ResourceKey(sub, "rg1", "sparkJobs", ("gang",))).items()},
+            ConsistentRead=True,
+        ).get("Item")
+        return bool(item) and item.get("capacityReserved", {}).get("BOOL", False)
+
+    def watch() -> None:
+        while not stop.is_set():
+            holds = gang_holds()
+            used = {name: node_counters(aws, sub, node=name)["gpuAllocated"] for name in peak}
+            for name, gpus in used.items():
+                peak[name] = max(peak[name], gpus)
+            if holds and used != {"n1": 8, "n2": 8}:
+                half_placed.append(used)  # while the gang holds its parts, both nodes are wholly its
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+
+    def submit(i: int) -> int:
+        with httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            if i == 25:
+                body = {"properties": {"accelerator": gang, "workload": sim(seconds=1)}}
+                return http.put(jobs_path(sub, "gang"), json=body).status_code
+            body = job_body(1 + i % 2, 80 * (1 + i % 2), workload=sim(seconds=0.5))
+            return http.put(jobs_path(sub, f"job-{i}"), json=body).status_code
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(submit, range(51)))
+        assert all(a == 201 for a in answers), answers
+        wait_for_progress(
+            lambda: sum(
+                j["properties"]["status"] in FINAL for j in admin.get(jobs_path(sub) + "?$top=100").json()["value"]
+            ),
+            51,
+            what="the 51 jobs ending",
+        )
+    finally:
+        stop.set()
+        watcher.join()
+    done = admin.get(jobs_path(sub, "gang")).json()["properties"]
+    # Then the gang ran on both nodes at once, as one platform job given both, and was never half placed
+    assert done["status"] == "Succeeded", done["statusReason"]
+    assert sorted(n.rsplit("/", 1)[1] for n in done["assignedNodes"]) == ["n1", "n2"]
+    assert done["gpuSeconds"] > 0 and done["requestedGpus"] == 16
+    (platform,) = [j for j in sim_jobs_of(dgx, sub) if j["name"].endswith("/gang")]
+    assert sorted(n.rsplit("/", 1)[1] for n in platform["nodeIds"]) == ["n1", "n2"]
+    assert half_placed == [] and all(p <= 8 for p in peak.values()), (half_placed, peak)
+    jobs = admin.get(jobs_path(sub) + "?$top=100").json()["value"]
+    assert all(j["properties"]["status"] == "Succeeded" for j in jobs)
+    for name in peak:
+        assert node_counters(aws, sub, node=name) == {"gpuAllocated": 0, "memoryGbAllocated": 0, "childCount": 0}
 
 
 # ------------------------------------------------------------------------------------------------ history bound

@@ -340,6 +340,7 @@ class FakeDgx:
         max_duration_seconds: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
+        node_ids: list[str] | None = None,
     ) -> DgxJob:
         self._enter(
             "submit_job",
@@ -349,6 +350,7 @@ class FakeDgx:
                 "node_id": node_id,
                 "callback_url": callback_url,
                 "accelerator": accelerator,
+                "node_ids": node_ids,
             },
         )
         for job in self.jobs.values():

@@ -103,8 +103,11 @@ def test_the_reads_per_offer_do_not_grow_with_the_fleet(env: Env, nodes: int, mo
     monkeypatch.setattr(env.repos.nodes, "candidates", lambda *a, **kw: reads.append(a) or read(*a, **kw))
     found = offers(env)
     assert found["gpu-h100"]["largestSingleNode"]["devices"] == 8
-    # a binary search over 1..8 devices: at most log2(8) + 1 candidate reads, however many nodes
-    assert 0 < len(reads) <= 4
+    # a binary search over 1..8 devices: at most log2(8) + 1 candidate reads, and one for the largest gang, however
+    # many nodes
+    assert 0 < len(reads) <= 5
+    assert found["gpu-h100"]["largestMultiNode"] == {
+        "nodes": min(nodes, 16), "devicesPerNode": 8, "memoryGbPerNode": 640, "devices": 8 * min(nodes, 16)}  # fmt: skip
 
 
 def test_a_node_priced_above_what_the_caller_sees_is_not_offered_to_it(env: Env):

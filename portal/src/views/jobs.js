@@ -100,7 +100,7 @@ class Jobs extends View {
         const what = `${p.accelerator.kind}${p.accelerator.model ? ` ${p.accelerator.model}` : ''}`;
         const prices = p.pricePerAcceleratorHour.map((r) => `${r.min === r.max ? r.min : `${r.min}–${r.max}`} ${r.currency}`).join(', ');
         const limit = p.budget.refusal ? html` — <span class="muted">${p.budget.refusal}</span>` : p.allowedNow < p.largestSingleNode.devices ? html` — ${p.allowedNow} allowed by ${p.quota ? `quota ${p.quota.name}` : 'the budget'}` : nothing;
-        return html`<li class="offer" data-offer=${o.name}>${what}: up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them), ${p.availableNodes} of ${p.nodes} nodes taking work${prices ? `, ${prices} per device-hour` : ''}${limit}</li>`;
+        return html`<li class="offer" data-offer=${o.name}>${what}: up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them), ${p.largestMultiNode ? html`, or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once` : nothing}, ${p.availableNodes} of ${p.nodes} nodes taking work${prices ? `, ${prices} per device-hour` : ''}${limit}</li>`;
       })}</ul></div>`;
   }
 

@@ -155,10 +155,13 @@ class DgxPlatformClient:
         max_duration_seconds: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
+        node_ids: list[str] | None = None,
     ) -> DgxJob:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
         ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
-        ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`."""
+        ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`;
+        ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``gpus`` and ``memory_gb`` on each — one
+        platform job with one outcome, its containers started on all of them at once (docs/DGX_INTEGRATION.md)."""
         body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,
@@ -173,6 +176,8 @@ class DgxPlatformClient:
             body["callbackUrl"] = callback_url
         if accelerator:
             body["accelerator"] = accelerator
+        if node_ids and len(node_ids) > 1:
+            body["nodeIds"] = node_ids
         response = self._call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": idempotency_key})
         return _job(response.json())
 

@@ -279,6 +279,10 @@ class Demand:
     kind: str = GPU
 
 
+#: The most nodes one job runs on at once (a gang: services/common/placement.py).
+MAX_GANG_NODES = 16
+
+
 @dataclass(frozen=True)
 class Reservation:
     """``gpus``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
@@ -296,6 +300,14 @@ class Reservation:
     child: int = 0
     for_job: ResourceKey | None = None
     quota: QuotaScope | None = None
+    #: devices counted in ``quota`` (None: ``gpus``) — a gang's first part counts the whole gang's, the others none
+    #: (one quota counter is written once per transaction)
+    quota_gpus: int | None = None
+
+    @property
+    def quota_charge(self) -> int:
+        """Devices this reservation counts in its quotas."""
+        return self.gpus if self.quota_gpus is None else self.quota_gpus
 
     @classmethod
     def on(
@@ -318,12 +330,28 @@ class Release:
     memory_gb: int
     child: int = 0
     quota: QuotaScope | None = None
+    #: devices given back to ``quota`` (None: ``gpus``): a gang's first part gives back the whole gang's
+    quota_gpus: int | None = None
+
+    @property
+    def quota_charge(self) -> int:
+        """Devices this release gives back to its quotas."""
+        return self.gpus if self.quota_gpus is None else self.quota_gpus
 
     @classmethod
     def of(cls, workload: Workload, *, child: int = 0, all_held: bool = True) -> Release:
-        """What ``workload`` gives back: everything it holds (``all_held`` False: nothing but ``child``)."""
+        """What ``workload`` gives back: everything it holds (``all_held`` False: nothing but ``child``) — on its
+        node; a gang job's first part gives back the whole gang's quota (:func:`gang_releases` the other parts)."""
         gpus, memory = (workload.gpus, workload.memory_gb) if all_held else (0, 0)
-        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None)
+        parts = len(workload.gang_nodes) + 1 if isinstance(workload, Job) else 1
+        quota_gpus = gpus * parts if parts > 1 else None
+        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None, quota_gpus)
+
+
+def gang_releases(job: Job) -> tuple[Release, ...]:
+    """The capacity a gang job's other parts give back (each node's devices; the quota goes back with the first
+    part: :meth:`Release.of`)."""
+    return tuple(Release(node, job.gpus, job.memory_gb) for node in job.gang_nodes)
 
 
 @dataclass
@@ -437,6 +465,13 @@ class Job(Workload):
     canceled_by: str | None = None
     cancel_operation_id: str | None = None
     drain_node: ResourceKey | None = None
+    #: a gang job's nodes beyond ``node`` (its first part), each holding ``gpus`` and ``memory_gb`` while it runs
+    gang_nodes: tuple[ResourceKey, ...] = ()
+
+    @property
+    def gang_size(self) -> int:
+        """How many nodes the job runs on at once (``accelerator.nodes``; 1 for a job of one node)."""
+        return int((self.properties.get("accelerator") or {}).get("nodes") or 1)
 
     def arm_properties(self) -> dict[str, Any]:
         """See :meth:`Workload.arm_properties`: what it asks for (``requestedGpus``, ``requestedMemoryGb``,
@@ -447,8 +482,9 @@ class Job(Workload):
             **super().arm_properties(),
             **_set(
                 {
-                    "requestedGpus": self.gpus if self.kind == GPU else None,  # the seed's GPU-only spelling
-                    "requestedMemoryGb": self.memory_gb if self.kind == GPU else None,  # GPUs: accelerator's
+                    # the seed's GPU-only spelling, of the whole job (a gang's: all its parts)
+                    "requestedGpus": self.gpus * self.gang_size if self.kind == GPU else None,
+                    "requestedMemoryGb": self.memory_gb * self.gang_size if self.kind == GPU else None,
                     "priority": self.priority,
                     "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
                     "status": str(self.status),
@@ -470,7 +506,12 @@ class Job(Workload):
     def preemption_candidate(self) -> bool:
         """Whether a higher-priority job of its subscription may preempt it now: it said ``preemptible``, holds
         capacity, and no cancel or preemption is under way (services/common/preemption.py)."""
-        return bool(self.properties.get("preemptible")) and self.capacity_reserved and not self.cancel_requested
+        return (
+            bool(self.properties.get("preemptible"))
+            and self.capacity_reserved
+            and not self.cancel_requested
+            and not self.gang_nodes
+        )
 
     @property
     def preemption_order(self) -> str:

@@ -262,8 +262,8 @@ class Meter:
             "submittedBy": self.submitted_by,
             "acceleratorKind": self.accelerator_kind,
             "acceleratorModel": self.accelerator_model,
-            # a later attempt of a job only (so every other allocation's descriptor is what it always was)
-            **({"allocationId": self.job_allocation_id, "attempt": self.attempt} if self.attempt > 1 else {}),
+            # a later attempt or another part of a job only (every other allocation's descriptor is what it was)
+            **({"allocationId": self.job_allocation_id, "attempt": self.attempt} if self.job_allocation_id else {}),
         }
 
 

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, WithJsonSchema, field_validator, model_validator
 
 from itl_accelerator.domain.accelerators import GPU, canonical_kind, model_key
+from itl_accelerator.domain.records import MAX_GANG_NODES
 from itl_accelerator.domain.retries import EXIT, MAX_CONDITIONS, RETRY
 from itl_accelerator.domain.retries import MAX_ATTEMPTS as MAX_RETRY_ATTEMPTS
 from itl_accelerator.models.common import (
@@ -262,12 +263,21 @@ class MaxPrice(ApiModel):
 
 class JobAccelerator(ApiModel):
     """What a job asks for: ``count`` devices of one ``kind`` (``GPU``, ``TPU``, ``NPU``...), of ``model`` when given
-    (any model of the kind otherwise), with ``memoryGb`` GiB of device memory in all (0 or left out: any)."""
+    (any model of the kind otherwise), with ``memoryGb`` GiB of device memory in all (0 or left out: any). ``nodes``
+    (2 to 16; left out: 1): a multi-node job, placed on that many nodes at once or not at all (gang placement) —
+    ``count`` and ``memoryGb`` are then *per node* (Slurm's ``--nodes`` with ``--gpus-per-node``), so it holds
+    ``nodes * count`` devices in all (services/common/placement.py, "Gangs")."""
 
     kind: AcceleratorKind
     count: int = Field(strict=True, ge=1, le=64)
     model: GpuModel | None = None
     memory_gb: int | None = Field(strict=True, default=None, ge=0, le=65536)
+    nodes: int | None = Field(strict=True, default=None, ge=1, le=MAX_GANG_NODES)
+
+    @field_validator("nodes")
+    @classmethod
+    def _one_node_is_no_gang(cls, value: int | None) -> int | None:
+        return None if value == 1 else value  # a job of one node reads (and fingerprints) as it always did
 
 
 class CeilingTerms(ApiModel):
@@ -408,6 +418,7 @@ class SparkJobPropertiesWrite(ApiModel):
     provisioning_state: str | None = None
     status_reason: str | None = None
     assigned_node: str | None = None
+    assigned_nodes: list[str] | None = None
     submitted_by: str | None = None
     submitted_at: str | None = None
     started_at: str | None = None
@@ -460,10 +471,11 @@ class SparkJobPropertiesWrite(ApiModel):
             ):
                 if value is not None:
                     raise ValueError(f"properties.{name} asks for GPUs; properties.accelerator asks for {a.kind}s.")
+        parts = a.nodes or 1  # the seed's figures are the whole job's: a gang's are its parts' together
         for name, mine, theirs in (
-            ("count", a.count, self.requested_gpus),
+            ("count", a.count * parts, self.requested_gpus),
             ("model", model_key(a.model) if a.model else None, model_key(self.gpu_model) if self.gpu_model else None),
-            ("memoryGb", a.memory_gb, self.requested_memory_gb),
+            ("memoryGb", a.memory_gb * parts if a.memory_gb is not None else None, self.requested_memory_gb),
         ):
             if mine is not None and theirs is not None and mine != theirs:
                 spelled = {"count": "requestedGpus", "model": "gpuModel", "memoryGb": "requestedMemoryGb"}[name]
@@ -472,12 +484,12 @@ class SparkJobPropertiesWrite(ApiModel):
                     f"{theirs})."
                 )
         if a.memory_gb is None:
-            a.memory_gb = self.requested_memory_gb or 0
+            a.memory_gb = (self.requested_memory_gb or 0) // parts
         if a.model is None:
             a.model = self.gpu_model
         if a.kind == GPU:
-            self.requested_gpus, self.gpu_model = a.count, a.model
-        self.requested_memory_gb = a.memory_gb
+            self.requested_gpus, self.gpu_model = a.count * parts, a.model
+        self.requested_memory_gb = a.memory_gb * parts
         return self
 
     @model_validator(mode="after")
@@ -542,9 +554,9 @@ class SparkJobWrite(ApiModel):
             spec["preemptMode"] = p.preempt_mode or "Cancel"
         else:  # likewise: a job that may not be preempted says nothing of it
             del spec["preemptible"], spec["preemptMode"]
-        if kind != GPU:
+        if kind != GPU or p.wanted.nodes:
             # a GPU job's request is its requestedGpus, requestedMemoryGb and gpuModel, as always (so the fingerprint
-            # of a job stored before kinds existed is unchanged); any other kind's is its accelerator
+            # of a job stored before kinds existed is unchanged); any other kind's, and a gang's, is its accelerator
             spec["accelerator"] = p.wanted.model_dump(mode="json", by_alias=True, exclude_none=True)
             for name in ("requestedGpus", "gpuModel"):
                 spec.pop(name, None)
@@ -585,6 +597,7 @@ class SparkJobProperties(ApiModel):
     status: JobStatus
     status_reason: str | None = None
     assigned_node: str | None = None
+    assigned_nodes: list[str] | None = None
     submitted_by: str
     submitted_at: str
     started_at: str | None = None

@@ -19,6 +19,17 @@ class LargestRequest(ApiModel):
     memory_gb: int
 
 
+class LargestGang(ApiModel):
+    """The largest multi-node job placed at once now: ``nodes`` whole nodes of ``devicesPerNode`` devices and
+    ``memoryGbPerNode`` GiB each, of one model, location and price (``devices`` in all) — ask for it with
+    ``accelerator`` ``{count: devicesPerNode, memoryGb: memoryGbPerNode, nodes}``."""
+
+    nodes: int
+    devices_per_node: int
+    memory_gb_per_node: int
+    devices: int
+
+
 class PriceRange(ApiModel):
     """Per device-hour, in one currency (decimal strings; never added across currencies)."""
 
@@ -51,7 +62,7 @@ class OfferProperties(ApiModel):
     available_nodes: int
     devices_per_node: int
     largest_single_node: LargestRequest
-    largest_multi_node: LargestRequest | None = None
+    largest_multi_node: LargestGang | None = None
     price_per_accelerator_hour: list[PriceRange]
     quota: QuotaHeadroom | None = None
     budget: BudgetAllowance

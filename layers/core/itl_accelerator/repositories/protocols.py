@@ -89,7 +89,8 @@ class Effects:
     """What moves with a workload's transition, in the same transaction: ``operation`` (and ``more_operations``)
     moved on — refused when one has already ended; ``new_operation`` started; capacity reserved on (``reservation``)
     or given back to (``release``) a node; a meter started (``meter_start``: idempotent, the first start stands) or
-    ended (``meter_end``)."""
+    ended (``meter_end``); a gang job's other parts: ``more_reservations``, ``more_releases``, ``more_meter_starts``,
+    ``more_meter_ends`` (all or nothing with the rest)."""
 
     operation: Operation | None = None
     more_operations: tuple[Operation, ...] = ()
@@ -98,6 +99,26 @@ class Effects:
     release: Release | None = None
     meter_start: Meter | None = None
     meter_end: MeterEnd | None = None
+    more_reservations: tuple[Reservation, ...] = ()
+    more_releases: tuple[Release, ...] = ()
+    more_meter_starts: tuple[Meter, ...] = ()
+    more_meter_ends: tuple[MeterEnd, ...] = ()
+
+    @property
+    def reservations(self) -> tuple[Reservation, ...]:
+        return ((self.reservation,) if self.reservation else ()) + self.more_reservations
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        return ((self.release,) if self.release else ()) + self.more_releases
+
+    @property
+    def meter_starts(self) -> tuple[Meter, ...]:
+        return ((self.meter_start,) if self.meter_start else ()) + self.more_meter_starts
+
+    @property
+    def meter_ends(self) -> tuple[MeterEnd, ...]:
+        return ((self.meter_end,) if self.meter_end else ()) + self.more_meter_ends
 
 
 class NodeRepository(Protocol):

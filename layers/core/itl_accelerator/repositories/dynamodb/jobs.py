@@ -68,6 +68,8 @@ def job_attributes(job: Job) -> dict[str, Any]:
         "canceledBy": job.canceled_by or None,
         "cancelOperationId": job.cancel_operation_id or None,
         "drainNode": f"{job.drain_node.resource_group}/{job.drain_node.name}" if job.drain_node else None,
+        # a gang job's other nodes ("rg/name", in order), while it holds them
+        "gangNodes": json.dumps([f"{n.resource_group}/{n.name}" for n in job.gang_nodes]) if job.gang_nodes else None,
         "GSI3PK": keys.submitter_partition(key.subscription_id, job.submitted_by),
         "GSI3SK": _group_name(key),
         "GSI4PK": gsi4[0],
@@ -84,8 +86,13 @@ def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
     if item.get("drainNode"):
         group, _, name = str(item["drainNode"]).partition("/")
         drain = ResourceKey(key.subscription_id, group, "sparkNodes", (name,))
+    gang = tuple(
+        ResourceKey(key.subscription_id, group, "sparkNodes", (name,))
+        for group, _, name in (str(ref).partition("/") for ref in json.loads(item.get("gangNodes") or "[]"))
+    )
     return Job(
         **common_fields(key, item),
+        gang_nodes=gang,
         status=JobStatus(item.get("status", JobStatus.PENDING)),
         priority=int(item.get("priority", 5)),
         submitted_by=str(item.get("submittedBy", "")),

@@ -260,7 +260,11 @@ class WorkloadTable:
             self._t.transact(items)
         except TransactionFailed as exc:
             self._raise_typed(
-                exc, subscription=3, node=4 if reservation else None, quotas=quotas, reservation=reservation
+                exc,
+                subscription=3,
+                nodes=(4,) if reservation else (),
+                quotas=quotas,
+                reservations=(reservation,) if reservation else (),
             )
 
     def update(
@@ -278,12 +282,13 @@ class WorkloadTable:
         try:
             self._t.transact(items)
         except TransactionFailed as exc:
+            nodes = tuple(positions[f"node{i}"] for i in range(len(effects.reservations)))
             self._raise_typed(
                 exc,
                 operation=positions.get("operation"),
-                node=positions.get("node"),
+                nodes=nodes,
                 quotas=tuple(range(positions["quotas"], positions["quotas_end"])),
-                reservation=effects.reservation,
+                reservations=effects.reservations,
             )
 
     def remove(self, workload: Workload, audit: AuditEvent, expect: Expect, effects: Effects) -> None:
@@ -367,29 +372,27 @@ class WorkloadTable:
         if effects.new_operation is not None:
             items.append(self._operation_put(effects.new_operation, key))
         positions["quotas"] = positions["quotas_end"] = 0
-        if effects.reservation is not None:
-            positions["node"] = len(items)
-            items.append(self._node_reserve(effects.reservation))
-            charged = self._add_quota_charge(items, key.subscription_id, effects.reservation)
+        for i, reservation in enumerate(effects.reservations):
+            positions[f"node{i}"] = len(items)
+            items.append(self._node_reserve(reservation))
+            charged = self._add_quota_charge(items, key.subscription_id, reservation)
             if charged:
                 positions["quotas"], positions["quotas_end"] = charged[0], charged[-1] + 1
-        if effects.release is not None:
-            items.append(self._node_release(effects.release))
-            if effects.release.quota is not None and effects.release.gpus:
+        for release in effects.releases:
+            items.append(self._node_release(release))
+            if release.quota is not None and release.quota_charge:
                 items.extend(
-                    quota_release_items(self._t.name, key.subscription_id, effects.release.quota, effects.release.gpus)
+                    quota_release_items(self._t.name, key.subscription_id, release.quota, release.quota_charge)
                 )
-        if effects.meter_start is not None:
-            items.append(meter_start_item(self._t.name, effects.meter_start))
-        if effects.meter_end is not None:
-            items.append(meter_end_item(self._t.name, effects.meter_end))
+        items.extend(meter_start_item(self._t.name, m) for m in effects.meter_starts)
+        items.extend(meter_end_item(self._t.name, m) for m in effects.meter_ends)
         return positions
 
     def _add_quota_charge(self, items: list[dict[str, Any]], subscription_id: str, r: Reservation) -> tuple[int, ...]:
         """Append the quota counters ``r`` charges (domain/quotas.py); their positions."""
-        if r.quota is None or not r.gpus:
+        if r.quota is None or not r.quota_charge:
             return ()
-        charge = quota_charge_items(self._t.name, subscription_id, r.quota, r.gpus)
+        charge = quota_charge_items(self._t.name, subscription_id, r.quota, r.quota_charge)
         start = len(items)
         items.extend(charge)
         return tuple(range(start, start + len(charge)))
@@ -463,9 +466,9 @@ class WorkloadTable:
         *,
         operation: int | None = None,
         subscription: int | None = None,
-        node: int | None = None,
+        nodes: tuple[int, ...] = (),
         quotas: tuple[int, ...] = (),
-        reservation: Reservation | None = None,
+        reservations: tuple[Reservation, ...] = (),
     ) -> None:
         """The typed error of a cancelled workload transaction, from the positions its items were given (item 0 is
         the workload): the subscription's state, then the workload and its operations, then the node, then the
@@ -473,9 +476,13 @@ class WorkloadTable:
         failed = exc.failed
         if subscription is not None and subscription in failed:
             raise SubscriptionNotWritable(str(failed[subscription].get("state", "Unregistered"))) from exc
-        if 0 in failed or (operation is not None and operation in failed) or set(failed) - {node, *quotas}:
+        if 0 in failed or (operation is not None and operation in failed) or set(failed) - {*nodes, *quotas}:
             raise WorkloadChanged() from exc
-        if node is not None and node in failed:
+        # the first node (of a gang's, in order) that refused
+        node, reservation = next(
+            ((n, r) for n, r in zip(nodes, reservations, strict=True) if n in failed), (None, None)
+        )
+        if node is not None:
             current = failed[node]
             if not current:
                 raise NodeMissing() from exc

@@ -109,11 +109,11 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
 def quota_refusal(state: MemoryState, r: Reservation) -> QuotaExceeded | None:
     """The first quota of ``r`` it would take past its limit (the table's ``headroom >= gpus`` condition on each
     quota counter, repositories/dynamodb/quotas.py), or None."""
-    if r.quota is None or not r.gpus:
+    if r.quota is None or not r.quota_charge:
         return None
     for name in r.quota.names:
         stored = state.quotas.get(quota_key(r.node.subscription_id, r.quota.location, name))
-        if stored is not None and stored.limit is not None and stored.limit - stored.used < r.gpus:
+        if stored is not None and stored.limit is not None and stored.limit - stored.used < r.quota_charge:
             return QuotaExceeded(stored.location, stored.name, stored.limit, stored.used)
     return None
 
@@ -136,8 +136,8 @@ def reserve(state: MemoryState, r: Reservation) -> None:
     node.gpu_allocated += r.gpus
     node.memory_gb_allocated += r.memory_gb
     node.child_count += r.child
-    if r.quota is not None and r.gpus:
-        count_quota(state, r.node.subscription_id, r.quota, r.gpus)
+    if r.quota is not None and r.quota_charge:
+        count_quota(state, r.node.subscription_id, r.quota, r.quota_charge)
 
 
 def release_refused(state: MemoryState, r: Release) -> bool:
@@ -151,8 +151,8 @@ def release(state: MemoryState, r: Release) -> None:
     node.gpu_allocated -= r.gpus
     node.memory_gb_allocated -= r.memory_gb
     node.child_count += r.child
-    if r.quota is not None and r.gpus:
-        count_quota(state, r.node.subscription_id, r.quota, -r.gpus)
+    if r.quota is not None and r.quota_charge:
+        count_quota(state, r.node.subscription_id, r.quota, -r.quota_charge)
 
 
 class MemoryNodeRepository:

@@ -196,17 +196,11 @@ def refuse_repeated_items(key: ResourceKey, effects: Effects) -> None:
     operations = [
         o.operation_id.lower() for o in (effects.operation, *effects.more_operations, effects.new_operation) if o
     ]
-    same_node = (
-        effects.reservation is not None
-        and effects.release is not None
-        and fold(effects.reservation.node) == fold(effects.release.node)
-    )
-    same_meter = (
-        effects.meter_start is not None
-        and effects.meter_end is not None
-        and meter_key(effects.meter_start.subscription_id, effects.meter_start.allocation_id)
-        == meter_key(effects.meter_end.subscription_id, effects.meter_end.allocation_id)
-    )
+    nodes = [fold(r.node) for r in effects.reservations] + [fold(r.node) for r in effects.releases]
+    same_node = len(set(nodes)) < len(nodes)
+    meters = [meter_key(m.subscription_id, m.allocation_id) for m in effects.meter_starts]
+    meters += [meter_key(m.subscription_id, m.allocation_id) for m in effects.meter_ends]
+    same_meter = len(set(meters)) < len(meters)
     if len(set(operations)) < len(operations) or same_node or same_meter:
         raise ValueError(f"a transaction of {key.name} names one item twice (DynamoDB refuses it)")
 
@@ -222,11 +216,8 @@ def effects_refused(state: MemoryState, key: ResourceKey, effects: Effects) -> b
             effects.new_operation is not None
             and operation_key(subscription, effects.new_operation.operation_id) in state.operations
         )
-        or (effects.release is not None and node_items.release_refused(state, effects.release))
-        or (
-            effects.meter_end is not None
-            and meter_key(effects.meter_end.subscription_id, effects.meter_end.allocation_id) not in state.meters
-        )
+        or any(node_items.release_refused(state, r) for r in effects.releases)
+        or any(meter_key(m.subscription_id, m.allocation_id) not in state.meters for m in effects.meter_ends)
     )
 
 
@@ -239,14 +230,14 @@ def apply_effects(state: MemoryState, key: ResourceKey, effects: Effects) -> Non
     if effects.new_operation is not None:
         op = effects.new_operation
         state.operations[operation_key(subscription, op.operation_id)] = stored_operation(op)
-    if effects.reservation is not None:
-        node_items.reserve(state, effects.reservation)
-    if effects.release is not None:
-        node_items.release(state, effects.release)
-    if effects.meter_start is not None:
-        start_meter(state, effects.meter_start)
-    if effects.meter_end is not None:
-        end_meter(state, effects.meter_end)
+    for reservation in effects.reservations:
+        node_items.reserve(state, reservation)
+    for release in effects.releases:
+        node_items.release(state, release)
+    for meter in effects.meter_starts:
+        start_meter(state, meter)
+    for end in effects.meter_ends:
+        end_meter(state, end)
 
 
 class WorkloadTable(Generic[W]):
@@ -348,8 +339,8 @@ class WorkloadTable(Generic[W]):
                 or effects_refused(self._s, after.key, effects)
             ):
                 raise WorkloadChanged()
-            if effects.reservation is not None:
-                refusal = node_items.reservation_refusal(self._s, effects.reservation)
+            for reservation in effects.reservations:  # all or nothing: the first refusal, before any write
+                refusal = node_items.reservation_refusal(self._s, reservation)
                 if refusal is not None:
                     raise refusal
             for name, value in written.items():
@@ -368,10 +359,7 @@ class WorkloadTable(Generic[W]):
                 not expect_holds(stored, expect)
                 or self._s.audit_taken(audit)
                 or effects_refused(self._s, workload.key, effects)
-                or (
-                    effects.reservation is not None
-                    and node_items.reservation_refusal(self._s, effects.reservation) is not None
-                )
+                or any(node_items.reservation_refusal(self._s, r) is not None for r in effects.reservations)
             ):
                 raise WorkloadChanged()
             del self._s.workloads[fold(workload.key)]

@@ -309,7 +309,8 @@ class SparkJobService:
             JOBS,
             key,
             JOBS.write,
-            f"Submitted {spec['jobType']} job ({wanted.count} {wanted.kind}s, {wanted.memory_gb or 0} GiB)",
+            f"Submitted {spec['jobType']} job ({wanted.count} {wanted.kind}s, {wanted.memory_gb or 0} GiB"
+            + (f", on each of {wanted.nodes} nodes)" if wanted.nodes else ")"),
             None,
             document,
         )

@@ -14,8 +14,9 @@ submission then gets (a test submits exactly it), as of the read: another job ma
 of them, services/api/jobs.py); nodes drained for a waiting job are not offered (placement would not use them);
 with ``resourceGroup`` — or, for a caller holding a single resource group of the subscription, that one — the budgets
 covering work there decide (a spent budget that refuses new allocations: nothing is allowed; budgets in one currency:
-only nodes billing in it are offered); without, only budgets covering every resource group do. Jobs run on one node today
-(``largestMultiNode`` is null: gangs are not built yet). Needs ``sparkJobs/write``: offers are for those who submit.
+only nodes billing in it are offered); without, only budgets covering every resource group do. ``largestMultiNode``:
+the most whole free nodes of one model and price a gang gets now (services/common/placement.py, "Gangs"), from one
+more read of the placement index — null below two. Needs ``sparkJobs/write``: offers are for those who submit.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import kind_of_key, model_of_key
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
-from itl_accelerator.domain.records import Demand, FleetShape
+from itl_accelerator.domain.records import MAX_GANG_NODES, Demand, FleetShape
 from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
 from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.budgets import view as budget_view
@@ -124,7 +125,7 @@ class OfferService:
                 "availableNodes": sum(s.available_nodes for s in shapes),
                 "devicesPerNode": max(s.gpu_total for s in shapes),
                 "largestSingleNode": {"devices": largest, "memoryGb": memory},
-                "largestMultiNode": None,
+                "largestMultiNode": self._largest_gang(subscription_id, location, key, kind, shapes, priced),
                 "pricePerAcceleratorHour": _price_ranges(priced),
                 "quota": headroom,
                 "budget": {"refusal": budget["refusal"], "currencies": allowed_currencies},
@@ -164,6 +165,37 @@ class OfferService:
             else:
                 high = wanted - 1
         return low, memory
+
+    def _largest_gang(
+        self,
+        subscription_id: str,
+        location: str,
+        key: str,
+        kind: str,
+        shapes: list[FleetShape],
+        priced: list[BillingTerms],
+    ) -> dict[str, int] | None:
+        """The largest gang of whole free nodes placed now (placement's own grouping: one model, one location, one
+        price), from one candidate read of the placement index; None below two nodes (or past the most a job may
+        ask, :data:`MAX_GANG_NODES`)."""
+        per_node = max(s.gpu_total for s in shapes)
+        found = self._nodes.candidates(
+            subscription_id, Demand(per_node, 0, key, location, within=tuple(priced), kind=kind)
+        )
+        groups: dict[BillingTerms, list[Any]] = {}
+        for node in found:
+            if node.free_gpus >= per_node and node.terms is not None:
+                groups.setdefault(node.terms, []).append(node)
+        best = max(groups.values(), key=len, default=[])[:MAX_GANG_NODES]
+        if len(best) < 2:
+            return None
+        memory = min(min(n.free_memory_gb, n.memory_gb_total) for n in best)
+        return {
+            "nodes": len(best),
+            "devicesPerNode": per_node,
+            "memoryGbPerNode": memory,
+            "devices": per_node * len(best),
+        }
 
     @staticmethod
     def _quota_headroom(key: str, quotas: dict[str, QuotaUsage]) -> dict[str, Any] | None:

@@ -20,6 +20,12 @@ Rules (issue: sparkJobs, Placement):
   fitting, one node that could hold it — the one nearest to fitting — is drained for it: no other job is placed
   there until it is, so it starts at the latest when that node's current work ends (jobs end by their
   ``maxDurationMinutes``).
+- **Gangs.** A job of ``accelerator.nodes`` > 1 (Slurm's ``--nodes``, a Kubernetes JobSet/Kueue gang) holds one
+  part — ``count`` devices, ``memoryGb`` GiB — on each of that many nodes of one accelerator model, one location
+  (its interconnect domain: a multi-node job never spans regions) and one price (so it locks one set of terms),
+  all reserved in one transaction or none: never half placed, nothing held while it waits. The candidates are the
+  same bounded reads of the placement index (a gang of *n* needs *n* of them in one page); its quota is counted
+  once, for all its devices. A gang neither preempts nor is preempted (a part stopped stops the whole).
 - **Preemption.** Before that drain, the first job in that order may preempt lower-priority jobs of its subscription
   that agreed to it (domain/preemption.py: the rules), on a node then held for it the same way.
 """
@@ -152,6 +158,18 @@ class Placement:
         if not matching:
             return f"No node of the subscription has {wanted}."
         fits = [s for s in matching if s.could_hold(job.gpus, job.memory_gb)]
+        if fits and job.gang_size > 1:
+            together: dict[tuple[str, str, BillingTerms | None], int] = {}
+            for shape in fits:
+                group = (shape.gpu_model, shape.location, shape.terms)
+                together[group] = together.get(group, 0) + shape.nodes
+            if max(together.values()) < job.gang_size:
+                return (
+                    f"The job asks for {job.gang_size} nodes with {job.gpus} {kind}s and {job.memory_gb} GiB each, of "
+                    f"one model, in one location, at one price; the subscription has at most {max(together.values())} "
+                    "such nodes."
+                )
+            return self._beyond_quota(job, fits)
         if fits:
             return self._beyond_quota(job, fits)
         largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
@@ -190,6 +208,12 @@ class Placement:
         view = view or self._budget_view(job)
         if view.refusal is not None:
             return f"Waiting for budget: {view.refusal.message}"
+        if job.gang_size > 1:
+            return (
+                f"Waiting for capacity: the job needs {job.gang_size} nodes with {job.gpus} free {job.kind}s and "
+                f"{job.memory_gb} GiB of {job.kind} memory each, of one model, in one location, at one price, at "
+                "once; fewer have room now."
+            )
         room = [
             n
             for n in self._nodes.candidates(job.key.subscription_id, job.demand, for_job=job.key)
@@ -297,6 +321,8 @@ class Placement:
         if view.refusal is not None:
             return None
         within = self._within(job, view.currencies)
+        if job.gang_size > 1:
+            return self._place_gang(ctx, job, within)
         for node in self.candidates(job, within)[:MAX_ATTEMPTS]:
             for _ in range(3):  # again on a busy store, or on the node as it is now
                 try:
@@ -316,12 +342,38 @@ class Placement:
                     return None
         return None
 
-    def _reserve(self, ctx: CallContext, job: Job, node: Node) -> Placed:
-        """Reserve on ``node`` as read: the reservation is conditioned on the node's etag, so the billing terms the
-        job locks are the ones in force at the moment of the reservation (billing/metering.py). Raises the
-        repositories' typed errors (:class:`NodeChanged` when the node was written since it was read)."""
+    def _place_gang(self, ctx: CallContext, job: Job, within: tuple[BillingTerms, ...] | None) -> Placed | None:
+        """Gangs (module docstring): reserve one part of ``job`` on each of ``job.gang_size`` nodes at once — nodes of
+        one accelerator model, one location and one price (so the job locks one set of terms), best fit first —
+        in one transaction, or nothing. None when no such set has room now, or the job changed."""
+        wanted = job.gang_size
+        for _ in range(3):  # again on a busy store, or on the nodes as they are now
+            groups: dict[tuple[str, str, BillingTerms], list[Node]] = {}
+            for node in self.candidates(job, within):
+                if self._matches(job, node, within):
+                    groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms), []).append(
+                        node
+                    )
+            chosen = next((nodes[:wanted] for nodes in groups.values() if len(nodes) >= wanted), None)
+            if chosen is None:
+                return None
+            try:
+                return self._reserve(ctx, job, chosen[0], more=tuple(chosen[1:]))
+            except (StoreBusy, NodeChanged, CapacityShortfall, NodeUnavailable, NodeMissing):
+                continue  # one of them changed since it was read: read the candidates again
+            except (QuotaExceeded, WorkloadChanged):
+                return None
+        return None
+
+    def _reserve(self, ctx: CallContext, job: Job, node: Node, more: tuple[Node, ...] = ()) -> Placed:
+        """Reserve on ``node`` as read (and, for a gang, on each of ``more`` too, in the same transaction): the
+        reservation is conditioned on the node's etag, so the billing terms the job locks are the ones in force at
+        the moment of the reservation (billing/metering.py). Raises the repositories' typed errors
+        (:class:`NodeChanged` when the node was written since it was read)."""
         placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
-        reason = f"Placed on {node.name}; submitting to the DGX Platform."
+        parts = (node, *more)
+        names = ", ".join(n.name for n in parts)
+        reason = f"Placed on {names}; submitting to the DGX Platform."
         scheduled = arm_rules.changed(
             ctx,
             job,
@@ -329,6 +381,7 @@ class Placement:
                 "statusReason": reason,
                 "assignedNode": placed.node_id,
                 "billingTerms": terms_properties(placed.terms, ctx.now_iso(), node.kind),
+                **({"assignedNodes": [n.arm_id for n in parts]} if more else {}),
             },
             status=JobStatus.SCHEDULED,
             capacity_reserved=True,
@@ -338,15 +391,21 @@ class Placement:
             queued=False,
             task_token=None,
             drain_node=None,
+            gang_nodes=tuple(n.key for n in more),
             lease=Lease.owned(self._clock() + self._settings.workflow_lease_grace_seconds),
         )
-        reservation = Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key)
+        # a gang's quota is counted once, by its first part, for all its devices
+        reservation = replace(
+            Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key),
+            quota_gpus=job.gpus * len(parts) if more else None,
+        )
+        others = tuple(replace(Reservation.on(n, job.gpus, job.memory_gb, for_job=job.key), quota=None) for n in more)
         self._jobs.update(
             job,
             scheduled,
             self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, scheduled.document),
             expect=Expect(status=(JobStatus.PENDING,), cancel_requested=False, operation_id=job.operation_id),
-            effects=Effects(reservation=reservation),
+            effects=Effects(reservation=reservation, more_reservations=others),
         )
         if job.drain_node is not None:
             self._nodes.set_draining(job.drain_node, None)
@@ -391,6 +450,7 @@ class Placement:
             or view.refusal is not None
             or job.status != JobStatus.PENDING
             or not job.priority
+            or job.gang_size > 1
         ):
             return False  # (priority 0: nothing is lower)
         subscription = job.key.subscription_id

@@ -28,7 +28,7 @@ from itl_accelerator.billing.metering import allocation_charges
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
-from itl_accelerator.domain.records import Job, Lease, Operation, Release
+from itl_accelerator.domain.records import Job, Lease, Operation, Release, gang_releases
 from itl_accelerator.domain.retries import attempt_id, attempt_of
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
@@ -39,7 +39,7 @@ from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.context import CallContext, system_context
 from itl_accelerator.services.common.kernel import ResourceKernel
 from itl_accelerator.services.common.lro import placeholder_operation
-from itl_accelerator.services.common.metering import meter_for
+from itl_accelerator.services.common.metering import meter_for, part_meter_ids
 from itl_accelerator.services.common.placement import Placement
 from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.workflows.io import (
@@ -310,6 +310,11 @@ class JobSteps:
         if job.status == JobStatus.RUNNING and job.dgx_id:
             return StepOutcome()
         node = self._nodes.get(job.node_key)
+        parts = [self._nodes.get(k) for k in job.gang_nodes]  # a gang's other nodes
+        part_ids = [
+            p.arm_id if p else NODES.id(k.subscription_id, k.resource_group, k.names)
+            for p, k in zip(parts, job.gang_nodes, strict=True)
+        ]
         attempt = attempt_of(job.properties)
         submitted = self.dgx.submit_job(
             idempotency_key=attempt_id(inp.operationId, attempt),
@@ -324,6 +329,7 @@ class JobSteps:
             callback_url=self._settings.dgx_callback_url or None,
             # the node's devices; a node gone meanwhile: the job's kind (the platform reads none as NVIDIA GPUs)
             accelerator=node.accelerator.for_platform() if node else ({"kind": job.kind} if job.kind != GPU else None),
+            node_ids=[str(job.properties.get("assignedNode")), *part_ids] if job.gang_nodes else None,
         )
         started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
         meter = meter_for(
@@ -334,6 +340,21 @@ class JobSteps:
             start=int(started),
             dgx_id=submitted.id,
             attempt=attempt,
+        )
+        # a gang's other parts: a meter each, on its node, under the job's allocation id
+        more = tuple(
+            meter_for(
+                job,
+                part,
+                service="jobs",
+                resource_type=JOBS.type_name,
+                start=int(started),
+                dgx_id=submitted.id,
+                attempt=attempt,
+                part=number,
+                where=key,
+            )
+            for number, (part, key) in enumerate(zip(parts, job.gang_nodes, strict=True), start=2)
         )
         found = self._operations.get(inp.subscriptionId, inp.operationId)
         try:
@@ -346,6 +367,7 @@ class JobSteps:
                 properties={"logsUrl": submitted.logs_url},
                 effects=Effects(
                     meter_start=meter,
+                    more_meter_starts=more,
                     operation=found.moved(OperationStatus.RUNNING, iso(started)) if found is not None else None,
                 ),
                 dgx_id=submitted.id,
@@ -492,10 +514,12 @@ class JobSteps:
                 operation=operations[0],
                 more_operations=tuple(operations[1:]),
                 release=Release.of(job) if job.capacity_reserved else None,
-                # billing stops with the job: its meter ends in the same transaction
+                more_releases=gang_releases(job) if job.capacity_reserved else (),
+                # billing stops with the job: its meters end in the same transaction
                 meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
                 if job.meter_id
                 else None,
+                more_meter_ends=self._part_meter_ends(inp, job, ended),
             ),
         )
         if job.drain_node is not None:
@@ -559,6 +583,7 @@ class JobSteps:
             "preemptedBy": None,
             "preemptedAt": None,
             "assignedNode": None,
+            "assignedNodes": None,
             # a new number even for an attempt that never ran (preempted while Scheduled): it may have reached the
             # platform under its own id, which the next attempt must not reuse
             "attempt": attempt + 1,
@@ -589,6 +614,7 @@ class JobSteps:
             canceled_by=None,
             node=None,
             node_owner=None,
+            gang_nodes=(),
             lease=self._lease(delay),
         )
         self._jobs.update(
@@ -603,14 +629,22 @@ class JobSteps:
             ),
             effects=Effects(
                 release=Release.of(job) if job.capacity_reserved else None,
+                more_releases=gang_releases(job) if job.capacity_reserved else (),
                 meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
                 if job.meter_id
                 else None,
+                more_meter_ends=self._part_meter_ends(inp, job, ended),
             ),
         )
         if job.capacity_reserved:
             self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
         return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
+
+    def _part_meter_ends(self, inp: JobStepInput, job: Job, ended: float) -> tuple[MeterEnd, ...]:
+        """The ends of a gang job's other parts' meters, at ``ended`` (none for a job of one node)."""
+        return tuple(
+            MeterEnd(inp.subscriptionId, meter_id, int(ended), int(self._clock())) for meter_id in part_meter_ids(job)
+        )
 
     @staticmethod
     def _attempts(job: Job) -> list[dict[str, Any]]:
@@ -706,10 +740,11 @@ class JobSteps:
         start = int(epoch(job.started_at))
         end = max(start, int(ended))
         charges = allocation_charges(terms, gpus=job.gpus, start=start, end=end, now=end)
+        parts = 1 + len(job.gang_nodes)  # a gang's parts: as many meters, each the same devices, times and terms
         return (
-            sum(c.gpu_seconds for c in charges),
-            sum(c.billable_gpu_seconds for c in charges),
-            sum((c.cost for c in charges), Decimal(0)),
+            parts * sum(c.gpu_seconds for c in charges),
+            parts * sum(c.billable_gpu_seconds for c in charges),
+            parts * sum((c.cost for c in charges), Decimal(0)),
             terms.currency,
         )
 
