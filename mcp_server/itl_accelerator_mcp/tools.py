@@ -478,6 +478,7 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
     kind, gpus, model_wanted, memory = _asked(args)
     minutes = int(args.get("maxDurationMinutes") or 10080)
     runs = _runs(args)
+    parts = int((args.get("accelerator") or {}).get("nodes") or 1)  # a multi-node job: count on each node
     nodes = await call.api.list(provider_path(call.subscription()) + "/sparkNodes", max_items=1000)
     candidates = []
     for node in nodes["value"]:
@@ -497,7 +498,7 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
     bounds = _bounds([_pricing(node) for node in candidates])
     estimated = [
         {
-            "amount": _money(_cost(bound, gpus, minutes * 60) * runs),
+            "amount": _money(_cost(bound, gpus, minutes * 60) * runs * parts),
             "currency": cur,
             "basis": f"at most, for the whole maxDurationMinutes ({minutes})"
             + (f", each of up to {runs} runs (retries or requeues)" if runs > 1 else ""),
@@ -521,7 +522,8 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         )
     if estimated:
         costs = ", ".join(f"{e['amount']} {e['currency']}" for e in estimated)
-        summary = f"Job {args['name']}: {gpus} {kind}s for at most {minutes} minutes costs at most {costs}."
+        each = f"{gpus} {kind}s" + (f" on each of {parts} nodes" if parts > 1 else "")
+        summary = f"Job {args['name']}: {each} for at most {minutes} minutes costs at most {costs}."
     else:
         summary = f"Job {args['name']}: {gpus} {kind}s for at most {minutes} minutes; no price known (no node fits)."
     body = {

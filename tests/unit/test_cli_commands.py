@@ -82,6 +82,20 @@ def test_job_submit_sends_the_seed_sizes_and_only_the_options_given():
     assert submitted([]) == {"name": "train-1", "properties": {"requestedGpus": 4, "requestedMemoryGb": 320}}
 
 
+def test_job_submit_sends_a_multi_node_job():
+    api = routes(
+        {
+            f"POST {JOBS}": accepted(location="global"),
+            f"GET {status_path(location='global')}": operation("Accepted"),
+        }
+    )
+    done = run(["job", "submit", "big", "--accelerator", "gpu:h100=8", "--memory-gb", "640", "--nodes", "2",
+                "--no-wait"], api)  # fmt: skip
+    assert done.code == 0, done.err
+    assert sent(done.requests[0])["properties"]["accelerator"] == {
+        "kind": "gpu", "model": "h100", "count": 8, "memoryGb": 640, "nodes": 2}  # fmt: skip
+
+
 def test_job_submit_sends_a_retry_strategy_and_consent_to_preemption():
     body = submitted(
         ["--retry-attempts", "3", "--retry-on-exit-code", "3", "--retry-on-exit-code", "13*", "--preemptible",

@@ -49,6 +49,11 @@ def job() -> None:
 )
 @click.option("--gpus", type=click.IntRange(1, 64), help="GPUs to reserve (the short form of --accelerator gpu=N).")
 @click.option(
+    "--nodes",
+    type=click.IntRange(2, 16),
+    help="Run on this many nodes at once, --accelerator's COUNT (and --memory-gb) on each (a multi-node job).",
+)
+@click.option(
     "--memory-gb", type=click.IntRange(0, 65536), help="GiB of device memory to reserve (needed with --gpus)."
 )
 @click.option("--type", "job_type", type=click.Choice(JOB_TYPES), help="training when left out.")
@@ -96,8 +101,12 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
         wanted = dict(o["accelerator"])
         if o["memory_gb"] is not None:
             wanted["memoryGb"] = o["memory_gb"]
+        if o["nodes"]:
+            wanted["nodes"] = o["nodes"]
         properties: dict[str, Any] = {"accelerator": wanted}
     else:
+        if o["nodes"]:
+            raise click.UsageError("--nodes goes with --accelerator KIND[:MODEL]=COUNT (COUNT on each node).")
         if o["memory_gb"] is None:
             raise click.UsageError("--gpus needs --memory-gb (GiB of GPU memory to reserve).")
         properties = {"requestedGpus": o["gpus"], "requestedMemoryGb": o["memory_gb"]}
