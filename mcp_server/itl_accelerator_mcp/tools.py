@@ -670,21 +670,7 @@ def _outcome(*branches: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 
 def build_tools() -> list[ToolSpec]:
     """Every tool, reads first. Schemas are built from the API's models on each call (cheap: dict copies)."""
-    job_fields = {
-        key: api_field("SparkJobPropertiesWrite", key)
-        for key in (
-            "jobType",
-            "workload",
-            "accelerator",
-            "requestedGpus",
-            "requestedMemoryGb",
-            "gpuModel",
-            "priority",
-            "retryStrategy",
-            "preemptible",
-            "preemptMode",
-        )
-    }
+    job_fields = {key: api_field("SparkJobPropertiesWrite", key) for key in _JOB_PROPERTIES}
     job_fields["maxDurationMinutes"] = api_field(
         "SparkJobPropertiesWrite",
         "maxDurationMinutes",

@@ -510,16 +510,9 @@ class JobSteps:
                 # a cancel accepted after the read above started an operation this write must end too
                 cancel_requested=job.cancel_requested,
             ),
-            effects=Effects(
-                operation=operations[0],
-                more_operations=tuple(operations[1:]),
-                release=Release.of(job) if job.capacity_reserved else None,
-                more_releases=gang_releases(job) if job.capacity_reserved else (),
-                # billing stops with the job: its meters end in the same transaction
-                meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
-                if job.meter_id
-                else None,
-                more_meter_ends=self._part_meter_ends(inp, job, ended),
+            # billing stops with the job: its meters end in the same transaction
+            effects=replace(
+                self._let_go(inp, job, ended), operation=operations[0], more_operations=tuple(operations[1:])
             ),
         )
         if job.drain_node is not None:
@@ -627,23 +620,23 @@ class JobSteps:
                 capacity_reserved=job.capacity_reserved,
                 cancel_requested=job.cancel_requested,
             ),
-            effects=Effects(
-                release=Release.of(job) if job.capacity_reserved else None,
-                more_releases=gang_releases(job) if job.capacity_reserved else (),
-                meter_end=MeterEnd(inp.subscriptionId, job.meter_id, int(ended), int(self._clock()))
-                if job.meter_id
-                else None,
-                more_meter_ends=self._part_meter_ends(inp, job, ended),
-            ),
+            effects=self._let_go(inp, job, ended),
         )
         if job.capacity_reserved:
             self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
         return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
 
-    def _part_meter_ends(self, inp: JobStepInput, job: Job, ended: float) -> tuple[MeterEnd, ...]:
-        """The ends of a gang job's other parts' meters, at ``ended`` (none for a job of one node)."""
-        return tuple(
-            MeterEnd(inp.subscriptionId, meter_id, int(ended), int(self._clock())) for meter_id in part_meter_ids(job)
+    def _let_go(self, inp: JobStepInput, job: Job, ended: float) -> Effects:
+        """What the transition ending ``job``'s run gives back with it: its devices and quota on every node it holds
+        (a gang's every part), and its meters ended at ``ended`` (epoch seconds)."""
+        held = job.capacity_reserved
+        meters = [job.meter_id, *part_meter_ids(job)] if job.meter_id else []
+        ends = [MeterEnd(inp.subscriptionId, m, int(ended), int(self._clock())) for m in meters]
+        return Effects(
+            release=Release.of(job) if held else None,
+            more_releases=gang_releases(job) if held else (),
+            meter_end=ends[0] if ends else None,
+            more_meter_ends=tuple(ends[1:]),
         )
 
     @staticmethod
