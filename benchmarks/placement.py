@@ -13,7 +13,8 @@ Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`
     (services/api/offers.py, ``GET .../locations/{location}/offers``): its DynamoDB calls must grow with the offers
     (kinds and models: 4 here), never with the nodes. Then one preemption: every H100 node that can be filled runs a
     preemptible priority-1 job, and a priority-9 job of 8 H100s waits; the calls to choose and stop its victim must
-    not grow with the fleet or the candidates (one Query of at most 50, at most 5 nodes).
+    not grow with the fleet or the candidates (one Query of at most 50, at most 5 nodes). And one multi-node job (2
+    whole MI300X nodes at once): the same bounded candidate reads and one transaction, whatever the fleet.
 (b) 10,000 jobs onto 1,000 nodes: a discrete-event simulation — jobs of 1, 2, 4 or 8 GPUs arrive (Poisson, at
     110 % of the fleet's capacity, so jobs must wait), run an exponential time, and release — choosing nodes by the service's own
     best-fit order (:func:`itl_accelerator.services.common.placement.best_fit_key`) and, beside it, by first fit (the first
@@ -24,6 +25,7 @@ Run from the repository root: ``python -m benchmarks.placement`` (``./dev bench`
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 import statistics
@@ -66,6 +68,8 @@ class FleetRow:
     candidates: int = 0
     preempt_calls: Counter[str] | None = None
     preempt_ms: float = 0.0
+    gang_calls: Counter[str] | None = None
+    gang_ms: float = 0.0
 
 
 def measure_fleets() -> list[FleetRow]:
@@ -76,9 +80,18 @@ def measure_fleets() -> list[FleetRow]:
     from moto import mock_aws
 
     from itl_accelerator.auth.principal import ArmScope, Principal
-    from itl_accelerator.domain.records import Instance, Job, Node, Reservation, ResourceKey
+    from itl_accelerator.domain.records import (
+        Instance,
+        Job,
+        Node,
+        Release,
+        Reservation,
+        ResourceKey,
+        gang_releases,
+    )
     from itl_accelerator.domain.states import OperationKind, ProvisioningState
     from itl_accelerator.repositories.dynamodb import dynamodb_repositories
+    from itl_accelerator.repositories.protocols import Effects, Expect
     from itl_accelerator.resources import JOBS, NODES
     from itl_accelerator.services.api.offers import OfferService
     from itl_accelerator.services.common.access import Access
@@ -168,6 +181,47 @@ def measure_fleets() -> list[FleetRow]:
                     )
                     reservation = Reservation.on(node, used, per_device * used, child=1)
                     repos.instances.accept(held, operation, audit(sub, held.arm_id), reservation)
+            # one multi-node job first: 2 whole MI300X nodes of 8 GPUs at once (services/common/placement.py, "Gangs")
+            gang_key = ResourceKey(sub, "rg", JOBS.segment, ("gang",))
+            gang = Job(
+                key=gang_key,
+                document={
+                    "id": JOBS.id(sub, "rg", gang_key.names),
+                    "name": "gang",
+                    "systemData": {},
+                    "properties": {"accelerator": {"kind": "GPU", "count": 8, "nodes": 2, "memoryGb": 8 * 192}},
+                },
+                etag='"e"',
+                state=ProvisioningState.ACCEPTED,
+                operation_id=str(uuid.uuid4()),
+                gpus=8,
+                memory_gb=8 * 192,
+                gpu_model="mi300x",
+                submitted_by="bench",
+                submitted_at="2026-01-01T00:00:00.000000Z",
+            )
+            gang_operation = new_operation(
+                ctx, gang_key, kind=OperationKind.JOB, location="global", operation_id=str(gang.operation_id),
+                resource_id=gang.arm_id,
+            )  # fmt: skip
+            repos.jobs.submit(gang, gang_operation, audit(sub, gang.arm_id))
+            stored_gang = repos.jobs.get(gang_key)
+            assert stored_gang is not None
+            with dynamodb_calls() as counted:
+                started = time.perf_counter()
+                placed_gang = placement.place(ctx, stored_gang)
+                gang_ms = (time.perf_counter() - started) * 1000
+            assert placed_gang is not None, "two whole MI300X nodes were free"
+            gang_calls = counted
+            held = repos.jobs.get(gang_key)  # it ends at once: its nodes are the other jobs' again
+            assert held is not None and len(held.gang_nodes) == 1
+            repos.jobs.update(
+                held,
+                dataclasses.replace(held, capacity_reserved=False, etag='"e2"'),
+                audit(sub, gang.arm_id),
+                expect=Expect(),
+                effects=Effects(release=Release.of(held), more_releases=gang_releases(held)),
+            )
             calls: Counter[str] = Counter()
             ms: list[float] = []
             for j in range(PLACEMENTS):
@@ -228,6 +282,7 @@ def measure_fleets() -> list[FleetRow]:
                 listed = offers.in_location(asker, sub, "us-east-1")
                 offer_ms = (time.perf_counter() - started) * 1000
             row = FleetRow(fleet, PLACEMENTS, calls, ms, len(listed), sum(counted.values()), offer_ms)
+            row.gang_calls, row.gang_ms = gang_calls, gang_ms
 
             # preemption: every H100 node that can be filled runs a preemptible priority-1 job of 8 GPUs; then a
             # priority-9 job of 8 H100s waits, and placement preempts for it (services/common/placement.py)
@@ -418,6 +473,24 @@ def main() -> int:
                 for r in rows
             ],
             right={0, 1, 2, 3, 4},
+        )
+    )
+    print()
+    print("    and one multi-node job (2 nodes x 8 MI300X at once, one transaction), placed before the others:")
+    gang_kinds = sorted({name for r in rows for name in (r.gang_calls or {})})
+    print(
+        _table(
+            ["nodes", *gang_kinds, "requests", "ms"],
+            [
+                [
+                    str(r.nodes),
+                    *(str((r.gang_calls or Counter())[n]) for n in gang_kinds),
+                    str(sum((r.gang_calls or Counter()).values())),
+                    f"{r.gang_ms:.0f}",
+                ]
+                for r in rows
+            ],
+            right=set(range(0, 3 + len(gang_kinds))),
         )
     )
     print()
