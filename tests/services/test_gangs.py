@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
 from itl_accelerator.models.quotas import QuotaWrite
 from tests.services.conftest import RG, Env
 from tests.services.test_metering import DAY, export_rows, money, sync, t
@@ -44,7 +46,7 @@ def test_a_16_gpu_job_runs_on_two_8_gpu_nodes_whole_or_not_at_all_and_bills_each
     assert env.allocation("a").gpus == env.allocation("b").gpus == 8
     props = env.job_props("big")
     assert [n.rsplit("/", 1)[1] for n in props["assignedNodes"]] == [big.node.name, big.gang_nodes[0].name]
-    assert props["requestedGpus"] == 16 and props["accelerator"]["nodes"] == 2
+    assert "requestedGpus" not in props and props["accelerator"]["nodes"] == 2  # the seed's form is one node's
     (submitted,) = [c for c in env.dgx.calls if c[0] == "submit_job" and c[1]["name"].endswith("/big")]
     assert [n.rsplit("/", 1)[1] for n in submitted[1]["node_ids"]] == [big.node.name, big.gang_nodes[0].name]
     # And each part has its meter, earning for its node's owner, the quota counted once for all 16
@@ -125,3 +127,39 @@ def test_the_largest_gang_offered_is_what_a_gang_submitted_then_gets(env: Env):
     env.submit("two", 16, 1280, accelerator={**ask, "nodes": gang["nodes"]})
     env.run()
     assert (env.status("three"), env.status("two")) == ("Pending", "Running")
+
+
+def test_a_gang_over_its_quota_is_refused_at_once_and_counts_all_its_parts(env: Env):
+    env.add_node("a")
+    env.add_node("b")
+    env.w.quotas.put(
+        env.admin(), env.sub, "eastus", "gpus-h100", QuotaWrite.model_validate({"properties": {"limit": {"value": 8}}})
+    )
+    env.submit("big", 16, 1280, **GANG)
+    env.run()
+    props = env.job_props("big")
+    assert (
+        props["status"] == "Failed"
+        and "asks for 16 GPUs" in props["statusReason"]
+        and "allows 8" in props["statusReason"]
+    )
+
+
+def test_a_gang_finds_its_nodes_among_many_others_in_the_index(env: Env):
+    # Given 3 H100 nodes, one read before 24 A100 nodes in the placement index and two after them
+    env.add_node("a-0")
+    for i in range(24):
+        env.add_node(f"b-{i:02d}", model="A100")
+    env.add_node("c-0")
+    env.add_node("c-1")
+    env.submit("big", 24, 1920, accelerator={**GANG["accelerator"], "nodes": 3})
+    env.run()
+    big = env.job("big")
+    assert big.status == "Running" and {big.node.name, *(n.name for n in big.gang_nodes)} == {"a-0", "c-0", "c-1"}
+
+
+def test_a_multi_node_job_may_not_say_it_is_preemptible(env: Env):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="never preempted"):
+        env.submit("big", 16, 1280, preemptible=True, **GANG)

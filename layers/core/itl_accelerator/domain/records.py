@@ -281,6 +281,9 @@ class Demand:
 
 #: The most nodes one job runs on at once (a gang: services/common/placement.py).
 MAX_GANG_NODES = 16
+#: Pages of the placement index a gang's placement reads (the repository's page: 25 entries): a gang needs its nodes
+#: side by side in what is read, whatever else the pages hold.
+GANG_CANDIDATE_PAGES = 4
 
 
 @dataclass(frozen=True)
@@ -482,9 +485,9 @@ class Job(Workload):
             **super().arm_properties(),
             **_set(
                 {
-                    # the seed's GPU-only spelling, of the whole job (a gang's: all its parts)
-                    "requestedGpus": self.gpus * self.gang_size if self.kind == GPU else None,
-                    "requestedMemoryGb": self.memory_gb * self.gang_size if self.kind == GPU else None,
+                    # the seed's GPU-only spelling of a job of one node (a multi-node job says its accelerator)
+                    "requestedGpus": self.gpus if self.kind == GPU and self.gang_size == 1 else None,
+                    "requestedMemoryGb": self.memory_gb if self.kind == GPU and self.gang_size == 1 else None,
                     "priority": self.priority,
                     "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
                     "status": str(self.status),

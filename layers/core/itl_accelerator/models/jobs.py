@@ -380,6 +380,7 @@ class JobAttempt(ApiModel):
     status_reason: str
     exit_code: int | None = None
     assigned_node: str | None = None
+    assigned_nodes: list[str] | None = None
     started_at: str | None = None
     ended_at: str | None = None
     gpu_seconds: int = 0
@@ -484,6 +485,11 @@ class SparkJobPropertiesWrite(ApiModel):
                     f"{theirs})."
                 )
         if a.memory_gb is None:
+            if (self.requested_memory_gb or 0) % parts:
+                raise ValueError(
+                    f"properties.requestedMemoryGb ({self.requested_memory_gb}) is the whole job's: it must divide "
+                    f"among its {parts} nodes (or say accelerator.memoryGb, per node)."
+                )
             a.memory_gb = (self.requested_memory_gb or 0) // parts
         if a.model is None:
             a.model = self.gpu_model
@@ -496,6 +502,8 @@ class SparkJobPropertiesWrite(ApiModel):
     def _preempt_mode_of_a_preemptible_job(self) -> SparkJobPropertiesWrite:
         if self.preempt_mode is not None and not self.preemptible:
             raise ValueError("properties.preemptMode applies to a job that says preemptible: true.")
+        if self.preemptible and self.accelerator is not None and self.accelerator.nodes:
+            raise ValueError("A multi-node job is never preempted: it cannot say preemptible: true.")
         return self
 
     @property

@@ -152,10 +152,13 @@ class NodeRepository(Protocol):
         """The shapes of the subscription's nodes (those with at least one node)."""
         ...
 
-    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+    def candidates(
+        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+    ) -> list[Node]:
         """``Available`` nodes that could take ``demand`` now (free GPUs and memory, model and location when given)
         and are not drained for another job than ``for_job``, fewest free GPUs first, bounded in number whatever
-        the fleet's size. The index may lag: a reservation is the judge."""
+        the fleet's size: those of the first page that yields any — or, with ``pages``, of that many pages (a
+        gang's read: its nodes side by side). The index may lag: a reservation is the judge."""
         ...
 
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:

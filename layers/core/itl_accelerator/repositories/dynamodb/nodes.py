@@ -106,7 +106,9 @@ class DynamoNodeRepository:
                 )
         return shapes
 
-    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+    def candidates(
+        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+    ) -> list[Node]:
         """At most :data:`MAX_CANDIDATE_PAGES` pages of GSI5 (a constant number of requests whatever the fleet's
         size), filtered by memory, model, location, drain and — with ``demand.within`` — pricing as far as a filter
         can say it (domain/pricing.py ``roughly_within``: currency, price, minimum; the caller judges the increment).
@@ -153,11 +155,11 @@ class DynamoNodeRepository:
         if names:
             request["ExpressionAttributeNames"] = names
         found: list[Node] = []
-        for _ in range(MAX_CANDIDATE_PAGES):
+        for _ in range(pages or MAX_CANDIDATE_PAGES):
             response = self._t.client.query(**request)
             for item in map(plain, response.get("Items", [])):
                 found.append(node_from_item(key_of(item, subscription_id, TYPE), item))
-            if found or "LastEvaluatedKey" not in response:
+            if (found and pages is None) or "LastEvaluatedKey" not in response:
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found

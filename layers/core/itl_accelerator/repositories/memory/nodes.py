@@ -200,7 +200,9 @@ class MemoryNodeRepository:
                 for _, s in found
             ]
 
-    def candidates(self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None) -> list[Node]:
+    def candidates(
+        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+    ) -> list[Node]:
         """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's kind
         with at least
         ``demand.gpus`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
@@ -235,13 +237,13 @@ class MemoryNodeRepository:
                 return []
 
             found: list[Node] = []
-            for first in range(0, CANDIDATE_PAGE * MAX_CANDIDATE_PAGES, CANDIDATE_PAGE):
-                found = [
+            for first in range(0, CANDIDATE_PAGE * (pages or MAX_CANDIDATE_PAGES), CANDIDATE_PAGE):
+                found += [
                     present(s.node, listed_key(s.node, subscription_id))
                     for s in indexed[first : first + CANDIDATE_PAGE]
                     if wanted(s)
                 ]
-                if found or first + CANDIDATE_PAGE >= len(indexed):
+                if (found and pages is None) or first + CANDIDATE_PAGE >= len(indexed):
                     break
             return found
 

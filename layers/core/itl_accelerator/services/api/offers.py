@@ -33,7 +33,7 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import kind_of_key, model_of_key
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
-from itl_accelerator.domain.records import MAX_GANG_NODES, Demand, FleetShape
+from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, MAX_GANG_NODES, Demand, FleetShape
 from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
 from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.budgets import view as budget_view
@@ -125,7 +125,9 @@ class OfferService:
                 "availableNodes": sum(s.available_nodes for s in shapes),
                 "devicesPerNode": max(s.gpu_total for s in shapes),
                 "largestSingleNode": {"devices": largest, "memoryGb": memory},
-                "largestMultiNode": self._largest_gang(subscription_id, location, key, kind, shapes, priced),
+                "largestMultiNode": None
+                if budget["refusal"]
+                else self._largest_gang(subscription_id, location, key, kind, shapes, priced, headroom),
                 "pricePerAcceleratorHour": _price_ranges(priced),
                 "quota": headroom,
                 "budget": {"refusal": budget["refusal"], "currencies": allowed_currencies},
@@ -174,19 +176,23 @@ class OfferService:
         kind: str,
         shapes: list[FleetShape],
         priced: list[BillingTerms],
+        headroom: dict[str, Any] | None,
     ) -> dict[str, int] | None:
         """The largest gang of whole free nodes placed now (placement's own grouping: one model, one location, one
-        price), from one candidate read of the placement index; None below two nodes (or past the most a job may
-        ask, :data:`MAX_GANG_NODES`)."""
+        price; its read of the placement index), as many as the tightest quota allows (``headroom``); None below two
+        nodes (and never past the most a job may ask, :data:`MAX_GANG_NODES`)."""
         per_node = max(s.gpu_total for s in shapes)
         found = self._nodes.candidates(
-            subscription_id, Demand(per_node, 0, key, location, within=tuple(priced), kind=kind)
+            subscription_id,
+            Demand(per_node, 0, key, location, within=tuple(priced), kind=kind),
+            pages=GANG_CANDIDATE_PAGES,
         )
         groups: dict[BillingTerms, list[Any]] = {}
         for node in found:
             if node.free_gpus >= per_node and node.terms is not None:
                 groups.setdefault(node.terms, []).append(node)
-        best = max(groups.values(), key=len, default=[])[:MAX_GANG_NODES]
+        most = MAX_GANG_NODES if headroom is None else min(MAX_GANG_NODES, headroom["available"] // per_node)
+        best = max(groups.values(), key=len, default=[])[:most]
         if len(best) < 2:
             return None
         memory = min(min(n.free_memory_gb, n.memory_gb_total) for n in best)

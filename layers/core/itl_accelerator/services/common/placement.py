@@ -52,6 +52,7 @@ from itl_accelerator.domain.pricing import ANY_INCREMENT, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import (
+    GANG_CANDIDATE_PAGES,
     Demand,
     FleetShape,
     Job,
@@ -190,16 +191,17 @@ class Placement:
         for shape in fits:
             if shape.location not in limits:
                 limits[shape.location] = self._limits(job.key.subscription_id, shape.location)
+            total = job.gpus * job.gang_size  # a gang's quota counts all its parts
             blocking = [
                 limits[shape.location][name]
                 for name in quota_names(shape.gpu_model)
-                if name in limits[shape.location] and (limits[shape.location][name].limit or 0) < job.gpus
+                if name in limits[shape.location] and (limits[shape.location][name].limit or 0) < total
             ]
             if not blocking:
                 return None
             quota = blocking[0]
             refusals.append(f"the {job.kind} quota '{quota.name}' in '{quota.location}' allows {quota.limit}")
-        return f"The job asks for {job.gpus} {job.kind}s; " + "; ".join(dict.fromkeys(refusals)) + "."
+        return f"The job asks for {job.gpus * job.gang_size} {job.kind}s; " + "; ".join(dict.fromkeys(refusals)) + "."
 
     def waiting_reason(self, job: Job, view: BudgetView | None = None) -> str:
         """Why ``job`` waits: a spent budget; or every node with room now above its price ceiling or in a currency
@@ -209,6 +211,21 @@ class Placement:
         if view.refusal is not None:
             return f"Waiting for budget: {view.refusal.message}"
         if job.gang_size > 1:
+            room_for_all = [
+                g for g in self._gang_groups(job, self._within(job, view.currencies)) if len(g) >= job.gang_size
+            ]
+            for group in room_for_all[:1]:  # nodes enough have room: a quota holds it back
+                shape = group[0].shape
+                in_location = self._limits(job.key.subscription_id, shape.location)
+                total = job.gpus * job.gang_size
+                for name in quota_names(shape.gpu_model):
+                    quota = in_location.get(name)
+                    if quota is not None and (quota.headroom or 0) < total:
+                        return (
+                            f"Waiting for quota: the {job.kind} quota '{quota.name}' of the subscription in "
+                            f"'{quota.location}' allows {quota.limit} {job.kind}s and {quota.current} are in use; the "
+                            f"job needs {total} ({job.gang_size} nodes of {job.gpus})."
+                        )
             return (
                 f"Waiting for capacity: the job needs {job.gang_size} nodes with {job.gpus} free {job.kind}s and "
                 f"{job.memory_gb} GiB of {job.kind} memory each, of one model, in one location, at one price, at "
@@ -348,13 +365,7 @@ class Placement:
         in one transaction, or nothing. None when no such set has room now, or the job changed."""
         wanted = job.gang_size
         for _ in range(3):  # again on a busy store, or on the nodes as they are now
-            groups: dict[tuple[str, str, BillingTerms], list[Node]] = {}
-            for node in self.candidates(job, within):
-                if self._matches(job, node, within):
-                    groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms), []).append(
-                        node
-                    )
-            chosen = next((nodes[:wanted] for nodes in groups.values() if len(nodes) >= wanted), None)
+            chosen = next((nodes[:wanted] for nodes in self._gang_groups(job, within) if len(nodes) >= wanted), None)
             if chosen is None:
                 return None
             try:
@@ -364,6 +375,21 @@ class Placement:
             except (QuotaExceeded, WorkloadChanged):
                 return None
         return None
+
+    def _gang_groups(self, job: Job, within: tuple[BillingTerms, ...] | None) -> list[list[Node]]:
+        """The candidates a part of ``job`` fits on now (a gang's bounded read: :data:`GANG_CANDIDATE_PAGES` pages of
+        the placement index), grouped as a gang must be placed — one accelerator model, location and price — each
+        group best fit first, the groups in the order of their best node."""
+        demand = replace(job.demand, within=within)
+        nodes = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key, pages=GANG_CANDIDATE_PAGES)
+        fitting = sorted(
+            (n for n in nodes if self._matches(job, n, within)),
+            key=lambda n: best_fit_key(Capacity.of(n), job.gpus, job.memory_gb),
+        )
+        groups: dict[tuple[str, str, BillingTerms], list[Node]] = {}
+        for node in fitting:
+            groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms), []).append(node)
+        return list(groups.values())
 
     def _reserve(self, ctx: CallContext, job: Job, node: Node, more: tuple[Node, ...] = ()) -> Placed:
         """Reserve on ``node`` as read (and, for a gang, on each of ``more`` too, in the same transaction): the
@@ -575,8 +601,8 @@ class Placement:
         return 1
 
     def _drain_for_if_starving(self, job: Job) -> None:
-        if job.drain_node is not None or job.status.final:
-            return
+        if job.drain_node is not None or job.status.final or job.gang_size > 1:
+            return  # (a gang cannot use one drained node: holding one for it would only keep it idle)
         submitted = datetime.fromisoformat(job.submitted_at.replace("Z", "+00:00")).timestamp()
         if self._clock() - submitted < self._settings.job_starvation_seconds:
             return

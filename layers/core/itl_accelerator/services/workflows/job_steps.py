@@ -349,7 +349,7 @@ class JobSteps:
                 service="jobs",
                 resource_type=JOBS.type_name,
                 start=int(started),
-                dgx_id=submitted.id,
+                dgx_id="",  # the platform's metrics are the whole job's: read once, by the first part's meter
                 attempt=attempt,
                 part=number,
                 where=key,
@@ -664,6 +664,7 @@ class JobSteps:
             "statusReason": outcome.reason,
             "exitCode": outcome.exitCode,
             "assignedNode": job.properties.get("assignedNode"),
+            "assignedNodes": job.properties.get("assignedNodes"),
             "startedAt": job.started_at,
             "endedAt": iso(ended),
             "gpuSeconds": gpu_seconds,
