@@ -329,11 +329,11 @@ class JobDetail extends View {
         <dl class="props">
           <dt>Id</dt><dd><code class="resource-id">${j.id}</code> ${copyButton(j.id, 'Id')}</dd>
           <dt>Type</dt><dd>${p.jobType}</dd>
-          <dt>Requested</dt><dd>${acceleratorText(p)}, ${(p.accelerator && p.accelerator.memoryGb) ?? p.requestedMemoryGb} GiB of device memory</dd>
+          <dt>Requested</dt><dd>${acceleratorText(p)}, ${(p.accelerator && p.accelerator.memoryGb) ?? p.requestedMemoryGb} GiB of device memory${p.accelerator && p.accelerator.nodes ? ` on each of ${p.accelerator.nodes} nodes` : ''}</dd>
           <dt>Priority</dt><dd>${p.priority}${p.preemptible ? ` · preemptible (${p.preemptMode === 'Requeue' ? 'requeued' : 'ends'} when preempted)` : ''}</dd>
           ${p.preemptedBy ? html`<dt>Preempted by</dt><dd>${(() => { const b = parseId(p.preemptedBy); return html`<code>${b.rg}/${b.name}</code>`; })()} at ${time(p.preemptedAt)}</dd>` : nothing}
           ${p.retryStrategy ? html`<dt>Retries</dt><dd>up to ${p.retryStrategy.attempts} runs; attempt ${p.attempt ?? 1} now</dd>` : nothing}
-          <dt>Node</dt><dd>${p.assignedNode ? (() => { const n = parseId(p.assignedNode); return html`<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })() : '—'}</dd>
+          <dt>${(p.assignedNodes || []).length > 1 ? 'Nodes' : 'Node'}</dt><dd>${(p.assignedNodes || (p.assignedNode ? [p.assignedNode] : [])).map((id, i) => { const n = parseId(id); return html`${i ? ', ' : ''}<a href=${link('nodes', n.rg, n.name)}>${n.name}</a>`; })}${p.assignedNode ? nothing : '—'}</dd>
           <dt>Image</dt><dd><code>${p.workload ? p.workload.image : '—'}</code></dd>
           ${p.workload && Object.keys({ ...p.workload.env, ...p.workload.secretEnv }).length
             ? html`<dt>Environment</dt><dd class="job-env">${Object.entries({ ...p.workload.env, ...p.workload.secretEnv }).map(([k, v]) => html`<code>${k}=${v}</code> `)}</dd>`
