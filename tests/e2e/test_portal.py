@@ -215,8 +215,20 @@ def shot(page: Any, name: str) -> None:
 
 
 def go(page: Any, view: str) -> None:
-    page.get_by_role("navigation", name="Views").get_by_role("link", name=view, exact=True).click()
-    expect(page.get_by_role("heading", level=1)).to_have_text(view)
+    """Open ``view`` from the menu. A click that lands while a just-signed-in page is still settling was seen lost
+    once on a loaded machine (the view stayed the overview for 20 s): the menu is clicked again then, as a user
+    would, and a view that never comes still fails."""
+    link = page.get_by_role("navigation", name="Views").get_by_role("link", name=view, exact=True)
+    heading = page.get_by_role("heading", level=1)
+    for _ in range(2):
+        link.click()
+        try:
+            expect(heading).to_have_text(view, timeout=10_000)
+            return
+        except AssertionError:
+            continue
+    link.click()
+    expect(heading).to_have_text(view)
 
 
 def test_admin_registers_a_node_provisions_an_instance_and_watches_it_serve(stack: Stack, portal, sub: str):

@@ -661,12 +661,14 @@ def test_a_16_gpu_job_over_two_8_gpu_nodes_is_placed_whole_or_not_at_all_while_5
 
     def watch() -> None:
         while not stop.is_set():
-            holds = gang_holds()
+            before = gang_holds()
             used = {name: node_counters(aws, sub, node=name)["gpuAllocated"] for name in peak}
+            after = gang_holds()
             for name, gpus in used.items():
                 peak[name] = max(peak[name], gpus)
-            if holds and used != {"n1": 8, "n2": 8}:
-                half_placed.append(used)  # while the gang holds its parts, both nodes are wholly its
+            if before and after and used != {"n1": 8, "n2": 8}:
+                # held all through the read of both nodes: both are wholly the gang's (its parts came together)
+                half_placed.append(used)
             stop.wait(0.05)
 
     watcher = threading.Thread(target=watch)
