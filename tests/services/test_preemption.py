@@ -132,3 +132,22 @@ def test_a_job_preempted_before_it_ran_is_requeued_under_a_new_attempt_id(env: E
     assert props["status"] == "Pending" and props["attempt"] == 2 and not props.get("attempts")
     assert env.meter(low) is None and env.status("high") == "Running"
     assert [j.key for j in env.dgx.jobs.values()] == [env.job("high").operation_id]
+
+
+def test_a_waiting_job_that_may_not_preempt_does_not_shield_the_work_behind_it(env: Env):
+    # Given two 8-GPU nodes: one running a preemptible priority-1 job, one a job that may not be preempted
+    env.add_node("a")
+    env.add_node("b")
+    start(env, "low", 8, f"{DAY}T10:00:00", priority=1, preemptible=True)
+    start(env, "fixed", 8, f"{DAY}T10:00:01", priority=1)
+    # And a priority-9 multi-node job waiting at the head of the queue (a gang never preempts)
+    env.clock.set(f"{DAY}T10:05:00")
+    gang = {"kind": "GPU", "count": 8, "nodes": 2, "memoryGb": 640, "model": "H100"}
+    env.submit("gang", 16, 1280, ctx=env.consumer("mallory"), priority=9, accelerator=gang)
+    env.run(advance=0)
+    # When a priority-8 job of one node comes
+    env.submit("high", 8, 640, priority=8)
+    env.run(advance=GRACE + 10)
+    # Then it preempts the low job all the same, and runs
+    assert env.status("low") == "Preempted" and env.status("high") == "Running"
+    assert env.status("fixed") == "Running" and env.status("gang") == "Pending"

@@ -211,6 +211,8 @@ def test_a_strategy_that_says_nothing_valid_is_refused(env: Env):
         {"attempts": 2, "evaluateOnExit": [{"onExitCode": "1", "action": "MAYBE"}]},
         {"attempts": 2, "evaluateOnExit": [{"onExitCode": "1", "action": "RETRY"}] * 6},
         {"attempts": 2, "backoffRate": 0.5},
+        {"attempts": 2, "backoffRate": "NaN"},  # a number, not a string read as one
+        {"attempts": 2, "backoffRate": float("inf")},
     ):
         with pytest.raises(ValidationError):
             env.submit("bad", retryStrategy=bad)

@@ -365,7 +365,7 @@ class RetryStrategy(ApiModel):
     attempts: int = Field(strict=True, ge=1, le=MAX_RETRY_ATTEMPTS)
     evaluate_on_exit: list[RetryCondition] = Field(default_factory=list, max_length=MAX_CONDITIONS)
     interval_seconds: int = Field(strict=True, default=10, ge=1, le=3600)
-    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0)
+    backoff_rate: float = Field(default=2.0, ge=1.0, le=10.0, strict=True, allow_inf_nan=False)
     max_delay_seconds: int = Field(strict=True, default=3600, ge=1, le=86400)
 
 

@@ -26,8 +26,10 @@ Rules (issue: sparkJobs, Placement):
   all reserved in one transaction or none: never half placed, nothing held while it waits. The candidates are the
   same bounded reads of the placement index (a gang of *n* needs *n* of them in one page); its quota is counted
   once, for all its devices. A gang neither preempts nor is preempted (a part stopped stops the whole).
-- **Preemption.** Before that drain, the first job in that order may preempt lower-priority jobs of its subscription
-  that agreed to it (domain/preemption.py: the rules), on a node then held for it the same way.
+- **Preemption.** Before that drain, the first waiting jobs in that order that may preempt (at most
+  :data:`PREEMPTION_TRIES`: not a gang, not priority 0, not refused by a budget — so such a job never shields the work
+  behind it) may stop lower-priority jobs of their subscription that agreed to it (domain/preemption.py: the rules),
+  on a node then held for the one that preempted, the same way.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ from itl_accelerator.state_machines import StateMachines
 MAX_ATTEMPTS = 5
 #: Waiting jobs served per dispatch.
 DISPATCH_BATCH = 25
+#: Waiting jobs, in queue order, that may try to preempt per dispatch (each one bounded Query and its few reads).
+PREEMPTION_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -461,7 +465,11 @@ class Placement:
                 continue
             waiting.append((job, view))
         told = sum(self._tell(ctx, job, view, refresh) for job, view in waiting)  # after every placement
-        if waiting and not self.preempt_for(ctx, *waiting[0]):
+        # preemption for the first waiting jobs in order that may preempt (a gang, a job of priority 0 or one its
+        # budget refuses never does: it must not shield the work behind it), at most PREEMPTION_TRIES of them
+        tries = [(job, view) for job, view in waiting if self._may_preempt(job, view)][:PREEMPTION_TRIES]
+        preempted = any(self.preempt_for(ctx, job, view) for job, view in tries)
+        if waiting and not preempted:
             self._drain_for_if_starving(waiting[0][0])
         return Dispatched(placed, told)
 
@@ -471,14 +479,8 @@ class Placement:
         as read; ``view``: the budgets covering it) when stopping them gives it room on a node it may use
         (domain/preemption.py: the rules and the bound on reads): the node is drained for it, so the capacity the
         victims free is its, and each victim is told to stop (:meth:`_preempt`). False when nothing was preempted."""
-        if (
-            job.drain_node is not None
-            or view.refusal is not None
-            or job.status != JobStatus.PENDING
-            or not job.priority
-            or job.gang_size > 1
-        ):
-            return False  # (priority 0: nothing is lower)
+        if not self._may_preempt(job, view):
+            return False
         subscription = job.key.subscription_id
         # as the index holds them (one Query): a victim's preemption is conditioned on its etag, so a stale one is
         # passed over
@@ -533,6 +535,18 @@ class Placement:
             extra={"job": job.arm_id, "node": room.node.name, "victims": stopped},
         )
         return True
+
+    @staticmethod
+    def _may_preempt(job: Job, view: BudgetView) -> bool:
+        """Whether ``job`` (waiting, as read) may preempt now: of one node, priority above 0 (nothing is lower), its
+        budgets allowing it, no node held for it already."""
+        return (
+            job.drain_node is None
+            and view.refusal is None
+            and job.status == JobStatus.PENDING
+            and job.priority > 0
+            and job.gang_size == 1
+        )
 
     def _preempt(self, ctx: CallContext, victim: Job, job: Job) -> bool:
         """Tell ``victim`` (as read) it is preempted by ``job``: an audited change saying by which job and why, its
