@@ -122,6 +122,15 @@ def reason_gist(reason: str) -> tuple[str, str]:
     return kind, named
 
 
+def _quota_wait(job: Job, quota: QuotaUsage, needs: str) -> str:
+    """The reason of a job a full ``quota`` holds back, which ``needs`` devices (as said: ``8``, ``16 (2 nodes of
+    8)``)."""
+    return (
+        f"Waiting for quota: the {job.kind} quota '{quota.name}' of the subscription in '{quota.location}' allows "
+        f"{quota.limit} {job.kind}s and {quota.current} are in use; the job needs {needs}."
+    )
+
+
 def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
     """Sort key of best fit: the node left with the fewest free GPUs after placing ``gpus``, then the least free
     GPU memory (GiB) after ``memory_gb``."""
@@ -218,18 +227,10 @@ class Placement:
             room_for_all = [
                 g for g in self._gang_groups(job, self._within(job, view.currencies)) if len(g) >= job.gang_size
             ]
+            total = job.gpus * job.gang_size
             for group in room_for_all[:1]:  # nodes enough have room: a quota holds it back
-                shape = group[0].shape
-                in_location = self._limits(job.key.subscription_id, shape.location)
-                total = job.gpus * job.gang_size
-                for name in quota_names(shape.gpu_model):
-                    quota = in_location.get(name)
-                    if quota is not None and (quota.headroom or 0) < total:
-                        return (
-                            f"Waiting for quota: the {job.kind} quota '{quota.name}' of the subscription in "
-                            f"'{quota.location}' allows {quota.limit} {job.kind}s and {quota.current} are in use; the "
-                            f"job needs {total} ({job.gang_size} nodes of {job.gpus})."
-                        )
+                if (quota := self._full_quota(job, group[0].shape, total, {})) is not None:
+                    return _quota_wait(job, quota, f"{total} ({job.gang_size} nodes of {job.gpus})")
             return (
                 f"Waiting for capacity: the job needs {job.gang_size} nodes with {job.gpus} free {job.kind}s and "
                 f"{job.memory_gb} GiB of {job.kind} memory each, of one model, in one location, at one price, at "
@@ -249,28 +250,28 @@ class Placement:
         full: list[QuotaUsage] = []
         limits: dict[str, dict[str, QuotaUsage]] = {}
         for node in room:
-            shape = node.shape
-            if shape.location not in limits:
-                limits[shape.location] = self._limits(job.key.subscription_id, shape.location)
-            blocking = [
-                limits[shape.location][name]
-                for name in quota_names(shape.gpu_model)
-                if name in limits[shape.location] and (limits[shape.location][name].headroom or 0) < job.gpus
-            ]
-            if not blocking:
+            if (blocking := self._full_quota(job, node.shape, job.gpus, limits)) is None:
                 break
-            full.append(blocking[0])
+            full.append(blocking)
         else:
             if full:
-                quota = full[0]
-                return (
-                    f"Waiting for quota: the {job.kind} quota '{quota.name}' of the subscription in "
-                    f"'{quota.location}' allows {quota.limit} {job.kind}s and {quota.current} are in use; the job "
-                    f"needs {job.gpus}."
-                )
+                return _quota_wait(job, full[0], str(job.gpus))
         return (
             f"Waiting for capacity: no node of the subscription has {job.gpus} free {job.kind}s and "
             f"{job.memory_gb} GiB of {job.kind} memory now."
+        )
+
+    def _full_quota(
+        self, job: Job, shape: FleetShape, need: int, limits: dict[str, dict[str, QuotaUsage]]
+    ) -> QuotaUsage | None:
+        """The first quota ``job`` counts in on a node of ``shape`` (domain/quotas.py ``quota_names``: its kind's and
+        its model's, in its location) with less headroom than ``need`` devices; None when none. ``limits``: the
+        limited quotas read so far, by location (one Query per location, read here when missing)."""
+        if shape.location not in limits:
+            limits[shape.location] = self._limits(job.key.subscription_id, shape.location)
+        here = limits[shape.location]
+        return next(
+            (here[n] for n in quota_names(shape.gpu_model) if n in here and (here[n].headroom or 0) < need), None
         )
 
     def _priced_out(self, job: Job, room: list[Node], view: BudgetView) -> str:

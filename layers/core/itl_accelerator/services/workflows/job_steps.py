@@ -446,11 +446,8 @@ class JobSteps:
             dgx_id = found.id if found else None
         if dgx_id is None:
             return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
-        stopped_job = (
-            self.dgx.cancel_job(dgx_id, grace_period_seconds=grace, reason=str(job.properties.get("statusReason")))
-            if grace and job is not None
-            else self.dgx.cancel_job(dgx_id)
-        )
+        reason = str(job.properties.get("statusReason")) if grace and job is not None else None
+        stopped_job = self.dgx.cancel_job(dgx_id, grace_period_seconds=grace, reason=reason)
         stopped = stopped_job is None or stopped_job.ended
         return StopResult(
             stopped=stopped,
@@ -503,13 +500,8 @@ class JobSteps:
             job,
             ended_job,
             self._kernel.audit(ctx, JOBS, job.key, JOBS.write, summary, job.document, ended_job.document),
-            expect=Expect(
-                operation_id=inp.operationId,
-                status=(job.status,),
-                capacity_reserved=job.capacity_reserved,
-                # a cancel accepted after the read above started an operation this write must end too
-                cancel_requested=job.cancel_requested,
-            ),
+            # a cancel accepted after the read above started an operation this write must end too
+            expect=self._as_read(inp, job),
             # billing stops with the job: its meters end in the same transaction
             effects=replace(
                 self._let_go(inp, job, ended), operation=operations[0], more_operations=tuple(operations[1:])
@@ -614,17 +606,22 @@ class JobSteps:
             job,
             again,
             self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, again.document),
-            expect=Expect(
-                operation_id=inp.operationId,
-                status=(job.status,),
-                capacity_reserved=job.capacity_reserved,
-                cancel_requested=job.cancel_requested,
-            ),
+            expect=self._as_read(inp, job),
             effects=self._let_go(inp, job, ended),
         )
         if job.capacity_reserved:
             self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
         return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
+
+    @staticmethod
+    def _as_read(inp: JobStepInput, job: Job) -> Expect:
+        """The job still as read, of this execution: the write that ends its run is conditioned on it."""
+        return Expect(
+            operation_id=inp.operationId,
+            status=(job.status,),
+            capacity_reserved=job.capacity_reserved,
+            cancel_requested=job.cancel_requested,
+        )
 
     def _let_go(self, inp: JobStepInput, job: Job, ended: float) -> Effects:
         """What the transition ending ``job``'s run gives back with it: its devices and quota on every node it holds
