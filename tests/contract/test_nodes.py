@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.records import Demand, FleetShape, Release, ResourceKey, node_key
+from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, ResourceKey, node_key
+from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.errors import (
     CapacityInUse,
     EtagMismatch,
@@ -237,7 +238,8 @@ def test_fleet_shapes_tell_the_terms_their_nodes_bill_by(repos: Repositories, su
     assert shapes() == [(2, (Decimal("2.5"), "USD", 60, 60))]
     repos.nodes.replace(a, make_node(sub, "a", pricing=dear, etag="n2"), make_audit(sub))
     assert shapes() == [(1, (Decimal("2.5"), "USD", 60, 60)), (1, (Decimal("1000000"), "EUR", 3600, 3600))]
-    assert repos.nodes.fleet_shapes(sub)[0] == FleetShape("h100", "eastus", 8, 640, 1)  # the hardware as before
+    # the hardware (and who makes it) as before
+    assert repos.nodes.fleet_shapes(sub)[0] == FleetShape("h100", "eastus", 8, 640, 1, vendor="NVIDIA")
 
 
 # ---------------------------------------------------------------------------------------------- lists
@@ -377,3 +379,61 @@ def test_draining_is_bookkeeping_not_a_change_of_the_node(repos: Repositories, s
     repos.nodes.set_draining(node.key, ResourceKey(sub, "rg1", "sparkJobs", ("big",)))
     assert repos.nodes.get(node.key) == node
     assert len(audit_events(repos, sub)) == events
+
+
+def _amd(node: Node) -> Node:
+    """``node`` holding AMD MI300X GPUs (its document says so)."""
+    node.document["properties"]["accelerator"] = {"kind": "GPU", "vendor": "AMD", "model": "MI300X", "count": 8}
+    node.document["properties"]["hardwareSpecs"]["gpuModel"] = "MI300X"
+    return node
+
+
+def test_candidates_are_of_the_vendor_asked_for(repos: Repositories, sub: str) -> None:
+    create_node(repos, make_node(sub, "nv"))
+    create_node(repos, _amd(make_node(sub, "amd")))
+    names = lambda vendor: sorted(n.name for n in repos.nodes.candidates(sub, Demand(1, 0, vendor=vendor)))  # noqa: E731
+    assert names(None) == ["amd", "nv"]
+    assert names("NVIDIA") == ["nv"] and names("amd") == ["amd"]
+
+
+def test_a_node_counted_before_vendors_were_is_counted_out_of_that_shape_when_it_changes(
+    repos: Repositories, sub: str
+) -> None:
+    """A node item written before shapes were counted per vendor is counted in its shape's key without a vendor: the
+    store reads it so (:attr:`Node.counted_shape`), and a change or a delete counts it out of that one — never out
+    of a key it was not counted in (the count would drift)."""
+    amd = _amd(make_node(sub, "amd"))
+    legacy = amd.shape.legacy_sort_key
+    create_node(repos, amd)
+    _store_as_before_vendors(repos, sub, amd, legacy)
+    stored = repos.nodes.get(amd.key)
+    assert stored is not None and stored.counted_shape_key == legacy
+    assert [(s.vendor, s.nodes) for s in repos.nodes.fleet_shapes(sub)] == [("", 1)]  # any vendor, until written
+    # When it is re-priced, it moves to its shape of its vendor
+    repriced = _amd(make_node(sub, "amd", etag="n2", pricing={"currency": "USD", "pricePerGpuHour": 3}))
+    repos.nodes.replace(stored, repriced, make_audit(sub))
+    assert [(s.vendor, s.nodes) for s in repos.nodes.fleet_shapes(sub)] == [("AMD", 1)]
+    # And a delete counts it out of that one
+    repos.nodes.delete(repos.nodes.get(amd.key) or repriced, make_audit(sub))
+    assert repos.nodes.fleet_shapes(sub) == []
+
+
+def _store_as_before_vendors(repos: Repositories, sub: str, node: Node, legacy_sk: str) -> None:
+    """Make ``node``'s stored items what the code before vendors wrote: no vendor or counted shape on the node item,
+    its shape item under ``legacy_sk`` with no vendor."""
+    state = getattr(repos.nodes, "_s", None)
+    if state is not None:  # the in-memory twin: its node record and shape entry
+        stored = state.nodes[next(k for k in state.nodes if k[0] == sub.lower())]
+        stored.node.counted_shape = legacy_sk
+        entry = state.shapes.pop((sub.lower(), node.shape.sort_key))
+        entry.shape = replace(entry.shape, vendor="")
+        state.shapes[(sub.lower(), legacy_sk)] = entry
+        return
+    table = repos.nodes._t  # type: ignore[attr-defined]
+    client, pk = table.client, {"S": keys.subscription_pk(sub)}
+    item = {"PK": pk, "SK": {"S": keys.resource_sk(node.key)}}
+    client.update_item(TableName=table.name, Key=item, UpdateExpression="REMOVE shapeSk, acceleratorVendor")
+    shape = {"PK": pk, "SK": {"S": node.shape.sort_key}}
+    old = client.get_item(TableName=table.name, Key=shape)["Item"]
+    client.delete_item(TableName=table.name, Key=shape)
+    client.put_item(TableName=table.name, Item={**old, "SK": {"S": legacy_sk}, "vendor": {"S": ""}})

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from itl_accelerator.domain.records import node_key
-from itl_accelerator.errors import AcceleratorNotSupported, BadRequest
+from itl_accelerator.errors import AcceleratorNotSupported, BadRequest, Conflict
 from itl_accelerator.models.jobs import SparkJobWrite
 from itl_accelerator.models.nodes import SparkNodeWrite
 from itl_accelerator.models.quotas import QuotaWrite
-from tests.services.conftest import RG, Allocation, Env
+from itl_accelerator.repositories.errors import CapacityInUse
+from tests.services.conftest import RG, Allocation, Env, job_body
 
 TPU = {"kind": "TPU", "model": "v5e", "count": 8, "memoryGbPerDevice": 16, "topology": "2x4"}
 NPU = {"kind": "NPU", "vendor": "Huawei", "model": "910B", "count": 8, "memoryGbPerDevice": 64}
@@ -133,7 +134,7 @@ def test_a_job_is_placed_on_a_node_of_its_kind_and_model_only(fleet):
     # And each is billed by its node's terms, per device-hour of its kind
     terms = fleet.job_props("tpu-job")["billingTerms"]
     assert terms["pricePerAcceleratorHour"] == 1.2 and "pricePerGpuHour" not in terms
-    assert fleet.job_props("tpu-job")["accelerator"] == {"kind": "TPU", "count": 4, "memoryGb": 0}
+    assert fleet.job_props("tpu-job")["accelerator"] == {"kind": "TPU", "vendor": "Google", "count": 4, "memoryGb": 0}
     assert "requestedGpus" not in fleet.job_props("tpu-job")
     # And the DGX Platform is told what each runs on
     sent = {d["name"].rsplit("/", 1)[-1]: d["accelerator"] for d in fleet.dgx.called("submit_job")}
@@ -150,7 +151,7 @@ def test_a_gpu_job_never_takes_a_tpu_even_when_only_the_tpu_is_free(env):
     env.run()
     assert env.status("waits") == "Pending"
     assert env.job_props("waits")["statusReason"].startswith(
-        "Waiting for capacity: no node of the subscription has 1 free GPUs"
+        "Waiting for capacity: no node of the subscription has 1 free NVIDIA GPUs"
     )
     assert env.allocation("tpu-1") == Allocation(0, 0)
 
@@ -161,7 +162,7 @@ def test_a_job_no_node_of_its_kind_could_hold_is_inadmissible_naming_the_kind(fl
     submit(fleet, "tpu-v6", {"accelerator": {"kind": "TPU", "count": 1, "model": "v6e"}})
     fleet.run()
     assert fleet.status("hpu-job") == "Failed"
-    assert "No node of the subscription has HPUs" in fleet.job_props("hpu-job")["statusReason"]
+    assert "No node of the subscription has Intel HPUs" in fleet.job_props("hpu-job")["statusReason"]
     assert "asks for 16 TPUs" in fleet.job_props("huge-tpu")["statusReason"]
     assert "has 8 TPUs" in fleet.job_props("huge-tpu")["statusReason"]
     assert "TPU model 'v6e'" in fleet.job_props("tpu-v6")["statusReason"]
@@ -255,7 +256,7 @@ def test_a_gpu_node_and_job_stored_before_kinds_existed_read_as_the_gpus_they_we
     job = env.job("j")
     job.document["properties"].pop("accelerator")
     shown = env.w.jobs.get(env.admin(), env.sub, RG, "j")["properties"]
-    assert shown["accelerator"] == {"kind": "GPU", "count": 2, "memoryGb": 160}
+    assert shown["accelerator"] == {"kind": "GPU", "vendor": "NVIDIA", "count": 2, "memoryGb": 160}
 
 
 # ------------------------------------------------------------------------------------------------ billing
@@ -308,3 +309,179 @@ def test_a_tpu_job_waiting_under_its_ceiling_is_told_prices_per_tpu_hour(fleet):
     fleet.run()
     reason = fleet.job_props("cheap")["statusReason"]
     assert "1.2 USD per TPU-hour" in reason and "per GPU-hour" not in reason, reason
+
+
+# ------------------------------------------------------------------------------------------------ vendors and spellings
+def test_the_seeds_gpu_form_means_nvidia_gpus_and_never_takes_a_free_amd_node(env):
+    # Given a full NVIDIA node beside a free AMD one (and the AMD one the cheaper)
+    env.add_node("dgx-1", gpus=8, price=2.5)
+    register(env, "mi-1", accelerator_node(MI300X, price=1.0))
+    submit(env, "big", {"requestedGpus": 8, "requestedMemoryGb": 640})
+    env.run()
+    assert placed_on(env, "big") == "dgx-1"
+    # When a job in the seed's form (a CUDA image, as the seed's users run) and one saying kind GPU only are submitted
+    submit(env, "seed", {"requestedGpus": 1, "requestedMemoryGb": 80})
+    submit(env, "plain", {"accelerator": {"kind": "gpu", "count": 1}})
+    env.run()
+    # Then both wait for an NVIDIA GPU, saying so, and the AMD node stays free
+    for name in ("seed", "plain"):
+        props = env.job_props(name)
+        assert props["status"] == "Pending" and props["accelerator"]["vendor"] == "NVIDIA"
+        assert "no node of the subscription has 1 free NVIDIA GPUs" in props["statusReason"]
+        # their price ceiling is made of NVIDIA prices only (the AMD node's 1.00 is no price they accepted)
+        assert [t["pricePerGpuHour"] for t in props["priceCeiling"]["terms"]] == [2.5]
+    assert env.allocation("mi-1") == Allocation(0, 0)
+    # And a job naming AMD's model, its vendor, or any vendor takes the AMD node
+    submit(env, "by-model", {"requestedGpus": 1, "requestedMemoryGb": 80, "gpuModel": "MI300X"})
+    submit(env, "by-vendor", {"accelerator": {"kind": "GPU", "vendor": "amd", "count": 1}})
+    submit(
+        env,
+        "any",
+        {
+            "accelerator": {"kind": "GPU", "vendor": "any", "count": 1},
+            "maxPrice": {"pricePerGpuHour": 5, "currency": "USD"},
+        },
+    )
+    env.run()
+    assert {n: placed_on(env, n) for n in ("by-model", "by-vendor", "any")} == dict.fromkeys(
+        ("by-model", "by-vendor", "any"), "mi-1"
+    )
+    assert env.job_props("by-vendor")["accelerator"]["vendor"] == "AMD"
+    assert env.job_props("any")["accelerator"]["vendor"] == "Any"
+    assert "vendor" not in env.job_props("by-model")["accelerator"]  # a model names its maker
+    # And once the NVIDIA node frees, the seed's job runs there
+    env.end_job("big")
+    env.run()
+    assert placed_on(env, "seed") == "dgx-1"
+
+
+def test_a_seed_form_job_in_a_fleet_of_amd_gpus_only_is_inadmissible_naming_nvidia(env):
+    register(env, "mi-1", accelerator_node(MI300X))
+    submit(env, "seed", {"requestedGpus": 1, "requestedMemoryGb": 80})
+    env.run()
+    assert env.status("seed") == "Failed"
+    assert env.job_props("seed")["statusReason"] == "Inadmissible: No node of the subscription has NVIDIA GPUs."
+
+
+def test_a_job_read_back_with_the_vendor_it_got_is_the_same_job(env):
+    env.add_node("dgx-1")
+    first = submit(env, "same", {"requestedGpus": 2, "requestedMemoryGb": 160})
+    shown = env.w.jobs.get(env.admin(), env.sub, RG, "same")
+    assert shown["properties"]["accelerator"]["vendor"] == "NVIDIA"
+    again, _ = env.w.jobs.submit(env.admin(), env.sub, RG, "same", SparkJobWrite.model_validate(shown))
+    assert first is not None and again is None  # nothing new started
+    # while saying another vendor is another job
+    with pytest.raises(Exception, match="cannot be submitted until it ends"):
+        env.w.jobs.submit(env.admin(), env.sub, RG, "same", SparkJobWrite.model_validate(
+            {"properties": {"accelerator": {"kind": "GPU", "vendor": "AMD", "count": 2, "memoryGb": 160}}}))  # fmt: skip
+
+
+def test_offers_say_whose_devices_they_are(env):
+    env.add_node("dgx-1")
+    register(env, "mi-1", accelerator_node(MI300X))
+    found = {
+        o["name"]: o["properties"]["accelerator"] for o in env.w.offers.in_location(env.admin(), env.sub, "eastus")
+    }
+    assert found == {
+        "gpu-h100": {"kind": "GPU", "vendor": "NVIDIA", "model": "h100"},
+        "gpu-mi300x": {"kind": "GPU", "vendor": "AMD", "model": "mi300x"},
+    }
+
+
+@pytest.mark.parametrize("node_kind, job_kind", [("Fpga", "FPGA"), ("fpga", "Fpga"), ("FPGA", "fpga")])
+def test_a_kind_in_another_letter_case_is_the_same_kind(env, node_kind, job_kind):
+    # Given a node of a kind the provider does not know, spelt one way
+    fpga = {"kind": node_kind, "vendor": "AMD Xilinx", "model": "U250", "count": 4, "memoryGbPerDevice": 64}
+    shown = register(env, "f-1", accelerator_node(fpga, price=0.8))
+    assert shown["properties"]["accelerator"]["kind"] == "FPGA"  # one spelling, decided where it enters
+    env.w.quotas.put(
+        env.admin(), env.sub, "eastus", "fpgas", QuotaWrite.model_validate({"properties": {"limit": {"value": 3}}})
+    )
+    # When a job asks for it spelt another way, and its model in another case
+    submit(env, "j", {"accelerator": {"kind": job_kind, "vendor": "amd xilinx", "count": 2, "model": "u250"}})
+    submit(env, "k", {"accelerator": {"kind": job_kind, "count": 2}})
+    env.run()
+    # Then the first runs on that node at its price, counted in the quota of that kind; the second waits for the quota
+    props = env.job_props("j")
+    assert props["status"] == "Running" and placed_on(env, "j") == "f-1", props["statusReason"]
+    assert props["billingTerms"]["pricePerAcceleratorHour"] == 0.8 and props["accelerator"]["kind"] == "FPGA"
+    assert env.status("k") == "Pending"
+    assert env.job_props("k")["statusReason"].startswith("Waiting for quota: the FPGA quota 'fpgas'")
+
+
+def test_a_job_that_no_node_its_submitter_sees_could_hold_fails_at_once_saying_why(env):
+    # Given a node in rg1 only, and a consumer holding rg2
+    env.add_node("dgx-1")
+    cora = env.consumer("cora", scopes=[f"/subscriptions/{env.sub}/resourceGroups/rg2"])
+    # When she submits a job without a maxPrice (its ceiling is made of the prices she can see: none)
+    accepted, _ = env.w.jobs.submit(cora, env.sub, "rg2", "j", job_body(1, 80))
+    assert accepted is not None
+    env.run()
+    # Then it fails at once, saying why and what to do, instead of waiting for ever
+    props = env.w.jobs.get(cora, env.sub, "rg2", "j")["properties"]
+    assert props["status"] == "Failed" and props["priceCeiling"]["terms"] == []
+    assert props["statusReason"].startswith(
+        "Inadmissible: No node that could hold the job was in the submitter's resource groups"
+    )
+    assert "properties.maxPrice" in props["statusReason"]
+    # And with a maxPrice it runs on the subscription's node within it
+    env.w.jobs.submit(cora, env.sub, "rg2", "j2", job_body(1, 80, maxPrice={"pricePerGpuHour": 3, "currency": "USD"}))
+    env.run()
+    assert env.w.jobs.get(cora, env.sub, "rg2", "j2")["properties"]["status"] == "Running"
+
+
+def test_a_tpu_node_refuses_to_shrink_below_what_is_held_in_tpus(env):
+    register(env, "tpu-1", accelerator_node(TPU))
+    submit(env, "j", {"accelerator": {"kind": "TPU", "count": 6}})
+    env.run()
+    body = env.w.nodes.get(env.admin(), env.sub, RG, "tpu-1")
+    body["properties"]["accelerator"]["count"] = 4
+    body["sku"].pop("capacity", None)
+    with pytest.raises(Conflict, match=r"\(6 TPUs, 0 GiB, 0 instances\)") as refused:
+        env.w.nodes.put(env.admin(), env.sub, RG, "tpu-1", SparkNodeWrite.model_validate(body))
+    assert "GPU" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "A100"},  # another model of the kind
+        {"kind": "NPU", "vendor": "Huawei", "model": "910B"},  # another kind
+        {"vendor": "AMD", "model": "MI300X"},  # another vendor
+    ],
+    ids=["model", "kind", "vendor"],
+)
+def test_a_nodes_devices_cannot_change_while_work_holds_them(env, change):
+    # Given a job holding 2 of an H100 node's GPUs
+    env.add_node("dgx-1")
+    env.submit("j", 2, 160)
+    env.run()
+    # When an admin says the node holds other devices
+    body = env.w.nodes.get(env.admin(), env.sub, RG, "dgx-1")
+    body["properties"]["accelerator"] = {**body["properties"]["accelerator"], **change}
+    body["properties"].pop("hardwareSpecs")
+    body["properties"]["pricing"].pop("pricePerGpuHour")
+    # Then it is refused, saying why; the node is as it was
+    with pytest.raises(
+        Conflict, match=r"cannot change from NVIDIA GPU H100 .* while 2 GPUs and 160 GiB of it are held"
+    ):
+        env.w.nodes.put(env.admin(), env.sub, RG, "dgx-1", SparkNodeWrite.model_validate(body))
+    assert env.node("dgx-1").accelerator.model == "H100"
+    # And once the job has ended it may change
+    env.end_job("j")
+    shown, _ = env.w.nodes.put(env.admin(), env.sub, RG, "dgx-1", SparkNodeWrite.model_validate(body))
+    assert shown["properties"]["accelerator"]["model"] == change["model"]
+
+
+def test_a_nodes_devices_changed_between_the_read_and_a_placement_are_refused_by_the_store(env):
+    # Given an admin who read an idle node, then a job placed on it before the admin's write lands
+    env.add_node("dgx-1")
+    read = env.node("dgx-1")
+    env.submit("j", 2, 160)
+    env.run()
+    changed = env.node("dgx-1")
+    changed.document["properties"]["accelerator"] = {**changed.document["properties"]["accelerator"], "model": "A100"}
+    # Then the store refuses the change of devices under the placed work (the etag did not move: a placement does not
+    # change it)
+    with pytest.raises(CapacityInUse):
+        env.repos.nodes.replace(read, changed, env.audit()[-1].model_copy(update={"event_id": "e-race"}))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from itl_accelerator.errors import AuthorizationFailed, InvalidParameter
+from itl_accelerator.errors import AuthorizationFailed, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.quotas import QuotaWrite
 from tests.services.conftest import SUB, Env
 from tests.services.test_budgets import put_budget
@@ -121,11 +121,13 @@ def test_a_node_priced_above_what_the_caller_sees_is_not_offered_to_it(env: Env)
     assert offers(env, ann)["gpu-h100"]["pricePerAcceleratorHour"] == [{"currency": "USD", "min": "2.4", "max": "2.4"}]
     # and one who sees both, 8
     assert offers(env)["gpu-h100"]["largestSingleNode"]["devices"] == 8
-    # as a submission then gets: ann's job of 8 waits, of 4 is placed
+    # as a submission then gets: ann's job of 4 is placed; one of 8 can never run (no node she sees holds 8, so its
+    # price ceiling admits none) and says so at once rather than waiting for ever
     env.submit("eight", 8, 640, ctx=ann, location=WHERE)
     env.submit("four", 4, 320, ctx=ann, location=WHERE)
     env.run()
-    assert (env.status("eight"), env.status("four")) == ("Pending", "Running")
+    assert (env.status("eight"), env.status("four")) == ("Failed", "Running")
+    assert "its price ceiling admits no price" in env.job_props("eight")["statusReason"]
 
 
 def test_the_memory_offered_is_what_the_offered_devices_may_ask(env: Env):
@@ -155,3 +157,9 @@ def test_a_caller_holding_one_resource_group_is_offered_what_its_budgets_allow_t
     assert offers(env, resource_group="rg1")["gpu-h100"]["budget"]["currencies"] == ["EUR"]
     with pytest.raises(InvalidParameter):
         offers(env, env.consumer("ann"), resource_group="bad/rg")
+
+
+def test_asking_for_the_offers_of_a_resource_group_one_does_not_hold_names_that_group(fleet: Env):
+    ann = fleet.consumer("ann", scopes=[f"/subscriptions/{SUB}/resourceGroups/rg1"])
+    with pytest.raises(ResourceNotFound, match="The resource group 'rg2' was not found in the subscription"):
+        fleet.w.offers.in_location(ann, fleet.sub, WHERE, "rg2")

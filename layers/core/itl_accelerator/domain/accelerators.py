@@ -18,6 +18,16 @@ earlier code (a node's ``gpuModelKey``, a shape, a quota scope) still names the 
 ``{kind}:{model}`` in lower case (``tpu:v5e``; ``tpu:`` when no model is named). A GPU node or job stored before kinds
 existed has no kind attribute: it is a GPU (:data:`GPU`), an NVIDIA one when the vendor is not said.
 
+**One spelling, decided where a value enters** (:func:`canonical_kind`, :func:`canonical_vendor`, :func:`model_key`):
+a known kind or vendor in its usual spelling, any other kind in capitals (``fpga``, ``Fpga`` → ``FPGA``: kinds are
+acronyms), any other vendor as first sent but compared without case (:func:`vendor_key`). Every comparison — admission,
+a price ceiling, quota names, placement, offers — goes through them, so two spellings of one kind never differ.
+
+**Vendor of a request** (:func:`job_vendor`). A job that names no vendor and no model asks for its kind's usual
+vendor (:data:`DEFAULT_VENDORS`): the seed's GPU forms (``requestedGpus``, ``accelerator: {kind: GPU}``) mean NVIDIA
+GPUs — a CUDA image fails on an AMD (ROCm) box, so that is what such a user meant. A job that names a model asks for
+that model, whoever makes it (``MI300X`` is AMD's); ``vendor: Any`` asks for any vendor's devices of the kind.
+
 **Ollama** runs on NVIDIA GPUs (CUDA) and AMD GPUs (ROCm) — Ollama's own documentation, "GPU support"; an instance on
 a node of any other kind or vendor is refused (:func:`runs_ollama`).
 """
@@ -44,6 +54,10 @@ KIND_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]{1,15}$")
 
 #: The vendor a GPU is when none is said (the seed's DGX boxes).
 DEFAULT_GPU_VENDOR = "NVIDIA"
+#: The vendor of a kind one vendor makes (or the seed meant), when a node or a job says none.
+DEFAULT_VENDORS: dict[str, str] = {GPU: DEFAULT_GPU_VENDOR, "TPU": "Google", "Neuron": "AWS", "HPU": "Intel"}
+#: What a job says for "devices of its kind from any vendor".
+ANY_VENDOR = "Any"
 #: The known vendors, by their lower-case name: their usual spelling.
 KNOWN_VENDORS: dict[str, str] = {
     "nvidia": "NVIDIA",
@@ -73,16 +87,55 @@ OLLAMA_ACCELERATORS: frozenset[tuple[str, str]] = frozenset({("GPU", "NVIDIA"), 
 
 
 def canonical_kind(kind: str) -> str:
-    """A kind in its usual spelling (``tpu`` → ``TPU``, ``neuron`` → ``Neuron``); an unknown one as sent.
-    ``ValueError`` for one that is not 2 to 16 letters and digits, starting with a letter."""
+    """A kind in its usual spelling (``tpu`` → ``TPU``, ``neuron`` → ``Neuron``); an unknown one in capitals
+    (``fpga`` → ``FPGA``), so every spelling of it is one kind (module docstring). ``ValueError`` for one that is not 2
+    to 16 letters and digits, starting with a letter."""
     if not KIND_PATTERN.match(kind):
         raise ValueError(f"'{kind[:40]}' is not an accelerator kind: 2 to 16 letters and digits (GPU, TPU, NPU...).")
-    return KNOWN_KINDS.get(kind.lower(), kind)
+    return KNOWN_KINDS.get(kind.lower(), kind.upper())
+
+
+def stored_kind(kind: str | None) -> str:
+    """A kind as an item stored it, in the spelling :func:`canonical_kind` gives now (None or "": a GPU, stored before
+    kinds existed; a stored value that is no kind at all is kept as it is)."""
+    if not kind:
+        return GPU
+    try:
+        return canonical_kind(kind)
+    except ValueError:
+        return kind
 
 
 def canonical_vendor(vendor: str) -> str:
-    """A vendor in its usual spelling (``nvidia`` → ``NVIDIA``); an unknown one as sent."""
+    """A vendor in its usual spelling (``nvidia`` → ``NVIDIA``, ``any`` → :data:`ANY_VENDOR`); an unknown one as
+    sent (compare vendors with :func:`vendor_key`)."""
+    if vendor.lower() == ANY_VENDOR.lower():
+        return ANY_VENDOR
     return KNOWN_VENDORS.get(vendor.lower(), vendor)
+
+
+def vendor_key(vendor: str | None) -> str:
+    """A vendor as placement, shapes and offers compare it: lower case, its usual name's for a known one ("" for
+    none)."""
+    return canonical_vendor(vendor).lower() if vendor else ""
+
+
+def job_vendor(kind: str, model: str | None, said: str | None) -> str | None:
+    """The vendor a job's devices must come from (module docstring, "Vendor of a request"): the vendor it said; none
+    (any) when it said :data:`ANY_VENDOR` or named a model; else its kind's usual vendor (NVIDIA for GPUs), or none
+    for a kind several vendors make."""
+    if said:
+        named = canonical_vendor(said)
+        return None if named == ANY_VENDOR else named
+    if model_key(model):
+        return None
+    return DEFAULT_VENDORS.get(canonical_kind(kind))
+
+
+def shown_vendor(kind: str, model: str | None, said: str | None) -> str | None:
+    """``accelerator.vendor`` as a job shows it: what it said (:data:`ANY_VENDOR` too), else the vendor it gets by
+    default (:func:`job_vendor`; None when any)."""
+    return canonical_vendor(said) if said else job_vendor(kind, model, None)
 
 
 def model_key(model: str | None) -> str:
@@ -176,9 +229,10 @@ class Accelerator:
         stored before kinds existed — its ``hardwareSpecs`` GPUs (an NVIDIA GPU when no vendor is said)."""
         given = properties.get("accelerator")
         if isinstance(given, dict):
+            kind = stored_kind(str(given.get("kind") or GPU))
             return cls(
-                kind=str(given.get("kind") or GPU),
-                vendor=str(given.get("vendor") or (DEFAULT_GPU_VENDOR if given.get("kind", GPU) == GPU else "")),
+                kind=kind,
+                vendor=canonical_vendor(str(given.get("vendor") or DEFAULT_VENDORS.get(kind, ""))),
                 model=str(given.get("model") or ""),
                 count=int(given.get("count") or 0),
                 memory_gb=int(given.get("memoryGbPerDevice") or 0),

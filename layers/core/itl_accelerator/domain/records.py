@@ -21,7 +21,15 @@ from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.accelerators import GPU, Accelerator, kind_of_key, model_key, model_of_key
+from itl_accelerator.domain.accelerators import (
+    GPU,
+    Accelerator,
+    job_vendor,
+    kind_of_key,
+    model_key,
+    model_of_key,
+    vendor_key,
+)
 from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.states import (
@@ -112,10 +120,26 @@ class Node:
     memory_gb_allocated: int = 0
     child_count: int = 0
     former_owners: tuple[str, ...] = ()
+    #: the sort key of the fleet shape item it is counted in (None: its shape's own, :attr:`FleetShape.sort_key`; a
+    #: node item stored before vendors were counted reads as counted in :attr:`FleetShape.legacy_sort_key`); the
+    #: repositories count it out of that one when it changes
+    counted_shape: str | None = None
 
     @property
     def properties(self) -> dict[str, Any]:
         return dict(self.document.get("properties") or {})
+
+    @property
+    def devices(self) -> tuple[str, str, str]:
+        """What its devices are, as placement compares them: kind, vendor and model keys. Work placed on it asked for
+        these, so they may change only while it holds nothing (the repositories refuse it otherwise)."""
+        a = self.accelerator
+        return a.kind.lower(), vendor_key(a.vendor), model_key(a.model)
+
+    @property
+    def counted_shape_key(self) -> str:
+        """The sort key of the shape item it is counted in now (:attr:`counted_shape`)."""
+        return self.counted_shape or self.shape.sort_key
 
     @property
     def arm_id(self) -> str:
@@ -192,6 +216,7 @@ class Node:
             self.memory_gb_total,
             terms=self.terms,
             resource_group=self.key.resource_group.lower(),
+            vendor=self.accelerator.vendor,
         )
 
 
@@ -213,6 +238,8 @@ class FleetShape:
     #: the resource group of its nodes (lower case; "" when not known): shapes are counted per group too, so a job's
     #: price ceiling is made of the prices its submitter can see
     resource_group: str = field(default="", compare=False)
+    #: who makes its nodes' devices ("": a shape item counted before vendors were, which matches any vendor)
+    vendor: str = ""
 
     @property
     def available(self) -> bool:
@@ -226,9 +253,17 @@ class FleetShape:
 
     @property
     def sort_key(self) -> str:
-        """What tells shape items apart, and orders them: hardware and place, resource group, then pricing
-        (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{rg}#{currency}#{price}#{increment}#{minimum}``, ``-``
-        for no model, group or pricing). Both repositories key shape items by it."""
+        """What tells shape items apart, and orders them: hardware and place, resource group, pricing, then vendor
+        (``SHAPE#{model}#{location}#{gpus:03}#{memory:07}#{rg}#{currency}#{price}#{increment}#{minimum}#@{vendor}``,
+        ``-`` for no model, group or pricing). Both repositories key shape items by it; a node item records the one
+        it is counted in (:attr:`Node.counted_shape`)."""
+        vendor = vendor_key(self.vendor)
+        return f"{self.legacy_sort_key}#@{vendor}" if vendor else self.legacy_sort_key
+
+    @property
+    def legacy_sort_key(self) -> str:
+        """:attr:`sort_key` without the vendor: how shape items were keyed before vendors were counted (a node item
+        stored then is counted in it)."""
         hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.gpu_total:03d}#{self.memory_gb_total:07d}"
         place = f"{hardware}#{self.resource_group or '-'}"
         terms = self.terms
@@ -237,15 +272,17 @@ class FleetShape:
         price = format(terms.price_per_gpu_hour.normalize(), "f")
         return f"{place}#{terms.currency}#{price}#{terms.billing_increment_seconds}#{terms.minimum_billable_seconds}"
 
-    def matches(self, key: str, location: str, kind: str = GPU) -> bool:
+    def matches(self, key: str, location: str, kind: str = GPU, vendor: str | None = None) -> bool:
         """Whether it has accelerator ``key`` (domain/accelerators.py ``accelerator_key``: a model of a kind, or a
-        kind's any model — ``""`` is any GPU, ``tpu:`` any TPU; ``kind`` says which when the key names no model) and
-        is in ``location`` (normalised; "" matches any)."""
+        kind's any model — ``""`` is any GPU, ``tpu:`` any TPU; ``kind`` says which when the key names no model) of
+        ``vendor`` (None: any; a shape counted before vendors were matches any) and is in ``location`` (normalised;
+        "" matches any)."""
         if model_of_key(key):
             held = self.gpu_model == key
         else:
-            held = self.kind == (kind_of_key(key) if ":" in key else kind)
-        return held and (not location or self.location == location)
+            held = self.kind.lower() == (kind_of_key(key) if ":" in key else kind).lower()
+        made = vendor is None or not self.vendor or vendor_key(self.vendor) == vendor_key(vendor)
+        return held and made and (not location or self.location == location)
 
     def could_hold(self, gpus: int, memory_gb: int) -> bool:
         """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
@@ -277,6 +314,8 @@ class Demand:
     location: str = ""
     within: tuple[BillingTerms, ...] | None = None
     kind: str = GPU
+    #: who must make the devices (None: any vendor)
+    vendor: str | None = None
 
 
 #: The most nodes one job runs on at once (a gang: services/common/placement.py).
@@ -503,7 +542,14 @@ class Job(Workload):
     @property
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
-        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind)
+        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind, vendor=self.vendor)
+
+    @property
+    def vendor(self) -> str | None:
+        """Who must make its devices (None: any vendor): domain/accelerators.py ``job_vendor`` over what it asked —
+        a job stored before vendors were said asks for its kind's usual vendor unless it named a model."""
+        asked = self.properties.get("accelerator") or {}
+        return job_vendor(self.kind, model_of_key(self.gpu_model), asked.get("vendor"))
 
     @property
     def preemption_candidate(self) -> bool:

@@ -22,17 +22,18 @@ import hashlib
 import json
 import re
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, StringConstraints, WithJsonSchema, field_validator, model_validator
 
-from itl_accelerator.domain.accelerators import GPU, canonical_kind, model_key
+from itl_accelerator.domain.accelerators import GPU, canonical_kind, model_key, shown_vendor
 from itl_accelerator.domain.records import MAX_GANG_NODES
 from itl_accelerator.domain.retries import EXIT, MAX_CONDITIONS, RETRY
 from itl_accelerator.domain.retries import MAX_ATTEMPTS as MAX_RETRY_ATTEMPTS
 from itl_accelerator.models.common import (
     NOT_NULL,
     AcceleratorKind,
+    AcceleratorVendor,
     ApiModel,
     BillingTermsLocked,
     CurrencyCode,
@@ -266,10 +267,14 @@ class JobAccelerator(ApiModel):
     (any model of the kind otherwise), with ``memoryGb`` GiB of device memory in all (0 or left out: any). ``nodes``
     (2 to 16; left out: 1): a multi-node job, placed on that many nodes at once or not at all (gang placement) —
     ``count`` and ``memoryGb`` are then *per node* (Slurm's ``--nodes`` with ``--gpus-per-node``), so it holds
-    ``nodes * count`` devices in all (services/common/placement.py, "Gangs")."""
+    ``nodes * count`` devices in all (services/common/placement.py, "Gangs"). ``vendor``: who makes the devices —
+    left out, the kind's usual vendor when no model is named (NVIDIA for GPUs: the seed's forms mean NVIDIA GPUs), any
+    vendor when a model is; ``Any``: any vendor's (domain/accelerators.py ``job_vendor``). A job shows the vendor it
+    gets."""
 
     kind: AcceleratorKind
     count: int = Field(strict=True, ge=1, le=64)
+    vendor: AcceleratorVendor | None = None
     model: GpuModel | None = None
     memory_gb: int | None = Field(strict=True, default=None, ge=0, le=65536)
     nodes: int | None = Field(strict=True, default=None, ge=1, le=MAX_GANG_NODES)
@@ -435,8 +440,10 @@ class SparkJobPropertiesWrite(ApiModel):
 
     @field_validator("status")
     @classmethod
-    def _pending_only(cls, value: str | None) -> str | None:
-        if value is not None and value != "Pending":
+    def _a_status(cls, value: str | None) -> str | None:
+        """A job's status (read-only: a new job may say ``Pending``, the seed's form; a job sent back as read may say
+        the status it has — services/api/jobs.py ``check_status_sent``)."""
+        if value is not None and value not in get_args(JobStatus):
             raise ValueError(f"'status' is set by the provider; a new job may only say 'Pending', not '{value[:40]}'.")
         return value
 
@@ -461,7 +468,11 @@ class SparkJobPropertiesWrite(ApiModel):
             if self.requested_memory_gb is None:
                 raise ValueError("properties.requestedMemoryGb is required with requestedGpus (GiB of GPU memory).")
             self.accelerator = JobAccelerator(
-                kind=GPU, count=self.requested_gpus, model=self.gpu_model, memory_gb=self.requested_memory_gb
+                kind=GPU,
+                count=self.requested_gpus,
+                model=self.gpu_model,
+                memory_gb=self.requested_memory_gb,
+                vendor=shown_vendor(GPU, self.gpu_model, None),
             )
             return self
         a.kind = canonical_kind(a.kind)
@@ -493,6 +504,7 @@ class SparkJobPropertiesWrite(ApiModel):
             a.memory_gb = (self.requested_memory_gb or 0) // parts
         if a.model is None:
             a.model = self.gpu_model
+        a.vendor = shown_vendor(a.kind, a.model, a.vendor)
         if a.kind == GPU:
             self.requested_gpus, self.gpu_model = a.count * parts, a.model
         self.requested_memory_gb = a.memory_gb * parts
@@ -562,10 +574,17 @@ class SparkJobWrite(ApiModel):
             spec["preemptMode"] = p.preempt_mode or "Cancel"
         else:  # likewise: a job that may not be preempted says nothing of it
             del spec["preemptible"], spec["preemptMode"]
-        if kind != GPU or p.wanted.nodes:
+        wanted = p.wanted
+        # the vendor a job gets without saying one is not part of what it said (a job read back, showing it, is the
+        # same job, and so is one stored before vendors were said)
+        said_vendor = wanted.vendor if wanted.vendor != shown_vendor(kind, wanted.model, None) else None
+        if kind != GPU or wanted.nodes or said_vendor:
             # a GPU job's request is its requestedGpus, requestedMemoryGb and gpuModel, as always (so the fingerprint
-            # of a job stored before kinds existed is unchanged); any other kind's, and a gang's, is its accelerator
-            spec["accelerator"] = p.wanted.model_dump(mode="json", by_alias=True, exclude_none=True)
+            # of a job stored before kinds existed is unchanged); any other kind's, a gang's and one of another
+            # vendor's is its accelerator
+            spec["accelerator"] = wanted.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if not said_vendor:
+                spec["accelerator"].pop("vendor", None)
             for name in ("requestedGpus", "gpuModel"):
                 spec.pop(name, None)
         return spec

@@ -22,7 +22,8 @@ from pydantic import Field, PrivateAttr, StringConstraints, model_validator
 
 from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS
 from itl_accelerator.domain.accelerators import (
-    DEFAULT_GPU_VENDOR,
+    ANY_VENDOR,
+    DEFAULT_VENDORS,
     GPU,
     RESOURCE_NAMES,
     canonical_kind,
@@ -80,8 +81,6 @@ class HardwareSpecs(ApiModel):
     interconnect: ShortText | None = None
 
 
-#: The vendor of a kind one vendor makes, when a node says none (a GPU is NVIDIA's, as the seed's DGX boxes).
-DEFAULT_VENDORS: dict[str, str] = {GPU: DEFAULT_GPU_VENDOR, "TPU": "Google", "Neuron": "AWS", "HPU": "Intel"}
 #: The longest quota name ARM takes (``{kind}s-{model}`` must fit: domain/quotas.py).
 MAX_QUOTA_NAME = 63
 
@@ -225,6 +224,8 @@ class SparkNodeWrite(TrackedResourceWrite):
         accelerator.vendor = canonical_vendor(accelerator.vendor) if accelerator.vendor else DEFAULT_VENDORS.get(kind)
         if accelerator.vendor is None:
             raise ValueError(f"properties.accelerator.vendor is required for {kind}s (who makes them?).")
+        if accelerator.vendor == ANY_VENDOR:
+            raise ValueError(f"properties.accelerator.vendor names who makes the node's {kind}s, not '{ANY_VENDOR}'.")
         self._disputed = []
         if kind == GPU:
             held = (stored or {}).get("accelerator") or {}

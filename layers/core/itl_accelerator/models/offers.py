@@ -8,7 +8,12 @@ from itl_accelerator.models.common import ApiModel
 
 
 class OfferAccelerator(ApiModel):
+    """The devices offered: a kind, who makes them (null: nodes registered before vendors were counted, until they
+    are next written) and a model (null: the nodes name none). A job that names no model gets its kind's usual
+    vendor's devices (NVIDIA GPUs): the offers of that vendor are its offers."""
+
     kind: str
+    vendor: str | None = None
     model: str | None = None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from itl_accelerator.domain.accelerators import GPU
+from itl_accelerator.domain.accelerators import GPU, stored_kind
 from itl_accelerator.domain.records import Job, Operation, ResourceKey
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.models.audit import AuditEvent
@@ -99,7 +99,7 @@ def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
         submitted_at=str(item.get("submittedAt", "")),
         max_duration_seconds=int(item.get("maxDurationSeconds", 0)),
         gpu_model=str(item.get("gpuModelKey", "")),
-        kind=str(item.get("acceleratorKind") or GPU),
+        kind=stored_kind(item.get("acceleratorKind")),
         secret_env=json.loads(item["secretEnv"]) if item.get("secretEnv") else {},
         queued=str(item.get("GSI4PK", "")).endswith(f"{keys.SEP}PENDING"),
         task_token=item.get("taskToken"),

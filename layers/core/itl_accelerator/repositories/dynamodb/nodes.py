@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.accelerators import model_of_key
+from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.records import Demand, FleetShape, Node, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
@@ -42,8 +42,9 @@ def shape_sk(shape: FleetShape) -> str:
 
 
 def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
-    """A node from its item (plain values)."""
-    return Node(
+    """A node from its item (plain values); an item written before its shape item was recorded (``shapeSk``) is
+    counted in its shape's key as it was then (:attr:`FleetShape.legacy_sort_key`)."""
+    node = Node(
         key=key,
         document=json.loads(item["doc"]),
         etag=item["etag"],
@@ -54,6 +55,8 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         child_count=int(item.get("childCount", 0)),
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
     )
+    node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
+    return node
 
 
 def _available(node: Node) -> int:
@@ -102,6 +105,7 @@ class DynamoNodeRepository:
                         terms=BillingTerms.from_pricing(json.loads(item["pricing"])) if item.get("pricing") else None,
                         available_nodes=int(item.get("availableNodes", 0)),
                         resource_group=str(item.get("rgKey", "")),
+                        vendor=str(item.get("vendor", "")),
                     )
                 )
         return shapes
@@ -127,6 +131,10 @@ class DynamoNodeRepository:
         if model_of_key(demand.gpu_model):  # a model named (the partition is the kind's already)
             conditions.append("gpuModelKey = :model")
             values[":model"] = demand.gpu_model
+        if demand.vendor:
+            # a node item stored before its vendor was written passes, and placement judges it on its document
+            conditions.append("(attribute_not_exists(acceleratorVendor) OR acceleratorVendor = :vendor)")
+            values[":vendor"] = vendor_key(demand.vendor)
         if demand.location:
             conditions.append("#loc = :loc")
             names["#loc"] = "location"
@@ -204,6 +212,10 @@ class DynamoNodeRepository:
             condition += f" AND (attribute_not_exists({allocated}) OR {allocated} <= :{total})"
             values[f":{total}"] = value
             assignments.append(f"{free} = :{total} - {allocated}")
+        if previous.devices != node.devices:  # work placed there asked for the devices it held: none may hold any
+            condition += " AND (attribute_not_exists(gpuAllocated) OR gpuAllocated = :zero)"
+            condition += " AND (attribute_not_exists(memoryGbAllocated) OR memoryGbAllocated = :zero)"
+            values[":zero"] = 0
         expression = "SET " + ", ".join(assignments)
         if not available:
             names["#u0"] = "GSI5PK"
@@ -224,9 +236,11 @@ class DynamoNodeRepository:
             self._t.subscription_check(node.key.subscription_id),
         ]
         sub = node.key.subscription_id
-        if shape_sk(previous.shape) != shape_sk(node.shape):  # its hardware, place or pricing changed
+        if previous.counted_shape_key != shape_sk(node.shape):  # its hardware, place or pricing changed
             items.append(self._shape_count(sub, node.shape, +1, _available(node)))
-            items.append(self._shape_count(sub, previous.shape, -1, -_available(previous)))
+            items.append(
+                self._shape_count(sub, previous.shape, -1, -_available(previous), sk=previous.counted_shape_key)
+            )
         elif _available(node) != _available(previous):
             items.append(self._shape_count(sub, node.shape, 0, _available(node) - _available(previous)))
         self._transact(items, expected_etag=previous.etag)
@@ -247,7 +261,9 @@ class DynamoNodeRepository:
                     }
                 },
                 self._t.audit_put(audit),
-                self._shape_count(node.key.subscription_id, node.shape, -1, -_available(node)),
+                self._shape_count(
+                    node.key.subscription_id, node.shape, -1, -_available(node), sk=node.counted_shape_key
+                ),
             ],
             expected_etag=node.etag,
             subscription_checked=False,
@@ -294,6 +310,9 @@ class DynamoNodeRepository:
             "location": shape.location,
             "availability": str(node.availability),
             "gpuModelKey": shape.gpu_model,
+            # the vendor, for the placement index's filter (a job's vendor); the shape item it is counted in
+            "acceleratorVendor": vendor_key(node.accelerator.vendor),
+            "shapeSk": shape_sk(shape),
             "formerOwners": json.dumps(list(node.former_owners)),
             "gpuTotal": node.gpu_total,
             "memoryGbTotal": node.memory_gb_total,
@@ -307,15 +326,19 @@ class DynamoNodeRepository:
             item["GSI5PK"] = keys.placement_partition(key.subscription_id, node.kind)
         return item
 
-    def _shape_count(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> dict[str, Any]:
+    def _shape_count(
+        self, subscription_id: str, shape: FleetShape, delta: int, available: int, *, sk: str | None = None
+    ) -> dict[str, Any]:
         """Transaction item: count a node in (``+1``) or out of (``-1``) its fleet shape, and ``available`` in or out
-        of the shape's ``Available`` nodes."""
+        of the shape's ``Available`` nodes. ``sk``: the shape item the node is counted in, when another than its shape's
+        own (:attr:`Node.counted_shape_key`: one stored before vendors were counted, which keeps no vendor)."""
+        sk = sk or shape_sk(shape)
         return {
             "Update": {
                 "TableName": self._t.name,
-                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": shape_sk(shape)}),
+                "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": sk}),
                 "UpdateExpression": "ADD nodes :d, availableNodes :a SET entityType = :t, gpuModelKey = :model, "
-                "#loc = :loc, gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing, rgKey = :rg",
+                "#loc = :loc, gpuTotal = :g, memoryGbTotal = :m, pricing = :pricing, rgKey = :rg, vendor = :v",
                 "ExpressionAttributeNames": {"#loc": "location"},
                 "ExpressionAttributeValues": typed(
                     {
@@ -328,6 +351,7 @@ class DynamoNodeRepository:
                         ":m": shape.memory_gb_total,
                         ":pricing": to_json(shape.terms.as_stored()) if shape.terms else "",
                         ":rg": shape.resource_group,
+                        ":v": shape.vendor if sk == shape_sk(shape) else "",
                     }
                 ),
             }

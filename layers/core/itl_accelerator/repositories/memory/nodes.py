@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from itl_accelerator.domain.accelerators import model_of_key
+from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.pricing import roughly_within
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
@@ -62,6 +62,7 @@ def stored_node(node: Node) -> Node:
         memory_gb_allocated=int(node.memory_gb_allocated),
         child_count=int(node.child_count),
         former_owners=tuple(node.former_owners),
+        counted_shape=node.counted_shape,
     )
 
 
@@ -196,6 +197,7 @@ class MemoryNodeRepository:
                     terms=s.shape.terms,
                     available_nodes=s.available,
                     resource_group=s.shape.resource_group,
+                    vendor=s.shape.vendor,
                 )
                 for _, s in found
             ]
@@ -229,6 +231,7 @@ class MemoryNodeRepository:
                     s.node.free_memory_gb >= demand.memory_gb
                     and (s.draining_for is None or s.draining_for == job)
                     and (not model_of_key(demand.gpu_model) or shape.gpu_model == demand.gpu_model)
+                    and (not demand.vendor or vendor_key(shape.vendor) == vendor_key(demand.vendor))
                     and (not demand.location or shape.location == demand.location)
                     and roughly_within(s.node.terms, demand.within)
                 )
@@ -263,6 +266,7 @@ class MemoryNodeRepository:
                 raise StoreError("the audit event exists")
             stored = stored_node(node)
             stored.gpu_allocated = stored.memory_gb_allocated = stored.child_count = 0
+            stored.counted_shape = node.shape.sort_key
             self._s.nodes[fold(node.key)] = StoredNode(stored)
             self._s.put_audit(audit)
             self._count_shape(node.key.subscription_id, node.shape, +1, _available(node))
@@ -283,20 +287,26 @@ class MemoryNodeRepository:
             current = stored.node
             if current.etag != previous.etag:
                 raise EtagMismatch()
-            if current.gpu_allocated > node.gpu_total or current.memory_gb_allocated > node.memory_gb_total:
+            if (
+                current.gpu_allocated > node.gpu_total
+                or current.memory_gb_allocated > node.memory_gb_total
+                # work placed there asked for the devices it held: none may hold any when they change
+                or (previous.devices != node.devices and (current.gpu_allocated or current.memory_gb_allocated))
+            ):
                 raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
             if self._s.audit_taken(audit):
                 raise StoreError("the audit event exists")
             replaced = stored_node(node)
+            replaced.counted_shape = node.shape.sort_key
             replaced.gpu_allocated = current.gpu_allocated
             replaced.memory_gb_allocated = current.memory_gb_allocated
             replaced.child_count = current.child_count
             stored.node = replaced
             self._s.put_audit(audit)
             sub = node.key.subscription_id
-            if previous.shape.sort_key != node.shape.sort_key:  # hardware, place or pricing changed
+            if previous.counted_shape_key != node.shape.sort_key:  # hardware, place or pricing changed
                 self._count_shape(sub, node.shape, +1, _available(node))
-                self._count_shape(sub, previous.shape, -1, -_available(previous))
+                self._count_shape(sub, previous.shape, -1, -_available(previous), sk=previous.counted_shape_key)
             elif _available(node) != _available(previous):
                 self._count_shape(sub, node.shape, 0, _available(node) - _available(previous))
 
@@ -317,7 +327,7 @@ class MemoryNodeRepository:
                 raise StoreError("the audit event exists")
             del self._s.nodes[fold(node.key)]
             self._s.put_audit(audit)
-            self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node))
+            self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node), sk=current.counted_shape_key)
 
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         with self._s.lock:
@@ -330,10 +340,14 @@ class MemoryNodeRepository:
             stored.draining_for = wanted
             return True
 
-    def _count_shape(self, subscription_id: str, shape: FleetShape, delta: int, available: int) -> None:
+    def _count_shape(
+        self, subscription_id: str, shape: FleetShape, delta: int, available: int, *, sk: str | None = None
+    ) -> None:
         """Count a node in (``+1``) or out of (``-1``) its shape, and ``available`` in or out of its ``Available``
-        nodes (the item keeps the shape as last written)."""
-        key = (subscription_id.lower(), shape.sort_key)
+        nodes (the item keeps the shape as last written). ``sk``: the shape item the node is counted in, when another
+        than its shape's own (one stored before vendors were counted keeps no vendor), as the table's."""
+        sk = sk or shape.sort_key
+        key = (subscription_id.lower(), sk)
         entry = self._s.shapes.setdefault(key, StoredShape(shape))
         entry.shape = FleetShape(
             shape.gpu_model,
@@ -342,6 +356,7 @@ class MemoryNodeRepository:
             shape.memory_gb_total,
             terms=shape.terms,
             resource_group=shape.resource_group,
+            vendor=shape.vendor if sk == shape.sort_key else "",
         )
         entry.nodes += delta
         entry.available += available

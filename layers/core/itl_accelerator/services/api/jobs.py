@@ -20,7 +20,7 @@ from typing import Any
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
-from itl_accelerator.domain.accelerators import GPU, accelerator_key
+from itl_accelerator.domain.accelerators import GPU, accelerator_key, job_vendor
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
 from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey
 from itl_accelerator.domain.states import (
@@ -30,7 +30,7 @@ from itl_accelerator.domain.states import (
     OperationKind,
     ProvisioningState,
 )
-from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
+from itl_accelerator.errors import AnotherOperationInProgress, BadRequest, Conflict, PropertyChangeNotAllowed
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.jobs import (
     SECRET_MASK,
@@ -57,6 +57,23 @@ from itl_accelerator.state_machines import StateMachines
 GLOBAL_LOCATION = "global"
 #: How many times a cancel reads and decides again when the job changed meanwhile (a workflow step, the tracker).
 CANCEL_ATTEMPTS = 3
+
+
+def check_status_sent(sent: str | None, existing: Job | None) -> None:
+    """``properties.status`` is read-only (ARM_CONTRACT.md, "Create / update" 3): a body may say ``Pending`` (the
+    seed's form of a new job) or the status the job has (a job sent back as it was read); any other is 400."""
+    if sent is None or sent == JobStatus.PENDING or (existing is not None and sent == existing.status):
+        return
+    if existing is None:
+        raise BadRequest(
+            f"'status' is set by the provider; a new job may only say 'Pending', not '{sent}'.",
+            target="properties.status",
+        )
+    raise BadRequest(
+        f"'status' is read-only: the job '{existing.key.name}' is {existing.status}, not {sent} (send what you read "
+        "again, or leave status out).",
+        target="properties.status",
+    )
 
 
 def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
@@ -167,6 +184,8 @@ class SparkJobService:
         arm_rules.check_body_name(body.name, name)
         self._settings.require("job_state_machine_arn")  # before anything is written
         existing = self._jobs.get(key)
+        if existing is None or may_change(ctx.principal, existing):
+            check_status_sent(body.properties.status, existing)
         if existing is not None and not may_change(ctx.principal, existing):
             # job names are unique in a resource group (ARM): the caller learns the name is taken, nothing more
             raise Conflict(
@@ -347,7 +366,12 @@ class SparkJobService:
             if shape.terms is not None
             and (groups is None or shape.resource_group in {g.lower() for g in groups})
             and (allowed is None or shape.terms.currency in allowed)
-            and shape.matches(accelerator_key(wanted.kind, wanted.model), location, wanted.kind)
+            and shape.matches(
+                accelerator_key(wanted.kind, wanted.model),
+                location,
+                wanted.kind,
+                job_vendor(wanted.kind, wanted.model, wanted.vendor),
+            )
             and shape.could_hold(wanted.count, wanted.memory_gb or 0)
         ]
         seen = [s.terms for s in able if s.available] or [s.terms for s in able]
@@ -391,6 +415,9 @@ class SparkJobService:
         )
         now = ctx.now_iso()
         stopping = "stopping it on the DGX Platform." if job.status == JobStatus.RUNNING else "it will not run."
+        if job.cancel_requested and job.properties.get("preemptedBy"):
+            # being preempted (stopping within its grace period): the cancel wins (job_steps.py ``cancel_wins``)
+            stopping = "it is stopping within its preemption's grace period and ends Canceled, not Preempted."
         canceling = arm_rules.changed(
             ctx,
             job,

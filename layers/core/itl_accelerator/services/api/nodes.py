@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.auth import rbac
-from itl_accelerator.domain.accelerators import Accelerator
+from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
 from itl_accelerator.domain.records import Node, ResourceKey
 from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
 from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
@@ -148,14 +148,31 @@ class SparkNodeService:
         return self._kernel.audit(ctx, NODES, key, action, summary, previous, new)
 
     @staticmethod
-    def _write_error(exc: StoreError, *, if_match: str | None) -> ArmError:
-        """Map a store failure of a write to the ARM error the caller sees."""
+    def _write_error(exc: StoreError, *, if_match: str | None, kind: str = GPU) -> ArmError:
+        """Map a store failure of a write to the ARM error the caller sees (devices named by the node's ``kind``)."""
         if isinstance(exc, CapacityInUse):
             return Conflict(
                 "The node holds allocated capacity or child resources "
-                f"({exc.gpus} GPUs, {exc.memory_gb} GiB, {exc.instances} instances): delete its instances and jobs first."
+                f"({exc.gpus} {display_plural(kind)}, {exc.memory_gb} GiB, {exc.instances} instances): delete its "
+                "instances and jobs first."
             )
         return ResourceKernel.write_error(exc, if_match=if_match)
+
+    @staticmethod
+    def _check_devices_unchanged_while_held(previous: Node, node: Node) -> None:
+        """409 ``Conflict`` when a node whose devices are held (by instances or jobs) is given another kind, vendor or
+        model: the work placed there asked for the devices it holds, as a shrink below what is held is refused. The
+        repositories hold the same rule under a concurrent placement (the write is conditioned on nothing held)."""
+        if previous.devices == node.devices or not (previous.gpu_allocated or previous.memory_gb_allocated):
+            return
+        was, now = previous.accelerator, node.accelerator
+        raise Conflict(
+            f"The node's devices cannot change from {was.vendor} {was.kind} {was.model or '(no model)'} to "
+            f"{now.vendor} {now.kind} {now.model or '(no model)'} while {previous.gpu_allocated} "
+            f"{display_plural(was.kind)} and {previous.memory_gb_allocated} GiB of it are held: let its jobs end and "
+            "delete its instances first (or cordon it meanwhile).",
+            target="properties.accelerator",
+        )
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
@@ -265,6 +282,8 @@ class SparkNodeService:
         ):
             return render(previous), False
         node = self._record(key, document, body, previous)
+        if previous is not None:
+            self._check_devices_unchanged_while_held(previous, node)
         try:
             if previous is None:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
@@ -286,7 +305,7 @@ class SparkNodeService:
         except ItemExists as exc:
             raise Conflict("The resource was created by another request at the same time; retry the request.") from exc
         except (SubscriptionNotWritable, CapacityInUse, EtagMismatch, ItemMissing) as exc:
-            raise self._write_error(exc, if_match=if_match) from exc
+            raise self._write_error(exc, if_match=if_match, kind=node.kind) from exc
         return render(node), previous is None
 
     def create(
@@ -375,7 +394,7 @@ class SparkNodeService:
         except ItemMissing:
             return False
         except (CapacityInUse, EtagMismatch) as exc:
-            raise self._write_error(exc, if_match=if_match) from exc
+            raise self._write_error(exc, if_match=if_match, kind=previous.kind) from exc
         return True
 
     # ----------------------------------------------------------------------------------------------- RBAC detail

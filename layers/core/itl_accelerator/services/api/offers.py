@@ -1,5 +1,5 @@
 """Capacity offers: ``GET .../providers/ITL.Accelerator/locations/{location}/offers[?resourceGroup=rg]`` — what a job
-submitted now in the caller's scope could get, per accelerator kind and model in a location, before it is submitted
+submitted now in the caller's scope could get, per accelerator kind, model and vendor in a location, before it is submitted
 (as Lambda Cloud's and SkyPilot's launchable offers): the largest request placed at once on one node, the nodes and
 how many take work, the price range per device-hour per currency, and what the quotas and budgets allow.
 
@@ -31,7 +31,7 @@ from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import parse_location, validate_resource_group, validate_subscription_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.accelerators import kind_of_key, model_of_key
+from itl_accelerator.domain.accelerators import kind_of_key, model_of_key, vendor_key
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, MAX_GANG_NODES, Demand, FleetShape
 from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
@@ -83,12 +83,15 @@ class OfferService:
         quotas = {u.name: u for u in self._quotas.in_location(subscription_id, where)}
         now = datetime.fromtimestamp(self._clock(), UTC)
         budget = self._budget(subscription_id, now, resource_group)
-        by_key: dict[str, list[FleetShape]] = {}
+        by_key: dict[tuple[str, str], list[FleetShape]] = {}
         for shape in shapes:
-            by_key.setdefault(shape.gpu_model, []).append(shape)
+            by_key.setdefault((shape.gpu_model, vendor_key(shape.vendor)), []).append(shape)
+        # a name per model, and per vendor where two make devices of one key (GPUs that name no model)
+        shared = {key for key, _ in by_key if sum(1 for other, _ in by_key if other == key) > 1}
         offers = []
-        for key in sorted(by_key, key=lambda k: (kind_of_key(k), model_of_key(k))):
-            offers.append(self._offer(subscription_id, where, key, by_key[key], quotas, budget))
+        for key, vendor in sorted(by_key, key=lambda kv: (kind_of_key(kv[0]), model_of_key(kv[0]), kv[1])):
+            group = by_key[(key, vendor)]
+            offers.append(self._offer(subscription_id, where, key, group, quotas, budget, named=key in shared))
         return offers
 
     # ----------------------------------------------------------------------------------------------- one offer
@@ -100,26 +103,33 @@ class OfferService:
         shapes: list[FleetShape],
         quotas: dict[str, QuotaUsage],
         budget: dict[str, Any],
+        *,
+        named: bool = False,
     ) -> dict[str, Any]:
+        """The offer of the ``shapes`` of one accelerator ``key`` and vendor; ``named``: its name says its vendor
+        (another vendor's devices share its key)."""
         kind, model = kind_of_key(key), model_of_key(key)  # the kind as known kinds are spelt (TPU, Neuron)
+        vendor = next((s.vendor for s in shapes if s.vendor), None)  # None: shapes counted before vendors were
         allowed_currencies: list[str] | None = budget["currencies"]
         priced = [
             s.terms
             for s in shapes
             if s.terms is not None and (allowed_currencies is None or s.terms.currency in allowed_currencies)
         ]
-        largest, memory = self._largest_now(subscription_id, location, key, kind, shapes, priced)
+        largest, memory = self._largest_now(subscription_id, location, key, kind, vendor, shapes, priced)
         headroom = self._quota_headroom(key, quotas)
         allowed = (
             0 if budget["refusal"] else largest if headroom is None else max(0, min(largest, headroom["available"]))
         )
         name = f"{kind.lower()}-{model}" if model else kind.lower()
+        if named and vendor:
+            name = f"{name}-{vendor_key(vendor)}"
         return {
             "id": f"/subscriptions/{subscription_id}/providers/{PROVIDER_NAMESPACE}/locations/{location}/offers/{name}",
             "name": name,
             "type": TYPE,
             "properties": {
-                "accelerator": {"kind": kind, "model": model or None},
+                "accelerator": {"kind": kind, "vendor": vendor, "model": model or None},
                 "location": location,
                 "nodes": sum(s.nodes for s in shapes),
                 "availableNodes": sum(s.available_nodes for s in shapes),
@@ -127,7 +137,7 @@ class OfferService:
                 "largestSingleNode": {"devices": largest, "memoryGb": memory},
                 "largestMultiNode": None
                 if budget["refusal"]
-                else self._largest_gang(subscription_id, location, key, kind, shapes, priced, headroom),
+                else self._largest_gang(subscription_id, location, key, kind, vendor, shapes, priced, headroom),
                 "pricePerAcceleratorHour": _price_ranges(priced),
                 "quota": headroom,
                 "budget": {"refusal": budget["refusal"], "currencies": allowed_currencies},
@@ -141,6 +151,7 @@ class OfferService:
         location: str,
         key: str,
         kind: str,
+        vendor: str | None,
         shapes: list[FleetShape],
         priced: list[BillingTerms],
     ) -> tuple[int, int]:
@@ -152,7 +163,9 @@ class OfferService:
         low, high, memory = 0, max(s.gpu_total for s in shapes), 0
         while low < high:
             wanted = (low + high + 1) // 2
-            found = self._nodes.candidates(subscription_id, Demand(wanted, 0, key, location, within=within, kind=kind))
+            found = self._nodes.candidates(
+                subscription_id, Demand(wanted, 0, key, location, within=within, kind=kind, vendor=vendor)
+            )
             if found:
                 # the device memory a request of ``wanted`` devices may ask there: what is free, up to what its devices
                 # carry (placement's rule: memory is per device, domain/records.py per_gpu_memory_fits)
@@ -174,6 +187,7 @@ class OfferService:
         location: str,
         key: str,
         kind: str,
+        vendor: str | None,
         shapes: list[FleetShape],
         priced: list[BillingTerms],
         headroom: dict[str, Any] | None,
@@ -184,7 +198,7 @@ class OfferService:
         per_node = max(s.gpu_total for s in shapes)
         found = self._nodes.candidates(
             subscription_id,
-            Demand(per_node, 0, key, location, within=tuple(priced), kind=kind),
+            Demand(per_node, 0, key, location, within=tuple(priced), kind=kind, vendor=vendor),
             pages=GANG_CANDIDATE_PAGES,
         )
         groups: dict[BillingTerms, list[Any]] = {}

@@ -49,14 +49,15 @@ class Target:
         resource_group: str | None = None,
     ) -> Target:
         """A target of a subscription's own (a collection, a query, a file; ``resource_group``: the one the work is
-        in, when it is): a caller who may not see it is told the subscription was not found."""
+        in, when it is): a caller who may not see it is told the subscription — or, when one is named, that resource
+        group of it — was not found."""
+        missing = (
+            f"The resource group '{resource_group}' was not found in the subscription '{subscription_id}'."
+            if resource_group
+            else f"The subscription '{subscription_id}' was not found."
+        )
         return cls(
-            subscription_id,
-            resource_group,
-            resource_id,
-            resource_type,
-            resource_name,
-            ResourceNotFound(f"The subscription '{subscription_id}' was not found."),
+            subscription_id, resource_group, resource_id, resource_type, resource_name, ResourceNotFound(missing)
         )
 
     def not_found(self) -> ArmError:

@@ -13,7 +13,7 @@ from typing import Any
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.principal import Principal
-from itl_accelerator.domain.accelerators import GPU
+from itl_accelerator.domain.accelerators import GPU, shown_vendor
 from itl_accelerator.domain.records import Job
 from itl_accelerator.models.jobs import masked_job_document
 from itl_accelerator.services.common.kernel import with_etag
@@ -41,13 +41,14 @@ def reveals_env(principal: Principal, owner: str | None) -> bool:
 def render_job(job: Job, principal: Principal) -> dict[str, Any]:
     """The job as ``principal`` sees it: the stored envelope plus ``etag``, its workload masked for that viewer. A
     job stored before accelerator kinds existed shows what it always asked for: its ``accelerator`` (GPUs: its
-    requestedGpus, gpuModel and requestedMemoryGb)."""
+    requestedGpus, gpuModel and requestedMemoryGb; NVIDIA's when it named no model)."""
     document = masked_job_document(job.document, reveal_env=reveals_env(principal, job.submitted_by))
     assert document is not None
     props = document["properties"]
     if "accelerator" not in props:
         asked = {
             "kind": GPU,
+            "vendor": shown_vendor(GPU, props.get("gpuModel"), None),
             "count": props.get("requestedGpus"),
             "model": props.get("gpuModel"),
             "memoryGb": props.get("requestedMemoryGb"),

@@ -48,14 +48,13 @@ from itl_accelerator.billing.metering import (
     terms_properties,
 )
 from itl_accelerator.domain import preemption
-from itl_accelerator.domain.accelerators import model_of_key
+from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.budgets import Budget
-from itl_accelerator.domain.pricing import ANY_INCREMENT, describe_terms
+from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import (
     GANG_CANDIDATE_PAGES,
-    Demand,
     FleetShape,
     Job,
     Lease,
@@ -131,6 +130,16 @@ def _quota_wait(job: Job, quota: QuotaUsage, needs: str) -> str:
     )
 
 
+def _budget_words(view: BudgetView) -> str:
+    """What the budgets covering a job allow, in words (``the budget 'b' covering it counts USD only``); "" when they
+    allow every currency."""
+    if view.currencies is None:
+        return ""
+    counted = ", ".join(sorted(view.currencies)) or "no single currency"
+    names = ", ".join(f"'{b.name}'" for b in view.budgets)
+    return f"the budget {names} covering it counts {counted} only"
+
+
 def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
     """Sort key of best fit: the node left with the fewest free GPUs after placing ``gpus``, then the least free
     GPU memory (GiB) after ``memory_gb``."""
@@ -160,14 +169,19 @@ class Placement:
     def inadmissible(self, job: Job, shapes: list[FleetShape] | None = None) -> str | None:
         """Why no node of the subscription could ever hold ``job`` (None when one could), judged on the
         subscription's fleet ``shapes`` (read when not given: one ``Query``)."""
-        key, location, kind = job.gpu_model, job.location, job.kind
+        key, location, kind, vendor = job.gpu_model, job.location, job.kind, job.vendor
         if shapes is None:
             shapes = self._nodes.fleet_shapes(job.key.subscription_id)
         if not shapes:
             return "The subscription has no nodes."
-        matching = [s for s in shapes if s.matches(key, location, kind)]
+        matching = [s for s in shapes if s.matches(key, location, kind, vendor)]
         model = model_of_key(key)
-        held = f"{kind} model '{model}'" if model else (f"{kind}s" if not any(s.kind == kind for s in shapes) else "")
+        if model:
+            held = f"{kind} model '{model}'"
+        elif not any(s.matches(key, "", kind, vendor) for s in shapes):
+            held = f"{vendor} {kind}s" if vendor else f"{kind}s"
+        else:
+            held = ""
         wanted = " and ".join(part for part in (held, f"location '{location}'" if location else "") if part)
         if not matching:
             return f"No node of the subscription has {wanted}."
@@ -183,14 +197,30 @@ class Placement:
                     f"one model, in one location, at one price; the subscription has at most {max(together.values())} "
                     "such nodes."
                 )
-            return self._beyond_quota(job, fits)
+            return self._beyond_quota(job, fits) or self._priced_nowhere(job)
         if fits:
-            return self._beyond_quota(job, fits)
+            return self._beyond_quota(job, fits) or self._priced_nowhere(job)
         largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
         return (
             f"The job asks for {job.gpus} {kind}s and {job.memory_gb} GiB of {kind} memory; the largest node"
             f"{' with ' + wanted if wanted else ''} has {largest.gpu_total} {kind}s and "
             f"{largest.memory_gb_total} GiB."
+        )
+
+    def _priced_nowhere(self, job: Job) -> str | None:
+        """Why ``job`` can never run when its price ceiling admits no node (domain/pricing.py): no node that could hold
+        it was among those its submitter could see (its resource groups), in a currency its budgets count, when it was
+        submitted — so nothing admits it, whatever frees up later. None when its ceiling admits some terms (or it has
+        none). Reads the budgets covering it (one ``Query``) to say which one narrowed the currencies."""
+        ceiling = job.price_ceiling
+        if ceiling is None or ceiling.terms or ceiling.basis != CeilingBasis.PRICES_AT_SUBMISSION:
+            return None
+        counted = _budget_words(self._budget_view(job))
+        return (
+            "No node that could hold the job was in the submitter's resource groups"
+            + (f" and billing in a currency its budget counts ({counted})" if counted else "")
+            + f" when it was submitted ({ceiling.fixed_at}), so its price ceiling admits no price. Submit it again "
+            "with properties.maxPrice to let it run on any node of the subscription billing within that price."
         )
 
     def _limits(self, subscription_id: str, location: str) -> dict[str, QuotaUsage]:
@@ -231,6 +261,8 @@ class Placement:
             for group in room_for_all[:1]:  # nodes enough have room: a quota holds it back
                 if (quota := self._full_quota(job, group[0].shape, total, {})) is not None:
                     return _quota_wait(job, quota, f"{total} ({job.gang_size} nodes of {job.gpus})")
+            if not room_for_all and (walls := self._quota_wherever(job, total, {})):
+                return _quota_wait(job, walls[0], f"{total} ({job.gang_size} nodes of {job.gpus})")
             return (
                 f"Waiting for capacity: the job needs {job.gang_size} nodes with {job.gpus} free {job.kind}s and "
                 f"{job.memory_gb} GiB of {job.kind} memory each, of one model, in one location, at one price, at "
@@ -254,12 +286,28 @@ class Placement:
                 break
             full.append(blocking)
         else:
-            if full:
+            if full or (not room and (full := self._quota_wherever(job, job.gpus, limits))):
                 return _quota_wait(job, full[0], str(job.gpus))
+        made = f"{job.vendor} " if job.vendor else ""  # a job of one vendor's devices: say whose (not AMD's)
         return (
-            f"Waiting for capacity: no node of the subscription has {job.gpus} free {job.kind}s and "
+            f"Waiting for capacity: no node of the subscription has {job.gpus} free {made}{job.kind}s and "
             f"{job.memory_gb} GiB of {job.kind} memory now."
         )
+
+    def _quota_wherever(self, job: Job, need: int, limits: dict[str, dict[str, QuotaUsage]]) -> list[QuotaUsage]:
+        """When no node has room for ``job`` now: the full quotas (less headroom than ``need`` devices: a gang's are
+        all its parts') that would hold it back on every shape of node that
+        could ever hold it (one ``Query`` of the fleet's shapes, one of the quotas per location) — so a job a full
+        quota holds back is told of the quota, not of the capacity its own work takes. Empty when some shape's quotas
+        have room (capacity is what it waits for)."""
+        able = [
+            shape
+            for shape in self._nodes.fleet_shapes(job.key.subscription_id)
+            if shape.matches(job.gpu_model, job.location, job.kind, job.vendor)
+            and shape.could_hold(job.gpus, job.memory_gb)
+        ]
+        blocking = [self._full_quota(job, shape, need, limits) for shape in able]
+        return [q for q in blocking if q is not None] if able and all(blocking) else []
 
     def _full_quota(
         self, job: Job, shape: FleetShape, need: int, limits: dict[str, dict[str, QuotaUsage]]
@@ -282,9 +330,7 @@ class Placement:
         ceiling = job.price_ceiling
         why = f"the job's price ceiling is {ceiling.describe(job.kind)}" if ceiling is not None else ""
         if view.currencies is not None and terms.currency not in view.currencies:
-            counted = ", ".join(sorted(view.currencies)) or "no single currency"
-            names = ", ".join(f"'{b.name}'" for b in view.budgets)
-            why = f"the budget {names} covering it counts {counted} only" + (f", and {why}" if why else "")
+            why = _budget_words(view) + (f", and {why}" if why else "")
         many = len(room) != 1
         nodes = f"{len(room)} node{'s' if many else ''} with room now bill{'' if many else 's'}"
         return (
@@ -303,10 +349,11 @@ class Placement:
 
     @staticmethod
     def _matches(job: Job, node: Node, within: tuple[BillingTerms, ...] | None) -> bool:
-        """Whether ``node`` (as read now) still meets the job's constraints: accelerator kind and model, location,
+        """Whether ``node`` (as read now) still meets the job's constraints: accelerator kind, vendor and model, location,
         device memory per device, its pricing within ``within`` (its free capacity is judged by the reservation itself)."""
         return (
-            node.kind == job.kind
+            node.kind.lower() == job.kind.lower()
+            and (job.vendor is None or vendor_key(node.accelerator.vendor) == vendor_key(job.vendor))
             and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
             and (not job.location or normalize_location(node.location) == job.location)
             and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
@@ -622,7 +669,7 @@ class Placement:
         if self._clock() - submitted < self._settings.job_starvation_seconds:
             return
         nodes = self._nodes.candidates(
-            job.key.subscription_id, Demand(0, 0, job.gpu_model, job.location, kind=job.kind), for_job=job.key
+            job.key.subscription_id, replace(job.demand, gpus=0, memory_gb=0), for_job=job.key
         )
         able = [
             n

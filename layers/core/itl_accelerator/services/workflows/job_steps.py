@@ -63,9 +63,36 @@ def iso(epoch: float) -> str:
 
 
 def _with_exit_code(outcome: JobEnd) -> str:
-    """The reason of an end, with its exit code when it has one."""
+    """The reason of an end, with its exit code when it has one (once: not when the reason says it already)."""
     reason = outcome.reason.rstrip(".") or str(outcome.status)
-    return f"{reason} (exit code {outcome.exitCode})" if outcome.exitCode is not None else reason
+    return with_exit_code(reason, outcome.exitCode)
+
+
+def with_exit_code(reason: str, exit_code: int | None) -> str:
+    """``reason`` with ``(exit code N)`` before its full stop (``The job ended Succeeded on the DGX Platform (exit code
+    0).``) — unless there is none, or the reason already names that code (the platform's "The container exited with
+    code 1.")."""
+    if exit_code is None or f"code {exit_code}" in reason:
+        return reason
+    stop = "." if reason.endswith(".") else ""
+    return f"{reason.removesuffix('.')} (exit code {exit_code}){stop}"
+
+
+def released_words(job: Job) -> str:
+    """What a job's end gives back, in an audit summary: ``released 1 GPU and 80 GiB``."""
+    devices = job.gpus * (1 + len(job.gang_nodes))
+    memory = job.memory_gb * (1 + len(job.gang_nodes))
+    return f"released {devices} {job.kind}{'' if devices == 1 else 's'} and {memory} GiB"
+
+
+def cancel_wins(job: Job, outcome: JobEnd) -> JobEnd:
+    """A job its consumer (or an admin) canceled while it was being preempted ends ``Canceled``, not ``Preempted``:
+    the user's word is the last one — it is not requeued, and its reason says both. It still stops as the preemption
+    began (SIGTERM, then the kill after the grace period), billed until it stopped. Any other end is as it is."""
+    if outcome.status != JobStatus.PREEMPTED or not job.canceled_by:
+        return outcome
+    reason = f"Canceled by {job.canceled_by} during its preemption's grace period (the cancel wins: not preempted)."
+    return outcome.model_copy(update={"status": JobStatus.CANCELED, "reason": reason})
 
 
 def _sums(attempts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -103,7 +130,8 @@ def canceled_end(job: Job) -> JobEnd | None:
     neither)."""
     if job.cancel_requested:
         if job.properties.get("preemptedBy"):
-            return JobEnd(status=JobStatus.PREEMPTED, reason=str(job.properties.get("statusReason")), stop=True)
+            preempted = JobEnd(status=JobStatus.PREEMPTED, reason=str(job.properties.get("statusReason")), stop=True)
+            return cancel_wins(job, preempted)
         return JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {job.canceled_by or 'the submitter'}.", stop=True)
     return None
 
@@ -483,6 +511,7 @@ class JobSteps:
             return FinishResult(status=JobStatus.CANCELED)
         if job.status.final:
             return FinishResult(status=job.status)
+        outcome = cancel_wins(job, outcome)
         ctx = self._context(inp)
         if retry and (
             retried := self._retry_once(ctx, inp, job, outcome) or self._requeue_once(ctx, inp, job, outcome)
@@ -678,9 +707,7 @@ class JobSteps:
         final = outcome.status
         ended = self._end_time(job, outcome)
         gpu_seconds, billable, cost, currency = self._charges(job, ended)
-        reason = outcome.reason or str(final)
-        if outcome.exitCode is not None:
-            reason = f"{reason} (exit code {outcome.exitCode})"
+        reason = with_exit_code(outcome.reason or str(final), outcome.exitCode)
         started = job.started_at is not None
         properties: dict[str, Any] = {
             "statusReason": reason,
@@ -715,9 +742,7 @@ class JobSteps:
             queued=False,
             lease=None,
         )
-        summary = f"Job {final}: {reason}" + (
-            f"; released {job.gpus} GPUs and {job.memory_gb} GiB" if job.capacity_reserved else ""
-        )
+        summary = f"Job {final}: {reason.rstrip('.')}" + (f"; {released_words(job)}" if job.capacity_reserved else "")
         return ended_job, summary, ended
 
     def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
