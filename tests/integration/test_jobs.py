@@ -160,7 +160,7 @@ def test_a_job_that_exits_non_zero_fails_with_its_exit_code(admin, sub, node, aw
     assert admin.put(jobs_path(sub, "j"), json=job_body(workload=sim(seconds=3, exit_code=3))).status_code == 201
     done = wait_job(admin, jobs_path(sub, "j"))
     assert done["properties"]["status"] == "Failed"
-    assert "exit code 3" in done["properties"]["statusReason"]
+    assert "exited with code 3" in done["properties"]["statusReason"]
     assert done["properties"]["gpuSeconds"] > 0  # it ran: it is billed for the time it ran
     assert node_counters(aws, sub)["gpuAllocated"] == 0
 

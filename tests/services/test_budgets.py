@@ -332,6 +332,11 @@ def test_a_budget_is_seen_only_within_the_callers_scope_and_its_spend_by_admins(
     shown = env.w.budgets.get(consumer, env.sub, "whole")["properties"]
     assert "currentSpend" not in shown and "status" not in shown
     assert "contactEmails" not in shown["notifications"]["half"]
+    # but how near the budget that may refuse its work is: the share left, not the spend
+    whole = env.w.budgets.get(env.admin(), env.sub, "whole")["properties"]
+    left = 100 - int(Decimal(whole["currentSpend"]["amount"]) * 100 / Decimal(whole["amount"]))
+    assert shown["standing"] == {"remainingPercent": left, "exceeded": False, "evaluatedAt": f"{DAY}T09:00:00Z"}
+    assert 0 < left < 100
 
 
 def test_spend_in_another_currency_is_shown_never_added_nor_ignored(env: Env):

@@ -8,8 +8,8 @@ import pytest
 
 from itl_accelerator.dgx.errors import DgxPermanentError, DgxTransientError
 from itl_accelerator.domain.states import JobStatus, LeaseKind, OperationStatus
-from itl_accelerator.errors import AnotherOperationInProgress, Conflict, PropertyChangeNotAllowed
-from itl_accelerator.models.jobs import SECRET_MASK
+from itl_accelerator.errors import AnotherOperationInProgress, BadRequest, Conflict, PropertyChangeNotAllowed
+from itl_accelerator.models.jobs import SECRET_MASK, SparkJobWrite
 from itl_accelerator.services.workflows.job_steps import epoch
 from tests.services.conftest import START, Allocation, Env, job_body
 
@@ -44,7 +44,7 @@ def test_a_job_runs_to_its_end_and_costs_its_gpu_seconds_at_the_locked_terms(env
     # Then it Succeeded, its operation too, and it cost 4 x 90 GPU-seconds billed as 4 x 2 minutes at 2.50/h
     props = env.job_props("job-1")
     assert props["status"] == "Succeeded" and props["provisioningState"] == "Succeeded"
-    assert props["statusReason"] == "The job ended Succeeded on the DGX Platform. (exit code 0)"
+    assert props["statusReason"] == "The job ended Succeeded on the DGX Platform (exit code 0)."
     assert epoch(props["endedAt"]) == START + 90
     assert props["gpuSeconds"] == 360 and props["billableGpuSeconds"] == 480
     assert props["cost"] == {"amount": "0.333333", "currency": "USD"}
@@ -95,7 +95,7 @@ def test_a_job_that_exits_non_zero_fails_with_its_exit_code_and_is_billed_for_it
     env.end_job("j", "Failed", exit_code=3)
     props = env.job_props("j")
     assert props["status"] == "Failed"
-    assert props["statusReason"] == "The container exited with code 3. (exit code 3)"
+    assert props["statusReason"] == "The container exited with code 3."  # the code said once
     assert props["gpuSeconds"] == 200 and props["billableGpuSeconds"] == 240  # per started minute
     assert props["cost"]["amount"] == "0.166667"  # 240 GPU-s at 2.50/h
     assert env.operation(env.job("j").operation_id).body["error"]["code"] == "JobFailed"
@@ -146,7 +146,7 @@ def test_a_job_that_does_not_fit_waits_and_runs_once_an_instance_frees_gpus(env,
     job = env.job("j")
     assert job.status == JobStatus.PENDING and job.queued
     assert env.job_props("j")["statusReason"] == (
-        "Waiting for capacity: no node of the subscription has 4 free GPUs and 320 GiB of GPU memory now."
+        "Waiting for capacity: no node of the subscription has 4 free NVIDIA GPUs and 320 GiB of GPU memory now."
     )
     # When the instance is deleted, its release serves the waiting jobs: the job is resumed and runs
     env.delete_instance("llama")
@@ -233,8 +233,8 @@ def test_a_cancel_after_the_job_ended_on_the_platform_keeps_the_platforms_end(en
     props = env.job_props("j")
     assert props["status"] == "Succeeded"
     assert props["statusReason"] == (
-        "The job ended Succeeded on the DGX Platform. It had ended before the cancel reached the DGX Platform."
-        " (exit code 0)"
+        "The job ended Succeeded on the DGX Platform. It had ended before the cancel reached the DGX Platform"
+        " (exit code 0)."
     )
     assert epoch(props["endedAt"]) == START + 60 and props["gpuSeconds"] == 60
     # And the cancel's operation failed, saying the job had already finished; the job's own succeeded
@@ -475,3 +475,49 @@ def test_job_operation_status_moves_accepted_running_succeeded(env, node):
     assert seen == ["Accepted", "Accepted", "Running", "Succeeded"]
     operation = env.operation(accepted.operation_id)
     assert operation.status == OperationStatus.SUCCEEDED and operation.body["percentComplete"] == 100.0
+
+
+def test_a_job_sent_back_as_it_was_read_is_the_same_job_whatever_its_status(env: Env, node):
+    # Given a running job
+    first = env.submit("j", 2, 160)
+    env.run()
+    read = env.w.jobs.get(env.admin(), env.sub, "rg1", "j")
+    assert read["properties"]["status"] == "Running"
+    # When an ARM client PUTs back what it read (read-only fields and all)
+    again, shown = env.w.jobs.submit(env.admin(), env.sub, "rg1", "j", SparkJobWrite.model_validate(read))
+    # Then it is the same job: nothing new starts
+    assert first is not None and again is None and shown["properties"]["status"] == "Running"
+    # But a status it does not have is refused, naming the one it has
+    read["properties"]["status"] = "Succeeded"
+    with pytest.raises(BadRequest, match="is Running, not Succeeded"):
+        env.w.jobs.submit(env.admin(), env.sub, "rg1", "j", SparkJobWrite.model_validate(read))
+    # And a new job may say Pending only
+    with pytest.raises(BadRequest, match="may only say 'Pending'"):
+        env.w.jobs.submit(env.admin(), env.sub, "rg1", "k", job_body(1, 80, status="Running"))
+    with pytest.raises(ValueError, match="may only say 'Pending'"):
+        job_body(1, 80, status="Done")
+
+
+def test_a_running_job_answers_its_cost_so_far_with_when_it_is_as_of(env: Env, node):
+    # Given a job of 2 GPUs at 2.50 per GPU-hour running for 30 minutes
+    env.submit("j", 2, 160)
+    env.run()
+    started = epoch(env.job_props("j")["startedAt"])
+    env.clock.set(started + 1800)
+    # Then its document says what it cost so far, as of now, by the metering rules (no final rounding yet)
+    props = env.job_props("j")
+    assert props["status"] == "Running"
+    assert props["gpuSeconds"] == 3600 and props["billableGpuSeconds"] == 3600
+    assert props["cost"] == {"amount": "2.500000", "currency": "USD"}
+    assert epoch(props["costAsOf"]) == started + 1800
+    # and so does the list, to each caller who may see it, and its supplier (what the node earns)
+    listed, _ = env.w.jobs.list(env.admin(), env.sub, "rg1", submitted_by=None, top=10, skip_token=None)
+    assert listed[0]["properties"]["cost"] == props["cost"]
+    supplier = env.w.jobs.get(env.supplier(), env.sub, "rg1", "j")["properties"]
+    assert supplier["cost"] == props["cost"]
+    # When it ends 20 s later, its cost is final (the increment rounds the run up) and no longer "as of"
+    env.clock.set(started + 1820)
+    env.end_job("j", at=started + 1820)
+    final = env.job_props("j")
+    assert final["cost"] == {"amount": "2.583333", "currency": "USD"} and "costAsOf" not in final
+    assert final["billableGpuSeconds"] == 2 * 1860

@@ -39,7 +39,7 @@ def test_an_offer_per_model_with_its_nodes_prices_and_the_largest_request_placed
     assert h100["largestSingleNode"] == {"devices": 8, "memoryGb": 640}
     assert h100["pricePerAcceleratorHour"] == [{"currency": "USD", "min": "2.4", "max": "3.1"}]  # not westeurope's
     assert h100["largestMultiNode"] is None and h100["allowedNow"] == 8
-    assert h100["quota"] is None and h100["budget"] == {"refusal": None, "currencies": None}
+    assert h100["quota"] is None and h100["budget"] == {"refusal": None, "currencies": None, "excludedCurrencies": []}
 
 
 def test_the_largest_request_offered_is_exactly_what_a_submission_then_gets(fleet: Env):
@@ -75,7 +75,7 @@ def test_a_budget_in_another_currency_offers_none_of_these_nodes(fleet: Env):
     env = fleet
     put_budget(env, currency="EUR")
     h100 = offers(env, resource_group="rg1")["gpu-h100"]
-    assert h100["budget"]["currencies"] == ["EUR"]
+    assert h100["budget"]["currencies"] == ["EUR"] and h100["budget"]["excludedCurrencies"] == ["USD"]
     assert h100["pricePerAcceleratorHour"] == [] and h100["largestSingleNode"]["devices"] == 0
     assert h100["allowedNow"] == 0
 

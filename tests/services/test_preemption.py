@@ -151,3 +151,30 @@ def test_a_waiting_job_that_may_not_preempt_does_not_shield_the_work_behind_it(e
     # Then it preempts the low job all the same, and runs
     assert env.status("low") == "Preempted" and env.status("high") == "Running"
     assert env.status("fixed") == "Running" and env.status("gang") == "Pending"
+
+
+def test_a_cancel_during_the_preemptions_grace_period_wins_and_the_job_ends_canceled_not_requeued(env: Env):
+    # Given a preemptible job that asked to be requeued, told it is preempted (within its grace period)
+    env.add_node("a")
+    low = start(env, "low", 8, f"{DAY}T10:00:00", priority=2, preemptible=True, preemptMode="Requeue")
+    env.clock.set(f"{DAY}T10:10:00")
+    env.submit("high", 8, 640, ctx=env.consumer("bob"), priority=8)
+    env.run(advance=0)
+    assert env.job_props("low")["preemptedAt"] == f"{DAY}T10:10:00.000000Z"
+    # When ann cancels it 10 s into the grace period
+    env.clock.set(f"{DAY}T10:10:10")
+    accepted = env.w.jobs.cancel(env.consumer("ann"), env.sub, RG, "low")
+    props = env.job_props("low")
+    assert props["cancelRequestedBy"] == "ann"
+    assert "ends Canceled, not Preempted" in props["statusReason"]
+    env.run(advance=GRACE + 10)
+    # Then her cancel wins: it ends Canceled (not Preempted, not requeued), billed until it stopped, saying both
+    props = env.job_props("low")
+    assert props["status"] == "Canceled" and props["provisioningState"] == "Canceled"
+    assert props["statusReason"].startswith("Canceled by ann during its preemption's grace period")
+    assert props.get("attempt", 1) == 1 and not props.get("attempts")
+    assert props["endedAt"] == f"{DAY}T10:10:30.000000Z"
+    assert str(env.operation(accepted.operation_id).status) == "Succeeded"
+    assert env.operation(low).body["error"]["code"] == "JobCanceled"
+    # And the higher-priority job still gets the node
+    assert env.status("high") == "Running"

@@ -8,6 +8,7 @@ import pytest
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.errors import QuotaExceeded
 from itl_accelerator.models.quotas import QuotaWrite
+from tests.services.conftest import Env
 
 
 def set_quota(env, name: str, value: int, location: str = "eastus") -> None:
@@ -148,3 +149,21 @@ def test_the_longest_model_makes_a_quota_name_one_can_set(env):
     env.w.nodes.put(env.admin(), env.sub, "rg1", "long", SparkNodeWrite.model_validate(body))
     set_quota(env, f"gpus-{model.lower()}", 2)
     assert env.w.quotas.get(env.admin(), env.sub, "eastus", f"gpus-{model.lower()}")["properties"]["isQuotaApplicable"]
+
+
+def test_a_job_a_full_quota_holds_back_says_so_even_when_its_own_work_fills_the_node(env: Env):
+    # Given a 4-GPU node and a quota of 4 GPUs, both taken by one job
+    env.add_node("dgx-1", gpus=4)
+    env.w.quotas.put(
+        env.admin(), env.sub, "eastus", "gpus", QuotaWrite.model_validate({"properties": {"limit": {"value": 4}}})
+    )
+    env.submit("a", 4, 320)
+    env.run()
+    # When another job of 1 GPU is submitted
+    env.submit("b", 1, 80)
+    env.run()
+    # Then it says the quota holds it back (a new node would not help), not capacity
+    assert env.job_props("b")["statusReason"] == (
+        "Waiting for quota: the GPU quota 'gpus' of the subscription in 'eastus' allows 4 GPUs and 4 are in use; "
+        "the job needs 1."
+    )

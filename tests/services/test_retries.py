@@ -109,7 +109,7 @@ def test_an_exit_code_the_strategy_exits_on_is_not_retried(env: Env):
     env.run()
     fail(env, "train", f"{DAY}T10:01:00", 4)
     props = env.job_props("train")
-    assert props["status"] == "Failed" and "exit code 4" in props["statusReason"]
+    assert props["status"] == "Failed" and "with code 4" in props["statusReason"]
     assert [(a["attempt"], a["exitCode"]) for a in props["attempts"]] == [(1, 4)]
     assert len(env.dgx.jobs) == 1 and env.allocation("a").gpus == 0
 

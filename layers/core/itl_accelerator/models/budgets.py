@@ -173,13 +173,25 @@ class BudgetStatus(ApiModel):
     spend_in_other_currencies: list[OtherSpend] = Field(default_factory=list)
 
 
+class BudgetStanding(ApiModel):
+    """Where a budget stands, as a caller who may not see its spend is shown it (services/api/budgets.py
+    ``standing``): the share of its amount left this period (whole percent, rounded down), whether it is exceeded,
+    and when that was evaluated."""
+
+    remaining_percent: int
+    exceeded: bool
+    evaluated_at: str | None = None
+
+
 class BudgetProperties(BudgetPropertiesWrite):
     """A budget as returned. ``currentSpend`` and ``status`` are shown to those who may read every charge the budget
-    covers (admins); to others the budget is shown without them, and without its notifications' contact e-mails
+    covers (admins); to others the budget is shown without them, and without its notifications' contact e-mails, but
+    with its ``standing`` — the share left, so a consumer knows how near a budget that may refuse its work is
     (docs/RBAC.md, "Budgets")."""
 
     current_spend: CurrentSpend | None = None
     status: BudgetStatus | None = None
+    standing: BudgetStanding | None = None
 
 
 class Budget(ApiModel):

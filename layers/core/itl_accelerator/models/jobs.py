@@ -432,6 +432,7 @@ class SparkJobPropertiesWrite(ApiModel):
     gpu_seconds: int | None = None
     billable_gpu_seconds: int | None = None
     cost: dict[str, Any] | None = None
+    cost_as_of: str | None = None
     billing_terms: dict[str, Any] | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
@@ -609,8 +610,8 @@ class SparkJobProperties(ApiModel):
     """Job properties as returned. ``status`` (the job's own lifecycle) and ``provisioningState`` (ARM's: Accepted
     while Pending or Scheduled, Running, then Succeeded/Failed/Canceled with the status) are read-only, as are
     ``statusReason``, ``assignedNode`` (the node's ARM id), ``submittedBy`` (the token's subject), the times,
-    ``gpuSeconds``, ``cost``, ``billingTerms`` (the node's pricing locked when the job was placed: what its cost is
-    computed by), ``priceCeiling`` (the most it may be placed at: :class:`PriceCeilingProperties`) and
+    ``gpuSeconds``, ``cost`` (while it runs: so far, ``costAsOf``), ``billingTerms`` (the node's pricing locked when
+    the job was placed: what its cost is computed by), ``priceCeiling`` (the most it may be placed at: :class:`PriceCeilingProperties`) and
     ``cancelRequestedBy``/``cancelRequestedAt`` (a cancel under way, until the job ends)."""
 
     job_type: JobType
@@ -632,6 +633,9 @@ class SparkJobProperties(ApiModel):
     gpu_seconds: int = 0
     billable_gpu_seconds: int | None = None
     cost: JobCost | None = None
+    #: while the job runs: when ``gpuSeconds``, ``billableGpuSeconds`` and ``cost`` (its usage and cost so far, by
+    #: the metering rules at its locked terms) are as of — the read (UTC ISO 8601); absent once it ended (final)
+    cost_as_of: str | None = None
     billing_terms: BillingTermsLocked | None = None
     max_price: MaxPrice | None = None
     price_ceiling: PriceCeilingProperties | None = None

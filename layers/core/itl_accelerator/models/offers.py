@@ -53,11 +53,14 @@ class QuotaHeadroom(ApiModel):
 
 
 class BudgetAllowance(ApiModel):
-    """What the budgets covering the work allow: ``refusal`` (a spent budget's message: nothing is allowed) and the
-    ``currencies`` its nodes must bill in (null: any)."""
+    """What the budgets covering the work allow: ``refusal`` (a spent budget's message: nothing is allowed), the
+    ``currencies`` its nodes must bill in (null: any), and ``excludedCurrencies``: the currencies of this offer's
+    nodes the budgets do not count — those nodes are counted in its ``nodes`` but left out of what it offers (devices,
+    prices), and this says why."""
 
     refusal: str | None = None
     currencies: list[str] | None = None
+    excluded_currencies: list[str] = []
 
 
 class OfferProperties(ApiModel):

@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from itl_accelerator import PROVIDER_NAMESPACE
@@ -70,15 +70,27 @@ def _money(amount: Decimal) -> str:
     return format(amount.quantize(COST_QUANTUM), "f")
 
 
+def standing(budget: Budget) -> dict[str, Any]:
+    """Where a budget stands, without its spend (what a caller who may not see every charge it counts is shown, so
+    it knows how near the budget that may refuse its work is): the share of the amount left this period in whole
+    percent (rounded down, 0 once spent), whether it is exceeded, and when that was evaluated."""
+    state = budget.state
+    used = state.spend * 100 / budget.amount if budget.amount else Decimal(100)
+    left = max(0, min(100, int((Decimal(100) - used).to_integral_value(rounding=ROUND_FLOOR))))
+    return {"remainingPercent": left, "exceeded": state.exceeded, "evaluatedAt": state.evaluated_at or None}
+
+
 def render(budget: Budget, *, full: bool = True) -> dict[str, Any]:
     """A budget as returned: its envelope and what was set — and, when ``full``, its spend this period and where it
-    stands; otherwise without them and without its notifications' contact e-mails."""
+    stands; otherwise without them and without its notifications' contact e-mails, but with its ``standing`` (the
+    share left: :func:`standing`)."""
     props = dict(budget.document["properties"])
     if not full:
         props["notifications"] = {
             name: {k: v for k, v in n.items() if k != "contactEmails"}
             for name, n in (props.get("notifications") or {}).items()
         }
+        props["standing"] = standing(budget)
         return {**budget.document, "etag": budget.etag, "properties": props}
     state = budget.state
     return {

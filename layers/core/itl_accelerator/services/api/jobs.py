@@ -123,7 +123,7 @@ class SparkJobService:
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
         """The job; 404 when missing, outside the caller's scopes, or not the caller's to see."""
-        return render_job(self._read(ctx, self.key(subscription_id, resource_group, name)), ctx.principal)
+        return render_job(self._read(ctx, self.key(subscription_id, resource_group, name)), ctx.principal, ctx.clock())
 
     def list(
         self,
@@ -159,7 +159,7 @@ class SparkJobService:
         jobs = page.items
         if on_nodes_of is not None and submitted_by is not None:
             jobs = [j for j in jobs if j.submitted_by == submitted_by]
-        return [render_job(j, principal) for j in jobs], page.token
+        return [render_job(j, principal, ctx.clock()) for j in jobs], page.token
 
     # ----------------------------------------------------------------------------------------------- submit
     def submit(
@@ -202,7 +202,7 @@ class SparkJobService:
             if create_only:
                 raise Conflict(f"A sparkJob named '{name}' already exists in this resource group.")
             if existing.spec_hash == fingerprint:
-                return None, render_job(existing, ctx.principal)
+                return None, render_job(existing, ctx.principal, ctx.clock())
             if existing.status in ACTIVE_JOB_STATUSES:
                 raise AnotherOperationInProgress(
                     f"The job '{name}' is {existing.status}; a different job of that name cannot be "
@@ -240,7 +240,7 @@ class SparkJobService:
             ).execution_input(),
         )
         return Accepted(
-            render_job(job, ctx.principal),
+            render_job(job, ctx.principal, ctx.clock()),
             operation_id,
             job.document.get("location") or GLOBAL_LOCATION,
             poll_after(OperationKind.JOB, 0, self._settings),
@@ -402,7 +402,9 @@ class SparkJobService:
         if job.status in FINAL_JOB_STATUSES:
             raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")
         if job.cancel_requested and job.cancel_operation_id:
-            return Accepted(render_job(job, ctx.principal), job.cancel_operation_id, location, CANCEL_POLL_SECONDS)
+            return Accepted(
+                render_job(job, ctx.principal, ctx.clock()), job.cancel_operation_id, location, CANCEL_POLL_SECONDS
+            )
         operation_id = str(uuid.uuid4())
         operation = new_operation(
             ctx,
@@ -443,7 +445,7 @@ class SparkJobService:
                 end=JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {ctx.principal.subject}.", stop=True)
             )
             self._state_machines.complete_task(job.task_token, outcome.as_output())
-        return Accepted(render_job(canceling, ctx.principal), operation_id, location, CANCEL_POLL_SECONDS)
+        return Accepted(render_job(canceling, ctx.principal, ctx.clock()), operation_id, location, CANCEL_POLL_SECONDS)
 
     # ----------------------------------------------------------------------------------------------- delete
     def delete(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> bool:

@@ -140,7 +140,19 @@ class OfferService:
                 else self._largest_gang(subscription_id, location, key, kind, vendor, shapes, priced, headroom),
                 "pricePerAcceleratorHour": _price_ranges(priced),
                 "quota": headroom,
-                "budget": {"refusal": budget["refusal"], "currencies": allowed_currencies},
+                "budget": {
+                    "refusal": budget["refusal"],
+                    "currencies": allowed_currencies,
+                    "excludedCurrencies": sorted(
+                        {
+                            s.terms.currency
+                            for s in shapes
+                            if s.terms is not None
+                            and allowed_currencies is not None
+                            and s.terms.currency not in allowed_currencies
+                        }
+                    ),
+                },
                 "allowedNow": allowed,
             },
         }

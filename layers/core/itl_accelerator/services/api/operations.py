@@ -119,6 +119,10 @@ class OperationService:
             return None
         if key.type_segment == "sparkJobs":
             job: Job | None = self._repos.jobs.get(key)
-            return render_job(job, ctx.principal) if job is not None and visible_to(ctx.principal, job) else None
+            return (
+                render_job(job, ctx.principal, ctx.clock())
+                if job is not None and visible_to(ctx.principal, job)
+                else None
+            )
         instance = self._repos.instances.get(key)
         return with_etag(instance.document, instance.etag) if instance is not None else None

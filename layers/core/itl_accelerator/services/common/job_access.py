@@ -9,10 +9,12 @@ sees, read only, the jobs placed on its nodes. Anyone else gets the answer a mis
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.principal import Principal
+from itl_accelerator.billing.job_charges import so_far
 from itl_accelerator.domain.accelerators import GPU, shown_vendor
 from itl_accelerator.domain.records import Job
 from itl_accelerator.models.jobs import masked_job_document
@@ -38,12 +40,17 @@ def reveals_env(principal: Principal, owner: str | None) -> bool:
     return rbac.ROLE_ADMIN in principal.roles or (owner is not None and owner == principal.subject)
 
 
-def render_job(job: Job, principal: Principal) -> dict[str, Any]:
-    """The job as ``principal`` sees it: the stored envelope plus ``etag``, its workload masked for that viewer. A
-    job stored before accelerator kinds existed shows what it always asked for: its ``accelerator`` (GPUs: its
-    requestedGpus, gpuModel and requestedMemoryGb; NVIDIA's when it named no model)."""
+def render_job(job: Job, principal: Principal, now: datetime | None = None) -> dict[str, Any]:
+    """The job as ``principal`` sees it at ``now`` (default: the current time): the stored envelope plus ``etag``, its
+    workload masked for that viewer; while it runs, its usage and cost so far with ``costAsOf``
+    (services/common/metering.py ``so_far``). A job stored before accelerator kinds existed shows what it always
+    asked for: its ``accelerator`` (GPUs: its requestedGpus, gpuModel and requestedMemoryGb; NVIDIA's when it named
+    no model)."""
     document = masked_job_document(job.document, reveal_env=reveals_env(principal, job.submitted_by))
     assert document is not None
+    running = so_far(job, (now or datetime.now(UTC)).timestamp())
+    if running:
+        document["properties"] = {**document["properties"], **running}
     props = document["properties"]
     if "accelerator" not in props:
         asked = {

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from itl_accelerator.billing.metering import allocation_charges
+from itl_accelerator.billing.job_charges import attempt_sums, job_charges
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
@@ -93,20 +93,6 @@ def cancel_wins(job: Job, outcome: JobEnd) -> JobEnd:
         return outcome
     reason = f"Canceled by {job.canceled_by} during its preemption's grace period (the cancel wins: not preempted)."
     return outcome.model_copy(update={"status": JobStatus.CANCELED, "reason": reason})
-
-
-def _sums(attempts: list[dict[str, Any]]) -> dict[str, Any]:
-    """A job's ``gpuSeconds``, ``billableGpuSeconds`` and ``cost`` as the sums of its ``attempts`` (all in one
-    currency: services/workflows/job_steps.py ``_retry_once``)."""
-    priced = [a["cost"] for a in attempts if a.get("cost")]
-    return {
-        "gpuSeconds": sum(int(a.get("gpuSeconds", 0)) for a in attempts),
-        "billableGpuSeconds": sum(int(a.get("billableGpuSeconds", 0)) for a in attempts),
-        "cost": {
-            "amount": format(sum((Decimal(c["amount"]) for c in priced), Decimal(0)), "f"),
-            "currency": priced[-1]["currency"] if priced else "",
-        },
-    }
 
 
 #: How many times the final transition reads and decides again when the job changed meanwhile (a cancel, the
@@ -605,7 +591,7 @@ class JobSteps:
         if job.started_at is not None:
             record = self._attempt_record(job, outcome, ended)
             attempts = [*attempts, record]
-            properties.update(attempts=attempts, **_sums(attempts))
+            properties.update(attempts=attempts, **attempt_sums(attempts))
             ceiling = job.price_ceiling
             narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
             if narrowed is not None and narrowed.terms:
@@ -722,7 +708,7 @@ class JobSteps:
             attempts = [*self._attempts(job), *(last if started else [])]
             properties["attempts"] = attempts
             if attempts:  # the job's usage and cost are its attempts' (one currency: _retry_once)
-                properties.update(_sums(attempts))
+                properties.update(attempt_sums(attempts))
                 gpu_seconds, billable = properties["gpuSeconds"], properties["billableGpuSeconds"]
                 cost, started = Decimal(properties["cost"]["amount"]), True
         ended_job = arm_rules.changed(
@@ -746,23 +732,9 @@ class JobSteps:
         return ended_job, summary, ended
 
     def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
-        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended`` under the terms it
-        locked when it was placed — computed window by window exactly as its usage records are
-        (billing/metering.py), so the job's cost is the sum of what the billing export bills for it. Nothing when it
-        never started."""
-        if not job.started_at or job.billing_terms is None:
-            return 0, 0, Decimal(0), ""
-        terms = job.billing_terms
-        start = int(epoch(job.started_at))
-        end = max(start, int(ended))
-        charges = allocation_charges(terms, gpus=job.gpus, start=start, end=end, now=end)
-        parts = 1 + len(job.gang_nodes)  # a gang's parts: as many meters, each the same devices, times and terms
-        return (
-            parts * sum(c.gpu_seconds for c in charges),
-            parts * sum(c.billable_gpu_seconds for c in charges),
-            parts * sum((c.cost for c in charges), Decimal(0)),
-            terms.currency,
-        )
+        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended``
+        (services/common/metering.py ``job_charges``)."""
+        return job_charges(job, ended)
 
     def _operations_ended(
         self, inp: JobStepInput, job: Job, final: JobStatus, error: dict[str, str] | None
