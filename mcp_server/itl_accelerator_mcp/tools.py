@@ -455,6 +455,23 @@ def _key(value: str | None) -> str:
     return "".join((value or "").lower().split())
 
 
+#: The vendor of a kind one vendor makes (or the seed meant), when a job names neither model nor vendor — the API's
+#: rule (itl_accelerator/domain/accelerators.py ``DEFAULT_VENDORS``, ``job_vendor``; tests/unit/test_mcp_server.py
+#: holds the two equal).
+DEFAULT_VENDORS = {"gpu": "NVIDIA", "tpu": "Google", "neuron": "AWS", "hpu": "Intel"}
+
+
+def job_vendor(kind: str, model: str | None, said: str | None) -> str | None:
+    """The vendor a job's devices must come from, lower case (None: any): the one it said (``Any``: any); any when
+    it named a model; else its kind's usual vendor (NVIDIA GPUs for the seed's forms)."""
+    if said:
+        return None if said.lower() == "any" else said.lower()
+    if _key(model):
+        return None
+    vendor = DEFAULT_VENDORS.get(kind.lower())
+    return vendor.lower() if vendor else None
+
+
 def _asked(args: dict[str, Any]) -> tuple[str, int, str, int]:
     """What a job asks for: ``(kind, count, model key, memory GiB)`` from its ``accelerator`` or the seed's GPU
     shorthand (``requestedGpus``, ``gpuModel``, ``requestedMemoryGb``). ``ToolRefused`` when it says neither."""
@@ -488,6 +505,9 @@ async def _job_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any
         if _key(held.get("kind")) != _key(kind):
             continue
         if model_wanted and _key(held.get("model")) != model_wanted:
+            continue
+        vendor = job_vendor(kind, model_wanted, (args.get("accelerator") or {}).get("vendor"))
+        if vendor and _key(held.get("vendor") or "NVIDIA") != _key(vendor):
             continue
         if args.get("location") and _key(node.get("location")) != _key(args["location"]):
             continue

@@ -156,3 +156,15 @@ def test_a_quote_is_spent_once_and_forgotten_after_it_expired():
     now[0] = 1601.0  # expired: no check would accept it anyway, so the ledger need not keep it
     assert ledger.spend("q1.a.b", 2200) is True
     assert process_ledger() is process_ledger()  # one ledger per process: every server built here shares it
+
+
+@pytest.mark.parametrize("kind", ["GPU", "gpu", "TPU", "NPU", "Neuron", "HPU", "FPGA"])
+@pytest.mark.parametrize("model", [None, "", "H100", "MI300X"])
+@pytest.mark.parametrize("said", [None, "AMD", "nvidia", "Any", "any"])
+def test_a_quote_asks_for_the_vendor_the_api_places_on(kind, model, said):
+    """The MCP server quotes on the nodes the API would place the job on: its vendor rule is the API's."""
+    from itl_accelerator.domain.accelerators import job_vendor as api_rule
+    from itl_accelerator_mcp.tools import job_vendor as quote_rule
+
+    expected = api_rule(kind, model, said)
+    assert quote_rule(kind, model, said) == (expected.lower() if expected else None)

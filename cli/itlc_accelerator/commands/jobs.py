@@ -62,6 +62,10 @@ def job() -> None:
     "--env", "env", multiple=True, callback=parse_tags, metavar="NAME=VALUE", help="Environment (repeatable)."
 )
 @click.option("--gpu-model", help="Only nodes with this GPU model.")
+@click.option(
+    "--vendor",
+    help="Who makes the devices (AMD, NVIDIA...; Any: any vendor's). Left out: NVIDIA for GPUs naming no model.",
+)
 @click.option("--location", "-l", help="Only nodes in this location.")
 @click.option("--priority", type=click.IntRange(0, 9), help="0-9, higher first (5 when left out).")
 @click.option("--max-duration-minutes", type=click.IntRange(1, 43200), help="Stop it after this long (7 days).")
@@ -99,6 +103,8 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
                 "--gpu-model goes with --gpus; with --accelerator name the model in it (gpu:h100=8)."
             )
         wanted = dict(o["accelerator"])
+        if o["vendor"]:
+            wanted["vendor"] = o["vendor"]
         if o["memory_gb"] is not None:
             wanted["memoryGb"] = o["memory_gb"]
         if o["nodes"]:
@@ -110,6 +116,10 @@ def submit(s: Session, name: str, command: tuple[str, ...], **o: Any) -> None:
         if o["memory_gb"] is None:
             raise click.UsageError("--gpus needs --memory-gb (GiB of GPU memory to reserve).")
         properties = {"requestedGpus": o["gpus"], "requestedMemoryGb": o["memory_gb"]}
+        if o["vendor"]:  # the seed's shorthand names no vendor: say it in the accelerator form
+            properties = {
+                "accelerator": {"kind": "GPU", "count": o["gpus"], "memoryGb": o["memory_gb"], "vendor": o["vendor"]}
+            }
     if (command or o["env"]) and not o["image"]:
         raise click.UsageError("A command or --env needs --image (without them the job type's default workload runs).")
     if o["image"]:
