@@ -428,7 +428,7 @@ def test_a_job_that_does_not_fit_now_runs_once_an_instance_frees_gpus(admin, sub
         what="the job to wait",
     )
     # Then it waits (Pending), saying why
-    assert waiting["properties"]["status"] == "Pending" and "4 free GPUs" in waiting["properties"]["statusReason"]
+    assert waiting["properties"]["status"] == "Pending" and "4 free NVIDIA GPUs" in waiting["properties"]["statusReason"]
     # And once the instance is deleted, it is placed and runs to its end
     assert admin.delete(instances_path(sub, name="instance-1")).status_code == 202
     wait_gone(admin, instances_path(sub, name="instance-1"))
@@ -700,7 +700,7 @@ def test_a_16_gpu_job_over_two_8_gpu_nodes_is_placed_whole_or_not_at_all_while_5
     # Then the gang ran on both nodes at once, as one platform job given both, and was never half placed
     assert done["status"] == "Succeeded", done["statusReason"]
     assert sorted(n.rsplit("/", 1)[1] for n in done["assignedNodes"]) == ["n1", "n2"]
-    assert done["gpuSeconds"] > 0 and done["accelerator"] == {"kind": "GPU", "count": 8, "memoryGb": 640, "nodes": 2}
+    assert done["gpuSeconds"] > 0 and done["accelerator"] == {**gang, "vendor": "NVIDIA"}
     (platform,) = [j for j in sim_jobs_of(dgx, sub) if j["name"].endswith("/gang")]
     assert sorted(n.rsplit("/", 1)[1] for n in platform["nodeIds"]) == ["n1", "n2"]
     assert half_placed == [] and all(p <= 8 for p in peak.values()), (half_placed, peak)
