@@ -322,7 +322,7 @@ def test_a_tpu_host_is_registered_shown_and_runs_a_tpu_job_as_tpus(stack: Stack,
     form.get_by_role("button", name="Submit").click()
     page.get_by_role("status").get_by_role("link", name="tpu-job").click()
     expect(page.locator(".job-status .badge")).to_have_text("Running", timeout=LONG)
-    expect(page.get_by_role("region", name="Details")).to_contain_text("4 \u00d7 TPU")
+    expect(page.get_by_role("region", name="Details")).to_contain_text("4 \u00d7 Google TPU")
     expect(page.get_by_role("region", name="Details")).to_contain_text("tpu-a")
     go(page, "Overview")
     expect(page.get_by_role("region", name="TPUs")).to_contain_text("4 / 8")
