@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any, Self
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 
 #: A Step Functions state machine's ARN (any partition; template.yaml passes ``!Ref`` of each state machine).
 STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_.-]{1,80}$")
@@ -62,6 +63,43 @@ REQUIRED_BY_HANDLER: dict[str, tuple[str, ...]] = {
     "itl_functions.schedules.monitor_budgets": ("deprovision_state_machine_arn",),
     "itl_functions.schedules.export_billing": ("billing_export_bucket",),
 }
+
+
+class SlurmClusterSettings(BaseModel):
+    """One Slurm cluster the provider runs work on (docs/SLURM.md), an entry of ``SLURM_CLUSTERS`` (a JSON list;
+    camelCase or snake_case keys): its ``name`` (what a node's ``properties.backend.cluster`` says), slurmrestd's
+    ``url`` and REST ``apiVersion`` (``v0.0.38`` for Slurm 22.05; ``v0.0.41``-``v0.0.44`` for 24.05-25.11, AWS PCS),
+    the Slurm ``user`` jobs run as (the key's token acts as it), the JWT signing key — ``jwtKeySecretId``, a Secrets
+    Manager secret holding it base64 (in AWS; its name must start ``itl-accelerator/slurm/``: the functions' policy),
+    or ``jwtKey`` (base64, locally) — the default ``partition``; the cluster's ``killWaitSeconds`` (slurm.conf
+    KillWait: how long a cancelled job has after SIGTERM) and ``minJobAgeSeconds`` (MinJobAge: how long an ended job
+    stays in slurmctld); ``jobEnvironment`` added to every job's; how a container image runs (``containerRuntime``:
+    ``none`` — the command runs on the node as it is, the image only recorded — or ``pyxis``: ``srun
+    --container-image``); the ``ollamaServeCommand`` an instance runs, and the ``workingDirectory`` jobs start in
+    (their output goes there too). Units: seconds."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+    url: str = Field(pattern=r"^https?://[^\s]+$")
+    api_version: str = "v0.0.38"
+    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+    jwt_key: SecretStr = SecretStr("")
+    jwt_key_secret_id: str = ""
+    partition: str = ""
+    kill_wait_seconds: int = Field(default=30, ge=0, le=65533)
+    min_job_age_seconds: int = Field(default=300, ge=2, le=86400)
+    job_environment: dict[str, str] = {}
+    container_runtime: typing.Literal["none", "pyxis"] = "none"
+    ollama_serve_command: str = "ollama serve"
+    working_directory: str = "/tmp"
+    connect_timeout_seconds: float = Field(default=2.0, gt=0)
+    read_timeout_seconds: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
 
 
 class Settings(BaseModel):
@@ -107,6 +145,10 @@ class Settings(BaseModel):
     dgx_callback_secret: SecretStr = SecretStr("")
     dgx_callback_secret_id: str = ""
     dgx_callback_tolerance_seconds: int = Field(default=300, ge=1, le=3600)
+
+    # Slurm clusters (docs/SLURM.md): the clusters nodes may run on (SLURM_CLUSTERS, a JSON list of
+    # SlurmClusterSettings); none: every node runs on the DGX Platform.
+    slurm_clusters: list[SlurmClusterSettings] = []
 
     # Workflows (Step Functions). Poll interval and timeout go into each execution's input. The client retries a
     # throttled or failed call in botocore's adaptive mode (client-side rate limiting after throttling) this many
@@ -311,6 +353,23 @@ class Settings(BaseModel):
         if not value:
             raise SettingMissing(f"{name.upper()} is not set: this function cannot do what it was asked without it")
         return str(value)
+
+    @property
+    def slurm_cluster_names(self) -> frozenset[str]:
+        """The names of the configured Slurm clusters."""
+        return frozenset(c.name for c in self.slurm_clusters)
+
+    def slurm_cluster(self, name: str) -> SlurmClusterSettings | None:
+        """The configured Slurm cluster ``name`` (None: none)."""
+        return next((c for c in self.slurm_clusters if c.name == name), None)
+
+    @field_validator("slurm_clusters")
+    @classmethod
+    def _one_cluster_a_name(cls, value: list[SlurmClusterSettings]) -> list[SlurmClusterSettings]:
+        names = [c.name for c in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two Slurm clusters have one name: {sorted(n for n in names if names.count(n) > 1)[0]}")
+        return value
 
     @property
     def issuer(self) -> str:

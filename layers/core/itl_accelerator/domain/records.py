@@ -30,6 +30,7 @@ from itl_accelerator.domain.accelerators import (
     model_of_key,
     vendor_key,
 )
+from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.states import (
@@ -130,11 +131,23 @@ class Node:
         return dict(self.document.get("properties") or {})
 
     @property
+    def backend(self) -> NodeBackend:
+        """Where its work runs: the DGX Platform or a Slurm cluster's node (domain/backends.py)."""
+        return NodeBackend.of_properties(self.properties)
+
+    @property
     def devices(self) -> tuple[str, str, str]:
         """What its devices are, as placement compares them: kind, vendor and model keys. Work placed on it asked for
         these, so they may change only while it holds nothing (the repositories refuse it otherwise)."""
         a = self.accelerator
         return a.kind.lower(), vendor_key(a.vendor), model_key(a.model)
+
+    @property
+    def held_identity(self) -> tuple[str, ...]:
+        """What work placed on it asked for and runs on: its :attr:`devices` and its :attr:`backend` (platform, cluster
+        and Slurm node). The repositories refuse a change of it while anything holds its devices."""
+        b = self.backend
+        return (*self.devices, b.type, b.cluster, b.node_name.lower())
 
     @property
     def counted_shape_key(self) -> str:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, PrivateAttr, StringConstraints, model_validator
 
 from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS
+from itl_accelerator.domain.backends import CLUSTER_NAME, SLURM_NAME, NodeBackend
 from itl_accelerator.domain.accelerators import (
     ANY_VENDOR,
     DEFAULT_VENDORS,
@@ -155,6 +156,29 @@ class Capacity(ApiModel):
     free_memory_gb: int
 
 
+class NodeBackendWrite(ApiModel):
+    """Where the node's work runs (domain/backends.py): ``type`` ``DgxPlatform`` (the default) or ``Slurm`` — then
+    the ``cluster`` (a name the deployment configures in ``SLURM_CLUSTERS``; the service refuses another with 400),
+    the node's Slurm ``nodeName`` and optionally the ``partition`` its work is submitted to (the cluster's default
+    otherwise)."""
+
+    type: Literal["DgxPlatform", "Slurm"] = "DgxPlatform"
+    cluster: Annotated[str, StringConstraints(pattern=CLUSTER_NAME.pattern)] | None = None
+    node_name: Annotated[str, StringConstraints(pattern=SLURM_NAME.pattern)] | None = None
+    partition: Annotated[str, StringConstraints(pattern=SLURM_NAME.pattern)] | None = None
+
+    @model_validator(mode="after")
+    def _names_of_a_slurm_node(self) -> NodeBackendWrite:
+        if self.type == "Slurm" and not (self.cluster and self.node_name):
+            raise ValueError("A Slurm node names its cluster and its Slurm nodeName (properties.backend).")
+        if self.type != "Slurm" and (self.cluster or self.node_name or self.partition):
+            raise ValueError("cluster, nodeName and partition name a Slurm node's place (properties.backend.type Slurm).")
+        return self
+
+    def record(self) -> NodeBackend:
+        return NodeBackend(self.type, self.cluster or "", self.node_name or "", self.partition or "")
+
+
 class SparkNodePropertiesWrite(ApiModel):
     """Writable node properties. ``provisioning_state`` and ``capacity`` are read-only: accepted so a GET body can
     be sent back, compared (provisioningState) or ignored (capacity) by the service."""
@@ -164,8 +188,10 @@ class SparkNodePropertiesWrite(ApiModel):
     hardware_specs: HardwareSpecs = Field(default_factory=HardwareSpecs)
     pricing: Pricing = Field(default_factory=Pricing)
     availability: Availability = Availability.AVAILABLE
+    backend: NodeBackendWrite = Field(default_factory=NodeBackendWrite)
     provisioning_state: str | None = None
     capacity: dict[str, Any] | None = None
+    backend_status: dict[str, Any] | None = None
 
 
 class SparkNodeWrite(TrackedResourceWrite):
@@ -379,6 +405,19 @@ class SparkNodeCreate(SparkNodeWrite):
     name: str
 
 
+class NodeBackendStatus(ApiModel):
+    """Read-only: how the node's platform reports it (a Slurm node: its state words, why, and what its GRES say),
+    as of ``checkedAt``; ``placeable`` false when the platform takes no work on it (DOWN, DRAIN: placement passes
+    it over and says so), ``warnings`` what does not agree with what the node was registered with."""
+
+    state: str
+    reason: str | None = None
+    placeable: bool = True
+    gres: str | None = None
+    warnings: list[str] = []
+    checked_at: str | None = None
+
+
 class SparkNodeProperties(ApiModel):
     """Node properties as returned."""
 
@@ -387,6 +426,8 @@ class SparkNodeProperties(ApiModel):
     hardware_specs: HardwareSpecs
     pricing: Pricing
     availability: Availability
+    backend: NodeBackendWrite
+    backend_status: NodeBackendStatus | None = None
     capacity: Capacity
     provisioning_state: ProvisioningState
 

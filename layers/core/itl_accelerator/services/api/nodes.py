@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.auth import rbac
 from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
+from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.records import Node, ResourceKey
 from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
 from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
@@ -56,13 +57,22 @@ def _as_today(props: dict[str, Any]) -> dict[str, Any]:
             "pricePerAcceleratorHour": pricing["pricePerGpuHour"],
             **pricing,
         }
-    shown = {"owner": props.get("owner"), "accelerator": Accelerator.of_properties(props).as_properties(), **props}
+    shown = {
+        "owner": props.get("owner"),
+        "accelerator": Accelerator.of_properties(props).as_properties(),
+        "backend": NodeBackend.of_properties(props).as_properties(),  # a node stored before: the DGX Platform's
+        **props,
+    }
     return {**shown, "pricing": pricing} if "pricing" in props else shown
 
 
 def _writable(doc: dict[str, Any]) -> dict[str, Any]:
     """The part of a node document a client controls (for diffs): location (normalised), tags, sku, properties."""
-    props = {k: v for k, v in _as_today(doc["properties"]).items() if k not in ("provisioningState", "capacity")}
+    props = {
+        k: v
+        for k, v in _as_today(doc["properties"]).items()
+        if k not in ("provisioningState", "capacity", "backendStatus")
+    }
     return {
         "location": normalize_location(doc["location"]),
         "tags": doc["tags"],
@@ -107,6 +117,7 @@ class SparkNodeService:
                 "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
                 "pricing": body.pricing_document(),
                 "availability": props.availability.value,
+                "backend": props.backend.record().as_properties(),
                 "provisioningState": "Succeeded",
             },
         )
