@@ -183,6 +183,8 @@ class SlurmRestClient:
             raise SlurmTransientError(
                 f"slurmrestd failed on {method} {path}: {type(exc).__name__}", ambiguous=True
             ) from exc
+        if response.status_code == 304:
+            return {}  # GET .../jobs?update_time=: nothing changed in the cluster since (slurmctld's "no change")
         body = _json(response)
         if 200 <= response.status_code < 300 and body is not None:
             return body
@@ -245,8 +247,8 @@ class SlurmRestClient:
 
     def jobs_changed_since(self, epoch: int) -> list[SlurmJob]:
         """The jobs that changed state at or after ``epoch`` (seconds): submitted, started or ended since then.
-        ``GET .../jobs?update_time=epoch`` answers no job at all when nothing changed in the whole cluster since
-        (a cheap answer); otherwise slurmctld answers *every* job (its filter is one cluster-wide time, checked
+        ``GET .../jobs?update_time=epoch`` answers 304 Not Modified when nothing changed in the whole cluster
+        since (a cheap answer: no job); otherwise slurmctld answers *every* job (its filter is one cluster-wide time, checked
         live), so the client keeps those whose :attr:`SlurmJob.last_event_time` is at or after ``epoch``. A change
         that leaves no time in the job record (a comment, a waiting job's new reason) is not seen."""
         return [job for job in self._jobs(int(epoch)) if (job.update_time or job.last_event_time or 0) >= int(epoch)]
