@@ -80,9 +80,11 @@ def _which(name: str) -> str | None:
 
 
 def _port_free(port: int) -> bool:
-    """Whether ``port`` can be bound on every address (slurmctld and slurmd listen on 0.0.0.0)."""
+    """Whether ``port`` can be bound on every address (slurmctld and slurmd listen on 0.0.0.0). With SO_REUSEADDR,
+    as the daemons bind: connections of a cluster just stopped (TIME_WAIT) do not make its ports look taken."""
     for address in ("0.0.0.0", "127.0.0.1"):  # noqa: S104 - a probe of the port, closed at once
         with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind((address, port))
             except OSError:
