@@ -234,9 +234,10 @@ _GRES_SPEC = re.compile(r"^[a-z][a-z0-9_]*(?::[A-Za-z0-9_.-]+)?:\d+$")
 class SlurmJobSpec(BaseModel):
     """A batch job to submit (``POST .../job/submit``), built by the provider, never by a consumer.
 
-    - ``name``: the job's name (``squeue``'s NAME); ``comment``: free text. The provider puts its operation id in
-      ``comment`` — the job's marker: ``SlurmRestClient.find_job(comment=...)`` finds a job whose submit answer was
-      lost (docs/SLURM_INTEGRATION.md "Idempotent submit").
+    - ``name``: the job's name (``squeue``'s NAME) and its marker: the provider names each job after its operation
+      id (``itl-<operationId>``), so ``SlurmRestClient.submit`` finds a job whose submit answer was lost by it
+      (docs/SLURM_INTEGRATION.md "Findings"); ``comment``: free text, which the job or the provider may change later
+      (``set_comment``: e.g. the job's endpoint), hence no marker.
     - ``script``: the batch script, starting with ``#!``; ``environment``: its variables (slurmrestd requires at
       least one; the client adds ``PATH`` when it is missing); ``working_directory``: where it runs (must exist on
       the node); ``standard_output``/``standard_error``: file paths on the node (``%j`` is the job id); None:
