@@ -428,7 +428,9 @@ def test_a_job_that_does_not_fit_now_runs_once_an_instance_frees_gpus(admin, sub
         what="the job to wait",
     )
     # Then it waits (Pending), saying why
-    assert waiting["properties"]["status"] == "Pending" and "4 free NVIDIA GPUs" in waiting["properties"]["statusReason"]
+    assert (
+        waiting["properties"]["status"] == "Pending" and "4 free NVIDIA GPUs" in waiting["properties"]["statusReason"]
+    )
     # And once the instance is deleted, it is placed and runs to its end
     assert admin.delete(instances_path(sub, name="instance-1")).status_code == 202
     wait_gone(admin, instances_path(sub, name="instance-1"))

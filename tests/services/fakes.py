@@ -255,6 +255,7 @@ class FakeDgx:
         memory_gb: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
+        targets: list[str] | None = None,
     ) -> DgxInstance:
         self._enter(
             "create_instance",
@@ -341,6 +342,7 @@ class FakeDgx:
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
+        targets: list[str] | None = None,
     ) -> DgxJob:
         self._enter(
             "submit_job",

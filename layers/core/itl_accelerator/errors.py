@@ -190,6 +190,13 @@ class NodeNotAvailable(Conflict):
     code = "NodeNotAvailable"
 
 
+class LogsNotAvailable(Conflict):
+    """409 ``LogsNotAvailable``: the job runs on a platform that serves no logs (a Slurm cluster: slurmrestd serves
+    no output files; the message names the cluster and where the output is, docs/SLURM.md "Logs")."""
+
+    code = "LogsNotAvailable"
+
+
 class PropertyChangeNotAllowed(Conflict):
     """409 ``PropertyChangeNotAllowed``: a property that cannot change after creation was changed."""
 

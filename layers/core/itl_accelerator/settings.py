@@ -92,7 +92,7 @@ class SlurmClusterSettings(BaseModel):
     job_environment: dict[str, str] = {}
     container_runtime: typing.Literal["none", "pyxis"] = "none"
     ollama_serve_command: str = "ollama serve"
-    working_directory: str = "/tmp"
+    working_directory: str = "/tmp"  # noqa: S108 - a directory on the cluster's nodes, not here
     connect_timeout_seconds: float = Field(default=2.0, gt=0)
     read_timeout_seconds: float = Field(default=10.0, gt=0)
 

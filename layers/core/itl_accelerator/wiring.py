@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from itl_accelerator.api_metrics import ApiMetrics
     from itl_accelerator.dgx.client import DgxPlatformClient
     from itl_accelerator.events import StateEventPublisher
+    from itl_accelerator.platforms.protocol import ExecutionPlatform
+    from itl_accelerator.platforms.router import Platforms
     from itl_accelerator.repositories.protocols import Repositories
     from itl_accelerator.services.api.audit_query import AuditQueryService
     from itl_accelerator.services.api.billing_files import BillingFileService
@@ -79,9 +81,11 @@ class Wiring:
         cloudwatch_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
+        slurm: Callable[[str], ExecutionPlatform] | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
+        self._slurm = slurm
         self._events_client = events_client
         self._cloudwatch_client = cloudwatch_client
         self.clock = clock
@@ -103,6 +107,7 @@ class Wiring:
         cloudwatch_client: Any | None = None,
         repositories: Repositories | None = None,
         dgx: DgxPlatformClient | None = None,
+        slurm: Callable[[str], ExecutionPlatform] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> Wiring:
         """The wiring over ``settings`` (default: :func:`get_settings`) and optional injected AWS clients, repositories
@@ -116,6 +121,7 @@ class Wiring:
             cloudwatch_client=cloudwatch_client,
             repositories=repositories,
             dgx=dgx,
+            slurm=slurm,
             clock=clock,
         )
 
@@ -145,6 +151,19 @@ class Wiring:
             return boto3.client("stepfunctions", config=config)
 
         return StateMachines(self._stepfunctions_client or OnFirstUse(make))
+
+    @cached_property
+    def platforms(self) -> Platforms:
+        """Every execution platform (itl_accelerator/platforms): the DGX Platform and the configured Slurm clusters,
+        each made on its first use."""
+        from itl_accelerator.platforms.router import Platforms
+
+        def slurm(name: str) -> ExecutionPlatform:
+            from itl_accelerator.slurm.factory import slurm_platform
+
+            return slurm_platform(name, self.settings)
+
+        return Platforms(self.dgx, slurm if self._slurm is None else self._slurm)
 
     @cached_property
     def dgx(self) -> DgxPlatformClient:
@@ -254,7 +273,7 @@ class Wiring:
         """A job's log, proxied from the DGX Platform (the one API service that calls the platform)."""
         from itl_accelerator.services.api.job_logs import JobLogService
 
-        return JobLogService(self.kernel, self.dgx)
+        return JobLogService(self.kernel, self.platforms)
 
     @cached_property
     def slo_report(self) -> SloReportService:
@@ -316,7 +335,7 @@ class Wiring:
         GPUs tells placement to serve the waiting jobs."""
         steps = kind(
             self.kernel,
-            self.dgx,
+            self.platforms,
             self.state_machines,
             lease_grace_seconds=self.settings.workflow_lease_grace_seconds,
             callback_url=self.settings.dgx_callback_url or None,
@@ -329,7 +348,7 @@ class Wiring:
     def job_steps(self) -> JobSteps:
         from itl_accelerator.services.workflows.job_steps import JobSteps
 
-        return JobSteps(self.kernel, self.placement, self.state_machines, self.dgx, self.settings, self.clock)
+        return JobSteps(self.kernel, self.placement, self.state_machines, self.platforms, self.settings, self.clock)
 
     @cached_property
     def dgx_callbacks(self) -> DgxCallbacks:
@@ -390,7 +409,7 @@ class Wiring:
     def usage_sync(self) -> UsageSync:
         from itl_accelerator.services.schedules.usage_sync import UsageSync
 
-        return UsageSync(self.repositories, self.dgx, self.settings, self.clock)
+        return UsageSync(self.repositories, self.platforms, self.settings, self.clock)
 
     @cached_property
     def usage_rollups(self) -> UsageRollups:

@@ -21,7 +21,6 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field, PrivateAttr, StringConstraints, model_validator
 
 from itl_accelerator.billing.metering import MAX_BILLING_INCREMENT_SECONDS, MAX_MINIMUM_BILLABLE_SECONDS
-from itl_accelerator.domain.backends import CLUSTER_NAME, SLURM_NAME, NodeBackend
 from itl_accelerator.domain.accelerators import (
     ANY_VENDOR,
     DEFAULT_VENDORS,
@@ -32,6 +31,7 @@ from itl_accelerator.domain.accelerators import (
     model_key,
     quota_plural,
 )
+from itl_accelerator.domain.backends import CLUSTER_NAME, SLURM_NAME, NodeBackend
 from itl_accelerator.models.common import (
     AcceleratorKind,
     AcceleratorVendor,
@@ -172,7 +172,9 @@ class NodeBackendWrite(ApiModel):
         if self.type == "Slurm" and not (self.cluster and self.node_name):
             raise ValueError("A Slurm node names its cluster and its Slurm nodeName (properties.backend).")
         if self.type != "Slurm" and (self.cluster or self.node_name or self.partition):
-            raise ValueError("cluster, nodeName and partition name a Slurm node's place (properties.backend.type Slurm).")
+            raise ValueError(
+                "cluster, nodeName and partition name a Slurm node's place (properties.backend.type Slurm)."
+            )
         return self
 
     def record(self) -> NodeBackend:

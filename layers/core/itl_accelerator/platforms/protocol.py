@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from itl_accelerator.dgx.errors import DgxPermanentError
 from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogPage, DgxUsage
+
+
+class LogsNotServed(DgxPermanentError):
+    """The platform serves no job logs (a Slurm cluster: slurmrestd serves no output files; docs/SLURM.md "Logs").
+    Its message says where the output is."""
 
 
 class ExecutionPlatform(Protocol):

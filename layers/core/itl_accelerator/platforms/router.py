@@ -54,9 +54,12 @@ class Platforms:
     def cluster(self, name: str) -> ExecutionPlatform:
         """The platform of Slurm cluster ``name``. Raises :class:`UnknownCluster`."""
         if name not in self._clusters:
-            if self._slurm is None:
-                raise UnknownCluster(f"No Slurm cluster '{name}' is configured (SLURM_CLUSTERS).", status=400)
-            self._clusters[name] = self._slurm(name)
+            try:
+                if self._slurm is None:
+                    raise KeyError(name)
+                self._clusters[name] = self._slurm(name)
+            except KeyError as exc:
+                raise UnknownCluster(f"No Slurm cluster '{name}' is configured (SLURM_CLUSTERS).", status=400) from exc
         return self._clusters[name]
 
     def of_backend(self, backend: NodeBackend) -> ExecutionPlatform:

@@ -253,6 +253,15 @@ class SlurmRestClient:
         that leaves no time in the job record (a comment, a waiting job's new reason) is not seen."""
         return [job for job in self._jobs(int(epoch)) if (job.update_time or job.last_event_time or 0) >= int(epoch)]
 
+    def listing_since(self, epoch: int) -> list[SlurmJob] | None:
+        """``GET .../jobs?update_time=epoch`` as slurmctld answers it: None (304 Not Modified) when nothing in the
+        whole cluster changed since ``epoch``, else every job it holds — one request either way (a tracker's read of
+        a cluster: itl_accelerator/slurm/platform.py ``ClusterView``)."""
+        data = self._call("GET", self.dialect.jobs_path(), params={"update_time": str(int(epoch))})
+        if not data:
+            return None
+        return sorted((self.dialect.decode_job(raw) for raw in data.get("jobs") or []), key=lambda j: j.job_id)
+
     def _jobs(self, update_time: int | None) -> list[SlurmJob]:
         params = {"update_time": str(update_time)} if update_time is not None else None
         data = self._call("GET", self.dialect.jobs_path(), params=params)

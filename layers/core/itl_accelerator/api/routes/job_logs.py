@@ -40,7 +40,9 @@ Since = Annotated[
     paths.JOB + "/logs",
     operation_id="SparkJobs_GetLogs",
     response_model=JobLogPage,
-    responses=errors(e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFound, e.ServiceUnavailable),
+    responses=errors(
+        e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFound, e.LogsNotAvailable, e.ServiceUnavailable
+    ),
     summary="A page of the job's log (whoever may read the job); follow nextLink for the lines that follow, "
     "while the job runs too.",
 )

@@ -212,7 +212,9 @@ class DynamoNodeRepository:
             condition += f" AND (attribute_not_exists({allocated}) OR {allocated} <= :{total})"
             values[f":{total}"] = value
             assignments.append(f"{free} = :{total} - {allocated}")
-        if previous.held_identity != node.held_identity:  # work placed there asked for the devices it held: none may hold any
+        if (
+            previous.held_identity != node.held_identity
+        ):  # work placed there asked for the devices it held: none may hold any
             condition += " AND (attribute_not_exists(gpuAllocated) OR gpuAllocated = :zero)"
             condition += " AND (attribute_not_exists(memoryGbAllocated) OR memoryGbAllocated = :zero)"
             values[":zero"] = 0

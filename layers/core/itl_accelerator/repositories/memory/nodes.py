@@ -291,7 +291,10 @@ class MemoryNodeRepository:
                 current.gpu_allocated > node.gpu_total
                 or current.memory_gb_allocated > node.memory_gb_total
                 # work placed there asked for the devices it held: none may hold any when they change
-                or (previous.held_identity != node.held_identity and (current.gpu_allocated or current.memory_gb_allocated))
+                or (
+                    previous.held_identity != node.held_identity
+                    and (current.gpu_allocated or current.memory_gb_allocated)
+                )
             ):
                 raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
             if self._s.audit_taken(audit):

@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from itl_accelerator.dgx.client import DgxPlatformClient
+# the DGX client (httpx, tenacity) loads at the function's cold start, so it is in the SnapStart snapshot: most
+# jobs' logs are the DGX Platform's (docs/ARCHITECTURE.md, "Cold start")
+from itl_accelerator.dgx import client as _dgx_client  # noqa: F401
 from itl_accelerator.dgx.errors import DgxError, DgxNotFound
-from itl_accelerator.errors import InvalidParameter, ServiceUnavailable
+from itl_accelerator.errors import InvalidParameter, LogsNotAvailable, ServiceUnavailable
 from itl_accelerator.models.common import parse_instant
 from itl_accelerator.observability import logger
+from itl_accelerator.platforms.protocol import LogsNotServed
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import visible_to
 from itl_accelerator.services.common.kernel import ResourceKernel
+
+if TYPE_CHECKING:
+    from itl_accelerator.platforms.router import Platforms
 
 MAX_TAIL = 10_000
 _DIGITS = re.compile(r"[0-9]{1,12}")
@@ -73,11 +79,12 @@ def parse_after(skip_token: str | None) -> int:
 
 
 class JobLogService:
-    """``kernel``: access checks and the store; ``dgx``: the DGX Platform client (made on its first call)."""
+    """``kernel``: access checks and the store; ``platforms``: the execution platforms (each client made on its first
+    call; the job's platform id says which serves its log)."""
 
-    def __init__(self, kernel: ResourceKernel, dgx: DgxPlatformClient):
+    def __init__(self, kernel: ResourceKernel, platforms: Platforms):
         self._kernel = kernel
-        self._dgx = dgx
+        self._platforms = platforms
 
     def page(
         self,
@@ -104,9 +111,11 @@ class JobLogService:
         if not record.dgx_id:  # not on the platform yet, or it ended before it ran
             return LogPage([], status, ended, None if ended else after)
         try:
-            found = self._dgx.get_job_logs(record.dgx_id, after=after, since=since, tail=tail, limit=top)
+            found = self._platforms.get_job_logs(record.dgx_id, after=after, since=since, tail=tail, limit=top)
         except DgxNotFound:
             return LogPage([], status, True, None)  # the platform no longer has it, nor its log
+        except LogsNotServed as exc:  # a Slurm cluster's job: its platform serves none (docs/SLURM.md, "Logs")
+            raise LogsNotAvailable(str(exc)) from None
         except DgxError as exc:
             logger.warning("DGX job log unavailable", extra={"job": key.names[-1], "error": str(exc)})
             raise ServiceUnavailable(

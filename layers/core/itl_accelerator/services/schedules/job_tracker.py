@@ -121,10 +121,9 @@ class JobTracker:
             except Exception:  # noqa: BLE001 - one workload that cannot be read must not hold back the others
                 logger.exception("Reading a workload failed; it is looked at again next run", extra={"key": key.name})
                 counts["errors"] += 1
-        platform_jobs = self._read_many(self._steps.dgx.get_jobs, [str(j.dgx_id) for j in jobs if j.dgx_id])
-        platform_instances = self._read_many(
-            self._instance_steps.dgx.get_instances, [str(i.dgx_id) for i in instances if i.dgx_id]
-        )
+        platforms = self._steps.platforms
+        platform_jobs = self._read_many(platforms.get_jobs, [str(j.dgx_id) for j in jobs if j.dgx_id])
+        platform_instances = self._read_many(platforms.get_instances, [str(i.dgx_id) for i in instances if i.dgx_id])
         for instance in instances:
             self._guarded(partial(self._watch, instance, now, counts, platform_instances), instance.key, counts)
         for job in jobs:
@@ -237,7 +236,7 @@ class JobTracker:
                 return gone
         else:
             try:
-                found = self._steps.dgx.get_job(str(job.dgx_id))
+                found = self._steps.platforms.get_job(str(job.dgx_id))
             except DgxNotFound:
                 return gone
         if found.ended:

@@ -32,8 +32,8 @@ from itl_accelerator.repositories.errors import StoreBusy
 from itl_accelerator.repositories.protocols import Repositories
 from itl_accelerator.settings import Settings
 
-if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
-    from itl_accelerator.dgx.client import DgxPlatformClient
+if TYPE_CHECKING:  # a platform's client (httpx, tenacity) loads when it is made, on its first call
+    from itl_accelerator.platforms.router import Platforms
 
 #: A run stops starting new work when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 20.0
@@ -82,19 +82,20 @@ class SyncReport:
 
 
 class UsageSync:
-    """Meters → usage records (module docstring). ``dgx`` is the DGX Platform client (made on its first call)."""
+    """Meters → usage records (module docstring). ``platforms``: the execution platforms, whose metrics each meter's
+    allocation is read from (its platform id says which)."""
 
     def __init__(
         self,
         repositories: Repositories,
-        dgx: DgxPlatformClient,
+        platforms: Platforms,
         settings: Settings,
         clock: Callable[[], float] = time.time,
     ):
         self._meters = repositories.meters
         self._usage = repositories.usage
         self._billing = repositories.billing
-        self.dgx = dgx
+        self.platforms = platforms
         self._settings = settings
         self._clock = clock
 
@@ -210,7 +211,7 @@ class UsageSync:
         if not meter.dgx_id or end <= start:
             return None, True
         try:
-            usage = self.dgx.get_usage(meter.dgx_id, iso(start), iso(end))
+            usage = self.platforms.get_usage(meter.dgx_id, iso(start), iso(end))
         except DgxPermanentError:  # it does not know the resource (404), or refuses to say: no metrics to wait for
             return None, True
         except DgxError as exc:

@@ -33,7 +33,7 @@ class DeprovisionSteps(InstanceWorkflowSteps):
         instance = self._instances.get(inp.key)
         if instance is not None:
             for dgx_id in self._dgx_ids(instance):
-                self.dgx.delete_instance(dgx_id)
+                self.platforms.delete_instance(dgx_id)
             if instance.state == ProvisioningState.DELETING and instance.delete_operation_id == inp.operationId:
                 self._instances.note(
                     instance,

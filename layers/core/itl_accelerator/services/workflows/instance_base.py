@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.auth import rbac
 from itl_accelerator.dgx.errors import DgxNotFound
-from itl_accelerator.domain.records import Instance, Lease, Operation, Release
+from itl_accelerator.domain.records import Instance, Lease, Operation, Release, node_key
 from itl_accelerator.domain.states import OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.observability import logger
@@ -27,20 +27,21 @@ from itl_accelerator.services.workflows.io import (
 )
 from itl_accelerator.state_machines import StateMachines
 
-if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
-    from itl_accelerator.dgx.client import DgxPlatformClient
+if TYPE_CHECKING:  # a platform's client (httpx, tenacity) loads when it is made, on its first call
+    from itl_accelerator.platforms.protocol import ExecutionPlatform
+    from itl_accelerator.platforms.router import Platforms
 
 
 class InstanceWorkflowSteps:
-    """What both instance workflows' steps hold and share. ``dgx`` is the DGX Platform client (made on its first
-    call); ``state_machines`` completes the readiness wait's token when a callback came first; ``clock`` returns epoch
+    """What both instance workflows' steps hold and share. ``platforms``: the execution platforms (the DGX Platform,
+    the Slurm clusters: each client made on its first call); ``state_machines`` completes the readiness wait's token when a callback came first; ``clock`` returns epoch
     seconds; ``lease_grace_seconds`` is added to a step's own deadline for the lease it writes; ``callback_url``: where
     the DGX Platform is asked to announce readiness (None: it is not asked; polling alone)."""
 
     def __init__(
         self,
         kernel: ResourceKernel,
-        dgx: DgxPlatformClient,
+        platforms: Platforms,
         state_machines: StateMachines,
         *,
         lease_grace_seconds: int = 120,
@@ -51,7 +52,7 @@ class InstanceWorkflowSteps:
         self._instances = kernel.repositories.instances
         self._nodes = kernel.repositories.nodes
         self._operations = kernel.repositories.operations
-        self.dgx = dgx
+        self.platforms = platforms
         self._state_machines = state_machines
         self._grace = lease_grace_seconds
         self._callback_url = callback_url or None
@@ -139,7 +140,7 @@ class InstanceWorkflowSteps:
         """Every DGX instance this resource may own: the one recorded and the one its create key made."""
         ids = [instance.dgx_id] if instance.dgx_id else []
         if instance.operation_id:
-            found = self.dgx.find_instance(instance.operation_id)
+            found = self.platform_of(instance).find_instance(instance.operation_id)
             if found and found.id not in ids:
                 ids.append(found.id)
         return ids
@@ -150,17 +151,23 @@ class InstanceWorkflowSteps:
         remaining = []
         for dgx_id in self._dgx_ids(instance):
             try:
-                found = self.dgx.get_instance(dgx_id)
+                found = self.platforms.get_instance(dgx_id)
             except DgxNotFound:
                 continue
             if found.status != "Deleted":
                 remaining.append(dgx_id)
                 if found.status != "Deleting":
-                    self.dgx.delete_instance(dgx_id)
+                    self.platforms.delete_instance(dgx_id)
         return remaining
 
-    def _delete_made_by(self, operation_id: str) -> None:
-        """Delete the DGX instance a create with this operation id (idempotency key) made, if any."""
-        made = self.dgx.find_instance(operation_id)
+    def _delete_made_by(self, inp: InstanceStepInput) -> None:
+        """Delete the platform instance a create with the execution's operation id (idempotency key) made on its
+        node's platform, if any."""
+        node = self._nodes.get(node_key(inp.subscriptionId, inp.resourceGroup, inp.nodeName))
+        made = self.platforms.for_node(node).find_instance(inp.operationId)
         if made is not None:
-            self.dgx.delete_instance(made.id)
+            self.platforms.delete_instance(made.id)
+
+    def platform_of(self, instance: Instance) -> ExecutionPlatform:
+        """The platform ``instance``'s node runs on (one read of the node; a node gone: the DGX Platform)."""
+        return self.platforms.for_node(self._nodes.get(instance.node_key))

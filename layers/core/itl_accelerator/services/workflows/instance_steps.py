@@ -87,7 +87,7 @@ class InstanceSteps(InstanceWorkflowSteps):
         if instance.state == ProvisioningState.PROVISIONING and instance.dgx_id:
             return RequestResult(canceled=False, dgxInstanceId=instance.dgx_id, deadline=deadline)
         node = self._nodes.get(instance.node_key)
-        created = self.dgx.create_instance(
+        created = self.platforms.for_node(node).create_instance(
             idempotency_key=inp.operationId,
             name=instance.arm_id,  # unique across tenants; readable on the platform's side
             node_id=node.arm_id if node else f"sparkNodes/{inp.nodeName}",
@@ -96,6 +96,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             memory_gb=instance.memory_gb,
             callback_url=self._callback_url,
             accelerator=node.accelerator.for_platform() if node else None,
+            targets=[node.backend.target] if node else None,
         )
         try:
             self._transition(
@@ -118,7 +119,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             ):
                 # overtaken (deleted, or deleted and made again by a newer operation): what this operation made
                 # on the DGX Platform belongs to nobody now
-                self.dgx.delete_instance(created.id)
+                self.platforms.delete_instance(created.id)
                 return RequestResult(canceled=True, dgxInstanceId=created.id, deadline=deadline)
         return RequestResult(canceled=False, dgxInstanceId=created.id, deadline=deadline)
 
@@ -151,7 +152,7 @@ class InstanceSteps(InstanceWorkflowSteps):
         if instance is None or instance.state == ProvisioningState.DELETING or instance.operation_id != inp.operationId:
             return PollResult(status="Canceled")
         try:
-            found = self.dgx.get_instance(dgx_instance_id)
+            found = self.platforms.get_instance(dgx_instance_id)
         except DgxNotFound:
             return PollResult(status="Failed", error=instance_lost())
         if found.status == "Running" and found.endpoint:
@@ -224,7 +225,7 @@ class InstanceSteps(InstanceWorkflowSteps):
                 return instance_lost(), True
         else:
             try:
-                found = self.dgx.get_instance(instance.dgx_id)
+                found = self.platforms.get_instance(instance.dgx_id)
             except DgxNotFound:
                 return instance_lost(), True
         failure = platform_failure(found, "InstanceLost")
@@ -282,7 +283,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             instance = self._instances.get(inp.key)
             if instance is None or instance.operation_id != inp.operationId:
                 # not ours any more: remove only what this operation's create made, then end it Canceled
-                self._delete_made_by(inp.operationId)
+                self._delete_made_by(inp)
                 self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
                 return CompensationResult(outcome="Canceled", deadline=deadline)
             if instance.state == ProvisioningState.DELETING:
@@ -292,7 +293,7 @@ class InstanceSteps(InstanceWorkflowSteps):
                 # e.g. Complete committed Succeeded and only its answer was lost: leave the live instance be
                 return CompensationResult(outcome="AlreadyDone", deadline=deadline)
             for dgx_id in self._dgx_ids(instance):
-                self.dgx.delete_instance(dgx_id)
+                self.platforms.delete_instance(dgx_id)
             if instance.compensation_error is not None:
                 return CompensationResult(outcome="Removing", deadline=deadline)
             try:
@@ -373,6 +374,6 @@ class InstanceSteps(InstanceWorkflowSteps):
         made on the DGX Platform is removed here."""
         instance = self._instances.get(inp.key)
         if instance is None or instance.operation_id != inp.operationId:
-            self._delete_made_by(inp.operationId)
+            self._delete_made_by(inp)
         self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
         return OutcomeResult(outcome="Canceled")

@@ -17,6 +17,7 @@ in the subscription. All changes are audited as ``SYSTEM`` with the request's co
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -53,8 +54,8 @@ from itl_accelerator.services.workflows.io import (
 from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
 
-if TYPE_CHECKING:  # the client (httpx, tenacity) loads when it is made, on the first call to the platform
-    from itl_accelerator.dgx.client import DgxPlatformClient
+if TYPE_CHECKING:  # a platform's client (httpx, tenacity) loads when it is made, on its first call
+    from itl_accelerator.platforms.router import Platforms
 
 
 def iso(epoch: float) -> str:
@@ -191,7 +192,7 @@ class JobSteps:
         kernel: ResourceKernel,
         placement: Placement,
         state_machines: StateMachines,
-        dgx: DgxPlatformClient,
+        platforms: Platforms,
         settings: Settings,
         clock: Callable[[], float] = time.time,
     ):
@@ -201,7 +202,7 @@ class JobSteps:
         self._operations = kernel.repositories.operations
         self._placement = placement
         self._state_machines = state_machines
-        self.dgx = dgx
+        self.platforms = platforms
         self._settings = settings
         self._clock = clock
 
@@ -330,7 +331,7 @@ class JobSteps:
             for p, k in zip(parts, job.gang_nodes, strict=True)
         ]
         attempt = attempt_of(job.properties)
-        submitted = self.dgx.submit_job(
+        submitted = self.platforms.for_node(node).submit_job(
             idempotency_key=attempt_id(inp.operationId, attempt),
             name=job.arm_id,
             node_id=node.arm_id
@@ -344,8 +345,13 @@ class JobSteps:
             # the node's devices; a node gone meanwhile: the job's kind (the platform reads none as NVIDIA GPUs)
             accelerator=node.accelerator.for_platform() if node else ({"kind": job.kind} if job.kind != GPU else None),
             node_ids=[str(job.properties.get("assignedNode")), *part_ids] if job.gang_nodes else None,
+            # the hosts the node's platform places by (a Slurm node's name; the DGX Platform places by node id)
+            targets=[n.backend.target if n else "" for n in (node, *parts)],
         )
-        started = float(int(self._clock()))  # whole seconds: what the meter bills from (billing/metering.py)
+        # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
+        # the future (billing/metering.py)
+        now = float(int(self._clock()))
+        started = min(now, float(int(epoch(submitted.started_at)))) if submitted.started_at else now
         meter = meter_for(
             job,
             node,
@@ -393,7 +399,7 @@ class JobSteps:
         except WorkloadChanged:
             current = self._current(inp)
             if current is not None and current.cancel_requested:
-                self.dgx.cancel_job(submitted.id)
+                self.platforms.cancel_job(submitted.id)
                 return StepOutcome(end=canceled_end(current))
             return StepOutcome(end=gone().model_copy(update={"stop": True}))
         return StepOutcome()
@@ -452,16 +458,20 @@ class JobSteps:
         # a preempted job is told to stop and given its grace period (SIGTERM, then SIGKILL): the stop waits for it
         grace = self._settings.job_preemption_grace_seconds if job and ours and job.properties.get("preemptedBy") else 0
         deadline = deadline or self._clock() + inp.stopTimeoutSeconds + grace
+        # what is left of the grace period, counted from the first call (the stop's deadline): a platform that keeps
+        # no deadline of its own (a Slurm cluster) is told to kill once none is left
+        left = math.ceil(max(0.0, deadline - inp.stopTimeoutSeconds - self._clock())) if grace else 0
         dgx_id = job.dgx_id if job is not None and ours else None
         if dgx_id is None:
-            # a submit whose answer was lost (of the attempt the job is at)
+            # a submit whose answer was lost (of the attempt the job is at), on its node's platform
             attempt = attempt_of(job.properties) if job is not None and ours else 1
-            found = self.dgx.find_job(attempt_id(inp.operationId, attempt))
+            node = self._nodes.get(job.node) if job is not None and job.node is not None else None
+            found = self.platforms.for_node(node).find_job(attempt_id(inp.operationId, attempt))
             dgx_id = found.id if found else None
         if dgx_id is None:
             return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
         reason = str(job.properties.get("statusReason")) if grace and job is not None else None
-        stopped_job = self.dgx.cancel_job(dgx_id, grace_period_seconds=grace, reason=reason)
+        stopped_job = self.platforms.cancel_job(dgx_id, grace_period_seconds=min(grace, left), reason=reason)
         stopped = stopped_job is None or stopped_job.ended
         return StopResult(
             stopped=stopped,
