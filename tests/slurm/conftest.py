@@ -10,6 +10,7 @@ job behind to hold the GPUs of the next. Waits poll a condition until a deadline
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -50,6 +51,12 @@ def _cluster(prefix: str, **kwargs: Any) -> Iterator[SlurmCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _own_cluster(prefix: str, **kwargs: Any) -> Iterator[SlurmCluster]:
+    """A cluster of a test's own (for faults that could leave a shared one changed)."""
+    yield from _cluster(prefix, **kwargs)
 
 
 @pytest.fixture(scope="session")

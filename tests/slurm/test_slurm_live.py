@@ -21,7 +21,7 @@ from itl_accelerator.slurm import (
 )
 from itl_accelerator.slurm.versions import dialect
 from itl_local.slurm_cluster import SlurmCluster
-from tests.slurm.conftest import Jobs, client_for, wait_for, wait_state
+from tests.slurm.conftest import Jobs, _own_cluster, client_for, wait_for, wait_state
 
 
 def test_a_two_gpu_job_runs_to_completed_with_real_times(slurm: SlurmRestClient, jobs: Jobs) -> None:
@@ -283,3 +283,20 @@ def test_slurmrestd_down_is_transient_and_a_restarted_slurmctld_keeps_its_jobs(
         finally:
             client.cancel(job_id)
         assert wait_state(client, job_id, "CANCELLED").ended
+
+
+def test_a_job_outlives_its_slurmd_and_is_cancelled_once_slurmd_is_back() -> None:
+    """On a cluster of its own: a slurmd crash leaves its job running (slurmstepd), and a cancel reaches it once the
+    slurmd is back."""
+    with _own_cluster("itl-slurm-crash-", nodes=1, kill_wait=2) as cluster, client_for(cluster) as client:
+        job_id = client.submit(Jobs(client, cluster).spec("sleep 300", gres_per_node="gpu:2"))
+        wait_state(client, job_id, "RUNNING")
+        cluster.kill_slurmd("n1")  # a crash: slurmstepd runs the job on
+        assert cluster.pid("slurmd-n1") is None
+        assert client.get_job(job_id).state == "RUNNING"
+        cluster.start_slurmd("n1")  # returns once slurmctld hears from it again
+        assert client.get_job(job_id).state == "RUNNING"
+        client.cancel(job_id)
+        assert wait_state(client, job_id, "CANCELLED").ended
+        node = wait_for(lambda: client.node("n1"), lambda n: n.gres_used == {"gpu:h100": 0}, what="n1 free")
+        assert node.available
