@@ -238,6 +238,7 @@ TIERS = {
     "fast": ("unit", "services", "contract"),
     "integration": ("integration",),
     "e2e": ("e2e",),
+    "slurm": ("slurm",),
 }
 _TIER_SECONDS: dict[str, float] = {}  # this session's, by tier
 

@@ -149,6 +149,10 @@ class Settings(BaseModel):
     # Slurm clusters (docs/SLURM.md): the clusters nodes may run on (SLURM_CLUSTERS, a JSON list of
     # SlurmClusterSettings); none: every node runs on the DGX Platform.
     slurm_clusters: list[SlurmClusterSettings] = []
+    # The backend of a node registered without one (properties.backend): DEFAULT_NODE_BACKEND, a JSON object as a
+    # node says it ({"type": "Slurm", "cluster": "local"}: every new node a node of that cluster, its Slurm nodeName
+    # its own name unless it says one). Empty: the DGX Platform.
+    default_node_backend: dict[str, str] = {}
 
     # Workflows (Step Functions). Poll interval and timeout go into each execution's input. The client retries a
     # throttled or failed call in botocore's adaptive mode (client-side rate limiting after throttling) this many

@@ -202,7 +202,11 @@ class Wiring:
     def nodes(self) -> SparkNodeService:
         from itl_accelerator.services.api.nodes import SparkNodeService
 
-        return SparkNodeService(self.kernel)
+        return SparkNodeService(
+            self.kernel,
+            clusters=self.settings.slurm_cluster_names,
+            default_backend=self.settings.default_node_backend or None,
+        )
 
     @cached_property
     def instances(self) -> SparkOllamaInstanceService:

@@ -157,10 +157,11 @@ class Capacity(ApiModel):
 
 
 class NodeBackendWrite(ApiModel):
-    """Where the node's work runs (domain/backends.py): ``type`` ``DgxPlatform`` (the default) or ``Slurm`` — then
-    the ``cluster`` (a name the deployment configures in ``SLURM_CLUSTERS``; the service refuses another with 400),
-    the node's Slurm ``nodeName`` and optionally the ``partition`` its work is submitted to (the cluster's default
-    otherwise)."""
+    """Where the node's work runs (domain/backends.py): ``type`` ``DgxPlatform`` or ``Slurm`` — then the ``cluster``
+    (a name the deployment configures in ``SLURM_CLUSTERS``; the service refuses another with 400), the node's Slurm
+    ``nodeName`` (left out: the node's own name) and optionally the ``partition`` its work is submitted to (the
+    cluster's default otherwise). A node that says none gets the deployment's ``DEFAULT_NODE_BACKEND`` (the DGX
+    Platform unless set)."""
 
     type: Literal["DgxPlatform", "Slurm"] = "DgxPlatform"
     cluster: Annotated[str, StringConstraints(pattern=CLUSTER_NAME.pattern)] | None = None
@@ -169,16 +170,19 @@ class NodeBackendWrite(ApiModel):
 
     @model_validator(mode="after")
     def _names_of_a_slurm_node(self) -> NodeBackendWrite:
-        if self.type == "Slurm" and not (self.cluster and self.node_name):
-            raise ValueError("A Slurm node names its cluster and its Slurm nodeName (properties.backend).")
+        if self.type == "Slurm" and not self.cluster:
+            raise ValueError("A Slurm node names its cluster (properties.backend.cluster).")
         if self.type != "Slurm" and (self.cluster or self.node_name or self.partition):
             raise ValueError(
                 "cluster, nodeName and partition name a Slurm node's place (properties.backend.type Slurm)."
             )
         return self
 
-    def record(self) -> NodeBackend:
-        return NodeBackend(self.type, self.cluster or "", self.node_name or "", self.partition or "")
+    def record(self, node_name: str) -> NodeBackend:
+        """The backend of node ``node_name`` (a Slurm node's ``nodeName`` defaults to it)."""
+        if self.type != "Slurm":
+            return NodeBackend()
+        return NodeBackend(self.type, self.cluster or "", self.node_name or node_name, self.partition or "")
 
 
 class SparkNodePropertiesWrite(ApiModel):
@@ -190,7 +194,7 @@ class SparkNodePropertiesWrite(ApiModel):
     hardware_specs: HardwareSpecs = Field(default_factory=HardwareSpecs)
     pricing: Pricing = Field(default_factory=Pricing)
     availability: Availability = Availability.AVAILABLE
-    backend: NodeBackendWrite = Field(default_factory=NodeBackendWrite)
+    backend: NodeBackendWrite | None = None
     provisioning_state: str | None = None
     capacity: dict[str, Any] | None = None
     backend_status: dict[str, Any] | None = None

@@ -16,8 +16,8 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
 from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.errors import ArmError, BadRequest, Conflict, invalid_content
-from itl_accelerator.models.nodes import SparkNodeCreate, SparkNodeWrite
+from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, invalid_content
+from itl_accelerator.models.nodes import NodeBackendWrite, SparkNodeCreate, SparkNodeWrite
 from itl_accelerator.repositories.errors import (
     CapacityInUse,
     EtagMismatch,
@@ -84,10 +84,20 @@ def _writable(doc: dict[str, Any]) -> dict[str, Any]:
 class SparkNodeService:
     """Node operations. Every method takes the :class:`CallContext` and returns rendered ARM envelopes (dicts)."""
 
-    def __init__(self, kernel: ResourceKernel):
+    def __init__(
+        self,
+        kernel: ResourceKernel,
+        *,
+        clusters: frozenset[str] = frozenset(),
+        default_backend: dict[str, str] | None = None,
+    ):
+        """``clusters``: the Slurm clusters the deployment configures (a node may name one); ``default_backend``: the
+        backend of a node that says none (``DEFAULT_NODE_BACKEND``; None: the DGX Platform)."""
         self._kernel = kernel
         self._nodes = kernel.repositories.nodes
         self._access = kernel.access
+        self._clusters = clusters
+        self._default_backend = NodeBackendWrite.model_validate(default_backend or {})
 
     # ----------------------------------------------------------------------------------------------- helpers
     def _key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
@@ -117,10 +127,22 @@ class SparkNodeService:
                 "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
                 "pricing": body.pricing_document(),
                 "availability": props.availability.value,
-                "backend": props.backend.record().as_properties(),
+                "backend": self._backend(props.backend, key.names[0]).as_properties(),
                 "provisioningState": "Succeeded",
             },
         )
+
+    def _backend(self, said: NodeBackendWrite | None, name: str) -> NodeBackend:
+        """Where node ``name``'s work runs: what its body says, else the deployment's default backend; a Slurm node's
+        cluster must be one the deployment configures (400 ``InvalidParameter`` naming it otherwise)."""
+        backend = (said or self._default_backend).record(name)
+        if backend.is_slurm and backend.cluster not in self._clusters:
+            known = ", ".join(sorted(self._clusters)) or "none"
+            raise InvalidParameter(
+                f"No Slurm cluster '{backend.cluster}' is configured in this deployment (its clusters: {known}).",
+                target="properties.backend.cluster",
+            )
+        return backend
 
     @staticmethod
     def _record(key: ResourceKey, document: dict[str, Any], body: SparkNodeWrite, previous: Node | None) -> Node:
@@ -174,8 +196,14 @@ class SparkNodeService:
         """409 ``Conflict`` when a node whose devices are held (by instances or jobs) is given another kind, vendor or
         model: the work placed there asked for the devices it holds, as a shrink below what is held is refused. The
         repositories hold the same rule under a concurrent placement (the write is conditioned on nothing held)."""
-        if previous.devices == node.devices or not (previous.gpu_allocated or previous.memory_gb_allocated):
+        if previous.held_identity == node.held_identity or not (previous.gpu_allocated or previous.memory_gb_allocated):
             return
+        if previous.devices == node.devices:  # its backend changed: the work runs there
+            raise Conflict(
+                f"The node's backend cannot change while {previous.gpu_allocated} {display_plural(previous.kind)} of it "
+                "are held (the work placed there runs on it): let its jobs end and delete its instances first.",
+                target="properties.backend",
+            )
         was, now = previous.accelerator, node.accelerator
         raise Conflict(
             f"The node's devices cannot change from {was.vendor} {was.kind} {was.model or '(no model)'} to "
