@@ -169,6 +169,65 @@ def _local_environment(settings: Any, aws_port: int, idp_port: int) -> dict[str,
     }
 
 
+#: The Slurm nodes of the local cluster (``up --backend slurm``), each of 8 fake H100s: named as the README's and the
+#: tests' nodes, so a node registered without a backend runs on the Slurm node of its own name (DEFAULT_NODE_BACKEND).
+LOCAL_SLURM_NODES = ("dgx-1", "dgx-2", "dgx-meter", "n1", "n2")
+#: The local cluster's name (a node's ``properties.backend.cluster``).
+LOCAL_SLURM_CLUSTER = "local"
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def start_local_slurm(
+    home: Path, port: int, *, nodes: tuple[str, ...] = LOCAL_SLURM_NODES
+) -> tuple[Any, dict[str, str]]:
+    """Start a real Slurm cluster for the local stack (Debian's 22.05: itl_local/slurm_cluster.py) and the environment
+    that makes it the stack's: ``SLURM_CLUSTERS`` naming it (slurmrestd's URL, its JWT key, its KillWait and
+    MinJobAge, the job environment that runs the job types' stand-in workloads and the Ollama stand-in) and
+    ``DEFAULT_NODE_BACKEND`` (a node registered without a backend runs on the Slurm node of its own name). Returns
+    ``(cluster, environment)``; stop the cluster with ``cluster.stop()``."""
+    import base64
+    import tempfile
+
+    from itl_local.slurm_cluster import SlurmCluster
+
+    # munged and slurmrestd (run as nobody) need every parent of the directory searchable: one of /tmp's, one per API
+    # port, so a cluster a stack of that port left running (killed) is stopped when the next one starts
+    directory = Path(tempfile.gettempdir()) / f"itl-slurm-{port}"
+    directory.mkdir(mode=0o755, exist_ok=True)
+    directory.chmod(0o755)
+    cluster = SlurmCluster(directory, cluster_name=LOCAL_SLURM_CLUSTER, node_names=list(nodes), kill_wait=5)
+    cluster.start()
+    venv_bin = Path(sys.executable).parent
+    job_environment = {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "PYTHONPATH": str(_REPO / "local" / "workloads"),
+        "SLURM_CONF": str(cluster.conf),
+        "ITL_ENDPOINT_HOST": "127.0.0.1",
+        "ITL_SIM_STATE_DIR": str(directory / "sim-runs"),
+        "HOME": str(cluster.workdir),
+    }
+    clusters = [
+        {
+            "name": LOCAL_SLURM_CLUSTER,
+            "url": cluster.url,
+            "apiVersion": "v0.0.38",
+            "user": "root",
+            "jwtKey": base64.b64encode(cluster.jwt_key).decode(),
+            "partition": cluster.partition,
+            "killWaitSeconds": cluster.kill_wait,
+            "minJobAgeSeconds": cluster.min_job_age,
+            "workingDirectory": str(cluster.workdir),
+            "jobEnvironment": job_environment,
+            "ollamaServeCommand": "python -m itl_local.ollama_standin",
+        }
+    ]
+    environment = {
+        "SLURM_CLUSTERS": json.dumps(clusters),
+        "DEFAULT_NODE_BACKEND": json.dumps({"type": "Slurm", "cluster": LOCAL_SLURM_CLUSTER}),
+    }
+    return cluster, environment
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the whole local stack and block until SIGINT/SIGTERM."""
     settings = _settings()
@@ -189,6 +248,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.environ["API_REQUEST_LOG"] = str(_home(settings) / f"api-requests-{port}.jsonl")
     # the stage's access log (AccessLogSetting: the line a deployed stack writes to its access log group)
     os.environ["API_ACCESS_LOG"] = str(_home(settings) / f"api-access-{port}.jsonl")
+    slurm = None
+    if args.backend == "slurm":
+        slurm, slurm_environment = start_local_slurm(_home(settings), port)
+        os.environ.update(slurm_environment)
     from itl_accelerator.settings import get_settings
 
     get_settings.cache_clear()
@@ -318,8 +381,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(
         f"ITL Accelerator local stack ready: API http://127.0.0.1:{port} | portal http://127.0.0.1:{port}/portal/ | "
         f"issuer {local_issuer(settings)} | embedded AWS http://127.0.0.1:{settings.local_aws_port} | "
-        f"DGX simulator {settings.dgx_platform_api_url}\n"
-        f"  token: ./dev token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123"
+        f"DGX simulator {settings.dgx_platform_api_url}"
+        + (
+            f" | Slurm cluster '{LOCAL_SLURM_CLUSTER}' {slurm.url} (nodes {', '.join(slurm.node_names)})"
+            if slurm
+            else ""
+        )
+        + "\n"
+        "  token: ./dev token --sub alice --role itl-accelerator-admin --scope /subscriptions/sub-123"
         + (
             f"  (with LOCAL_IDP_PORT={settings.local_idp_port} set: the issuer is in the token)"
             if settings.local_idp_port != 8180
@@ -352,6 +421,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stopping = threading.Thread(target=aws.stop, name="embedded-aws-stop", daemon=True)
     stopping.start()
     stopping.join(timeout=10)  # it only waits for its server loop (0.5 s polls): a stuck request is not waited for
+    if slurm is not None:
+        slurm.stop()  # its jobs canceled, its daemons stopped: nothing of it outlives the stack
     _leave(0)
 
 
@@ -701,6 +772,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     up.add_argument(
         "--no-schedules", action="store_true", help="do not fire template.yaml's schedules (./dev schedule still does)"
+    )
+    up.add_argument(
+        "--backend",
+        choices=("dgx", "slurm"),
+        default="dgx",
+        help="where nodes registered without a backend run: the DGX simulator (default), or a real Slurm cluster "
+        f"started on this machine (Debian's Slurm 22.05; nodes {', '.join(LOCAL_SLURM_NODES)} of 8 GPUs each, "
+        "named as the nodes registered: docs/SLURM.md)",
     )
     up.add_argument(
         "--schedule-every",

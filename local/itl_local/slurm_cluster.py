@@ -170,14 +170,17 @@ class SlurmCluster:
         slurmctld_port: int | None = None,
         slurmd_ports: list[int] | None = None,
         start_timeout: float = 90.0,
+        node_names: list[str] | None = None,
     ):
+        if node_names:
+            nodes = len(node_names)
         if nodes < 1 or gpus_per_node < 0:
             raise ValueError("a cluster has at least one node and no negative GPU count")
         if slurmd_ports is not None and len(slurmd_ports) != nodes:
             raise ValueError("slurmd_ports names one port per node")
         self.directory = Path(directory).resolve()
         self.cluster_name = cluster_name
-        self.node_names = [f"n{i}" for i in range(1, nodes + 1)]
+        self.node_names = list(node_names) if node_names else [f"n{i}" for i in range(1, nodes + 1)]
         self.gpus_per_node = gpus_per_node
         self.gpu_type = gpu_type
         self.cpus_per_node = cpus_per_node
@@ -389,7 +392,8 @@ class SlurmCluster:
         files = f"{self.directory}/dev/nvidia[0-{self.gpus_per_node - 1}]"
         if self.gpus_per_node == 1:
             files = f"{self.directory}/dev/nvidia0"
-        return f"AutoDetect=off\nNodeName={_ranged(self.node_names)} Name=gpu Type={self.gpu_type} File={files}\n"
+        lines = [f"NodeName={node} Name=gpu Type={self.gpu_type} File={files}" for node in self.node_names]
+        return "AutoDetect=off\n" + "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------------------------------------ start
     def start(self) -> Self:
@@ -780,13 +784,6 @@ def _write_secret(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as out:
         out.write(data)
     path.chmod(0o600)
-
-
-def _ranged(names: list[str]) -> str:
-    """``["n1", "n2", "n3"]`` -> ``n[1-3]`` (names as this module makes them)."""
-    if len(names) == 1:
-        return names[0]
-    return f"n[1-{len(names)}]"
 
 
 def _pids() -> Iterator[int]:

@@ -37,6 +37,17 @@ def platform_of(platform_id: str) -> str | None:
     return cluster
 
 
+def platform_name(platform_id: str | None) -> str:
+    """Where a platform id's work runs, in words: ``the DGX Platform`` or ``Slurm cluster 'c1'``."""
+    cluster = platform_of(platform_id or "")
+    return f"Slurm cluster '{cluster}'" if cluster is not None else "the DGX Platform"
+
+
+def platform_job_number(platform_id: str) -> str:
+    """The job's own id on its platform (a Slurm job id; the DGX Platform's id as it is)."""
+    return platform_id.rsplit(":", 1)[-1] if platform_of(platform_id) is not None else platform_id
+
+
 class UnknownCluster(DgxPermanentError):
     """A node or platform id names a Slurm cluster the deployment has not configured (``SLURM_CLUSTERS``)."""
 

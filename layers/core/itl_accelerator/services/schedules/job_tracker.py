@@ -35,6 +35,7 @@ from itl_accelerator.dgx.models import DgxInstance, DgxJob
 from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey
 from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
 from itl_accelerator.observability import logger
+from itl_accelerator.platforms.router import platform_name
 from itl_accelerator.repositories.protocols import Expect, Repositories
 from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
@@ -229,7 +230,10 @@ class JobTracker:
         limit = job.max_duration_seconds
         deadline = started + limit if limit else None
         # the platform lost it: a failure on the platform, which a retryStrategy may run again
-        gone = JobEnd(status=JobStatus.FAILED, reason="The DGX Platform no longer knows the job.", retryable=True)
+        where = platform_name(job.dgx_id)
+        gone = JobEnd(
+            status=JobStatus.FAILED, reason=f"{where[0].upper()}{where[1:]} no longer knows the job.", retryable=True
+        )
         if read is not None:
             found = read.get(str(job.dgx_id))
             if found is None:

@@ -33,6 +33,7 @@ from itl_accelerator.domain.records import Job, Lease, Operation, Release, gang_
 from itl_accelerator.domain.retries import attempt_id, attempt_of
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.platforms.router import platform_job_number, platform_name
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS, NODES
@@ -140,7 +141,7 @@ def platform_end(job: DgxJob) -> JobEnd:
     status = JobStatus(job.status) if job.status in ("Succeeded", "Canceled") else JobStatus.FAILED
     return JobEnd(
         status=status,
-        reason=job.error_message or f"The job ended {job.status} on the DGX Platform.",
+        reason=job.error_message or f"The job ended {job.status} on {platform_name(job.id)}.",
         exitCode=job.exit_code,
         endedAt=epoch(job.ended_at) if job.ended_at else None,
         onPlatform=True,
@@ -381,7 +382,7 @@ class JobSteps:
             self._note(
                 inp,
                 job,
-                reason=f"Running on the DGX Platform (job {submitted.id}).",
+                reason=f"Running on {platform_name(submitted.id)} (job {platform_job_number(submitted.id)}).",
                 expect=Expect(status=(JobStatus.SCHEDULED,), cancel_requested=False),
                 status=JobStatus.RUNNING,
                 properties={"logsUrl": submitted.logs_url},
