@@ -372,8 +372,14 @@ class Wiring:
 
     @cached_property
     def job_tracker(self) -> JobTracker:
+        from itl_accelerator.services.common.context import system_context
         from itl_accelerator.services.schedules.job_tracker import JobTracker
+        from itl_accelerator.services.schedules.node_health import NodeHealthSweep
 
+        def served(subscription_id: str) -> None:  # a node takes work again: serve the subscription's waiting jobs
+            self.placement.dispatch(system_context("node-health", "", self.clock), subscription_id)
+
+        sweep = NodeHealthSweep(self.repositories.nodes, self.platforms, self.settings, served, self.clock)
         return JobTracker(
             self.repositories,
             self.job_steps,
@@ -381,6 +387,7 @@ class Wiring:
             self.settings,
             self.clock,
             instance_steps=self.instance_steps,
+            node_health=sweep if self.settings.slurm_clusters else None,
         )
 
     @cached_property

@@ -125,10 +125,26 @@ class Node:
     #: node item stored before vendors were counted reads as counted in :attr:`FleetShape.legacy_sort_key`); the
     #: repositories count it out of that one when it changes
     counted_shape: str | None = None
+    #: how its platform reports it (the node health sweep's bookkeeping, services/schedules/node_health.py:
+    #: ``{state, reason, placeable, gres, warnings, checkedAt}``; None: never checked — a DGX node, or a Slurm node
+    #: not yet seen); not part of its etag
+    backend_status: dict[str, Any] | None = None
 
     @property
     def properties(self) -> dict[str, Any]:
         return dict(self.document.get("properties") or {})
+
+    @property
+    def backend_placeable(self) -> bool:
+        """Whether its platform takes work on it (as last checked: a Slurm node DOWN or drained does not; one never
+        checked is taken to)."""
+        return self.backend_status is None or bool(self.backend_status.get("placeable", True))
+
+    @property
+    def placeable(self) -> bool:
+        """Whether placement may put new work on it: ``Available`` and its platform taking work (the placement
+        index holds it only then)."""
+        return self.availability == Availability.AVAILABLE and self.backend_placeable
 
     @property
     def backend(self) -> NodeBackend:

@@ -10,6 +10,7 @@ the workflows retry and catch one set of names. A platform id (what ``submit_job
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from itl_accelerator.dgx.errors import DgxPermanentError
@@ -19,6 +20,21 @@ from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogPage, DgxUsage
 class LogsNotServed(DgxPermanentError):
     """The platform serves no job logs (a Slurm cluster: slurmrestd serves no output files; docs/SLURM.md "Logs").
     Its message says where the output is."""
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """A node as its platform reports it: ``name`` (its host name there: a Slurm NodeName), ``state`` (the platform's
+    words: Slurm's base state and flags, ``IDLE``, ``MIXED+DRAIN``, ``DOWN+NOT_RESPONDING``...), ``reason`` (why it is
+    down or drained), ``placeable`` (it takes new work), ``devices`` (its devices per ``kind:type`` as the platform
+    counts them: ``{"gpu:h100": 8}``) and ``drained_by_provider`` (drained with the provider's reason)."""
+
+    name: str
+    state: str
+    reason: str
+    placeable: bool
+    devices: dict[str, int]
+    drained_by_provider: bool = False
 
 
 class ExecutionPlatform(Protocol):

@@ -167,6 +167,17 @@ class NodeRepository(Protocol):
         another job already. Whether it was written (a missing node is no error: False)."""
         ...
 
+    def on_cluster(self, cluster: str) -> list[Node]:
+        """Every node (of any subscription) that is a node of Slurm cluster ``cluster`` (domain/backends.py): a
+        read of that cluster's nodes only, never the fleet."""
+        ...
+
+    def set_backend_status(self, node: Node, status: dict[str, Any]) -> bool:
+        """Record how its platform reports ``node`` (:attr:`Node.backend_status`; bookkeeping: no new etag, no
+        audit) and keep it out of the placement index while the platform takes no work on it — if the node is as
+        read (its etag). False when it changed meanwhile."""
+        ...
+
 
 class InstanceRepository(Protocol):
     """Ollama instances and their long-running operations."""

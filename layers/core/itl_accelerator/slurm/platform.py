@@ -50,11 +50,11 @@ import httpx
 from itl_accelerator.dgx.errors import DgxNotFound, DgxPermanentError, DgxTransientError
 from itl_accelerator.dgx.models import DgxInstance, DgxJob, DgxLogPage, DgxUsage
 from itl_accelerator.observability import logger
-from itl_accelerator.platforms.protocol import LogsNotServed
+from itl_accelerator.platforms.protocol import LogsNotServed, NodeHealth
 from itl_accelerator.platforms.router import SLURM_ID_PREFIX, slurm_id
 from itl_accelerator.settings import SlurmClusterSettings
 from itl_accelerator.slurm.client import SlurmRestClient
-from itl_accelerator.slurm.errors import SlurmError, SlurmJobNotFound, SlurmTransientError
+from itl_accelerator.slurm.errors import SlurmError, SlurmJobNotFound, SlurmTransientError, SlurmUnsupported
 from itl_accelerator.slurm.models import FINAL_STATES, SlurmJob, SlurmJobSpec
 
 #: How long a submit waits for Slurm to start the job, so its billing starts at Slurm's own start time (seconds).
@@ -65,6 +65,8 @@ VIEW_TTL_SECONDS = 10.0
 ENDED_KEPT_SECONDS = 6 * 3600
 #: The comment a job carries once it was sent SIGTERM for a stop with a grace period.
 SIGTERM_MARK = "itl-sigterm@"
+#: How the provider's drain reason starts (a node drained by the cluster's admins says something else).
+DRAIN_REASON_PREFIX = "ITL: "
 #: The comment an instance's job publishes its endpoint with.
 ENDPOINT_MARK = "itl-endpoint="
 _FAILED_STATES = {
@@ -437,6 +439,44 @@ wait $SERVER
             return self._probe.get(f"{endpoint}/api/tags").status_code == 200
         except httpx.HTTPError:
             return False
+
+    # ----------------------------------------------------------------------------------------------- nodes
+    def node_health(self) -> list[NodeHealth]:
+        """Every node of the cluster as slurmctld reports it (one request: ``GET .../nodes``)."""
+        nodes = self._guarded(self.client.nodes)
+        return [
+            NodeHealth(
+                name=n.name,
+                state="+".join([n.state, *n.flags]),
+                reason=n.reason,
+                placeable=n.available,
+                devices=dict(n.gres),
+                drained_by_provider=n.drained and n.reason.startswith(DRAIN_REASON_PREFIX),
+            )
+            for n in nodes
+        ]
+
+    def drain(self, name: str, reason: str) -> bool:
+        """Drain Slurm node ``name`` with the provider's ``reason`` (:data:`DRAIN_REASON_PREFIX` first): no new job
+        lands there. False where the cluster's REST version serves no node update (v0.0.38: the provider's own cordon
+        keeps its work off the node)."""
+        try:
+            self.client.drain_node(name, f"{DRAIN_REASON_PREFIX}{reason}"[:200])
+        except SlurmUnsupported:
+            return False
+        except SlurmError as exc:
+            raise DgxTransientError(f"Slurm cluster '{self.cluster.name}': {exc}") from exc
+        return True
+
+    def resume(self, name: str) -> bool:
+        """Undo :meth:`drain` (False where node updates are not served)."""
+        try:
+            self.client.resume_node(name)
+        except SlurmUnsupported:
+            return False
+        except SlurmError as exc:
+            raise DgxTransientError(f"Slurm cluster '{self.cluster.name}': {exc}") from exc
+        return True
 
     # ----------------------------------------------------------------------------------------------- usage
     def get_usage(self, resource_id: str, start: str, end: str) -> DgxUsage:

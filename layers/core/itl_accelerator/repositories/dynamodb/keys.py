@@ -84,6 +84,12 @@ def placement_partition(subscription_id: str, kind: str = "GPU") -> str:
     return base if kind.lower() == "gpu" else f"{base}{SEP}{kind.lower()}"
 
 
+def slurm_nodes_partition(cluster: str) -> str:
+    """GSI1 partition of the nodes (of any subscription) that are nodes of Slurm cluster ``cluster``, sorted by their
+    Slurm node name: what the node health sweep reads per cluster (services/schedules/node_health.py)."""
+    return f"SYS{SEP}SLURM{SEP}{cluster.lower()}"
+
+
 def owner_token(user_id: str) -> str:
     """A user id as a key part: URL-safe base64 of its UTF-8 (exact for any id — ``+``, ``@``, ``.``, ``#`` —
     and never containing the separator)."""

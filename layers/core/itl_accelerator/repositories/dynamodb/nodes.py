@@ -56,6 +56,7 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
     )
     node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
+    node.backend_status = json.loads(item["backendStatus"]) if item.get("backendStatus") else None
     return node
 
 
@@ -199,7 +200,7 @@ class DynamoNodeRepository:
 
     def replace(self, previous: Node, node: Node, audit: AuditEvent) -> None:
         item = self._item(node)
-        available = node.availability == Availability.AVAILABLE
+        available = node.placeable
         settable = {k: v for k, v in item.items() if k not in ("PK", "SK")}
         names = {f"#a{i}": k for i, k in enumerate(settable)}
         values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(settable.values())}
@@ -219,9 +220,10 @@ class DynamoNodeRepository:
             condition += " AND (attribute_not_exists(memoryGbAllocated) OR memoryGbAllocated = :zero)"
             values[":zero"] = 0
         expression = "SET " + ", ".join(assignments)
-        if not available:
-            names["#u0"] = "GSI5PK"
-            expression += " REMOVE #u0"
+        removed = ([] if available else ["GSI5PK"]) + ([] if node.backend.is_slurm else ["GSI1PK", "GSI1SK"])
+        if removed:
+            names.update({f"#u{i}": attribute for i, attribute in enumerate(removed)})
+            expression += " REMOVE " + ", ".join(f"#u{i}" for i in range(len(removed)))
         items = [
             {
                 "Update": {
@@ -271,6 +273,48 @@ class DynamoNodeRepository:
             subscription_checked=False,
         )
 
+    def on_cluster(self, cluster: str) -> list[Node]:
+        """Every node (of any subscription) of Slurm cluster ``cluster``: ``Query`` pages of GSI1 (as many as the
+        cluster's nodes need; never the fleet)."""
+        items = self._t.query_all(
+            IndexName="GSI1",
+            KeyConditionExpression="GSI1PK = :p",
+            ExpressionAttributeValues=typed({":p": keys.slurm_nodes_partition(cluster)}),
+        )
+        found = []
+        for item in items:
+            sub = str(item["id"]).split("/")[2]  # the subscription in its casing (the key's is lower case)
+            found.append(node_from_item(key_of(item, sub, TYPE), item))
+        return found
+
+    def set_backend_status(self, node: Node, status: dict[str, Any]) -> bool:
+        """Record how its platform reports ``node`` (bookkeeping: no new etag, no audit), and take it out of the
+        placement index when the platform takes no work on it (back in when it does again and the node is
+        ``Available``) — conditioned on the node being as read (its etag). False when it changed meanwhile."""
+        placeable = node.availability == Availability.AVAILABLE and bool(status.get("placeable", True))
+        update: dict[str, Any] = {
+            "TableName": self._t.name,
+            "Key": typed(keys.item_key(node.key)),
+            "ConditionExpression": "attribute_exists(PK) AND etag = :etag",
+            "ExpressionAttributeValues": typed({":etag": node.etag, ":s": to_json(status)}),
+        }
+        if placeable:
+            update["UpdateExpression"] = "SET backendStatus = :s, GSI5PK = :p"
+            update["ExpressionAttributeValues"] = typed(
+                {
+                    ":etag": node.etag,
+                    ":s": to_json(status),
+                    ":p": keys.placement_partition(node.key.subscription_id, node.kind),
+                }
+            )
+        else:
+            update["UpdateExpression"] = "SET backendStatus = :s REMOVE GSI5PK"
+        try:
+            self._t.client.update_item(**update)
+        except self._t.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         update: dict[str, Any] = {
             "TableName": self._t.name,
@@ -297,7 +341,7 @@ class DynamoNodeRepository:
         it is ``Available`` — its placement index entry; its former owners."""
         key = node.key
         shape = node.shape
-        available = node.availability == Availability.AVAILABLE
+        available = node.placeable
         item = {
             "PK": keys.resource_pk(key),
             "SK": keys.resource_sk(key),
@@ -326,6 +370,10 @@ class DynamoNodeRepository:
         }
         if available:
             item["GSI5PK"] = keys.placement_partition(key.subscription_id, node.kind)
+        backend = node.backend
+        if backend.is_slurm:  # found by the node health sweep of its cluster
+            item["GSI1PK"] = keys.slurm_nodes_partition(backend.cluster)
+            item["GSI1SK"] = f"{backend.node_name.lower()}#{keys.resource_pk(key)}#{keys.resource_sk(key)}"
         return item
 
     def _shape_count(

@@ -5,6 +5,7 @@ the reservations and releases workload transitions make on them (repositories/dy
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.pricing import roughly_within
@@ -63,6 +64,7 @@ def stored_node(node: Node) -> Node:
         child_count=int(node.child_count),
         former_owners=tuple(node.former_owners),
         counted_shape=node.counted_shape,
+        backend_status=copy.deepcopy(node.backend_status),
     )
 
 
@@ -218,7 +220,7 @@ class MemoryNodeRepository:
                     s
                     for k, s in self._s.nodes.items()
                     if k[0] == subscription
-                    and s.node.availability == Availability.AVAILABLE
+                    and s.node.placeable
                     and s.node.kind.lower() == demand.kind.lower()  # the index is partitioned by kind
                     and s.node.free_gpus >= demand.gpus
                 ),
@@ -301,6 +303,7 @@ class MemoryNodeRepository:
                 raise StoreError("the audit event exists")
             replaced = stored_node(node)
             replaced.counted_shape = node.shape.sort_key
+            replaced.backend_status = copy.deepcopy(current.backend_status)  # the sweep's, as the table keeps it
             replaced.gpu_allocated = current.gpu_allocated
             replaced.memory_gb_allocated = current.memory_gb_allocated
             replaced.child_count = current.child_count
@@ -331,6 +334,25 @@ class MemoryNodeRepository:
             del self._s.nodes[fold(node.key)]
             self._s.put_audit(audit)
             self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node), sk=current.counted_shape_key)
+
+    def on_cluster(self, cluster: str) -> list[Node]:
+        """As GSI1's partition of the cluster: its nodes of every subscription, by Slurm node name."""
+        with self._s.lock:
+            found = [
+                s.node
+                for s in self._s.nodes.values()
+                if s.node.backend.is_slurm and s.node.backend.cluster.lower() == cluster.lower()
+            ]
+            found.sort(key=lambda n: n.backend.node_name.lower())
+            return [stored_node(n) for n in found]
+
+    def set_backend_status(self, node: Node, status: dict[str, Any]) -> bool:
+        with self._s.lock:
+            stored = self._s.nodes.get(fold(node.key))
+            if stored is None or stored.node.etag != node.etag:
+                return False
+            stored.node.backend_status = copy.deepcopy(status)
+            return True
 
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         with self._s.lock:

@@ -37,6 +37,7 @@ from itl_accelerator.errors import (
     AnotherOperationInProgress,
     Conflict,
     InvalidParameter,
+    NodeNotAvailable,
     PropertyChangeNotAllowed,
 )
 from itl_accelerator.models.audit import AuditEvent
@@ -287,6 +288,14 @@ class SparkOllamaInstanceService:
             )
         if node_record.availability != Availability.AVAILABLE:
             raise self._kernel.write_error(NodeUnavailable(node_record.availability), node=node)
+        if (
+            not node_record.backend_placeable
+        ):  # its Slurm cluster takes no work on it (services/schedules/node_health.py)
+            status = node_record.backend_status or {}
+            raise NodeNotAvailable(
+                f"Slurm cluster '{node_record.backend.cluster}' reports the node '{node}' {status.get('state')}"
+                f"{': ' + str(status['reason']) if status.get('reason') else ''}; it takes no new work."
+            )
         per_gpu = node_record.gpu_memory_gb_per_gpu
         if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
             raise InvalidParameter(

@@ -42,6 +42,8 @@ def render(node: Node) -> dict[str, Any]:
     properties as :func:`_as_today` reads them."""
     doc = with_etag(node.document, node.etag)
     doc["properties"] = {**_as_today(doc["properties"]), "capacity": Capacity.of(node).as_properties()}
+    if node.backend_status is not None:  # how its platform reports it (services/schedules/node_health.py)
+        doc["properties"]["backendStatus"] = node.backend_status
     return doc
 
 
@@ -166,6 +168,10 @@ class SparkNodeService:
             gpu_allocated=previous.gpu_allocated if previous else 0,
             memory_gb_allocated=previous.memory_gb_allocated if previous else 0,
             child_count=previous.child_count if previous else 0,
+            # how its platform last reported it (the sweep's bookkeeping): it keeps deciding the placement index
+            backend_status=previous.backend_status
+            if previous and previous.backend == NodeBackend.of_properties(document["properties"])
+            else None,
             former_owners=tuple(o for o in former if o != owner),
         )
 

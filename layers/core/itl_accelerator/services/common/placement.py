@@ -352,7 +352,8 @@ class Placement:
         """Whether ``node`` (as read now) still meets the job's constraints: accelerator kind, vendor and model, location,
         device memory per device, its pricing within ``within`` (its free capacity is judged by the reservation itself)."""
         return (
-            node.kind.lower() == job.kind.lower()
+            node.backend_placeable  # its platform takes work on it (a Slurm node DOWN or drained does not)
+            and node.kind.lower() == job.kind.lower()
             and (job.vendor is None or vendor_key(node.accelerator.vendor) == vendor_key(job.vendor))
             and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
             and (not job.location or normalize_location(node.location) == job.location)

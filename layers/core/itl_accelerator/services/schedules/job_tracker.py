@@ -44,6 +44,7 @@ from itl_accelerator.settings import Settings
 from itl_accelerator.state_machines import StateMachines
 
 if TYPE_CHECKING:
+    from itl_accelerator.services.schedules.node_health import NodeHealthSweep
     from itl_accelerator.services.workflows.instance_steps import InstanceSteps
 
 T = TypeVar("T")
@@ -65,10 +66,12 @@ class JobTracker:
         clock: Callable[[], float] = time.time,
         *,
         instance_steps: InstanceSteps,
+        node_health: NodeHealthSweep | None = None,
     ):
         self._jobs = repositories.jobs
         self._instances = repositories.instances
         self._instance_steps = instance_steps
+        self._node_health = node_health
         self._leases = repositories.leases
         self._steps = steps
         self._state_machines = state_machines
@@ -88,6 +91,8 @@ class JobTracker:
         short)."""
         now = self._clock() if now is None else now
         counts = {"checked": 0, "ended": 0, "finished": 0, "instances_lost": 0, "errors": 0, "pages": 0, "left": 0}
+        if self._node_health is not None:  # the Slurm clusters' nodes first: what placement may use now
+            counts.update({f"nodes_{k}": v for k, v in self._node_health.run().items()})
         token: str | None = None
         while True:
             page = self._leases.expired(now, limit or self._settings.job_track_batch_size, LeaseKind.TRACK, token)
