@@ -181,11 +181,8 @@ def start_local_slurm(
     home: Path, port: int, *, nodes: tuple[str, ...] = LOCAL_SLURM_NODES
 ) -> tuple[Any, dict[str, str]]:
     """Start a real Slurm cluster for the local stack (Debian's 22.05: itl_local/slurm_cluster.py) and the environment
-    that makes it the stack's: ``SLURM_CLUSTERS`` naming it (slurmrestd's URL, its JWT key, its KillWait and
-    MinJobAge, the job environment that runs the job types' stand-in workloads and the Ollama stand-in) and
-    ``DEFAULT_NODE_BACKEND`` (a node registered without a backend runs on the Slurm node of its own name). Returns
-    ``(cluster, environment)``; stop the cluster with ``cluster.stop()``."""
-    import base64
+    that makes it the stack's (:func:`slurm_environment`). Returns ``(cluster, environment)``; stop the cluster with
+    ``cluster.stop()``."""
     import tempfile
 
     from itl_local.slurm_cluster import SlurmCluster
@@ -197,18 +194,29 @@ def start_local_slurm(
     directory.chmod(0o755)
     cluster = SlurmCluster(directory, cluster_name=LOCAL_SLURM_CLUSTER, node_names=list(nodes), kill_wait=5)
     cluster.start()
+    return cluster, slurm_environment(cluster)
+
+
+def slurm_environment(cluster: Any, *, default_backend: bool = True) -> dict[str, str]:
+    """The environment that makes a running local Slurm ``cluster`` (itl_local/slurm_cluster.py ``SlurmCluster``) one
+    of the stack's clusters: ``SLURM_CLUSTERS`` naming it (slurmrestd's URL, its JWT key, its KillWait and MinJobAge,
+    the job environment that runs the job types' stand-in workloads and the Ollama stand-in), and — with
+    ``default_backend`` — ``DEFAULT_NODE_BACKEND`` (a node registered without a backend runs on the Slurm node of its
+    own name)."""
+    import base64
+
     venv_bin = Path(sys.executable).parent
     job_environment = {
         "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
         "PYTHONPATH": str(_REPO / "local" / "workloads"),
         "SLURM_CONF": str(cluster.conf),
         "ITL_ENDPOINT_HOST": "127.0.0.1",
-        "ITL_SIM_STATE_DIR": str(directory / "sim-runs"),
+        "ITL_SIM_STATE_DIR": str(Path(cluster.directory) / "sim-runs"),
         "HOME": str(cluster.workdir),
     }
     clusters = [
         {
-            "name": LOCAL_SLURM_CLUSTER,
+            "name": cluster.cluster_name,
             "url": cluster.url,
             "apiVersion": "v0.0.38",
             "user": "root",
@@ -221,11 +229,10 @@ def start_local_slurm(
             "ollamaServeCommand": "python -m itl_local.ollama_standin",
         }
     ]
-    environment = {
-        "SLURM_CLUSTERS": json.dumps(clusters),
-        "DEFAULT_NODE_BACKEND": json.dumps({"type": "Slurm", "cluster": LOCAL_SLURM_CLUSTER}),
-    }
-    return cluster, environment
+    environment = {"SLURM_CLUSTERS": json.dumps(clusters)}
+    if default_backend:
+        environment["DEFAULT_NODE_BACKEND"] = json.dumps({"type": "Slurm", "cluster": cluster.cluster_name})
+    return environment
 
 
 def cmd_up(args: argparse.Namespace) -> int:
