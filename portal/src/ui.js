@@ -1,6 +1,5 @@
 // Shared pieces: the light-DOM base element, loading and error states, paging, accelerator bars.
 import { LitElement, html, nothing } from 'lit';
-import { reason } from './permissions.js';
 
 /** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
 export class View extends LitElement {
@@ -179,10 +178,11 @@ export function link(view, ...args) {
 /** The button of `action` (permissions.js) when the user's roles hold it; otherwise the same button greyed out with
  *  the reason beside it, as Azure's portal does (the API would refuse it: 403 AuthorizationFailed). */
 export function offered(app, action, label, button) {
-  if (app.may(action)) return button;
+  const why = app.refusal(action);
+  if (!why) return button;
   const id = `why-${action.replace('/', '-')}`;
   return html`<span class="not-offered"><button type="button" class="secondary" disabled aria-describedby=${id}>${label}</button>
-    <small id=${id} class="muted">${reason(action)}</small></span>`;
+    <small id=${id} class="muted">${why}</small></span>`;
 }
 
 /** A destructive action behind a confirmation: the first click asks (`question`, in a group named `group`), the

@@ -31,7 +31,10 @@ class Activity extends View {
   connectedCallback() {
     super.connectedCallback();
     this.filters = { ...this.filters, resource: this.resourceId || '' };
-    this.load();
+    // the audit events are for admins holding the whole subscription: for anyone else the API would only answer 403
+    // (and log a Denied entry), so it is not asked
+    this.refusal = this.app.activityRefusal();
+    if (!this.refusal) this.load();
   }
 
   load() {
@@ -74,6 +77,11 @@ class Activity extends View {
   }
 
   render() {
+    if (this.refusal) {
+      return html`<h1>Activity log</h1>
+        <p class="not-offered-view" role="status">${this.refusal} It holds the subscription's audit trail: who changed what, and every refused request.</p>
+        <p>What you may see of your own work is on the <a href="#/jobs">Jobs</a>, <a href="#/usage">Usage and cost</a> and <a href="#/costs">Costs</a> views.</p>`;
+    }
     const f = this.filters;
     const shown = this.events;
     return html`<h1>Activity log</h1>

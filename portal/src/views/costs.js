@@ -510,7 +510,7 @@ class Costs extends View {
       ${this.budgets && !list.length ? html`<p class="empty">No budgets.</p>` : nothing}
       ${list.length ? html`<div class="table-wrap"><table class="list" aria-label="Budgets">
         <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Spent this month</th>
-          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${this.app.may('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
+          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${!this.app.refusal('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${list.map((b) => {
           const p = b.properties;
           const spend = p.currentSpend;  // only admins are answered a budget's spend and status (docs/RBAC.md)
@@ -524,7 +524,7 @@ class Costs extends View {
             <td>${!p.status ? hidden : crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
             <td class="budget-exceeded">${!p.status ? hidden : p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
             <td>${p.actionAtLimit || 'None'}</td>
-            ${this.app.may('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
+            ${!this.app.refusal('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
               ${confirmed(this, `budget:${b.name}`, { label: 'Remove…', group: `Confirm removing ${b.name}`, question: `Remove ${b.name}?`, confirmLabel: 'Remove budget', act: () => this.removeBudget(b.name) })}</td>` : nothing}</tr>`;
         })}</tbody></table></div>
         <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it.</p>` : nothing}
@@ -583,12 +583,12 @@ class Costs extends View {
       ${error(this.quotaSaveError)}
       ${loading(this.usagesLoading, 'Loading quota usage')} ${error(this.usagesError)}
       ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="Accelerator quota usage">
-        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${this.app.may('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
+        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${!this.app.refusal('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${this.usages.map((u) => html`<tr data-quota=${u.name.value}>
           <th scope="row">${u.name.localizedValue || u.name.value} <span class="muted small"><code>${u.name.value}</code></span></th>
           <td class="num quota-current">${u.currentValue}</td>
           <td class="num quota-limit">${u.limit < 0 ? html`<span class="muted">none set</span>` : u.limit}</td>
-          ${this.app.may('quotas/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.quotaForm = { name: u.name.value, limit: u.limit < 0 ? '' : u.limit })}>Set limit</button>
+          ${!this.app.refusal('quotas/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.quotaForm = { name: u.name.value, limit: u.limit < 0 ? '' : u.limit })}>Set limit</button>
             ${u.limit < 0 ? nothing : confirmed(this, `quota:${u.name.value}`, { label: 'Remove…', group: `Confirm removing ${u.name.value}`, question: `Remove the ${u.name.value} limit?`, confirmLabel: 'Remove quota', act: () => this.removeQuota(u.name.value) })}</td>` : nothing}</tr>`)}</tbody>
       </table></div>` : nothing}
     </section>`;

@@ -320,7 +320,7 @@ class JobDetail extends View {
               : confirmed(this, 'cancel', { label: 'Cancel job…', group: 'Confirm cancellation', question: `Cancel ${this.name}? It stops and is billed up to now.`, confirmLabel: 'Cancel job', act: () => this.cancel() })
             : html`<span class="muted small not-offered">Cancelling and deleting a job are for its submitter (${p.submittedBy}) and admins.</span>`}
           <a href=${`#/usage?resource=${encodeURIComponent(j.id)}`}>Usage and cost</a>
-          <a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>
+          ${this.app.activityRefusal() ? nothing : html`<a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>`}
         </div>
         ${loading(this.actionLoading, 'Working')} ${error(this.actionError)}
         ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}

@@ -5,6 +5,7 @@ import { paths, parseId } from '../api.js';
 import { View, loading, error, offered, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
+import { mayReadNodeStats } from '../permissions.js';
 import '../chart.js';
 
 /** The accelerator kinds the registration form offers (the API takes others too: an open set). */
@@ -165,7 +166,8 @@ class NodeDetail extends View {
     await this.track('node', async () => (this.node = await this.api.get(this.path)));
     if (!this.node) return;
     this.track('instances', async () => (this.instances = await this.api.all(paths.instances(this.ctx.sub, this.rg, this.name))));
-    this.loadStats();
+    // a node's figures are its supplier's and the admins' (docs/RBAC.md): nobody else's roles are asked for them
+    if (mayReadNodeStats(this.app.auth.identity, this.node)) this.loadStats();
   }
 
   loadStats() {
@@ -248,6 +250,23 @@ class NodeDetail extends View {
           : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
         ${this.app.may('instances/provision') ? html`<a href="#/instances">Provision an instance</a>` : nothing}
       </section>
+      ${this.renderFigures(p)}`;
+  }
+
+  /** Utilisation and earnings for whoever may read them (admins, the node's supplier); for others the reason, and a
+   *  supplier who may have owned the node before may still ask for its own earnings on it. */
+  renderFigures(p) {
+    const id = this.app.auth.identity;
+    if (!mayReadNodeStats(id, this.node) && !this.stats && !this.statsError && !this.statsLoading) {
+      const formerOwner = this.app.may('nodes/stats');
+      return html`<section class="card" aria-label="Utilisation and earnings">
+        <h2>Utilisation and earnings</h2>
+        <p class="muted not-offered">A node’s utilisation and earnings are for admins and its supplier (${p.owner}).</p>
+        ${formerOwner ? html`<p class="small">If you supplied this node before, your own earnings on it are yours to read:
+          <button class="secondary" @click=${() => this.loadStats()}>Show my earnings on ${this.name}</button></p>` : nothing}
+      </section>`;
+    }
+    return html`
       <section class="card" aria-label="Utilisation and earnings">
         <h2>Utilisation and earnings</h2>
         <form class="inline" @submit=${(e) => { e.preventDefault(); this.hours = Number(formValues(e.target).hours); this.loadStats(); }}>

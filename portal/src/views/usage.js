@@ -9,6 +9,7 @@ import { costs, number, time } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
 import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
+import { mayReadNodeStats, reason } from '../permissions.js';
 import '../chart.js';
 
 const KIND = { node: 'Node', instance: 'Instance', job: 'Job' };
@@ -32,7 +33,10 @@ class Usage extends View {
   connectedCallback() {
     super.connectedCallback();
     this.track('inv', async () => (this.inv = await inventory(this.api, this.ctx)));
-    if (this.resourceId) this.loadStats();
+    const target = parseId(this.resourceId);
+    // a node's figures are for admins and its supplier: a role that may read no node's is not sent to ask (403)
+    this.refusal = target && target.kind === 'node' && !this.app.may('nodes/stats') ? reason('nodes/stats') : null;
+    if (this.resourceId && !this.refusal) this.loadStats();
   }
 
   loadStats() {
@@ -73,9 +77,13 @@ class Usage extends View {
     });
   }
 
+  /** What the caller may read the usage of: every instance and job listed (the API lists those it may see), and the
+   *  nodes whose figures are its (admins all, a supplier its own: permissions.js). */
   options() {
     if (!this.inv) return [];
-    return [...this.inv.nodes, ...this.inv.instances, ...this.inv.jobs].map((r) => {
+    const identity = this.app.auth.identity;
+    const nodes = this.inv.nodes.filter((n) => mayReadNodeStats(identity, n));
+    return [...nodes, ...this.inv.instances, ...this.inv.jobs].map((r) => {
       const id = parseId(r.id);
       return { id: r.id, label: `${KIND[id.kind]} ${id.kind === 'instance' ? `${id.node}/` : ''}${r.name} (${id.rg})` };
     });
@@ -87,12 +95,13 @@ class Usage extends View {
     return html`<h1>Usage and cost</h1>
       <form class="card form inline" @submit=${(e) => this.show(e)} aria-label="Choose usage">
         ${field('Resource', 'usage-resource', html`<select id="usage-resource" name="resource" required>
-          <option value="">Choose a node, instance or job</option>
+          <option value="">Choose ${this.app.may('nodes/stats') ? 'a node, instance or job' : 'an instance or job'}</option>
           ${[...chosen, ...opts].map((o) => html`<option value=${o.id} ?selected=${o.id.toLowerCase() === (this.resourceId || '').toLowerCase()}>${o.label}</option>`)}</select>`)}
         ${field('Hours', 'usage-hours', html`<input id="usage-hours" name="hours" type="number" min="1" max="720" step="1" required .value=${String(this.hours)} />`, '1–720, up to and including the current hour (UTC)')}
         <button type="submit">Show usage</button>
       </form>
       ${loading(this.invLoading, 'Loading resources')} ${error(this.invError)}
+      ${this.refusal ? html`<p class="not-offered" role="status">${this.refusal} Your usage is that of your jobs${this.app.may('charges/all') ? '' : ' and the instances you may see'}.</p>` : nothing}
       ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
       ${this.stats ? this.renderStats(this.stats) : nothing}
       <section class="card" aria-label="Across the subscription">
