@@ -3,7 +3,7 @@
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
 import { View, loading, error, offered, confirmed, copyButton, kindOf, devices, pricePerHour, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
-import { time, costs } from '../format.js';
+import { time, clock, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
 import './joblog.js';
@@ -184,7 +184,8 @@ class Jobs extends View {
           const id = parseId(j.id);
           const p = j.properties;
           return html`<tr><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
-            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td><td>${p.cost ? costs([p.cost]) : '—'}</td></tr>`;
+            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td>
+            <td class="job-list-cost">${p.cost ? html`${costs([p.cost])}${p.costAsOf ? html` <span class="small muted">so far</span>` : nothing}` : '—'}</td></tr>`;
         })}</tbody></table></div>` : nothing}
       ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
   }
@@ -255,7 +256,6 @@ class JobDetail extends View {
 
   async read() {
     this.job = await this.api.get(this.path);
-    this.readAt = new Date().toISOString();
   }
 
   follow() {
@@ -291,6 +291,18 @@ class JobDetail extends View {
   async remove() {
     const r = await this.track('action', () => this.api.request('DELETE', this.path));
     if (r) this.deleted = true;
+  }
+
+  /** The job's one cost, as the API answers it: while it runs its cost so far (`costAsOf`: the read it is as of),
+   *  at the price it locked; once it ended its final cost. */
+  renderCost(p, final) {
+    if (p.cost && running(p)) {
+      return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small">(as of ${clock(p.costAsOf)}${p.billingTerms ? `, at ${termsText(p.billingTerms, kindOf(p))}` : ''})</span>`;
+    }
+    if (p.cost && final) return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small muted">(final${p.billingTerms ? `, at ${termsText(p.billingTerms, kindOf(p))}` : ''})</span>`;
+    if (p.cost) return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small muted">(its earlier attempts; nothing is billed while it waits)</span>`;
+    if (final) return html`<span class="job-cost">—</span> <span class="small muted">(it never ran: nothing is billed)</span>`;
+    return html`<span class="job-cost">—</span> <span class="small muted">(nothing yet: billing starts when it runs)</span>`;
   }
 
   /** Admins, and the consumer who submitted it (RBAC: sparkJobs/cancel/action and /delete, a consumer its own). */
@@ -339,9 +351,8 @@ class JobDetail extends View {
             ? html`<dt>Environment</dt><dd class="job-env">${Object.entries({ ...p.workload.env, ...p.workload.secretEnv }).map(([k, v]) => html`<code>${k}=${v}</code> `)}</dd>`
             : nothing}
           <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
-          <dt>Device-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
-          <dt>Cost</dt><dd><span class="job-cost">${p.cost ? costs([p.cost]) : final ? '—' : 'not metered yet'}</span>
-            <span class="small muted">${final ? 'billed' : 'so far'}, as the API answered at ${time(this.readAt)}${!final && p.billingTerms ? html`; ${termsText(p.billingTerms)}` : nothing}</span></dd>
+          <dt>Device-seconds${running(p) ? ' so far' : ''}</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
+          <dt>${running(p) ? 'Cost so far' : 'Cost'}</dt><dd class="job-cost-line">${this.renderCost(p, final)}</dd>
         </dl>
       </section></div>
       ${(p.attempts || []).length ? html`<section class="card" aria-label="Attempts">
@@ -352,11 +363,11 @@ class JobDetail extends View {
       </section>` : nothing}
       <itl-job-log .path=${this.path}></itl-job-log>
       <section class="card" aria-label="Usage over time">
-        <h2>Usage, last 24 hours</h2>
+        <h2>Usage per hour, last 24 hours</h2>
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
-        ${this.stats ? html`<p class="totals">Rolled up by hour: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} device-seconds
-            <span class="muted small">(the hourly roll-up, which trails the job's cost by up to 15 minutes; read at ${time(this.statsAt)})</span></p>
-          <itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>` : nothing}
+        ${this.stats ? html`<itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}
+            .note=${html`<span class="small muted">— the hourly roll-up, read ${clock(this.statsAt)}: it trails the job's cost above by up to 15 minutes${final ? '' : ' while the job runs'}</span>`}
+            .empty=${'Nothing rolled up yet: the hourly roll-up runs every 15 minutes.'}></itl-chart>` : nothing}
       </section>`;
   }
 }
@@ -367,9 +378,14 @@ function pairs(text) {
   return Object.fromEntries((text || '').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
 }
 
-/** "at 2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms. */
-function termsText(t) {
-  return `billed at ${pricePerHour(t)} ${t.currency} per device-hour${t.billingIncrementSeconds ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+/** "2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms and its device kind. */
+function termsText(t, kind = 'device') {
+  return `${pricePerHour(t)} ${t.currency} per ${kind}-hour${t.billingIncrementSeconds > 1 ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+}
+
+/** Whether the job runs now, its usage and cost being so far (the API says when they are as of: `costAsOf`). */
+function running(p) {
+  return !FINAL.includes(p.status) && Boolean(p.costAsOf || p.status === 'Running');
 }
 
 /** Pending → Scheduled → Running → end, from the job's own times (the API records no time of its placement). */

@@ -4,8 +4,8 @@
 import { html, nothing } from 'lit';
 import Papa from 'papaparse';
 import { parseId, paths } from '../api.js';
-import { View, loading, error, field, formValues, saveFile } from '../ui.js';
-import { costs, number, time } from '../format.js';
+import { View, loading, error, field, formValues, saveFile, link } from '../ui.js';
+import { costs, number, time, clock } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
 import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
@@ -40,9 +40,17 @@ class Usage extends View {
   }
 
   loadStats() {
+    const target = parseId(this.resourceId);
     return this.track('stats', async () => {
       this.stats = null;
-      this.stats = await this.api.get(`${this.resourceId}/stats`, { hours: this.hours });
+      this.job = null;
+      // a job's own cost (so far while it runs) beside the roll-up's totals, which trail it
+      const [stats, job] = await Promise.all([
+        this.api.get(`${this.resourceId}/stats`, { hours: this.hours }),
+        target && target.kind === 'job' ? this.api.get(paths.job(target.sub, target.rg, target.name)).catch(() => null) : null,
+      ]);
+      this.stats = stats;
+      this.job = job;
     });
   }
 
@@ -129,10 +137,14 @@ class Usage extends View {
     const points = statsPoints(s);
     const currencies = statsCurrencies(s);
     const t = s.totals || {};
+    const target = parseId(s.resourceId);
+    const job = this.job && this.job.properties;
     return html`<section class="card" aria-label="Usage of the resource">
       <h2>${s.resourceId.split('/').slice(-1)[0]}: ${s.hours} hours from ${s.timespan.split('/')[0].replace('T', ' ').replace(':00:00Z', ':00 UTC')}</h2>
+      ${job && job.cost ? html`<p class="job-own-cost">The job's cost${job.costAsOf ? html` so far: <strong class="money">${job.cost.amount} ${job.cost.currency}</strong> (as of ${clock(job.costAsOf)})` : html`: <strong class="money">${job.cost.amount} ${job.cost.currency}</strong> (final)`}
+        — as on <a href=${link('jobs', target.rg, target.name)}>its page</a>. The totals below are the hourly roll-up's, which runs every 15 minutes${job.costAsOf ? ' and trails it while the job runs' : ''}.</p>` : nothing}
       <table class="totals-table" aria-label="Totals">
-        <thead><tr><th scope="col">Total</th><th scope="col">Value</th></tr></thead>
+        <thead><tr><th scope="col">Total of the hourly roll-up</th><th scope="col">Value</th></tr></thead>
         <tbody>
           ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}</td></tr>`)}
           ${(t.cost || []).length ? nothing : html`<tr><th scope="row">Cost</th><td class="total-cost">none yet</td></tr>`}
