@@ -8,7 +8,7 @@ import { html, nothing } from 'lit';
 import { paths } from '../api.js';
 import { View, loading, error, field, formValues, offered, confirmed, saveFile, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
-import '../chart.js';
+import { HOURLY_UP_TO } from '../chart.js';
 import Papa from 'papaparse';
 
 export const TIMEFRAMES = [
@@ -241,9 +241,25 @@ export function chartOf(body, { columns, rows }, now = new Date()) {
     if (key) points.get(msOf(r[timeAt]))[key] += Number(r[valueAt]);
   }
   const totals = sumCosts([counted.map((r) => ({ currency: currencyAt >= 0 ? r[currencyAt] : '', amount: decimal(r[valueAt]) }))]);
+  // an hourly answer over more than HOURLY_UP_TO hours is drawn per UTC day (the table keeps every hour): a month
+  // of hours would be bars a pixel wide, and a few hours of work a sliver at the end
+  const hours = Math.round((end - start) / HOUR_MS);
+  const perDay = granularity === 'Hourly' && hours > HOURLY_UP_TO;
+  let drawn = [...points.values()];
+  if (perDay) {
+    const days = new Map();
+    for (const p of drawn) {
+      const t = Math.floor(p.t / 86400) * 86400;
+      const day = days.get(t) || Object.fromEntries([['t', t], ...series.map((x) => [x.key, 0])]);
+      for (const x of series) day[x.key] += p[x.key];
+      days.set(t, day);
+    }
+    drawn = [...days.values()];
+  }
   return {
-    step: granularity === 'Hourly' ? 'hour' : 'day',
-    points: [...points.values()],
+    step: granularity === 'Hourly' && !perDay ? 'hour' : 'day',
+    perDay: perDay ? hours : 0,
+    points: drawn,
     series: series.length && totals.some((t) => Number(t.amount)) ? series : [],
     totals,
     measure,
@@ -485,10 +501,13 @@ class Costs extends View {
     const measure = MEASURES.find(([k]) => k === chart.measure)[1];
     const title = `${measure} per ${chart.step === 'hour' ? 'hour' : 'day (UTC)'}${chart.overGroups ? ', all groups together' : ''}`;
     const total = (t) => html`<span class="chart-total money" data-currency=${t.currency} data-value=${t.amount}>${chart.measure === 'Cost' ? `${money.format(Number(t.amount))} ${t.currency}` : `${number(Number(t.amount), 3)} ${measure}`}</span>`;
-    const note = chart.totals.length
-      ? html`— ${chart.measure === 'Cost' && chart.totals.length > 1 ? 'totals' : 'total'}: ${chart.totals.map((t, i) => html`${i ? '; ' : ''}${total(t)}`)}${chart.measure === 'Cost' && chart.totals.length > 1 ? ' (never added across currencies)' : ''}`
+    const granularity = chart.perDay
+      ? html` <span class="small muted chart-granularity">(the hourly answer drawn per UTC day: ${chart.perDay} hours are more than ${HOURLY_UP_TO / 24} days; the table below has every hour)</span>`
       : nothing;
-    const empty = rowCount ? `Nothing to draw: every ${chart.step} of this answer is 0.` : `Nothing to draw: the query answered no ${chart.step === 'hour' ? 'hours' : 'days'}.`;
+    const note = chart.totals.length
+      ? html`— ${chart.measure === 'Cost' && chart.totals.length > 1 ? 'totals' : 'total'}: ${chart.totals.map((t, i) => html`${i ? '; ' : ''}${total(t)}`)}${chart.measure === 'Cost' && chart.totals.length > 1 ? ' (never added across currencies)' : ''}${granularity}`
+      : granularity;
+    const empty = rowCount ? `Nothing to draw: every ${chart.step} of this answer is 0.` : `Nothing to draw: the query answered no ${chart.step === 'hour' || chart.perDay ? 'hours' : 'days'}.`;
     return html`<itl-chart .title=${title} .note=${note} .step=${chart.step} .points=${chart.points} .series=${chart.series}
       .empty=${empty} ?bars=${chart.series.length === 1}></itl-chart>`;
   }

@@ -5,7 +5,7 @@ import { paths, parseId } from '../api.js';
 import { instancesOf } from './spend.js';
 import { View, loading, error, errors, offered, copyButton, devices, kindOf, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, costs } from '../format.js';
-import { statsPoints } from '../chart.js';
+import { fitStats } from '../chart.js';
 import '../chart.js';
 
 const FINAL = ['Succeeded', 'Failed', 'Canceled'];
@@ -232,8 +232,11 @@ class InstanceDetail extends View {
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
         ${this.stats ? html`<p class="totals">Over ${this.stats.hours} h: ${this.stats.totals.requests ?? 0} requests, ${this.stats.totals.tokensIn ?? 0} tokens in,
             ${this.stats.totals.tokensOut ?? 0} tokens out; cost ${costs(this.stats.totals.cost)}</p>
-          <itl-chart .title=${'Requests and tokens per hour'} .points=${statsPoints(this.stats)}
-            .series=${[{ key: 'requests', label: 'Requests' }, { key: 'tokensIn', label: 'Tokens in' }, { key: 'tokensOut', label: 'Tokens out' }]}></itl-chart>` : nothing}
+          ${(() => {
+            const fit = fitStats(this.stats);
+            return html`<itl-chart .title=${`Requests and tokens per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note}
+              .series=${[{ key: 'requests', label: 'Requests' }, { key: 'tokensIn', label: 'Tokens in' }, { key: 'tokensOut', label: 'Tokens out' }]}></itl-chart>`;
+          })()}` : nothing}
       </section></div>`;
   }
 }

@@ -4,7 +4,7 @@ import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
 import { View, loading, error, offered, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
-import { statsPoints, statsCurrencies } from '../chart.js';
+import { fitStats, statsCurrencies } from '../chart.js';
 import { mayReadNodeStats } from '../permissions.js';
 import '../chart.js';
 
@@ -279,13 +279,14 @@ class NodeDetail extends View {
   }
 
   renderStats(stats) {
-    const points = statsPoints(stats);
+    const fit = fitStats(stats);
     const currencies = statsCurrencies(stats);
+    const kind = kindOf(this.node.properties);
     return html`<p class="totals" aria-label="Totals">Earnings over ${stats.hours} h: <strong class="earnings">${costs(stats.totals.cost)}</strong>
-        · ${stats.totals.gpuHours ?? 0} GPU-hours</p>
-      <itl-chart .title=${'GPU utilisation and allocation'} .points=${points}
+        · ${stats.totals.gpuHours ?? 0} ${kind}-hours</p>
+      <itl-chart .title=${`${kind} utilisation and allocation per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note}
         .series=${[{ key: 'gpuUtilizationPercent', label: 'Utilisation', unit: '%' }, { key: 'allocatedPercent', label: 'Allocated', unit: '%' }]}></itl-chart>
-      <itl-chart bars .title=${'Earnings per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Earnings', unit: c }))}></itl-chart>`;
+      <itl-chart bars .title=${`Earnings per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Earnings', unit: c }))}></itl-chart>`;
   }
 }
 customElements.define('itl-node-detail', NodeDetail);

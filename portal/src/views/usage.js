@@ -6,7 +6,7 @@ import Papa from 'papaparse';
 import { parseId, paths } from '../api.js';
 import { View, loading, error, field, formValues, saveFile, link } from '../ui.js';
 import { costs, number, time, clock } from '../format.js';
-import { statsPoints, statsCurrencies } from '../chart.js';
+import { fitStats, statsCurrencies } from '../chart.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
 import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
 import { mayReadNodeStats, reason } from '../permissions.js';
@@ -134,7 +134,7 @@ class Usage extends View {
   }
 
   renderStats(s) {
-    const points = statsPoints(s);
+    const fit = fitStats(s);
     const currencies = statsCurrencies(s);
     const t = s.totals || {};
     const target = parseId(s.resourceId);
@@ -150,13 +150,13 @@ class Usage extends View {
           ${(t.cost || []).length ? nothing : html`<tr><th scope="row">Cost</th><td class="total-cost">none yet</td></tr>`}
           <tr><th scope="row">Device-seconds</th><td>${number(t.gpuSeconds)}</td></tr>
           <tr><th scope="row">Billable device-seconds</th><td>${number(t.billableGpuSeconds)}</td></tr>
-          <tr><th scope="row">GPU-hours</th><td>${number(t.gpuHours, 6)}</td></tr>
+          <tr><th scope="row">Device-hours</th><td>${number(t.gpuHours, 6)}</td></tr>
           ${t.requests !== undefined && t.requests !== null ? html`<tr><th scope="row">Requests / tokens in / out</th><td>${number(t.requests)} / ${number(t.tokensIn)} / ${number(t.tokensOut)}</td></tr>` : nothing}
           <tr><th scope="row">Energy</th><td>${number(t.energyWh, 3)} Wh</td></tr>
         </tbody>
       </table>
-      <itl-chart bars .title=${'Cost per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>
-      <itl-chart .title=${'Device-seconds per hour'} .points=${points} .series=${[{ key: 'gpuSeconds', label: 'Device-seconds' }, { key: 'billableGpuSeconds', label: 'Billable device-seconds' }]}></itl-chart>
+      <itl-chart bars .title=${`Cost per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>
+      <itl-chart .title=${`Device-seconds per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${[{ key: 'gpuSeconds', label: 'Device-seconds' }, { key: 'billableGpuSeconds', label: 'Billable device-seconds' }]}></itl-chart>
     </section>`;
   }
 
