@@ -100,7 +100,14 @@ class Jobs extends View {
         const what = `${p.accelerator.kind}${p.accelerator.model ? ` ${p.accelerator.model}` : ''}`;
         const prices = p.pricePerAcceleratorHour.map((r) => `${r.min === r.max ? r.min : `${r.min}–${r.max}`} ${r.currency}`).join(', ');
         const limit = p.budget.refusal ? html` — <span class="muted">${p.budget.refusal}</span>` : p.allowedNow < p.largestSingleNode.devices ? html` — ${p.allowedNow} allowed by ${p.quota ? `quota ${p.quota.name}` : 'the budget'}` : nothing;
-        return html`<li class="offer" data-offer=${o.name}>${what}: up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them), ${p.largestMultiNode ? html`, or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once` : nothing}, ${p.availableNodes} of ${p.nodes} nodes taking work${prices ? `, ${prices} per device-hour` : ''}${limit}</li>`;
+        // the parts of the line, each said once, joined by commas (a part that does not apply is left out)
+        const parts = [p.largestSingleNode.devices || p.largestMultiNode
+          ? html`up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them)`
+          : html`<strong>none</strong> at once now`];
+        if (p.largestMultiNode) parts.push(html`or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once`);
+        parts.push(`${p.availableNodes} of ${p.nodes} nodes taking work`);
+        if (prices) parts.push(`${prices} per device-hour`);
+        return html`<li class="offer" data-offer=${o.name}>${what}: ${parts.map((part, i) => html`${i ? ', ' : ''}${part}`)}${limit}${excludedText(p.budget)}</li>`;
       })}</ul></div>`;
   }
 
@@ -110,12 +117,19 @@ class Jobs extends View {
     if (!this.priceNodes || !this.draft) return nothing;
     const d = this.draft;
     const norm = (m) => String(m || '').toLowerCase().replace(/\s+/g, '');
-    const fits = this.priceNodes.filter((n) => {
+    const holding = this.priceNodes.filter((n) => {
       const p = n.properties;
       const model = (p.accelerator && p.accelerator.model) || (p.hardwareSpecs && p.hardwareSpecs.gpuModel);
       return kindOf(p) === d.kind && devices(p.capacity).total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
     });
-    if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
+    if (!holding.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
+    // once the offers are read, the currencies the budgets covering the work count (null: any): a node billing in
+    // another is not offered, so it is not in the estimate either (the offers line says why)
+    const counted = this.offers && this.offers.value.length ? this.offers.value[0].properties.budget.currencies : null;
+    const fits = counted ? holding.filter((n) => counted.includes(n.properties.pricing.currency)) : holding;
+    const left = [...new Set(holding.filter((n) => !fits.includes(n)).map((n) => n.properties.pricing.currency))].sort();
+    const leftNote = left.length ? html` <span class="muted estimate-left">(nodes billing in ${left.join(' and ')} left out: ${counted.length ? `your budget counts ${counted.join(' and ')} only` : 'your budgets count no currency in common'})</span>` : nothing;
+    if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here that could hold ${d.count} ${d.kind}s is offered to you${leftNote}.</p>`;
     const byCurrency = new Map();
     for (const n of fits) {
       const price = Number(pricePerHour(n.properties.pricing));
@@ -127,7 +141,7 @@ class Jobs extends View {
     const range = (lo, hi, c) => (lo === hi ? `${amount(lo)} ${c}` : `${amount(lo)}–${amount(hi)} ${c}`);
     return html`<p class="small estimate" role="status">Estimate on ${fits.length} ${d.kind} node${fits.length === 1 ? '' : 's'} here:
       ${[...byCurrency].map(([c, [lo, hi]], i) => html`${i ? '; ' : ''}${range(lo, hi, c)} per ${d.kind}-hour, so about <strong>${range(lo * d.count, hi * d.count, c)} an hour</strong> for ${d.count}, at most ${range((lo * d.count * d.minutes) / 60, (hi * d.count * d.minutes) / 60, c)} over ${d.minutes} minutes`)}
-      <span class="muted">(prices now: a job is billed at its node's price when it is placed, within its price ceiling)</span></p>`;
+      <span class="muted">(prices now: a job is billed at its node's price when it is placed, within its price ceiling)</span>${leftNote}</p>`;
   }
 
   checkEnv(e) {
@@ -372,6 +386,18 @@ class JobDetail extends View {
   }
 }
 customElements.define('itl-job-detail', JobDetail);
+
+/** Why an offer leaves out nodes of some currencies (`budget.excludedCurrencies`): the budgets covering the work
+ *  count only their own currency (all of theirs: one in common), so a node billing in another is not offered. */
+function excludedText(budget) {
+  const excluded = (budget && budget.excludedCurrencies) || [];
+  if (!excluded.length) return nothing;
+  const counted = budget.currencies || [];
+  const why = counted.length
+    ? `your budget counts ${counted.join(' and ')} only`
+    : 'the budgets covering your work are in different currencies, so no node’s charges can be counted by all of them';
+  return html`<span class="excluded-currencies"> — nodes billing in ${excluded.join(' and ')} are not offered: ${why}</span>`;
+}
 
 /** {NAME: value} of "NAME=value" lines (blank lines skipped; the form checked each line's shape). */
 function pairs(text) {
