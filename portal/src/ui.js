@@ -149,6 +149,13 @@ export function statusBadge(status) {
   return html`<span class="badge badge-${kind}">${status}</span>`;
 }
 
+/** An instance's state in one word everywhere (list, its page, its node's page): an instance whose provisioning
+ *  Succeeded serves, so it is "Serving" (the API's provisioningState on hover); the others as the API says them. */
+export function instanceState(state) {
+  if (state === 'Succeeded') return html`<span class="badge badge-ok" title="provisioningState: Succeeded">Serving</span>`;
+  return statusBadge(state);
+}
+
 /** A "Load more" button for a list with a nextLink. */
 export function more(nextLink, onClick, busy) {
   if (!nextLink) return nothing;

@@ -2,7 +2,7 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, instanceState, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { fitStats, statsCurrencies } from '../chart.js';
 import { mayReadNodeStats } from '../permissions.js';
@@ -246,7 +246,7 @@ class NodeDetail extends View {
         <h2>Instances on this node</h2>
         ${loading(this.instancesLoading, 'Loading instances')} ${error(this.instancesError)}
         ${this.instances.length
-          ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${statusBadge(i.properties.provisioningState)}</li>`)}</ul>`
+          ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${instanceState(i.properties.provisioningState)}</li>`)}</ul>`
           : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
         ${this.app.may('instances/provision') ? html`<a href="#/instances">Provision an instance</a>` : nothing}
       </section>

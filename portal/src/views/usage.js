@@ -7,9 +7,10 @@ import { parseId, paths } from '../api.js';
 import { View, loading, error, field, formValues, saveFile, link } from '../ui.js';
 import { costs, number, time, clock } from '../format.js';
 import { fitStats, statsCurrencies } from '../chart.js';
+import { mayReadNodeStats, reason } from '../permissions.js';
+import { instanceCostNote } from './instances.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
 import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
-import { mayReadNodeStats, reason } from '../permissions.js';
 import '../chart.js';
 
 const KIND = { node: 'Node', instance: 'Instance', job: 'Job' };
@@ -146,7 +147,7 @@ class Usage extends View {
       <table class="totals-table" aria-label="Totals">
         <thead><tr><th scope="col">Total of the hourly roll-up</th><th scope="col">Value</th></tr></thead>
         <tbody>
-          ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}</td></tr>`)}
+          ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}${target && target.kind === 'instance' ? instanceCostNote(this.app) : nothing}</td></tr>`)}
           ${(t.cost || []).length ? nothing : html`<tr><th scope="row">Cost</th><td class="total-cost">none yet</td></tr>`}
           <tr><th scope="row">Device-seconds</th><td>${number(t.gpuSeconds)}</td></tr>
           <tr><th scope="row">Billable device-seconds</th><td>${number(t.billableGpuSeconds)}</td></tr>
