@@ -485,7 +485,7 @@ class Costs extends View {
       ${chart ? this.renderChart(chart, rows.length) : nothing}
       ${rows.length
         ? html`<p class="muted small" role="status">${rows.length} ${rows.length === 1 ? 'row' : 'rows'}${currencyAt >= 0 ? '; amounts in the currency of their row, never added across currencies' : ''}.</p>
-          <div class="table-wrap"><table class="list cost-rows" aria-label="Costs">
+          <div class="table-wrap" tabindex="0"><table class="list cost-rows" aria-label="Costs">
             <thead><tr>${columns.map((c) => html`<th scope="col" class=${c.type === 'Number' && c.name !== 'UsageDate' ? 'num' : ''}>${label(c)}</th>`)}</tr></thead>
             <tbody>${rows.map((row) => html`<tr>${columns.map((c, i) => cell(c, row[i], row))}</tr>`)}</tbody>
             ${totals.length
@@ -527,8 +527,8 @@ class Costs extends View {
       ${error(this.budgetSaveError)}
       ${this.saved ? html`<p class="ok" role="status">${this.saved}</p>` : nothing}
       ${this.budgets && !list.length ? html`<p class="empty">No budgets.</p>` : nothing}
-      ${list.length ? html`<div class="table-wrap"><table class="list" aria-label="Budgets">
-        <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Spent this month</th>
+      ${list.length ? html`<div class="table-wrap" tabindex="0"><table class="list" aria-label="Budgets">
+        <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">${list.some((b) => b.properties.currentSpend) ? 'Spent this month' : 'Left this month'}</th>
           <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${!this.app.refusal('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${list.map((b) => {
           const p = b.properties;
@@ -536,17 +536,20 @@ class Costs extends View {
           const pct = spend && Number(p.amount) ? Math.round((Number(spend.amount) / Number(p.amount)) * 100) : 0;
           const crossed = (p.status && p.status.thresholdsCrossed) || [];
           const hidden = html`<span class="muted">not shown to your role</span>`;
+          // a caller not shown the spend is shown where the budget stands: the share left, and whether it is exceeded
+          const standing = p.standing;
+          const exceeded = p.status ? Boolean(p.status.exceeded) : standing ? Boolean(standing.exceeded) : null;
           return html`<tr data-budget=${b.name}>
             <th scope="row">${b.name}</th><td>${covers(p.filter)}</td>
             <td class="money num budget-amount">${p.amount} ${p.currency}</td>
-            <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : hidden}</td>
+            <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : standing ? html`<span class="budget-left">${standing.remainingPercent} % left</span> <span class="muted small">(as of ${time(standing.evaluatedAt, true)})</span>` : hidden}</td>
             <td>${!p.status ? hidden : crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
-            <td class="budget-exceeded">${!p.status ? hidden : p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
+            <td class="budget-exceeded">${exceeded === null ? hidden : exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
             <td>${p.actionAtLimit || 'None'}</td>
             ${!this.app.refusal('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
               ${confirmed(this, `budget:${b.name}`, { label: 'Remove…', group: `Confirm removing ${b.name}`, question: `Remove ${b.name}?`, confirmLabel: 'Remove budget', act: () => this.removeBudget(b.name) })}</td>` : nothing}</tr>`;
         })}</tbody></table></div>
-        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it.</p>` : nothing}
+        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it, and everyone else the share of each budget left — how near it is to its action at the limit, which may refuse or stop your work.</p>` : nothing}
     </section>`;
   }
 
@@ -601,7 +604,7 @@ class Costs extends View {
       ${this.quotaForm ? this.renderQuotaForm(this.quotaForm) : nothing}
       ${error(this.quotaSaveError)}
       ${loading(this.usagesLoading, 'Loading quota usage')} ${error(this.usagesError)}
-      ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="Accelerator quota usage">
+      ${this.usages ? html`<div class="table-wrap" tabindex="0"><table class="list" aria-label="Accelerator quota usage">
         <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${!this.app.refusal('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${this.usages.map((u) => html`<tr data-quota=${u.name.value}>
           <th scope="row">${u.name.localizedValue || u.name.value} <span class="muted small"><code>${u.name.value}</code></span></th>
