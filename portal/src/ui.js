@@ -101,13 +101,15 @@ export function errors(list, what = 'requests') {
   return html`${[...seen.values()].map(({ err, count }) => html`${error(err)}${count > 1 ? html`<p class="muted small">The same answer for ${count} ${what}.</p>` : nothing}`)}`;
 }
 
-/** A node's or job's accelerator in words: `8 × TPU v5e`, `2 × GPU` (the seed's GPU fields when a node has none). */
+/** A node's or job's accelerator in words: `8 × Google TPU v5e`, `2 × NVIDIA GPU`, `2 × GPU (any vendor)` (the seed's GPU fields when a node has none). */
 export function acceleratorText(props) {
   const a = (props && props.accelerator) || {};
   const kind = a.kind || 'GPU';
   const count = a.count ?? (props && (props.requestedGpus ?? (props.hardwareSpecs && props.hardwareSpecs.gpuCount)));
   const model = a.model || (props && (props.gpuModel || (props.hardwareSpecs && props.hardwareSpecs.gpuModel))) || '';
-  return `${count ?? '?'} × ${a.vendor ? `${a.vendor} ` : ''}${kind}${model ? ` ${model}` : ''}`;
+  // a job asking any vendor's devices says so after them ("2 × GPU (any vendor)"), not as if "Any" made them
+  const anyVendor = a.vendor && a.vendor.toLowerCase() === 'any';
+  return `${count ?? '?'} × ${a.vendor && !anyVendor ? `${a.vendor} ` : ''}${kind}${model ? ` ${model}` : ''}${anyVendor ? ' (any vendor)' : ''}`;
 }
 
 /** A node's price per device-hour of its kind (`pricePerGpuHour`, the seed's name, for one stored without the other). */
