@@ -16,20 +16,40 @@ const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
 const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
 
+/** The orders the list offers. The API lists jobs by name and cannot sort them: the portal sorts what it read. */
+const SORTS = [
+  ['newest', 'Newest first'],
+  ['oldest', 'Oldest first'],
+  ['name', 'Name (A–Z)'],
+];
+/** Jobs read at once (the API's largest page), so the order is the order of all of them up to that many. */
+const READ_MAX = 1000;
+/** Rows shown at first, and added by "Show more". */
+const ROWS = 50;
+
+function sortJobs(jobs, order) {
+  const byName = (a, b) => a.name.localeCompare(b.name);
+  const at = (j) => Date.parse(j.properties.submittedAt) || 0;
+  const compare = { newest: (a, b) => at(b) - at(a) || byName(a, b), oldest: (a, b) => at(a) - at(b) || byName(a, b), name: byName }[order];
+  return [...jobs].sort(compare);
+}
+
 class Jobs extends View {
-  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true }, offers: { state: true } };
+  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true }, offers: { state: true }, order: { state: true }, rows: { state: true } };
 
   constructor() {
     super();
     this.jobs = [];
     this.nextLink = null;
     this.showSubmit = false;
+    this.order = SORTS.some(([k]) => k === sessionStorage.getItem('itl-jobs-order')) ? sessionStorage.getItem('itl-jobs-order') : 'newest';
+    this.rows = ROWS;
   }
 
   connectedCallback() {
     super.connectedCallback();
-    // every listed job stays current (its status and reason), however many pages are loaded: read again every 3 s
-    // while one is active, every 15 s when all have ended (a new one appears then)
+    // every listed job stays current (its status, reason and cost so far): read again every 3 s while one is active,
+    // every 15 s when all have ended (a new one appears then)
     this.load().then(() => this.every('live', () => (this.jobs.some((j) => !FINAL.includes(j.properties.status)) ? 3000 : 15000), () => this.read(), 'list'));
   }
 
@@ -37,13 +57,13 @@ class Jobs extends View {
     return this.track('list', () => this.read());
   }
 
-  /** The jobs shown so far read again in one request ($top: as many as are listed, 50 at least, at most the API's
-   *  1000), so "Load more" keeps its place. */
+  /** The jobs read again in one request of up to the API's 1000 (all of them, unless there are more): the list is
+   *  sorted in the browser, so it sorts all it read. Past 1000 ("Load more" read the next pages) it is not read
+   *  again. */
   async read() {
-    if (this.moreLoading || this.jobs.length > 1000) return; // "Load more" under way, or past what one request reads
+    if (this.moreLoading || this.jobs.length > READ_MAX) return; // "Load more" under way, or past what one request reads
     const generation = (this.generation = (this.generation || 0) + 1);
-    const top = Math.min(1000, Math.max(50, this.jobs.length));
-    const query = { $top: top, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
+    const query = { $top: READ_MAX, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
     const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
     if (generation !== this.generation || this.moreLoading) return; // a newer read, or a "Load more", answered since
     this.jobs = page.value;
@@ -58,6 +78,12 @@ class Jobs extends View {
       this.jobs = [...this.jobs, ...page.value];
       this.nextLink = page.nextLink;
     });
+  }
+
+  setOrder(order) {
+    this.order = order;
+    this.rows = ROWS;
+    sessionStorage.setItem('itl-jobs-order', order);
   }
 
   /** Open or close the form; opening reads the nodes in view for the price estimate (their current prices). */
@@ -192,16 +218,33 @@ class Jobs extends View {
       <p class="muted">${this.mine ? html`Jobs submitted by <strong>${me}</strong>` : 'Jobs the API lets you see'} in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}.</p>
       ${loading(this.listLoading && !this.jobs.length, 'Loading jobs')} ${error(this.listError)}
       ${!this.listLoading && !this.listError && !this.jobs.length ? html`<p class="empty">No jobs.</p>` : nothing}
-      ${this.jobs.length ? html`<div class="table-wrap"><table class="list" aria-label="Jobs">
+      ${this.jobs.length ? this.renderList() : nothing}`;
+  }
+
+  /** The jobs read, in the order chosen, ROWS at a time; what the order is over (the API lists by name: the portal
+   *  sorts the jobs it read, all of them unless there are more than one request reads). */
+  renderList() {
+    const sorted = sortJobs(this.jobs, this.order);
+    const shown = sorted.slice(0, this.rows);
+    const label = SORTS.find(([k]) => k === this.order)[1].toLowerCase();
+    const over = this.nextLink
+      ? `sorted by the portal among the first ${this.jobs.length} by name that it read (the API lists jobs by name and cannot sort them): load more to sort the next ones in`
+      : `sorted by the portal: all ${this.jobs.length} read`;
+    return html`<div class="toolbar">
+        ${field('Sort', 'jobs-sort', html`<select id="jobs-sort" @change=${(e) => this.setOrder(e.target.value)}>${SORTS.map(([k, l]) => html`<option value=${k} ?selected=${k === this.order}>${l}</option>`)}</select>`)}
+      </div>
+      <p class="muted small jobs-order">Showing ${shown.length} of ${this.jobs.length}${this.nextLink ? '+' : ''} jobs, ${label}; ${over}.</p>
+      <div class="table-wrap"><table class="list" aria-label="Jobs">
         <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Accelerators</th><th scope="col">Submitted by</th><th scope="col">Submitted</th><th scope="col">Cost</th></tr></thead>
-        <tbody>${this.jobs.map((j) => {
+        <tbody>${shown.map((j) => {
           const id = parseId(j.id);
           const p = j.properties;
-          return html`<tr><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
+          return html`<tr data-job=${j.name}><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
             <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td>
             <td class="job-list-cost">${p.cost ? html`${costs([p.cost])}${p.costAsOf ? html` <span class="small muted">so far</span>` : nothing}` : '—'}</td></tr>`;
-        })}</tbody></table></div>` : nothing}
-      ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
+        })}</tbody></table></div>
+      ${sorted.length > shown.length ? html`<button class="secondary" @click=${() => (this.rows += ROWS)}>Show ${Math.min(ROWS, sorted.length - shown.length)} more</button>` : nothing}
+      ${sorted.length > shown.length ? nothing : html`${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`}`;
   }
 
   renderSubmit() {
@@ -269,7 +312,14 @@ class JobDetail extends View {
   }
 
   async read() {
-    this.job = await this.api.get(this.path);
+    this.take(await this.api.get(this.path));
+  }
+
+  /** Show the job as read; a note of what was asked of it ("Cancellation requested.") goes once it has ended: its
+   *  status and reason say how it did. */
+  take(job) {
+    this.job = job;
+    if (FINAL.includes(job.properties.status)) this.message = null;
   }
 
   follow() {
@@ -297,7 +347,7 @@ class JobDetail extends View {
     const r = await this.track('action', () => this.api.request('POST', `${this.path}/cancel`));
     if (r) {
       this.message = 'Cancellation requested.';
-      this.job = await this.api.get(this.path).catch(() => this.job);
+      this.take(await this.api.get(this.path).catch(() => this.job));
       this.follow();
     }
   }
@@ -349,7 +399,7 @@ class JobDetail extends View {
           ${this.app.activityRefusal() ? nothing : html`<a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>`}
         </div>
         ${loading(this.actionLoading, 'Working')} ${error(this.actionError)}
-        ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
+        ${this.message && !final ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
       </section>
       <section class="card" aria-label="Details">
         <dl class="props">
@@ -372,7 +422,7 @@ class JobDetail extends View {
       ${(p.attempts || []).length ? html`<section class="card" aria-label="Attempts">
         <h2>Attempts</h2>
         <table class="attempts"><thead><tr><th scope="col">#</th><th scope="col">Status</th><th scope="col">Why</th><th scope="col">Node</th><th scope="col">Ran</th><th scope="col">Cost</th></tr></thead>
-          <tbody>${p.attempts.map((a) => html`<tr><td>${a.attempt}</td><td>${statusBadge(a.status)}</td><td class="reason">${a.statusReason}${a.exitCode != null ? ` (exit code ${a.exitCode})` : ''}</td>
+          <tbody>${p.attempts.map((a) => html`<tr><td>${a.attempt}</td><td>${statusBadge(a.status)}</td><td class="reason">${attemptReason(a)}</td>
             <td>${a.assignedNode ? parseId(a.assignedNode).name : '—'}</td><td>${time(a.startedAt)} – ${time(a.endedAt)}</td><td>${a.cost ? costs([a.cost]) : '—'}</td></tr>`)}</tbody></table>
       </section>` : nothing}
       <itl-job-log .path=${this.path}></itl-job-log>
@@ -407,6 +457,14 @@ function pairs(text) {
 /** "2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms and its device kind. */
 function termsText(t, kind = 'device') {
   return `${pricePerHour(t)} ${t.currency} per ${kind}-hour${t.billingIncrementSeconds > 1 ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+}
+
+/** An attempt's reason, with its exit code unless the reason already names it ("The container exited with code 1."). */
+function attemptReason(a) {
+  const reasonText = a.statusReason || '';
+  if (a.exitCode === null || a.exitCode === undefined) return reasonText;
+  const named = new RegExp(`\\bcode ${a.exitCode}(?![0-9])`, 'i').test(reasonText);
+  return named ? reasonText : `${reasonText}${reasonText ? ' ' : ''}(exit code ${a.exitCode})`;
 }
 
 /** Whether the job runs now, its usage and cost being so far (the API says when they are as of: `costAsOf`). */
