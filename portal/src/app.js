@@ -3,7 +3,7 @@ import { html, nothing } from 'lit';
 import { Api } from './api.js';
 import { View, error } from './ui.js';
 import { timeZone } from './format.js';
-import { allows } from './permissions.js';
+import { allows, refusal } from './permissions.js';
 import './views/overview.js';
 import './views/nodes.js';
 import './views/instances.js';
@@ -102,6 +102,24 @@ class App extends View {
     return allows(this.auth.identity.roles, action);
   }
 
+  /** Whether the user's token holds the whole subscription in view (not only some of its resource groups): what the
+   *  subscription-level operations (the activity log, setting budgets and quotas) need besides the role. */
+  holdsSubscription() {
+    return this.wholeSub(this.auth.identity.scopes, this.context.sub);
+  }
+
+  /** Why `action` (permissions.js) is not offered to the user — its roles, or a scope of only some resource groups
+   *  for an action of the whole subscription — or null when it is. */
+  refusal(action) {
+    return refusal(this.auth.identity.roles, this.holdsSubscription(), action);
+  }
+
+  /** Why the activity log is not the user's to read (null when it is). Never asked of the API for them: it would
+   *  answer 403 and write a Denied entry into the admins' audit log. */
+  activityRefusal() {
+    return this.refusal('activity/read');
+  }
+
   /** Put `hash` in the address bar for a bookmark, keeping the view as it is (no new view, no history entry). */
   replaceHash(hash) {
     history.replaceState(null, '', hash);
@@ -145,7 +163,7 @@ class App extends View {
       <div class="layout">
         <nav id="nav" class=${this.navOpen ? 'open' : ''} aria-label="Views" @click=${(e) => e.target.closest('a') && (this.navOpen = false)}>
           <ul>
-            ${VIEWS.map(([key, label]) => html`<li><a href="#/${key}" aria-current=${this.route.view === key ? 'page' : 'false'}>${label}</a></li>`)}
+            ${VIEWS.filter(([key]) => key !== 'activity' || !this.activityRefusal()).map(([key, label]) => html`<li><a href="#/${key}" aria-current=${this.route.view === key ? 'page' : 'false'}>${label}</a></li>`)}
           </ul>
           <p class="small muted">Times in ${timeZone}; hover for UTC.</p>
         </nav>

@@ -81,13 +81,15 @@ export class Chart extends View {
       axes: [
         // ticks at whole buckets: days on a daily chart, never hours
         { stroke: ink, grid: { stroke: grid }, ticks: { stroke: grid }, ...(this.step === 'day' ? { incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400], values: (u, splits) => splits.map(utcDay) } : {}) },
-        ...units.map((unit, i) => ({ scale: `y:${unit}`, stroke: ink, size: 64, side: i === 0 ? 3 : 1, label: unit || undefined, labelSize: unit ? 18 : 0, grid: { show: i === 0, stroke: grid }, ticks: { stroke: grid } })),
+        ...units.map((unit, i) => ({ scale: `y:${unit}`, stroke: ink, size: 64, side: i === 0 ? 3 : 1, label: unit || undefined, labelSize: unit ? 18 : 0, grid: { show: i === 0, stroke: grid }, ticks: { stroke: grid }, values: tickValues })),
       ],
       scales: {
         // a bucket's bar is centred on its start: half a bucket of room at either end, so the first and the
         // current one are drawn whole
         x: { time: true, range: (u, min, max) => [min - stepSeconds / 2, max + stepSeconds / 2] },
-        ...Object.fromEntries(units.map((unit) => [`y:${unit}`, { auto: true }])),
+        // amounts from 0 (a bar's height is its value: an axis starting elsewhere makes small differences look
+        // large); percentages 0–100
+        ...Object.fromEntries(units.map((unit) => [`y:${unit}`, { auto: true, range: (u, min, max) => fromZero(min, max, unit === '%') }])),
       },
       legend: { live: true },
     };
@@ -138,6 +140,73 @@ export class Chart extends View {
   }
 }
 customElements.define('itl-chart', Chart);
+
+/** A value axis's [min, max]: from 0 (or the lowest value, when below 0) to a round number above the highest;
+ *  0–100 for a percentage. */
+export function fromZero(min, max, percent = false) {
+  const lo = Math.min(0, min ?? 0);
+  const hi = Math.max(max ?? 0, lo);
+  if (percent) return [lo, Math.max(100, hi)];
+  if (hi === lo) return [lo, lo + 1];
+  return [lo, uPlot.rangeNum(lo, hi, 0.1, true)[1]];
+}
+
+/** A value axis's tick labels with as many decimals as the step between ticks needs (uPlot's own round 0.0004 to
+ *  "0": an axis of small amounts read 0, 0, 0, 0.001). */
+function tickValues(u, splits) {
+  const decimalsOf = (v) => {
+    const [digits, exponent] = String(Number(Number(v).toPrecision(10))).split('e');
+    const places = (digits.split('.')[1] || '').length - Number(exponent || 0);
+    return Math.max(0, places);
+  };
+  const decimals = Math.min(12, Math.max(0, ...splits.filter((v) => v !== null && v !== undefined).map(decimalsOf)));
+  return splits.map((v) => (v === null || v === undefined ? '' : v.toLocaleString(undefined, { minimumFractionDigits: decimals, maximumFractionDigits: decimals })));
+}
+
+/** Hours a chart draws one by one; beyond, a bar per UTC day (a month of hours would be 720 bars a pixel wide, and
+ *  a few hours of use a sliver at the end). */
+export const HOURLY_UP_TO = 72;
+
+/** Keys of stats points that add up over hours (the others are means: utilisation and allocation). */
+const SUMMED = ['gpuSeconds', 'billableGpuSeconds', 'gpuHours', 'energyWh', 'requests', 'tokensIn', 'tokensOut'];
+
+/** Stats of `hours` as a chart draws them: {step, points, note}. Up to HOURLY_UP_TO hours one point per hour;
+ *  beyond, one per UTC day — amounts and counts added up, allocation the mean of the day's hours, utilisation
+ *  weighted by the device-seconds of each hour — with a note saying so. */
+export function fitStats(stats) {
+  const hourly = statsPoints(stats);
+  if ((stats.hours || hourly.length) <= HOURLY_UP_TO) return { step: 'hour', points: hourly, per: 'hour', note: nothing };
+  const days = new Map();
+  for (const p of hourly) {
+    const t = Math.floor(p.t / 86400) * 86400;
+    const d = days.get(t) || { t, hours: 0, weight: 0, utilisation: 0, allocated: 0, allocatedHours: 0 };
+    d.hours += 1;
+    for (const [k, v] of Object.entries(p)) {
+      if ((SUMMED.includes(k) || k.startsWith('cost_')) && typeof v === 'number') d[k] = (d[k] || 0) + v;
+    }
+    if (typeof p.allocatedPercent === 'number') {
+      d.allocated += p.allocatedPercent;
+      d.allocatedHours += 1;
+    }
+    if (typeof p.gpuUtilizationPercent === 'number') {
+      const w = p.gpuSeconds || 0;
+      d.utilisation += p.gpuUtilizationPercent * w;
+      d.weight += w;
+    }
+    days.set(t, d);
+  }
+  const points = [...days.values()].map(({ hours, weight, utilisation, allocated, allocatedHours, ...d }) => ({
+    ...d,
+    ...(allocatedHours ? { allocatedPercent: Math.round((allocated / allocatedHours) * 100) / 100 } : {}),
+    gpuUtilizationPercent: weight ? Math.round((utilisation / weight) * 100) / 100 : null,
+  }));
+  return {
+    step: 'day',
+    points,
+    per: 'day (UTC)',
+    note: html`<span class="small muted chart-granularity">— per UTC day: ${stats.hours} hours are more than ${HOURLY_UP_TO / 24} days, so each day's hours are added up (the first and last day in part)</span>`,
+  };
+}
 
 /** Stats points of the API (UsageStats.value) as chart points: t in epoch seconds, cost per currency as numbers. */
 export function statsPoints(stats) {

@@ -13,6 +13,17 @@ export function time(iso, short = false) {
   return html`<time datetime=${d.toISOString()} title=${utc}>${(short ? localShort : local).format(d)}</time>`;
 }
 
+const clockLocal = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+
+/** <time> of the time of day, HH:MM:SS in the user's time zone (a figure's "as of"); its title the instant in UTC. */
+export function clock(iso) {
+  if (!iso) return html`<span class="muted">—</span>`;
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  const utc = d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+  return html`<time datetime=${d.toISOString()} title=${utc}>${clockLocal.format(d)}</time>`;
+}
+
 export const timeZone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
 
 /** Exact sum of decimal strings (the API's cost amounts) per currency: {USD: '1.234000', ...}. */

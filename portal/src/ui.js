@@ -1,6 +1,5 @@
 // Shared pieces: the light-DOM base element, loading and error states, paging, accelerator bars.
 import { LitElement, html, nothing } from 'lit';
-import { reason } from './permissions.js';
 
 /** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
 export class View extends LitElement {
@@ -102,13 +101,15 @@ export function errors(list, what = 'requests') {
   return html`${[...seen.values()].map(({ err, count }) => html`${error(err)}${count > 1 ? html`<p class="muted small">The same answer for ${count} ${what}.</p>` : nothing}`)}`;
 }
 
-/** A node's or job's accelerator in words: `8 × TPU v5e`, `2 × GPU` (the seed's GPU fields when a node has none). */
+/** A node's or job's accelerator in words: `8 × Google TPU v5e`, `2 × NVIDIA GPU`, `2 × GPU (any vendor)` (the seed's GPU fields when a node has none). */
 export function acceleratorText(props) {
   const a = (props && props.accelerator) || {};
   const kind = a.kind || 'GPU';
   const count = a.count ?? (props && (props.requestedGpus ?? (props.hardwareSpecs && props.hardwareSpecs.gpuCount)));
   const model = a.model || (props && (props.gpuModel || (props.hardwareSpecs && props.hardwareSpecs.gpuModel))) || '';
-  return `${count ?? '?'} × ${a.vendor ? `${a.vendor} ` : ''}${kind}${model ? ` ${model}` : ''}`;
+  // a job asking any vendor's devices says so after them ("2 × GPU (any vendor)"), not as if "Any" made them
+  const anyVendor = a.vendor && a.vendor.toLowerCase() === 'any';
+  return `${count ?? '?'} × ${a.vendor && !anyVendor ? `${a.vendor} ` : ''}${kind}${model ? ` ${model}` : ''}${anyVendor ? ' (any vendor)' : ''}`;
 }
 
 /** A node's price per device-hour of its kind (`pricePerGpuHour`, the seed's name, for one stored without the other). */
@@ -150,6 +151,13 @@ export function statusBadge(status) {
   return html`<span class="badge badge-${kind}">${status}</span>`;
 }
 
+/** An instance's state in one word everywhere (list, its page, its node's page): an instance whose provisioning
+ *  Succeeded serves, so it is "Serving" (the API's provisioningState on hover); the others as the API says them. */
+export function instanceState(state) {
+  if (state === 'Succeeded') return html`<span class="badge badge-ok" title="provisioningState: Succeeded">Serving</span>`;
+  return statusBadge(state);
+}
+
 /** A "Load more" button for a list with a nextLink. */
 export function more(nextLink, onClick, busy) {
   if (!nextLink) return nothing;
@@ -179,10 +187,11 @@ export function link(view, ...args) {
 /** The button of `action` (permissions.js) when the user's roles hold it; otherwise the same button greyed out with
  *  the reason beside it, as Azure's portal does (the API would refuse it: 403 AuthorizationFailed). */
 export function offered(app, action, label, button) {
-  if (app.may(action)) return button;
+  const why = app.refusal(action);
+  if (!why) return button;
   const id = `why-${action.replace('/', '-')}`;
   return html`<span class="not-offered"><button type="button" class="secondary" disabled aria-describedby=${id}>${label}</button>
-    <small id=${id} class="muted">${reason(action)}</small></span>`;
+    <small id=${id} class="muted">${why}</small></span>`;
 }
 
 /** A destructive action behind a confirmation: the first click asks (`question`, in a group named `group`), the

@@ -17,6 +17,13 @@ function transition(e) {
   return e.previous_state || e.new_state ? `${word(e.previous_state)} → ${word(e.new_state)}` : '';
 }
 
+/** An action name (`ITL.Accelerator/sparkJobs/cancel/action`) that wraps only after a '/' when its cell is narrow:
+ *  each part kept whole, a line break offered after each '/'. */
+function actionName(action) {
+  const parts = String(action || '').split('/');
+  return parts.map((part, i) => html`<span class="action-part">${part}${i < parts.length - 1 ? '/' : ''}</span>${i < parts.length - 1 ? html`<wbr />` : nothing}`);
+}
+
 class Activity extends View {
   static properties = { resourceId: {}, events: { state: true }, nextLink: { state: true }, filters: { state: true } };
 
@@ -31,7 +38,10 @@ class Activity extends View {
   connectedCallback() {
     super.connectedCallback();
     this.filters = { ...this.filters, resource: this.resourceId || '' };
-    this.load();
+    // the audit events are for admins holding the whole subscription: for anyone else the API would only answer 403
+    // (and log a Denied entry), so it is not asked
+    this.refusal = this.app.activityRefusal();
+    if (!this.refusal) this.load();
   }
 
   load() {
@@ -74,6 +84,11 @@ class Activity extends View {
   }
 
   render() {
+    if (this.refusal) {
+      return html`<h1>Activity log</h1>
+        <p class="not-offered-view" role="status">${this.refusal} It holds the subscription's audit trail: who changed what, and every refused request.</p>
+        <p>What you may see of your own work is on the <a href="#/jobs">Jobs</a>, <a href="#/usage">Usage and cost</a> and <a href="#/costs">Costs</a> views.</p>`;
+    }
     const f = this.filters;
     const shown = this.events;
     return html`<h1>Activity log</h1>
@@ -95,7 +110,7 @@ class Activity extends View {
         <thead><tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Outcome</th><th scope="col">Resource</th><th scope="col">Change</th></tr></thead>
         <tbody>${shown.map((e) => html`<tr>
           <td>${time(e.timestamp)}</td><td>${e.actor_display_name || e.actor_id} <span class="muted small">${e.actor_type}</span></td>
-          <td><code>${e.action}</code></td><td>${e.outcome}</td>
+          <td class="action-cell"><code class="action">${actionName(e.action)}</code></td><td>${e.outcome}</td>
           <td class="resource-cell"><a href=${`#/activity?resource=${encodeURIComponent(e.resource_id)}`} title=${e.resource_id}>${e.resource_name || e.resource_id}</a></td>
           <td>${e.change_summary || transition(e)}</td></tr>`)}</tbody>
         </table></div>` : nothing}

@@ -8,7 +8,7 @@ import { html, nothing } from 'lit';
 import { paths } from '../api.js';
 import { View, loading, error, field, formValues, offered, confirmed, saveFile, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, number, sumCosts } from '../format.js';
-import '../chart.js';
+import { HOURLY_UP_TO } from '../chart.js';
 import Papa from 'papaparse';
 
 export const TIMEFRAMES = [
@@ -241,9 +241,25 @@ export function chartOf(body, { columns, rows }, now = new Date()) {
     if (key) points.get(msOf(r[timeAt]))[key] += Number(r[valueAt]);
   }
   const totals = sumCosts([counted.map((r) => ({ currency: currencyAt >= 0 ? r[currencyAt] : '', amount: decimal(r[valueAt]) }))]);
+  // an hourly answer over more than HOURLY_UP_TO hours is drawn per UTC day (the table keeps every hour): a month
+  // of hours would be bars a pixel wide, and a few hours of work a sliver at the end
+  const hours = Math.round((end - start) / HOUR_MS);
+  const perDay = granularity === 'Hourly' && hours > HOURLY_UP_TO;
+  let drawn = [...points.values()];
+  if (perDay) {
+    const days = new Map();
+    for (const p of drawn) {
+      const t = Math.floor(p.t / 86400) * 86400;
+      const day = days.get(t) || Object.fromEntries([['t', t], ...series.map((x) => [x.key, 0])]);
+      for (const x of series) day[x.key] += p[x.key];
+      days.set(t, day);
+    }
+    drawn = [...days.values()];
+  }
   return {
-    step: granularity === 'Hourly' ? 'hour' : 'day',
-    points: [...points.values()],
+    step: granularity === 'Hourly' && !perDay ? 'hour' : 'day',
+    perDay: perDay ? hours : 0,
+    points: drawn,
     series: series.length && totals.some((t) => Number(t.amount)) ? series : [],
     totals,
     measure,
@@ -469,7 +485,7 @@ class Costs extends View {
       ${chart ? this.renderChart(chart, rows.length) : nothing}
       ${rows.length
         ? html`<p class="muted small" role="status">${rows.length} ${rows.length === 1 ? 'row' : 'rows'}${currencyAt >= 0 ? '; amounts in the currency of their row, never added across currencies' : ''}.</p>
-          <div class="table-wrap"><table class="list cost-rows" aria-label="Costs">
+          <div class="table-wrap" tabindex="0"><table class="list cost-rows" aria-label="Costs">
             <thead><tr>${columns.map((c) => html`<th scope="col" class=${c.type === 'Number' && c.name !== 'UsageDate' ? 'num' : ''}>${label(c)}</th>`)}</tr></thead>
             <tbody>${rows.map((row) => html`<tr>${columns.map((c, i) => cell(c, row[i], row))}</tr>`)}</tbody>
             ${totals.length
@@ -485,10 +501,13 @@ class Costs extends View {
     const measure = MEASURES.find(([k]) => k === chart.measure)[1];
     const title = `${measure} per ${chart.step === 'hour' ? 'hour' : 'day (UTC)'}${chart.overGroups ? ', all groups together' : ''}`;
     const total = (t) => html`<span class="chart-total money" data-currency=${t.currency} data-value=${t.amount}>${chart.measure === 'Cost' ? `${money.format(Number(t.amount))} ${t.currency}` : `${number(Number(t.amount), 3)} ${measure}`}</span>`;
-    const note = chart.totals.length
-      ? html`— ${chart.measure === 'Cost' && chart.totals.length > 1 ? 'totals' : 'total'}: ${chart.totals.map((t, i) => html`${i ? '; ' : ''}${total(t)}`)}${chart.measure === 'Cost' && chart.totals.length > 1 ? ' (never added across currencies)' : ''}`
+    const granularity = chart.perDay
+      ? html` <span class="small muted chart-granularity">(the hourly answer drawn per UTC day: ${chart.perDay} hours are more than ${HOURLY_UP_TO / 24} days; the table below has every hour)</span>`
       : nothing;
-    const empty = rowCount ? `Nothing to draw: every ${chart.step} of this answer is 0.` : `Nothing to draw: the query answered no ${chart.step === 'hour' ? 'hours' : 'days'}.`;
+    const note = chart.totals.length
+      ? html`— ${chart.measure === 'Cost' && chart.totals.length > 1 ? 'totals' : 'total'}: ${chart.totals.map((t, i) => html`${i ? '; ' : ''}${total(t)}`)}${chart.measure === 'Cost' && chart.totals.length > 1 ? ' (never added across currencies)' : ''}${granularity}`
+      : granularity;
+    const empty = rowCount ? `Nothing to draw: every ${chart.step} of this answer is 0.` : `Nothing to draw: the query answered no ${chart.step === 'hour' || chart.perDay ? 'hours' : 'days'}.`;
     return html`<itl-chart .title=${title} .note=${note} .step=${chart.step} .points=${chart.points} .series=${chart.series}
       .empty=${empty} ?bars=${chart.series.length === 1}></itl-chart>`;
   }
@@ -508,26 +527,29 @@ class Costs extends View {
       ${error(this.budgetSaveError)}
       ${this.saved ? html`<p class="ok" role="status">${this.saved}</p>` : nothing}
       ${this.budgets && !list.length ? html`<p class="empty">No budgets.</p>` : nothing}
-      ${list.length ? html`<div class="table-wrap"><table class="list" aria-label="Budgets">
-        <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Spent this month</th>
-          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${this.app.may('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
+      ${list.length ? html`<div class="table-wrap" tabindex="0"><table class="list" aria-label="Budgets">
+        <thead><tr><th scope="col">Budget</th><th scope="col">Covers</th><th scope="col" class="num">Amount</th><th scope="col" class="num">${list.some((b) => b.properties.currentSpend) ? 'Spent this month' : 'Left this month'}</th>
+          <th scope="col">Thresholds crossed</th><th scope="col">Exceeded</th><th scope="col">At the limit</th>${!this.app.refusal('budgets/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${list.map((b) => {
           const p = b.properties;
           const spend = p.currentSpend;  // only admins are answered a budget's spend and status (docs/RBAC.md)
           const pct = spend && Number(p.amount) ? Math.round((Number(spend.amount) / Number(p.amount)) * 100) : 0;
           const crossed = (p.status && p.status.thresholdsCrossed) || [];
           const hidden = html`<span class="muted">not shown to your role</span>`;
+          // a caller not shown the spend is shown where the budget stands: the share left, and whether it is exceeded
+          const standing = p.standing;
+          const exceeded = p.status ? Boolean(p.status.exceeded) : standing ? Boolean(standing.exceeded) : null;
           return html`<tr data-budget=${b.name}>
             <th scope="row">${b.name}</th><td>${covers(p.filter)}</td>
             <td class="money num budget-amount">${p.amount} ${p.currency}</td>
-            <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : hidden}</td>
+            <td class="money num budget-spend">${spend ? html`${spend.amount} ${spend.unit} <span class="muted small">(${pct} %, as of ${time(p.status && p.status.evaluatedAt, true)})</span>` : standing ? html`<span class="budget-left">${standing.remainingPercent} % left</span> <span class="muted small">(as of ${time(standing.evaluatedAt, true)})</span>` : hidden}</td>
             <td>${!p.status ? hidden : crossed.length ? crossed.map((t) => `${t} %`).join(', ') : html`<span class="muted">none</span>`}</td>
-            <td class="budget-exceeded">${!p.status ? hidden : p.status.exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
+            <td class="budget-exceeded">${exceeded === null ? hidden : exceeded ? html`<span class="badge badge-bad">Exceeded</span>` : 'No'}</td>
             <td>${p.actionAtLimit || 'None'}</td>
-            ${this.app.may('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
+            ${!this.app.refusal('budgets/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.budgetForm = b)}>Edit</button>
               ${confirmed(this, `budget:${b.name}`, { label: 'Remove…', group: `Confirm removing ${b.name}`, question: `Remove ${b.name}?`, confirmLabel: 'Remove budget', act: () => this.removeBudget(b.name) })}</td>` : nothing}</tr>`;
         })}</tbody></table></div>
-        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it.</p>` : nothing}
+        <p class="muted small">Spend is this calendar month's (UTC) in each budget's currency, as of each budget's last evaluation (every 5 minutes, and at once when it changes); only admins are shown it, and everyone else the share of each budget left — how near it is to its action at the limit, which may refuse or stop your work.</p>` : nothing}
     </section>`;
   }
 
@@ -582,13 +604,13 @@ class Costs extends View {
       ${this.quotaForm ? this.renderQuotaForm(this.quotaForm) : nothing}
       ${error(this.quotaSaveError)}
       ${loading(this.usagesLoading, 'Loading quota usage')} ${error(this.usagesError)}
-      ${this.usages ? html`<div class="table-wrap"><table class="list" aria-label="Accelerator quota usage">
-        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${this.app.may('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
+      ${this.usages ? html`<div class="table-wrap" tabindex="0"><table class="list" aria-label="Accelerator quota usage">
+        <thead><tr><th scope="col">Quota</th><th scope="col" class="num">Devices held</th><th scope="col" class="num">Limit</th>${!this.app.refusal('quotas/write') ? html`<th scope="col">Change</th>` : nothing}</tr></thead>
         <tbody>${this.usages.map((u) => html`<tr data-quota=${u.name.value}>
           <th scope="row">${u.name.localizedValue || u.name.value} <span class="muted small"><code>${u.name.value}</code></span></th>
           <td class="num quota-current">${u.currentValue}</td>
           <td class="num quota-limit">${u.limit < 0 ? html`<span class="muted">none set</span>` : u.limit}</td>
-          ${this.app.may('quotas/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.quotaForm = { name: u.name.value, limit: u.limit < 0 ? '' : u.limit })}>Set limit</button>
+          ${!this.app.refusal('quotas/write') ? html`<td class="row-actions"><button class="secondary" @click=${() => (this.quotaForm = { name: u.name.value, limit: u.limit < 0 ? '' : u.limit })}>Set limit</button>
             ${u.limit < 0 ? nothing : confirmed(this, `quota:${u.name.value}`, { label: 'Remove…', group: `Confirm removing ${u.name.value}`, question: `Remove the ${u.name.value} limit?`, confirmLabel: 'Remove quota', act: () => this.removeQuota(u.name.value) })}</td>` : nothing}</tr>`)}</tbody>
       </table></div>` : nothing}
     </section>`;

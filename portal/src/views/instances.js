@@ -3,12 +3,19 @@
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
 import { instancesOf } from './spend.js';
-import { View, loading, error, errors, offered, copyButton, devices, kindOf, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
+import { View, loading, error, errors, offered, instanceState, copyButton, devices, kindOf, confirmed, statusBadge, field, formValues, link, NAME_PATTERN, NAME_HELP } from '../ui.js';
 import { time, costs } from '../format.js';
-import { statsPoints } from '../chart.js';
+import { fitStats } from '../chart.js';
 import '../chart.js';
 
 const FINAL = ['Succeeded', 'Failed', 'Canceled'];
+
+/** Who an instance's cost is billed to, for a caller it is not billed to: instances are provisioned by admins and
+ *  billed to the subscription's admins (the cost query bills a consumer her own jobs, a supplier pays nothing). */
+export function instanceCostNote(app) {
+  if (app.may('charges/all')) return nothing;
+  return html` <span class="small muted instance-cost-note">(not billed to you: an instance is provisioned, and paid for, by the subscription’s admins)</span>`;
+}
 
 class Instances extends View {
   static properties = { nodes: { state: true }, rows: { state: true }, progress: { state: true }, showCreate: { state: true } };
@@ -86,7 +93,7 @@ class Instances extends View {
         <thead><tr><th scope="col">Name</th><th scope="col">Node</th><th scope="col">Model</th><th scope="col">GPUs</th><th scope="col">State</th><th scope="col">Endpoint</th><th scope="col">Created</th></tr></thead>
         <tbody>${this.rows.map((i) => html`<tr>
           <td><a href=${link('instances', i.rg, i.node, i.name)}>${i.name}</a></td><td>${i.node}</td><td>${i.properties.model}</td><td>${i.properties.gpus}</td>
-          <td>${statusBadge(i.properties.provisioningState)}</td><td>${i.properties.endpoint ? html`<code>${i.properties.endpoint}</code>` : '—'}</td>
+          <td>${instanceState(i.properties.provisioningState)}</td><td>${i.properties.endpoint ? html`<code>${i.properties.endpoint}</code>` : '—'}</td>
           <td>${time(i.systemData && i.systemData.createdAt, true)}</td></tr>`)}</tbody></table></div>` : nothing}`;
   }
 
@@ -207,7 +214,7 @@ class InstanceDetail extends View {
     return html`<div class="cards">
       <section class="card" aria-label="Instance">
         <dl class="props">
-          <dt>State</dt><dd>${state === 'Succeeded' ? html`<span class="badge badge-ok">Serving</span> <span class="muted small">(provisioning Succeeded)</span>` : statusBadge(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" role="img" aria-label="in progress"></span>`}</dd>
+          <dt>State</dt><dd>${instanceState(state)} ${FINAL.includes(state) ? nothing : html`<span class="spinner" role="img" aria-label="in progress"></span>`}</dd>
           <dt>Endpoint</dt><dd>${p.endpoint ? html`<code class="endpoint">${p.endpoint}</code> ${copyButton(p.endpoint, 'Endpoint')}` : '—'}</dd>
           <dt>Id</dt><dd><code class="resource-id">${i.id}</code> ${copyButton(i.id, 'Id')}</dd>
           <dt>Model</dt><dd>${p.model}</dd>
@@ -231,9 +238,12 @@ class InstanceDetail extends View {
         </form>
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
         ${this.stats ? html`<p class="totals">Over ${this.stats.hours} h: ${this.stats.totals.requests ?? 0} requests, ${this.stats.totals.tokensIn ?? 0} tokens in,
-            ${this.stats.totals.tokensOut ?? 0} tokens out; cost ${costs(this.stats.totals.cost)}</p>
-          <itl-chart .title=${'Requests and tokens per hour'} .points=${statsPoints(this.stats)}
-            .series=${[{ key: 'requests', label: 'Requests' }, { key: 'tokensIn', label: 'Tokens in' }, { key: 'tokensOut', label: 'Tokens out' }]}></itl-chart>` : nothing}
+            ${this.stats.totals.tokensOut ?? 0} tokens out; cost <span class="instance-cost">${costs(this.stats.totals.cost)}</span>${instanceCostNote(this.app)}</p>
+          ${(() => {
+            const fit = fitStats(this.stats);
+            return html`<itl-chart .title=${`Requests and tokens per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note}
+              .series=${[{ key: 'requests', label: 'Requests' }, { key: 'tokensIn', label: 'Tokens in' }, { key: 'tokensOut', label: 'Tokens out' }]}></itl-chart>`;
+          })()}` : nothing}
       </section></div>`;
   }
 }

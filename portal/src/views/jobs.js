@@ -3,7 +3,7 @@
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
 import { View, loading, error, offered, confirmed, copyButton, kindOf, devices, pricePerHour, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
-import { time, costs } from '../format.js';
+import { time, clock, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
 import './joblog.js';
@@ -16,20 +16,40 @@ const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
 const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
 
+/** The orders the list offers. The API lists jobs by name and cannot sort them: the portal sorts what it read. */
+const SORTS = [
+  ['newest', 'Newest first'],
+  ['oldest', 'Oldest first'],
+  ['name', 'Name (A–Z)'],
+];
+/** Jobs read at once (the API's largest page), so the order is the order of all of them up to that many. */
+const READ_MAX = 1000;
+/** Rows shown at first, and added by "Show more". */
+const ROWS = 50;
+
+function sortJobs(jobs, order) {
+  const byName = (a, b) => a.name.localeCompare(b.name);
+  const at = (j) => Date.parse(j.properties.submittedAt) || 0;
+  const compare = { newest: (a, b) => at(b) - at(a) || byName(a, b), oldest: (a, b) => at(a) - at(b) || byName(a, b), name: byName }[order];
+  return [...jobs].sort(compare);
+}
+
 class Jobs extends View {
-  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true }, offers: { state: true } };
+  static properties = { mine: { type: Boolean }, jobs: { state: true }, nextLink: { state: true }, showSubmit: { state: true }, submitted: { state: true }, offers: { state: true }, order: { state: true }, rows: { state: true } };
 
   constructor() {
     super();
     this.jobs = [];
     this.nextLink = null;
     this.showSubmit = false;
+    this.order = SORTS.some(([k]) => k === sessionStorage.getItem('itl-jobs-order')) ? sessionStorage.getItem('itl-jobs-order') : 'newest';
+    this.rows = ROWS;
   }
 
   connectedCallback() {
     super.connectedCallback();
-    // every listed job stays current (its status and reason), however many pages are loaded: read again every 3 s
-    // while one is active, every 15 s when all have ended (a new one appears then)
+    // every listed job stays current (its status, reason and cost so far): read again every 3 s while one is active,
+    // every 15 s when all have ended (a new one appears then)
     this.load().then(() => this.every('live', () => (this.jobs.some((j) => !FINAL.includes(j.properties.status)) ? 3000 : 15000), () => this.read(), 'list'));
   }
 
@@ -37,13 +57,13 @@ class Jobs extends View {
     return this.track('list', () => this.read());
   }
 
-  /** The jobs shown so far read again in one request ($top: as many as are listed, 50 at least, at most the API's
-   *  1000), so "Load more" keeps its place. */
+  /** The jobs read again in one request of up to the API's 1000 (all of them, unless there are more): the list is
+   *  sorted in the browser, so it sorts all it read. Past 1000 ("Load more" read the next pages) it is not read
+   *  again. */
   async read() {
-    if (this.moreLoading || this.jobs.length > 1000) return; // "Load more" under way, or past what one request reads
+    if (this.moreLoading || this.jobs.length > READ_MAX) return; // "Load more" under way, or past what one request reads
     const generation = (this.generation = (this.generation || 0) + 1);
-    const top = Math.min(1000, Math.max(50, this.jobs.length));
-    const query = { $top: top, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
+    const query = { $top: READ_MAX, submitted_by: this.mine ? this.app.auth.identity.subject : undefined };
     const page = await this.api.page(paths.jobs(this.ctx.sub, this.ctx.rg), query);
     if (generation !== this.generation || this.moreLoading) return; // a newer read, or a "Load more", answered since
     this.jobs = page.value;
@@ -58,6 +78,12 @@ class Jobs extends View {
       this.jobs = [...this.jobs, ...page.value];
       this.nextLink = page.nextLink;
     });
+  }
+
+  setOrder(order) {
+    this.order = order;
+    this.rows = ROWS;
+    sessionStorage.setItem('itl-jobs-order', order);
   }
 
   /** Open or close the form; opening reads the nodes in view for the price estimate (their current prices). */
@@ -100,7 +126,14 @@ class Jobs extends View {
         const what = `${p.accelerator.kind}${p.accelerator.model ? ` ${p.accelerator.model}` : ''}`;
         const prices = p.pricePerAcceleratorHour.map((r) => `${r.min === r.max ? r.min : `${r.min}–${r.max}`} ${r.currency}`).join(', ');
         const limit = p.budget.refusal ? html` — <span class="muted">${p.budget.refusal}</span>` : p.allowedNow < p.largestSingleNode.devices ? html` — ${p.allowedNow} allowed by ${p.quota ? `quota ${p.quota.name}` : 'the budget'}` : nothing;
-        return html`<li class="offer" data-offer=${o.name}>${what}: up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them), ${p.largestMultiNode ? html`, or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once` : nothing}, ${p.availableNodes} of ${p.nodes} nodes taking work${prices ? `, ${prices} per device-hour` : ''}${limit}</li>`;
+        // the parts of the line, each said once, joined by commas (a part that does not apply is left out)
+        const parts = [p.largestSingleNode.devices || p.largestMultiNode
+          ? html`up to <strong>${p.largestSingleNode.devices}</strong> at once on one node (${p.largestSingleNode.memoryGb} GiB free beside them)`
+          : html`<strong>none</strong> at once now`];
+        if (p.largestMultiNode) parts.push(html`or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once`);
+        parts.push(`${p.availableNodes} of ${p.nodes} nodes taking work`);
+        if (prices) parts.push(`${prices} per device-hour`);
+        return html`<li class="offer" data-offer=${o.name}>${what}: ${parts.map((part, i) => html`${i ? ', ' : ''}${part}`)}${limit}${excludedText(p.budget)}</li>`;
       })}</ul></div>`;
   }
 
@@ -110,12 +143,19 @@ class Jobs extends View {
     if (!this.priceNodes || !this.draft) return nothing;
     const d = this.draft;
     const norm = (m) => String(m || '').toLowerCase().replace(/\s+/g, '');
-    const fits = this.priceNodes.filter((n) => {
+    const holding = this.priceNodes.filter((n) => {
       const p = n.properties;
       const model = (p.accelerator && p.accelerator.model) || (p.hardwareSpecs && p.hardwareSpecs.gpuModel);
       return kindOf(p) === d.kind && devices(p.capacity).total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
     });
-    if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
+    if (!holding.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
+    // once the offers are read, the currencies the budgets covering the work count (null: any): a node billing in
+    // another is not offered, so it is not in the estimate either (the offers line says why)
+    const counted = this.offers && this.offers.value.length ? this.offers.value[0].properties.budget.currencies : null;
+    const fits = counted ? holding.filter((n) => counted.includes(n.properties.pricing.currency)) : holding;
+    const left = [...new Set(holding.filter((n) => !fits.includes(n)).map((n) => n.properties.pricing.currency))].sort();
+    const leftNote = left.length ? html` <span class="muted estimate-left">(nodes billing in ${left.join(' and ')} left out: ${counted.length ? `your budget counts ${counted.join(' and ')} only` : 'your budgets count no currency in common'})</span>` : nothing;
+    if (!fits.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here that could hold ${d.count} ${d.kind}s is offered to you${leftNote}.</p>`;
     const byCurrency = new Map();
     for (const n of fits) {
       const price = Number(pricePerHour(n.properties.pricing));
@@ -127,7 +167,7 @@ class Jobs extends View {
     const range = (lo, hi, c) => (lo === hi ? `${amount(lo)} ${c}` : `${amount(lo)}–${amount(hi)} ${c}`);
     return html`<p class="small estimate" role="status">Estimate on ${fits.length} ${d.kind} node${fits.length === 1 ? '' : 's'} here:
       ${[...byCurrency].map(([c, [lo, hi]], i) => html`${i ? '; ' : ''}${range(lo, hi, c)} per ${d.kind}-hour, so about <strong>${range(lo * d.count, hi * d.count, c)} an hour</strong> for ${d.count}, at most ${range((lo * d.count * d.minutes) / 60, (hi * d.count * d.minutes) / 60, c)} over ${d.minutes} minutes`)}
-      <span class="muted">(prices now: a job is billed at its node's price when it is placed, within its price ceiling)</span></p>`;
+      <span class="muted">(prices now: a job is billed at its node's price when it is placed, within its price ceiling)</span>${leftNote}</p>`;
   }
 
   checkEnv(e) {
@@ -178,15 +218,33 @@ class Jobs extends View {
       <p class="muted">${this.mine ? html`Jobs submitted by <strong>${me}</strong>` : 'Jobs the API lets you see'} in ${this.ctx.rg ? `resource group ${this.ctx.rg}` : `subscription ${this.ctx.sub}`}.</p>
       ${loading(this.listLoading && !this.jobs.length, 'Loading jobs')} ${error(this.listError)}
       ${!this.listLoading && !this.listError && !this.jobs.length ? html`<p class="empty">No jobs.</p>` : nothing}
-      ${this.jobs.length ? html`<div class="table-wrap"><table class="list" aria-label="Jobs">
+      ${this.jobs.length ? this.renderList() : nothing}`;
+  }
+
+  /** The jobs read, in the order chosen, ROWS at a time; what the order is over (the API lists by name: the portal
+   *  sorts the jobs it read, all of them unless there are more than one request reads). */
+  renderList() {
+    const sorted = sortJobs(this.jobs, this.order);
+    const shown = sorted.slice(0, this.rows);
+    const label = SORTS.find(([k]) => k === this.order)[1].toLowerCase();
+    const over = this.nextLink
+      ? `sorted by the portal among the first ${this.jobs.length} by name that it read (the API lists jobs by name and cannot sort them): load more to sort the next ones in`
+      : `sorted by the portal: all ${this.jobs.length} read`;
+    return html`<div class="toolbar">
+        ${field('Sort', 'jobs-sort', html`<select id="jobs-sort" @change=${(e) => this.setOrder(e.target.value)}>${SORTS.map(([k, l]) => html`<option value=${k} ?selected=${k === this.order}>${l}</option>`)}</select>`)}
+      </div>
+      <p class="muted small jobs-order">Showing ${shown.length} of ${this.jobs.length}${this.nextLink ? '+' : ''} jobs, ${label}; ${over}.</p>
+      <div class="table-wrap"><table class="list" aria-label="Jobs">
         <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Accelerators</th><th scope="col">Submitted by</th><th scope="col">Submitted</th><th scope="col">Cost</th></tr></thead>
-        <tbody>${this.jobs.map((j) => {
+        <tbody>${shown.map((j) => {
           const id = parseId(j.id);
           const p = j.properties;
-          return html`<tr><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
-            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td><td>${p.cost ? costs([p.cost]) : '—'}</td></tr>`;
-        })}</tbody></table></div>` : nothing}
-      ${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`;
+          return html`<tr data-job=${j.name}><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
+            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td>
+            <td class="job-list-cost">${p.cost ? html`${costs([p.cost])}${p.costAsOf ? html` <span class="small muted">so far</span>` : nothing}` : '—'}</td></tr>`;
+        })}</tbody></table></div>
+      ${sorted.length > shown.length ? html`<button class="secondary" @click=${() => (this.rows += ROWS)}>Show ${Math.min(ROWS, sorted.length - shown.length)} more</button>` : nothing}
+      ${sorted.length > shown.length ? nothing : html`${more(this.nextLink, () => this.loadMore(), this.moreLoading)} ${error(this.moreError)}`}`;
   }
 
   renderSubmit() {
@@ -254,8 +312,14 @@ class JobDetail extends View {
   }
 
   async read() {
-    this.job = await this.api.get(this.path);
-    this.readAt = new Date().toISOString();
+    this.take(await this.api.get(this.path));
+  }
+
+  /** Show the job as read; a note of what was asked of it ("Cancellation requested.") goes once it has ended: its
+   *  status and reason say how it did. */
+  take(job) {
+    this.job = job;
+    if (FINAL.includes(job.properties.status)) this.message = null;
   }
 
   follow() {
@@ -283,7 +347,7 @@ class JobDetail extends View {
     const r = await this.track('action', () => this.api.request('POST', `${this.path}/cancel`));
     if (r) {
       this.message = 'Cancellation requested.';
-      this.job = await this.api.get(this.path).catch(() => this.job);
+      this.take(await this.api.get(this.path).catch(() => this.job));
       this.follow();
     }
   }
@@ -291,6 +355,18 @@ class JobDetail extends View {
   async remove() {
     const r = await this.track('action', () => this.api.request('DELETE', this.path));
     if (r) this.deleted = true;
+  }
+
+  /** The job's one cost, as the API answers it: while it runs its cost so far (`costAsOf`: the read it is as of),
+   *  at the price it locked; once it ended its final cost. */
+  renderCost(p, final) {
+    if (p.cost && running(p)) {
+      return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small">(as of ${clock(p.costAsOf)}${p.billingTerms ? `, at ${termsText(p.billingTerms, kindOf(p))}` : ''})</span>`;
+    }
+    if (p.cost && final) return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small muted">(final${p.billingTerms ? `, at ${termsText(p.billingTerms, kindOf(p))}` : ''})</span>`;
+    if (p.cost) return html`<span class="job-cost">${costs([p.cost])}</span> <span class="small muted">(its earlier attempts; nothing is billed while it waits)</span>`;
+    if (final) return html`<span class="job-cost">—</span> <span class="small muted">(it never ran: nothing is billed)</span>`;
+    return html`<span class="job-cost">—</span> <span class="small muted">(nothing yet: billing starts when it runs)</span>`;
   }
 
   /** Admins, and the consumer who submitted it (RBAC: sparkJobs/cancel/action and /delete, a consumer its own). */
@@ -320,10 +396,10 @@ class JobDetail extends View {
               : confirmed(this, 'cancel', { label: 'Cancel job…', group: 'Confirm cancellation', question: `Cancel ${this.name}? It stops and is billed up to now.`, confirmLabel: 'Cancel job', act: () => this.cancel() })
             : html`<span class="muted small not-offered">Cancelling and deleting a job are for its submitter (${p.submittedBy}) and admins.</span>`}
           <a href=${`#/usage?resource=${encodeURIComponent(j.id)}`}>Usage and cost</a>
-          <a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>
+          ${this.app.activityRefusal() ? nothing : html`<a href=${`#/activity?resource=${encodeURIComponent(j.id)}`}>Activity</a>`}
         </div>
         ${loading(this.actionLoading, 'Working')} ${error(this.actionError)}
-        ${this.message ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
+        ${this.message && !final ? html`<p class="ok" role="status">${this.message}</p>` : nothing}
       </section>
       <section class="card" aria-label="Details">
         <dl class="props">
@@ -339,37 +415,61 @@ class JobDetail extends View {
             ? html`<dt>Environment</dt><dd class="job-env">${Object.entries({ ...p.workload.env, ...p.workload.secretEnv }).map(([k, v]) => html`<code>${k}=${v}</code> `)}</dd>`
             : nothing}
           <dt>Submitted by</dt><dd>${p.submittedBy}</dd>
-          <dt>Device-seconds</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
-          <dt>Cost</dt><dd><span class="job-cost">${p.cost ? costs([p.cost]) : final ? '—' : 'not metered yet'}</span>
-            <span class="small muted">${final ? 'billed' : 'so far'}, as the API answered at ${time(this.readAt)}${!final && p.billingTerms ? html`; ${termsText(p.billingTerms)}` : nothing}</span></dd>
+          <dt>Device-seconds${running(p) ? ' so far' : ''}</dt><dd>${p.gpuSeconds ?? '—'} (billable ${p.billableGpuSeconds ?? '—'})</dd>
+          <dt>${running(p) ? 'Cost so far' : 'Cost'}</dt><dd class="job-cost-line">${this.renderCost(p, final)}</dd>
         </dl>
       </section></div>
       ${(p.attempts || []).length ? html`<section class="card" aria-label="Attempts">
         <h2>Attempts</h2>
         <table class="attempts"><thead><tr><th scope="col">#</th><th scope="col">Status</th><th scope="col">Why</th><th scope="col">Node</th><th scope="col">Ran</th><th scope="col">Cost</th></tr></thead>
-          <tbody>${p.attempts.map((a) => html`<tr><td>${a.attempt}</td><td>${statusBadge(a.status)}</td><td class="reason">${a.statusReason}${a.exitCode != null ? ` (exit code ${a.exitCode})` : ''}</td>
+          <tbody>${p.attempts.map((a) => html`<tr><td>${a.attempt}</td><td>${statusBadge(a.status)}</td><td class="reason">${attemptReason(a)}</td>
             <td>${a.assignedNode ? parseId(a.assignedNode).name : '—'}</td><td>${time(a.startedAt)} – ${time(a.endedAt)}</td><td>${a.cost ? costs([a.cost]) : '—'}</td></tr>`)}</tbody></table>
       </section>` : nothing}
       <itl-job-log .path=${this.path}></itl-job-log>
       <section class="card" aria-label="Usage over time">
-        <h2>Usage, last 24 hours</h2>
+        <h2>Usage per hour, last 24 hours</h2>
         ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
-        ${this.stats ? html`<p class="totals">Rolled up by hour: ${costs(this.stats.totals.cost)} · ${this.stats.totals.gpuSeconds ?? 0} device-seconds
-            <span class="muted small">(the hourly roll-up, which trails the job's cost by up to 15 minutes; read at ${time(this.statsAt)})</span></p>
-          <itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>` : nothing}
+        ${this.stats ? html`<itl-chart bars .title=${'Cost per hour'} .points=${statsPoints(this.stats)} .series=${statsCurrencies(this.stats).map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}
+            .note=${html`<span class="small muted">— the hourly roll-up, read ${clock(this.statsAt)}: it trails the job's cost above by up to 15 minutes${final ? '' : ' while the job runs'}</span>`}
+            .empty=${'Nothing rolled up yet: the hourly roll-up runs every 15 minutes.'}></itl-chart>` : nothing}
       </section>`;
   }
 }
 customElements.define('itl-job-detail', JobDetail);
+
+/** Why an offer leaves out nodes of some currencies (`budget.excludedCurrencies`): the budgets covering the work
+ *  count only their own currency (all of theirs: one in common), so a node billing in another is not offered. */
+function excludedText(budget) {
+  const excluded = (budget && budget.excludedCurrencies) || [];
+  if (!excluded.length) return nothing;
+  const counted = budget.currencies || [];
+  const why = counted.length
+    ? `your budget counts ${counted.join(' and ')} only`
+    : 'the budgets covering your work are in different currencies, so no node’s charges can be counted by all of them';
+  return html`<span class="excluded-currencies"> — nodes billing in ${excluded.join(' and ')} are not offered: ${why}</span>`;
+}
 
 /** {NAME: value} of "NAME=value" lines (blank lines skipped; the form checked each line's shape). */
 function pairs(text) {
   return Object.fromEntries((text || '').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
 }
 
-/** "at 2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms. */
-function termsText(t) {
-  return `billed at ${pricePerHour(t)} ${t.currency} per device-hour${t.billingIncrementSeconds ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+/** "2.5 USD per GPU-hour (60 s increments)" from a job's locked billing terms and its device kind. */
+function termsText(t, kind = 'device') {
+  return `${pricePerHour(t)} ${t.currency} per ${kind}-hour${t.billingIncrementSeconds > 1 ? ` (${t.billingIncrementSeconds} s increments)` : ''}`;
+}
+
+/** An attempt's reason, with its exit code unless the reason already names it ("The container exited with code 1."). */
+function attemptReason(a) {
+  const reasonText = a.statusReason || '';
+  if (a.exitCode === null || a.exitCode === undefined) return reasonText;
+  const named = new RegExp(`\\bcode ${a.exitCode}(?![0-9])`, 'i').test(reasonText);
+  return named ? reasonText : `${reasonText}${reasonText ? ' ' : ''}(exit code ${a.exitCode})`;
+}
+
+/** Whether the job runs now, its usage and cost being so far (the API says when they are as of: `costAsOf`). */
+function running(p) {
+  return !FINAL.includes(p.status) && Boolean(p.costAsOf || p.status === 'Running');
 }
 
 /** Pending → Scheduled → Running → end, from the job's own times (the API records no time of its placement). */

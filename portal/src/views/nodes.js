@@ -2,9 +2,10 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, loading, error, offered, instanceState, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
-import { statsPoints, statsCurrencies } from '../chart.js';
+import { fitStats, statsCurrencies } from '../chart.js';
+import { mayReadNodeStats } from '../permissions.js';
 import '../chart.js';
 
 /** The accelerator kinds the registration form offers (the API takes others too: an open set). */
@@ -165,7 +166,8 @@ class NodeDetail extends View {
     await this.track('node', async () => (this.node = await this.api.get(this.path)));
     if (!this.node) return;
     this.track('instances', async () => (this.instances = await this.api.all(paths.instances(this.ctx.sub, this.rg, this.name))));
-    this.loadStats();
+    // a node's figures are its supplier's and the admins' (docs/RBAC.md): nobody else's roles are asked for them
+    if (mayReadNodeStats(this.app.auth.identity, this.node)) this.loadStats();
   }
 
   loadStats() {
@@ -244,10 +246,27 @@ class NodeDetail extends View {
         <h2>Instances on this node</h2>
         ${loading(this.instancesLoading, 'Loading instances')} ${error(this.instancesError)}
         ${this.instances.length
-          ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${statusBadge(i.properties.provisioningState)}</li>`)}</ul>`
+          ? html`<ul>${this.instances.map((i) => html`<li><a href=${link('instances', this.rg, this.name, i.name)}>${i.name}</a> ${i.properties.model} · ${i.properties.gpus} GPUs ${instanceState(i.properties.provisioningState)}</li>`)}</ul>`
           : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
         ${this.app.may('instances/provision') ? html`<a href="#/instances">Provision an instance</a>` : nothing}
       </section>
+      ${this.renderFigures(p)}`;
+  }
+
+  /** Utilisation and earnings for whoever may read them (admins, the node's supplier); for others the reason, and a
+   *  supplier who may have owned the node before may still ask for its own earnings on it. */
+  renderFigures(p) {
+    const id = this.app.auth.identity;
+    if (!mayReadNodeStats(id, this.node) && !this.stats && !this.statsError && !this.statsLoading) {
+      const formerOwner = this.app.may('nodes/stats');
+      return html`<section class="card" aria-label="Utilisation and earnings">
+        <h2>Utilisation and earnings</h2>
+        <p class="muted not-offered">A node’s utilisation and earnings are for admins and its supplier (${p.owner}).</p>
+        ${formerOwner ? html`<p class="small">If you supplied this node before, your own earnings on it are yours to read:
+          <button class="secondary" @click=${() => this.loadStats()}>Show my earnings on ${this.name}</button></p>` : nothing}
+      </section>`;
+    }
+    return html`
       <section class="card" aria-label="Utilisation and earnings">
         <h2>Utilisation and earnings</h2>
         <form class="inline" @submit=${(e) => { e.preventDefault(); this.hours = Number(formValues(e.target).hours); this.loadStats(); }}>
@@ -260,13 +279,14 @@ class NodeDetail extends View {
   }
 
   renderStats(stats) {
-    const points = statsPoints(stats);
+    const fit = fitStats(stats);
     const currencies = statsCurrencies(stats);
+    const kind = kindOf(this.node.properties);
     return html`<p class="totals" aria-label="Totals">Earnings over ${stats.hours} h: <strong class="earnings">${costs(stats.totals.cost)}</strong>
-        · ${stats.totals.gpuHours ?? 0} GPU-hours</p>
-      <itl-chart .title=${'GPU utilisation and allocation'} .points=${points}
+        · ${stats.totals.gpuHours ?? 0} ${kind}-hours</p>
+      <itl-chart .title=${`${kind} utilisation and allocation per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note}
         .series=${[{ key: 'gpuUtilizationPercent', label: 'Utilisation', unit: '%' }, { key: 'allocatedPercent', label: 'Allocated', unit: '%' }]}></itl-chart>
-      <itl-chart bars .title=${'Earnings per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Earnings', unit: c }))}></itl-chart>`;
+      <itl-chart bars .title=${`Earnings per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Earnings', unit: c }))}></itl-chart>`;
   }
 }
 customElements.define('itl-node-detail', NodeDetail);

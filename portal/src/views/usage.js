@@ -4,9 +4,11 @@
 import { html, nothing } from 'lit';
 import Papa from 'papaparse';
 import { parseId, paths } from '../api.js';
-import { View, loading, error, field, formValues, saveFile } from '../ui.js';
-import { costs, number, time } from '../format.js';
-import { statsPoints, statsCurrencies } from '../chart.js';
+import { View, loading, error, field, formValues, saveFile, link } from '../ui.js';
+import { costs, number, time, clock } from '../format.js';
+import { fitStats, statsCurrencies } from '../chart.js';
+import { mayReadNodeStats, reason } from '../permissions.js';
+import { instanceCostNote } from './instances.js';
 import { inventory, billedRows, billedTotals } from './spend.js';
 import { lastHoursLink, decimal, totalsByCurrency } from './costs.js';
 import '../chart.js';
@@ -32,13 +34,24 @@ class Usage extends View {
   connectedCallback() {
     super.connectedCallback();
     this.track('inv', async () => (this.inv = await inventory(this.api, this.ctx)));
-    if (this.resourceId) this.loadStats();
+    const target = parseId(this.resourceId);
+    // a node's figures are for admins and its supplier: a role that may read no node's is not sent to ask (403)
+    this.refusal = target && target.kind === 'node' && !this.app.may('nodes/stats') ? reason('nodes/stats') : null;
+    if (this.resourceId && !this.refusal) this.loadStats();
   }
 
   loadStats() {
+    const target = parseId(this.resourceId);
     return this.track('stats', async () => {
       this.stats = null;
-      this.stats = await this.api.get(`${this.resourceId}/stats`, { hours: this.hours });
+      this.job = null;
+      // a job's own cost (so far while it runs) beside the roll-up's totals, which trail it
+      const [stats, job] = await Promise.all([
+        this.api.get(`${this.resourceId}/stats`, { hours: this.hours }),
+        target && target.kind === 'job' ? this.api.get(paths.job(target.sub, target.rg, target.name)).catch(() => null) : null,
+      ]);
+      this.stats = stats;
+      this.job = job;
     });
   }
 
@@ -73,9 +86,13 @@ class Usage extends View {
     });
   }
 
+  /** What the caller may read the usage of: every instance and job listed (the API lists those it may see), and the
+   *  nodes whose figures are its (admins all, a supplier its own: permissions.js). */
   options() {
     if (!this.inv) return [];
-    return [...this.inv.nodes, ...this.inv.instances, ...this.inv.jobs].map((r) => {
+    const identity = this.app.auth.identity;
+    const nodes = this.inv.nodes.filter((n) => mayReadNodeStats(identity, n));
+    return [...nodes, ...this.inv.instances, ...this.inv.jobs].map((r) => {
       const id = parseId(r.id);
       return { id: r.id, label: `${KIND[id.kind]} ${id.kind === 'instance' ? `${id.node}/` : ''}${r.name} (${id.rg})` };
     });
@@ -87,12 +104,13 @@ class Usage extends View {
     return html`<h1>Usage and cost</h1>
       <form class="card form inline" @submit=${(e) => this.show(e)} aria-label="Choose usage">
         ${field('Resource', 'usage-resource', html`<select id="usage-resource" name="resource" required>
-          <option value="">Choose a node, instance or job</option>
+          <option value="">Choose ${this.app.may('nodes/stats') ? 'a node, instance or job' : 'an instance or job'}</option>
           ${[...chosen, ...opts].map((o) => html`<option value=${o.id} ?selected=${o.id.toLowerCase() === (this.resourceId || '').toLowerCase()}>${o.label}</option>`)}</select>`)}
         ${field('Hours', 'usage-hours', html`<input id="usage-hours" name="hours" type="number" min="1" max="720" step="1" required .value=${String(this.hours)} />`, '1–720, up to and including the current hour (UTC)')}
         <button type="submit">Show usage</button>
       </form>
       ${loading(this.invLoading, 'Loading resources')} ${error(this.invError)}
+      ${this.refusal ? html`<p class="not-offered" role="status">${this.refusal} Your usage is that of your jobs${this.app.may('charges/all') ? '' : ' and the instances you may see'}.</p>` : nothing}
       ${loading(this.statsLoading, 'Loading usage')} ${error(this.statsError)}
       ${this.stats ? this.renderStats(this.stats) : nothing}
       <section class="card" aria-label="Across the subscription">
@@ -117,25 +135,29 @@ class Usage extends View {
   }
 
   renderStats(s) {
-    const points = statsPoints(s);
+    const fit = fitStats(s);
     const currencies = statsCurrencies(s);
     const t = s.totals || {};
+    const target = parseId(s.resourceId);
+    const job = this.job && this.job.properties;
     return html`<section class="card" aria-label="Usage of the resource">
       <h2>${s.resourceId.split('/').slice(-1)[0]}: ${s.hours} hours from ${s.timespan.split('/')[0].replace('T', ' ').replace(':00:00Z', ':00 UTC')}</h2>
+      ${job && job.cost ? html`<p class="job-own-cost">The job's cost${job.costAsOf ? html` so far: <strong class="money">${job.cost.amount} ${job.cost.currency}</strong> (as of ${clock(job.costAsOf)})` : html`: <strong class="money">${job.cost.amount} ${job.cost.currency}</strong> (final)`}
+        — as on <a href=${link('jobs', target.rg, target.name)}>its page</a>. The totals below are the hourly roll-up's, which runs every 15 minutes${job.costAsOf ? ' and trails it while the job runs' : ''}.</p>` : nothing}
       <table class="totals-table" aria-label="Totals">
-        <thead><tr><th scope="col">Total</th><th scope="col">Value</th></tr></thead>
+        <thead><tr><th scope="col">Total of the hourly roll-up</th><th scope="col">Value</th></tr></thead>
         <tbody>
-          ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}</td></tr>`)}
+          ${(t.cost || []).map((c) => html`<tr><th scope="row">Cost (${c.currency})</th><td class="total-cost" data-currency=${c.currency}>${c.amount}${target && target.kind === 'instance' ? instanceCostNote(this.app) : nothing}</td></tr>`)}
           ${(t.cost || []).length ? nothing : html`<tr><th scope="row">Cost</th><td class="total-cost">none yet</td></tr>`}
           <tr><th scope="row">Device-seconds</th><td>${number(t.gpuSeconds)}</td></tr>
           <tr><th scope="row">Billable device-seconds</th><td>${number(t.billableGpuSeconds)}</td></tr>
-          <tr><th scope="row">GPU-hours</th><td>${number(t.gpuHours, 6)}</td></tr>
+          <tr><th scope="row">Device-hours</th><td>${number(t.gpuHours, 6)}</td></tr>
           ${t.requests !== undefined && t.requests !== null ? html`<tr><th scope="row">Requests / tokens in / out</th><td>${number(t.requests)} / ${number(t.tokensIn)} / ${number(t.tokensOut)}</td></tr>` : nothing}
           <tr><th scope="row">Energy</th><td>${number(t.energyWh, 3)} Wh</td></tr>
         </tbody>
       </table>
-      <itl-chart bars .title=${'Cost per hour'} .points=${points} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>
-      <itl-chart .title=${'Device-seconds per hour'} .points=${points} .series=${[{ key: 'gpuSeconds', label: 'Device-seconds' }, { key: 'billableGpuSeconds', label: 'Billable device-seconds' }]}></itl-chart>
+      <itl-chart bars .title=${`Cost per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${currencies.map((c) => ({ key: `cost_${c}`, label: 'Cost', unit: c }))}></itl-chart>
+      <itl-chart .title=${`Device-seconds per ${fit.per}`} .points=${fit.points} .step=${fit.step} .note=${fit.note} .series=${[{ key: 'gpuSeconds', label: 'Device-seconds' }, { key: 'billableGpuSeconds', label: 'Billable device-seconds' }]}></itl-chart>
     </section>`;
   }
 
