@@ -12,6 +12,9 @@ const FINAL = ['Succeeded', 'Failed', 'Canceled', 'Preempted'];
 // The API's own bounds (docs/API_REFERENCE.md, sparkJobs properties)
 const IMAGE_PATTERN = '[a-z0-9][a-z0-9._\\-]*(:[0-9]{1,5})?(/[a-z0-9._\\-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127})?(@sha256:[a-f0-9]{64})?';
 const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
+/** The vendor a job that names no model gets, by kind (domain/accelerators.py DEFAULT_VENDORS). */
+const DEFAULT_VENDORS = { GPU: 'NVIDIA', TPU: 'Google', Neuron: 'AWS', HPU: 'Intel' };
+
 /** The accelerator kinds the form offers (the API takes others too: an open set). */
 const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
@@ -143,10 +146,15 @@ class Jobs extends View {
     if (!this.priceNodes || !this.draft) return nothing;
     const d = this.draft;
     const norm = (m) => String(m || '').toLowerCase().replace(/\s+/g, '');
+    // the API's vendor rule (docs/API_REFERENCE.md "Vendors"): naming no model, a job gets its kind's usual vendor's
+    // devices (NVIDIA GPUs), so the estimate prices those only
+    const vendor = d.model ? null : DEFAULT_VENDORS[d.kind] || null;
     const holding = this.priceNodes.filter((n) => {
       const p = n.properties;
       const model = (p.accelerator && p.accelerator.model) || (p.hardwareSpecs && p.hardwareSpecs.gpuModel);
-      return kindOf(p) === d.kind && devices(p.capacity).total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model));
+      const made = (p.accelerator && p.accelerator.vendor) || 'NVIDIA';
+      return kindOf(p) === d.kind && devices(p.capacity).total >= d.count && p.pricing && (!d.model || norm(model) === norm(d.model))
+        && (!vendor || made.toLowerCase() === vendor.toLowerCase());
     });
     if (!holding.length) return html`<p class="small muted estimate" role="status">No ${d.kind} node here could hold ${d.count} ${d.kind}s${d.model ? ` of model ${d.model}` : ''}: the API would say why when you submit.</p>`;
     // once the offers are read, the currencies the budgets covering the work count (null: any): a node billing in
