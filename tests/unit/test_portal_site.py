@@ -101,3 +101,16 @@ def test_publish_uploads_the_build_and_its_config_with_content_types(dist: Path)
 def test_publish_refuses_an_unbuilt_portal(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="build the portal"):
         publish(None, "bucket", CONFIG, dist=tmp_path)
+
+
+def test_the_portals_estimate_prices_the_vendor_the_api_places_on():
+    """The submit form's estimate (portal/src/views/jobs.js) keeps the API's vendor of a job naming no model."""
+    import re
+
+    from itl_accelerator.domain.accelerators import DEFAULT_VENDORS
+
+    source = (Path(__file__).resolve().parents[2] / "portal" / "src" / "views" / "jobs.js").read_text()
+    said = re.search(r"const DEFAULT_VENDORS = \{([^}]*)\}", source)
+    assert said is not None
+    portal = dict(re.findall(r"(\w+): '([^']+)'", said.group(1)))
+    assert portal == DEFAULT_VENDORS
