@@ -212,7 +212,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: The order tiers are handed to pytest-xdist's workers in: the longest tests first, so that no worker is left with
 #: a minute-long end-to-end test while the others have finished (a single-process run keeps the directory order).
-_DISTRIBUTED_ORDER = {"e2e": 0, "integration": 1, "fast": 2, "other": 2}
+_DISTRIBUTED_ORDER = {"slurm": 0, "e2e": 0, "integration": 1, "fast": 2, "other": 2}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
