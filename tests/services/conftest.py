@@ -12,7 +12,7 @@ operations, audit events).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +152,15 @@ class Allocation:
 class Env:
     """One test's world (module docstring)."""
 
-    def __init__(self, settings: Settings | None = None, *, repositories: Repositories | None = None):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        repositories: Repositories | None = None,
+        slurm: Callable[[str], Any] | None = None,
+    ):
         """``repositories``: another store than the in-memory twin (benchmarks/fleet_sweeps.py passes the DynamoDB
-        repositories on moto)."""
+        repositories on moto); ``slurm``: the platform of a Slurm cluster by name (benchmarks/slurm_tracker.py)."""
         self.clock = FakeClock(START)
         self.dgx = FakeDgx(self.clock)
         self.sfn = FakeStepFunctions()
@@ -174,6 +180,7 @@ class Env:
             dgx=fake_dgx,
             stepfunctions_client=self.sfn,
             s3_client=self.s3,
+            slurm=slurm,
             clock=self.clock,
         )
         self.w = wiring

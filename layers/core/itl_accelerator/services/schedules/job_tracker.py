@@ -35,7 +35,7 @@ from itl_accelerator.dgx.models import DgxInstance, DgxJob
 from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey
 from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
 from itl_accelerator.observability import logger
-from itl_accelerator.platforms.router import platform_name
+from itl_accelerator.platforms.router import platform_name, platform_of
 from itl_accelerator.repositories.protocols import Expect, Repositories
 from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.workflows.io import JobEnd, JobStepInput, StepOutcome
@@ -226,6 +226,15 @@ class JobTracker:
             job, replace(job, lease=Lease.tracked(until), track_checks=checks), expect=Expect(etag=job.etag)
         )
 
+    def _max_interval(self, job: Job) -> float:
+        """The longest wait between two checks of ``job`` (seconds): ``JOB_POLL_MAX_INTERVAL_SECONDS``, and on a
+        Slurm cluster at most half its MinJobAge (``minJobAgeSeconds``) — an ended job stays in slurmctld that long,
+        so a check (one minute's schedule later at most) reads its end before it leaves (docs/SLURM.md, "Jobs that
+        leave slurmctld")."""
+        longest = float(self._settings.job_poll_max_interval_seconds)
+        cluster = self._settings.slurm_cluster(platform_of(str(job.dgx_id)) or "")
+        return min(longest, cluster.min_job_age_seconds / 2) if cluster is not None else longest
+
     def _check(self, job: Job, now: float, read: dict[str, DgxJob] | None) -> JobEnd | None:
         """The job's end if it has one now, else None (after setting its next check). ``read``: the platform's
         jobs from a batch read (a job absent from it is unknown to the platform); None: read this one now."""
@@ -259,7 +268,7 @@ class JobTracker:
                 endedAt=deadline,
             )
         checks = job.track_checks + 1
-        wait = min(self._settings.job_poll_interval_seconds * 2**checks, self._settings.job_poll_max_interval_seconds)
+        wait = min(self._settings.job_poll_interval_seconds * 2**checks, self._max_interval(job))
         due = min(now + wait, deadline) if deadline is not None else now + wait
         self._recheck_at(job, due, track_checks=checks)
         logger.debug("Job still running", extra={"job": job.arm_id, "next_check": due})

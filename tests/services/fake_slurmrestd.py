@@ -1,0 +1,84 @@
+"""A stand-in slurmrestd (v0.0.38 shapes) for the service tests and benchmarks/slurm_tracker.py: served through an
+httpx ``MockTransport`` to a real :class:`~itl_accelerator.slurm.client.SlurmRestClient`, counting what it is asked.
+The live cluster's behaviour it copies is in docs/SLURM.md; tests/slurm/ hold the real one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from itl_accelerator.settings import SlurmClusterSettings
+from itl_accelerator.slurm.client import SlurmRestClient, StaticToken
+from itl_accelerator.slurm.platform import SlurmPlatform
+
+
+class FakeSlurmrestd:
+    """v0.0.38 as far as the platform asks it: submit (the job RUNNING at once, on its node list), a job, every job
+    (304 when nothing changed since ``update_time``), the nodes. ``requests`` counts calls by method and path kind."""
+
+    def __init__(self, clock: Any, nodes: list[str]):
+        self.clock = clock
+        self.nodes = nodes
+        self.jobs: dict[int, dict[str, Any]] = {}
+        self.changed = 0.0
+        self.requests: dict[str, int] = {}
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.split("/v0.0.38", 1)[-1]
+        kind = f"{request.method} {path.rstrip('0123456789')}"
+        self.requests[kind] = self.requests.get(kind, 0) + 1
+        now = int(self.clock())
+        if request.method == "POST" and path == "/job/submit":
+            body = json.loads(request.content)
+            job_id = len(self.jobs) + 1
+            job = body["job"]
+            self.jobs[job_id] = {
+                "job_id": job_id,
+                "name": job["name"],
+                "comment": job.get("comment", ""),
+                "job_state": "RUNNING",
+                "start_time": now,
+                "submit_time": now,
+                "end_time": now + 60 * int(job.get("time_limit") or 60),
+                "nodes": job.get("nodelist") or "",
+                "exit_code": 0,
+                "user_name": "root",
+            }
+            self.changed = now
+            return httpx.Response(200, json={"job_id": job_id, "errors": []})
+        if request.method == "GET" and path.startswith("/job/"):
+            job = self.jobs.get(int(path.rsplit("/", 1)[1]))
+            if job is None:
+                return httpx.Response(500, json={"errors": [{"error_number": 2017, "error": "Invalid job id"}]})
+            return httpx.Response(200, json={"jobs": [job]})
+        if request.method == "GET" and path == "/jobs":
+            since = request.url.params.get("update_time")
+            if since is not None and self.changed <= int(since):
+                return httpx.Response(304)
+            return httpx.Response(200, json={"jobs": list(self.jobs.values())})
+        if request.method == "GET" and path == "/nodes":
+            nodes = [{"name": n, "state": "mixed", "state_flags": [], "gres": "gpu:h100:8", "gres_used": "gpu:h100:8(IDX:0-7)",
+                      "reason": ""} for n in self.nodes]  # fmt: skip
+            return httpx.Response(200, json={"nodes": nodes})
+        return httpx.Response(404, json={"errors": []})
+
+    def end(self, job_id: int, state: str = "COMPLETED", *, exit_code: int = 0, at: float | None = None) -> None:
+        """Job ``job_id`` ends in ``state`` (Slurm's word) with ``exit_code`` (reported as the wait status, as
+        v0.0.38 does: ``exit_code << 8``) at ``at`` (epoch seconds; default now)."""
+        at = self.clock() if at is None else at
+        self.jobs[job_id].update(job_state=state, end_time=int(at), exit_code=exit_code << 8)
+        self.changed = self.clock()
+
+    def purge(self, job_id: int) -> None:
+        """slurmctld forgets the ended job ``job_id`` (its MinJobAge passed)."""
+        del self.jobs[job_id]
+        self.changed = self.clock()
+
+
+def platform_on(fake: FakeSlurmrestd, cluster: SlurmClusterSettings, clock: Any) -> SlurmPlatform:
+    """The Slurm platform of ``cluster`` speaking to ``fake`` (no waits: ``sleep`` returns at once)."""
+    http = httpx.Client(base_url=cluster.url, transport=httpx.MockTransport(fake.handle))
+    client = SlurmRestClient(cluster.url, "v0.0.38", "root", StaticToken("t"), http=http)
+    return SlurmPlatform(cluster, client, clock=clock, sleep=lambda seconds: None)
