@@ -211,7 +211,7 @@ OPERATION_ERROR_CODES: dict[str, str] = {
     "DgxPlatformUnavailable": "The DGX Platform stayed unavailable; retries ran out.",
     "ProvisioningTimedOut": "The instance was not ready within the provisioning timeout.",
     "ProvisioningInterrupted": "The provisioning workflow ended before the instance was ready (the reconciler ended it).",
-    "InstanceLost": "The DGX Platform no longer knows the instance.",
+    "InstanceLost": "The platform (the DGX Platform, or a Slurm cluster) no longer knows the instance.",
     "DeprovisioningFailed": "The DGX Platform did not delete the instance.",
     "DeprovisioningTimedOut": "The instance was not deleted within the timeout.",
     "JobFailed": "The job ended Failed (its statusReason says why: inadmissible, DGX error, exit code, max duration).",

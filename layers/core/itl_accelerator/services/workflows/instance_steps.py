@@ -28,6 +28,7 @@ from itl_accelerator.dgx.models import DgxInstance
 from itl_accelerator.domain.records import Instance, Lease
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.platforms.router import platform_name
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Expect
 from itl_accelerator.resources import INSTANCES
@@ -59,9 +60,11 @@ def error_from_catch(caught: CaughtError | None) -> ErrorBody:
     return ErrorBody.of("ProvisioningFailed", "Provisioning failed because of an internal error.")
 
 
-def instance_lost() -> ErrorBody:
-    """``InstanceLost``: the DGX Platform answers 404 for an instance it made (while provisioning, or once live)."""
-    return ErrorBody.of("InstanceLost", "The DGX Platform no longer knows the instance.")
+def instance_lost(platform_id: str) -> ErrorBody:
+    """``InstanceLost``: the platform of ``platform_id`` answers 404 for an instance it made (while provisioning, or
+    once live): "The DGX Platform no longer knows the instance." or "Slurm cluster 'c1' no longer knows ..."."""
+    where = platform_name(platform_id)
+    return ErrorBody.of("InstanceLost", f"{where[0].upper()}{where[1:]} no longer knows the instance.")
 
 
 def platform_failure(found: DgxInstance, default_code: str) -> ErrorBody | None:
@@ -154,7 +157,7 @@ class InstanceSteps(InstanceWorkflowSteps):
         try:
             found = self.platforms.get_instance(dgx_instance_id)
         except DgxNotFound:
-            return PollResult(status="Failed", error=instance_lost())
+            return PollResult(status="Failed", error=instance_lost(dgx_instance_id))
         if found.status == "Running" and found.endpoint:
             return PollResult(status="Running", endpoint=found.endpoint)
         if (failure := platform_failure(found, "ProvisioningFailed")) is not None:
@@ -222,12 +225,12 @@ class InstanceSteps(InstanceWorkflowSteps):
         if read is not None:
             found = read.get(instance.dgx_id)
             if found is None:
-                return instance_lost(), True
+                return instance_lost(instance.dgx_id), True
         else:
             try:
                 found = self.platforms.get_instance(instance.dgx_id)
             except DgxNotFound:
-                return instance_lost(), True
+                return instance_lost(instance.dgx_id), True
         failure = platform_failure(found, "InstanceLost")
         return None if failure is None else (failure, found.status == "Deleted")
 
