@@ -8,7 +8,7 @@ daemonising): munged, slurmctld, one slurmd per node (Debian's build has MULTIPL
 on its own port of 127.0.0.1) and slurmrestd (``-a rest_auth/jwt -s openapi/v0.0.38`` on 127.0.0.1, as ``nobody``:
 it refuses to run as root). Two clusters side by side work: each has its own directory and ports.
 
-Rules (from a trial run of Slurm on this kind of machine; docs/SLURM_INTEGRATION.md): every wait is on a condition
+Rules (from a trial run of Slurm on this kind of machine; docs/SLURM.md): every wait is on a condition
 with a deadline, never a fixed sleep; ``sinfo``/``squeue``/``scontrol``/``scancel`` always run under ``timeout``
 (they hang for minutes when slurmctld is dead); stopping cancels the jobs first (slurmstepd outlives slurmd), then
 stops each daemon by its pid, then kills whatever of the cluster is left (each daemon and each slurmstepd carries

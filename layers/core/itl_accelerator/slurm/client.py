@@ -1,5 +1,5 @@
 """Typed httpx client of slurmrestd (Slurm's REST API): the Slurm execution backend's counterpart of
-dgx/client.py (docs/SLURM_INTEGRATION.md).
+dgx/client.py (docs/SLURM.md).
 
 Rules, as the DGX client's: explicit connect/read timeouts; retries with exponential backoff and full jitter
 (tenacity) on transient failures only (errors.py says which), within ``attempts`` tries and ``budget_seconds``;

@@ -236,7 +236,7 @@ class SlurmJobSpec(BaseModel):
 
     - ``name``: the job's name (``squeue``'s NAME) and its marker: the provider names each job after its operation
       id (``itl-<operationId>``), so ``SlurmRestClient.submit`` finds a job whose submit answer was lost by it
-      (docs/SLURM_INTEGRATION.md "Findings"); ``comment``: free text, which the job or the provider may change later
+      (docs/SLURM.md "Findings"); ``comment``: free text, which the job or the provider may change later
       (``set_comment``: e.g. the job's endpoint), hence no marker.
     - ``script``: the batch script, starting with ``#!``; ``environment``: its variables (slurmrestd requires at
       least one; the client adds ``PATH`` when it is missing); ``working_directory``: where it runs (must exist on
