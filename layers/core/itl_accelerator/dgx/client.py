@@ -32,11 +32,14 @@ BATCH_IDS = 100
 T = TypeVar("T")
 
 
-def _wait(state: RetryCallState) -> float:
-    """``Retry-After`` when the platform gave one (capped), else exponential backoff with full jitter."""
+def retry_wait(state: RetryCallState) -> float:
+    """tenacity's wait between two tries of a platform call (this client's, and the Slurm client's): the
+    ``Retry-After`` the platform gave with a transient error (its ``retry_after``, capped at
+    :data:`MAX_RETRY_AFTER_SECONDS`), else exponential backoff with full jitter (0.2 s doubling, at most 2 s)."""
     exc = state.outcome.exception() if state.outcome else None
-    if isinstance(exc, DgxTransientError) and exc.retry_after is not None:
-        return min(exc.retry_after, MAX_RETRY_AFTER_SECONDS)
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        return min(float(retry_after), MAX_RETRY_AFTER_SECONDS)
     return float(wait_random_exponential(multiplier=0.2, max=2.0)(state))
 
 
@@ -66,7 +69,7 @@ class DgxPlatformClient:
         self._call = retry(
             retry=retry_if_exception_type(DgxTransientError),
             stop=stop_after_attempt(attempts) | stop_after_delay(budget_seconds),
-            wait=_wait,
+            wait=retry_wait,
             reraise=True,
         )(self._once)
 
@@ -159,13 +162,15 @@ class DgxPlatformClient:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        recover: bool = False,
     ) -> DgxJob:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
         ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
         ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`;
         ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``gpus`` and ``memory_gb`` on each — one
         platform job with one outcome, its containers started on all of them at once (docs/DGX_INTEGRATION.md);
-        ``targets`` are not sent (as for :meth:`create_instance`)."""
+        ``targets`` are not sent (as for :meth:`create_instance`); ``recover`` is not needed (the platform
+        de-duplicates by the key)."""
         body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,

@@ -20,14 +20,13 @@ from typing import Any, Protocol, Self
 import httpx
 import jwt
 from tenacity import (
-    RetryCallState,
     retry,
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_random_exponential,
 )
 
+from itl_accelerator.dgx.client import retry_wait
 from itl_accelerator.observability import logger
 from itl_accelerator.slurm.errors import (
     SlurmAuthError,
@@ -40,8 +39,6 @@ from itl_accelerator.slurm.errors import (
 )
 from itl_accelerator.slurm.models import SIGNALS, SlurmJob, SlurmJobSpec, SlurmNode
 from itl_accelerator.slurm.versions import Dialect, dialect
-
-MAX_RETRY_AFTER_SECONDS = 10.0
 
 # Slurm's error numbers (slurm/slurm_errno.h) -> what they mean to a caller (errors.py has the table)
 _JOB_NOT_FOUND = frozenset({2017, 2136, 2137, 2138, 2139, 2140})
@@ -124,14 +121,6 @@ class JwtTokenSource:
         return f"JwtTokenSource(user={self.user!r}, lifetime_seconds={self.lifetime_seconds}, key=<hidden>)"
 
 
-def _wait(state: RetryCallState) -> float:
-    """``Retry-After`` when given (capped), else exponential backoff with full jitter."""
-    exc = state.outcome.exception() if state.outcome else None
-    if isinstance(exc, SlurmTransientError) and exc.retry_after is not None:
-        return min(exc.retry_after, MAX_RETRY_AFTER_SECONDS)
-    return float(wait_random_exponential(multiplier=0.2, max=2.0)(state))
-
-
 class SlurmRestClient:
     """Client of one cluster's slurmrestd at ``url`` (``http://host:6820``), speaking ``api_version``, as ``user``
     (``X-SLURM-USER-NAME``: jobs run as this user) with tokens from ``token_source``.
@@ -165,7 +154,7 @@ class SlurmRestClient:
         self._retrying = retry(
             retry=retry_if_exception_type(SlurmTransientError),
             stop=stop_after_attempt(attempts) | stop_after_delay(budget_seconds),
-            wait=_wait,
+            wait=retry_wait,
             reraise=True,
         )
         self._call = self._retrying(self._once)
