@@ -24,12 +24,18 @@ class FakeSlurmrestd:
         self.jobs: dict[int, dict[str, Any]] = {}
         self.changed = 0.0
         self.requests: dict[str, int] = {}
+        #: faults: the next submit is accepted but its answer lost (502); then this many requests answer 503
+        self.lose_next_submit = False
+        self.unavailable_for = 0
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.split("/v0.0.38", 1)[-1]
         kind = f"{request.method} {path.rstrip('0123456789')}"
         self.requests[kind] = self.requests.get(kind, 0) + 1
         now = int(self.clock())
+        if self.unavailable_for > 0:
+            self.unavailable_for -= 1
+            return httpx.Response(503, text="Service Unavailable")
         if request.method == "POST" and path == "/job/submit":
             body = json.loads(request.content)
             job_id = len(self.jobs) + 1
@@ -47,6 +53,9 @@ class FakeSlurmrestd:
                 "user_name": "root",
             }
             self.changed = now
+            if self.lose_next_submit:
+                self.lose_next_submit = False
+                return httpx.Response(502, text="Bad Gateway")
             return httpx.Response(200, json={"job_id": job_id, "errors": []})
         if request.method == "GET" and path.startswith("/job/"):
             job = self.jobs.get(int(path.rsplit("/", 1)[1]))
@@ -77,8 +86,9 @@ class FakeSlurmrestd:
         self.changed = self.clock()
 
 
-def platform_on(fake: FakeSlurmrestd, cluster: SlurmClusterSettings, clock: Any) -> SlurmPlatform:
-    """The Slurm platform of ``cluster`` speaking to ``fake`` (no waits: ``sleep`` returns at once)."""
+def platform_on(fake: FakeSlurmrestd, cluster: SlurmClusterSettings, clock: Any, *, attempts: int = 3) -> SlurmPlatform:
+    """The Slurm platform of ``cluster`` speaking to ``fake`` (no waits: ``sleep`` returns at once; ``attempts`` of
+    each call by the client, 1: a failure is the step's at once)."""
     http = httpx.Client(base_url=cluster.url, transport=httpx.MockTransport(fake.handle))
-    client = SlurmRestClient(cluster.url, "v0.0.38", "root", StaticToken("t"), http=http)
+    client = SlurmRestClient(cluster.url, "v0.0.38", "root", StaticToken("t"), attempts=attempts, http=http)
     return SlurmPlatform(cluster, client, clock=clock, sleep=lambda seconds: None)

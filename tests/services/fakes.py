@@ -343,6 +343,7 @@ class FakeDgx:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        recover: bool = False,
     ) -> DgxJob:
         self._enter(
             "submit_job",

@@ -33,7 +33,7 @@ class SlurmEnv(Env):
         platforms: list[SlurmPlatform] = []
         super().__init__(settings, slurm=lambda name: platforms[0])
         self.fake = FakeSlurmrestd(self.clock, ["dgx-1"])
-        platforms.append(platform_on(self.fake, cluster, self.clock))
+        platforms.append(platform_on(self.fake, cluster, self.clock, attempts=1))
 
     def tracker_every_minute(self, seconds: float) -> None:
         """The job tracker's schedule for ``seconds``: one run a minute."""
@@ -88,3 +88,19 @@ def test_a_job_that_left_slurmctld_unseen_ends_failed_as_lost_and_gives_its_gpus
     assert job["status"] == "Failed"
     assert "Slurm cluster 'c1' no longer knows the job" in str(job.get("statusReason") or job.get("error"))
     assert slurm_env.allocation("dgx-1").gpus == 0
+
+
+def test_a_submit_whose_answer_was_lost_is_found_again_by_its_name_never_submitted_twice(slurm_env: SlurmEnv):
+    # Given slurmctld accepts the job but its answer is lost, and slurmrestd then fails the next requests (the lookup
+    # of the client's own retry among them): the Submit step fails, and Step Functions runs it again
+    slurm_env.fake.lose_next_submit = True
+    slurm_env.fake.unavailable_for = 1
+    # When the job is submitted and its workflow goes on
+    slurm_env.submit("train", 1, 80)
+    slurm_env.run()
+    # Then the cluster holds one job of its name, and the job runs as that one
+    names = [job["name"] for job in slurm_env.fake.jobs.values()]
+    assert len(names) == 1, names
+    assert slurm_env.status("train") == "Running"
+    assert slurm_env.job("train").dgx_id == "slurm:c1:1"
+    assert slurm_env.fake.requests.get("GET /jobs", 0) >= 1  # it looked before submitting again

@@ -515,7 +515,9 @@ class Job(Workload):
     ``task_token``: the Step Functions token its execution waits on (for capacity, or while it runs);
     ``track_checks``: how often the tracker looked at it running; ``started_at``/``ended_at`` (ISO) and its
     GPU-seconds and ``cost`` (decimal text) once ended; who asked to cancel it and that cancel's operation;
-    ``drain_node``: the node drained for it (starvation rule)."""
+    ``drain_node``: the node drained for it (starvation rule); ``submitting``: the idempotency key of a submit sent
+    to a platform that cannot de-duplicate one by itself (a Slurm cluster), recorded before it is sent — a Submit
+    step run again for that key looks for the job it made first (docs/SLURM.md, "Jobs")."""
 
     status: JobStatus = JobStatus.PENDING
     kind: str = GPU
@@ -528,6 +530,7 @@ class Job(Workload):
     queued: bool = False
     task_token: str | None = None
     track_checks: int = 0
+    submitting: str | None = None
     started_at: str | None = None
     ended_at: str | None = None
     gpu_seconds: int | None = None

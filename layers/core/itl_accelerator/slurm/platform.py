@@ -180,10 +180,14 @@ class SlurmPlatform:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        recover: bool = False,
     ) -> DgxJob:
         """Submit the job pinned to ``targets`` (module docstring), then wait up to :data:`START_WAIT_SECONDS` for
-        Slurm to start it, so the answer carries Slurm's own start time. Raises ``DgxPermanentError`` when the cluster
-        refuses it, ``DgxTransientError`` when it cannot be reached."""
+        Slurm to start it, so the answer carries Slurm's own start time (a read that fails then is not the submit's
+        failure: the job is answered as Slurm accepted it, and the tracker reads its start). With ``recover`` (this
+        key's submit may have reached slurmctld before: the step runs again) the job of that name is looked for first
+        and answered if found — never submitted twice. Raises ``DgxPermanentError`` when the cluster refuses it,
+        ``DgxTransientError`` when it cannot be reached."""
         hosts = [t for t in targets or [] if t]
         if not hosts:
             raise DgxPermanentError(f"No Slurm node to run '{name}' on (the node names no nodeName).", status=400)
@@ -201,12 +205,22 @@ class SlurmPlatform:
             standard_output=f"{self.cluster.working_directory}/itl-%j.out",
             comment=name[:1000],
         )
+        found = self._guarded(lambda: self.client.find_job(name=spec.name)) if recover else None
+        if found is not None:
+            logger.info("A Slurm job of this submit existed already", extra={"job_id": found.job_id})
+            return self._job(found, node_id=node_id, gpus=gpus, name=name)
         job_id = self._guarded(lambda: self.client.submit(spec))
         deadline = self._clock() + START_WAIT_SECONDS
-        job = self._guarded(lambda: self.client.get_job(job_id))
-        while job.state == "PENDING" and self._clock() < deadline:
-            self._sleep(0.25)
-            job = self._guarded(lambda: self.client.get_job(job_id))
+        job = SlurmJob(job_id=job_id, name=spec.name, state="PENDING")
+        try:
+            job = self.client.get_job(job_id)
+            while job.state == "PENDING" and self._clock() < deadline:
+                self._sleep(0.25)
+                job = self.client.get_job(job_id)
+        except SlurmError as exc:  # accepted: what it does now the tracker reads
+            logger.warning(
+                "Slurm accepted the job; reading its start failed", extra={"job_id": job_id, "error": str(exc)}
+            )
         return self._job(job, node_id=node_id, gpus=gpus, name=name)
 
     def _partition(self) -> str | None:

@@ -332,8 +332,16 @@ class JobSteps:
             for p, k in zip(parts, job.gang_nodes, strict=True)
         ]
         attempt = attempt_of(job.properties)
+        key = attempt_id(inp.operationId, attempt)
+        recover = job.submitting == key
+        if not recover and node is not None and node.backend.is_slurm:
+            # a Slurm cluster cannot de-duplicate by the key: say it is being sent, so a run again looks first
+            marked = replace(job, submitting=key)
+            if not self._jobs.note(job, marked, expect=Expect(etag=job.etag)):
+                raise StoreBusy("The job changed while its submit was being recorded; run the step again.")
+            job = marked
         submitted = self.platforms.for_node(node).submit_job(
-            idempotency_key=attempt_id(inp.operationId, attempt),
+            idempotency_key=key,
             name=job.arm_id,
             node_id=node.arm_id
             if node
@@ -348,6 +356,7 @@ class JobSteps:
             node_ids=[str(job.properties.get("assignedNode")), *part_ids] if job.gang_nodes else None,
             # the hosts the node's platform places by (a Slurm node's name; the DGX Platform places by node id)
             targets=[n.backend.target if n else "" for n in (node, *parts)],
+            recover=recover,
         )
         # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
         # the future (billing/metering.py)
