@@ -27,6 +27,13 @@ class FakeSlurmrestd:
         #: faults: the next submit is accepted but its answer lost (502); then this many requests answer 503
         self.lose_next_submit = False
         self.unavailable_for = 0
+        #: a node's GRES as slurmctld reports it (default ``gpu:h100:8``)
+        self.gres: dict[str, str] = {}
+        #: the job descriptions submitted, in order; the signals sent ``(job id, signal)``; ``fail_comment``: a
+        #: comment update answers 500 (slurmctld refusing it)
+        self.submitted: list[dict[str, Any]] = []
+        self.signals: list[tuple[int, str]] = []
+        self.fail_comment = False
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.split("/v0.0.38", 1)[-1]
@@ -40,6 +47,7 @@ class FakeSlurmrestd:
             body = json.loads(request.content)
             job_id = len(self.jobs) + 1
             job = body["job"]
+            self.submitted.append(job)
             self.jobs[job_id] = {
                 "job_id": job_id,
                 "name": job["name"],
@@ -62,13 +70,27 @@ class FakeSlurmrestd:
             if job is None:
                 return httpx.Response(500, json={"errors": [{"error_number": 2017, "error": "Invalid job id"}]})
             return httpx.Response(200, json={"jobs": [job]})
+        if request.method in ("POST", "DELETE") and path.startswith("/job/"):
+            job = self.jobs.get(int(path.rsplit("/", 1)[1]))
+            if job is None:
+                return httpx.Response(500, json={"errors": [{"error_number": 2017, "error": "Invalid job id"}]})
+            if request.method == "POST":
+                if self.fail_comment:
+                    return httpx.Response(500, json={"errors": [{"error_number": 2002, "error": "Access denied"}]})
+                job["comment"] = json.loads(request.content)["comment"]
+            elif "signal" in request.url.params:
+                self.signals.append((job["job_id"], request.url.params["signal"]))
+            else:
+                job.update(job_state="CANCELLED", end_time=now)
+                self.changed = now
+            return httpx.Response(200, json={"errors": []})
         if request.method == "GET" and path == "/jobs":
             since = request.url.params.get("update_time")
             if since is not None and self.changed <= int(since):
                 return httpx.Response(304)
             return httpx.Response(200, json={"jobs": list(self.jobs.values())})
         if request.method == "GET" and path == "/nodes":
-            nodes = [{"name": n, "state": "mixed", "state_flags": [], "gres": "gpu:h100:8", "gres_used": "gpu:h100:8(IDX:0-7)",
+            nodes = [{"name": n, "state": "mixed", "state_flags": [], "gres": self.gres.get(n, "gpu:h100:8"), "gres_used": "gpu:h100:8(IDX:0-7)",
                       "reason": ""} for n in self.nodes]  # fmt: skip
             return httpx.Response(200, json={"nodes": nodes})
         return httpx.Response(404, json={"errors": []})

@@ -256,6 +256,7 @@ class FakeDgx:
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
     ) -> DgxInstance:
         self._enter(
             "create_instance",
@@ -343,6 +344,7 @@ class FakeDgx:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
         recover: bool = False,
     ) -> DgxJob:
         self._enter(

@@ -33,3 +33,31 @@ def test_starting_work_without_its_workflow_arn_refuses_before_writing(setting, 
     assert env.instance() is None
     assert env.allocation().gpus == 0
     assert env.sfn.started == []
+
+
+def test_a_slurm_cluster_of_a_rest_version_the_client_does_not_speak_fails_the_cold_start():
+    from itl_accelerator.settings import Settings
+
+    with pytest.raises(ValueError, match="SLURM_CLUSTERS"):
+        Settings.from_environ({"SLURM_CLUSTERS": '[{"name": "c1", "url": "http://s:6820", "apiVersion": "v0.0.39"}]'})
+    read = Settings.from_environ(
+        {"SLURM_CLUSTERS": '[{"name": "c1", "url": "http://s:6820", "apiVersion": "v0.0.44"}]'}
+    )
+    assert read.slurm_clusters[0].api_version == "v0.0.44"
+
+
+def test_a_slurm_job_environment_name_slurm_cannot_pass_on_fails_the_cold_start_without_echoing_values():
+    from itl_accelerator.settings import Settings
+
+    clusters = '[{"name": "c1", "url": "http://s:6820", "jobEnvironment": {"OK": "1", "BAD-NAME": "s3cr3t-value"}}]'
+    with pytest.raises(ValueError, match="BAD-NAME") as refused:
+        Settings.from_environ({"SLURM_CLUSTERS": clusters})
+    assert "s3cr3t-value" not in str(refused.value)
+
+
+def test_a_refused_slurm_job_spec_never_echoes_its_environment():
+    from itl_accelerator.slurm.models import SlurmJobSpec
+
+    with pytest.raises(ValidationError) as refused:
+        SlurmJobSpec(name="j", script="#!/bin/sh\ntrue\n", environment={"TOKEN": "s3cr3t-value", "no-name": "x"})
+    assert "s3cr3t-value" not in str(refused.value)

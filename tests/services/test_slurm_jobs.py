@@ -10,9 +10,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from itl_accelerator.dgx.errors import DgxError, DgxTransientError
+from itl_accelerator.errors import LogsNotAvailable
+from itl_accelerator.platforms.router import UnknownCluster
 from itl_accelerator.settings import SlurmClusterSettings
 from itl_accelerator.slurm.platform import SlurmPlatform
-from tests.services.conftest import Env, make_settings
+from tests.services.conftest import RG, Env, make_settings
 from tests.services.fake_slurmrestd import FakeSlurmrestd, platform_on
 
 MIN_JOB_AGE = 300
@@ -104,3 +107,122 @@ def test_a_submit_whose_answer_was_lost_is_found_again_by_its_name_never_submitt
     assert slurm_env.status("train") == "Running"
     assert slurm_env.job("train").dgx_id == "slurm:c1:1"
     assert slurm_env.fake.requests.get("GET /jobs", 0) >= 1  # it looked before submitting again
+
+
+def test_a_job_record_the_adapter_cannot_read_stops_no_other_check_and_is_not_taken_for_lost(slurm_env: SlurmEnv):
+    # Given two running jobs on the cluster
+    slurm_env.submit("odd", 1, 80)
+    slurm_env.submit("plain", 1, 80)
+    slurm_env.run()
+    slurm_env.tracker_every_minute(120)
+    # When slurmctld reports one in a state word this adapter does not know, and the other ends
+    slurm_env.fake.jobs[1]["job_state"] = "SOMETHING_NEW"
+    slurm_env.fake.end(2, "COMPLETED")
+    slurm_env.tracker_every_minute(5 * 60)
+    # Then the other one's end is read (the tracker did not stop at the odd record), and the odd one is not lost
+    assert slurm_env.status("plain") == "Succeeded"
+    assert slurm_env.status("odd") == "Running"
+    # And once its record reads again, its end is read too
+    slurm_env.fake.end(1, "COMPLETED")
+    slurm_env.tracker_every_minute(5 * 60)
+    assert slurm_env.status("odd") == "Succeeded"
+    assert slurm_env.allocation("dgx-1").gpus == 0
+
+
+def test_a_node_record_the_adapter_cannot_read_keeps_that_node_only_out_of_placement(slurm_env: SlurmEnv):
+    # Given a second node of the cluster whose GRES holds a word the adapter does not parse
+    slurm_env.fake.nodes.append("dgx-2")
+    slurm_env.fake.gres["dgx-2"] = "gpu:h100:8,bandwidth:lustre:no_consume:4G"
+    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    # When the tracker runs (its node sweep first)
+    slurm_env.track()
+    # Then the readable node is swept and placeable, the unreadable one is not placed on, and jobs still run
+    assert slurm_env.node("dgx-1").backend_status["placeable"] is True
+    assert slurm_env.node("dgx-2").backend_status["placeable"] is False
+    slurm_env.submit("train", 8, 640)
+    slurm_env.submit("second", 8, 640)
+    slurm_env.run()
+    assert slurm_env.job("train").node.name == "dgx-1"
+    assert slurm_env.status("second") == "Pending"
+
+
+def test_a_drain_the_cluster_refuses_for_one_node_still_drains_the_others(
+    slurm_env: SlurmEnv, monkeypatch: pytest.MonkeyPatch
+):
+    # Given two nodes the provider cordons, on a cluster that refuses the first one's drain
+    slurm_env.fake.nodes.append("dgx-2")
+    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    platform = slurm_env.w.platforms.cluster("c1")
+    drained: list[str] = []
+
+    def drain(name: str, reason: str) -> bool:
+        if name == "dgx-1":
+            raise DgxTransientError("Slurm cluster 'c1': access denied")
+        drained.append(name)
+        return True
+
+    monkeypatch.setattr(platform, "drain", drain)
+    for name in ("dgx-1", "dgx-2"):
+        slurm_env.patch_node(name, {"properties": {"availability": "Cordoned"}})
+    # When the tracker's sweep runs
+    counts = slurm_env.track()
+    # Then the refusal is counted and the other node is drained all the same
+    assert drained == ["dgx-2"]
+    assert counts["nodes_errors"] == 1 and counts["nodes_drained"] == 1
+
+
+def test_a_gang_is_never_placed_across_platforms(slurm_env: SlurmEnv):
+    # Given one node on Slurm cluster c1 and one like it on the DGX Platform
+    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    slurm_env.patch_node(
+        "dgx-2", {"properties": {"backend": {"type": "DgxPlatform", "cluster": None, "nodeName": None}}}
+    )
+    # When a job of 2 nodes x 8 GPUs is submitted
+    slurm_env.submit("big", 16, 1280, accelerator={"kind": "GPU", "count": 8, "nodes": 2, "memoryGb": 640})
+    slurm_env.run()
+    # Then it waits (one job runs on one platform), holding nothing
+    assert slurm_env.status("big") == "Pending"
+    assert slurm_env.allocation("dgx-1").gpus == slurm_env.allocation("dgx-2").gpus == 0
+
+
+def test_a_nodes_own_partition_is_the_one_its_jobs_are_submitted_to(slurm_env: SlurmEnv):
+    # Given a node registered in partition "gpu-long" of the cluster
+    slurm_env.patch_node(
+        "dgx-1", {"properties": {"backend": {"type": "Slurm", "cluster": "c1", "partition": "gpu-long"}}}
+    )
+    # When a job is placed there
+    slurm_env.submit("train", 1, 80)
+    slurm_env.run()
+    # Then Slurm was asked to run it in that partition
+    assert slurm_env.fake.submitted[-1].get("partition") == "gpu-long"
+
+
+def test_a_grace_stop_sends_sigterm_before_it_marks_the_job(slurm_env: SlurmEnv):
+    # Given a running job
+    slurm_env.submit("train", 1, 80)
+    slurm_env.run()
+    platform = slurm_env.w.platforms.cluster("c1")
+    # When it is stopped with a grace period while setting its comment fails
+    slurm_env.fake.fail_comment = True
+    with pytest.raises(DgxError):
+        platform.cancel_job("slurm:c1:1", grace_period_seconds=30)
+    # Then SIGTERM was sent all the same (a later stop sends it again rather than never)
+    assert slurm_env.fake.signals == [(1, "TERM")]
+
+
+def test_logs_of_a_job_whose_cluster_is_no_longer_configured_are_a_409_not_a_503(
+    slurm_env: SlurmEnv, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a job that ran on cluster c1, which the deployment then no longer configures
+    slurm_env.submit("train", 1, 80)
+    slurm_env.run()
+
+    def gone(job_id: str, **kwargs: object) -> None:
+        raise UnknownCluster("No Slurm cluster 'c1' is configured (SLURM_CLUSTERS).", status=400)
+
+    monkeypatch.setattr(slurm_env.w.platforms, "get_job_logs", gone)
+    # When its logs are read, Then the answer is a 409 naming the cluster (nothing to retry), not a 503
+    with pytest.raises(LogsNotAvailable, match="Slurm cluster 'c1', which this deployment no longer configures"):
+        slurm_env.w.job_logs.page(
+            slurm_env.admin(), slurm_env.sub, RG, "train", after=0, since=None, tail=None, top=100
+        )

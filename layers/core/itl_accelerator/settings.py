@@ -26,6 +26,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, Vali
 from pydantic.alias_generators import to_camel
 
 #: A Step Functions state machine's ARN (any partition; template.yaml passes ``!Ref`` of each state machine).
+#: The slurmrestd REST versions the Slurm client speaks (itl_accelerator/slurm/versions.py): 22.05's, and 24.05-25.11's.
+SlurmApiVersion = typing.Literal["v0.0.38", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"]
+#: An environment variable's name (POSIX portable names, what Slurm passes on).
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_.-]{1,80}$")
 
 
@@ -82,7 +87,7 @@ class SlurmClusterSettings(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
     url: str = Field(pattern=r"^https?://[^\s]+$")
-    api_version: str = "v0.0.38"
+    api_version: SlurmApiVersion = "v0.0.38"
     user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
     jwt_key: SecretStr = SecretStr("")
     jwt_key_secret_id: str = ""
@@ -100,6 +105,15 @@ class SlurmClusterSettings(BaseModel):
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("job_environment")
+    @classmethod
+    def _environment_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """Names only in the error (values may be secrets): a name Slurm cannot pass on is refused at cold start."""
+        bad = sorted(k for k in value if not ENV_NAME.match(k))
+        if bad:
+            raise ValueError(f"jobEnvironment names that are no environment variable names: {bad}")
+        return value
 
 
 class Settings(BaseModel):

@@ -110,12 +110,14 @@ class DgxPlatformClient:
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
     ) -> DgxInstance:
         """``POST /v1/instances`` with ``Idempotency-Key``: the same key returns the instance already made.
         ``callback_url``: where the platform announces that the instance is ready or failed (the contract's
         ``callbacks``); None: no callback. ``accelerator``: the node's devices (``{"kind", "vendor", "model"}``;
-        None: NVIDIA GPUs, as the contract reads its absence). ``targets`` (a platform's host names: the
-        platforms' interface, itl_accelerator/platforms/protocol.py) are not sent: the DGX Platform places by node id."""
+        None: NVIDIA GPUs, as the contract reads its absence). ``targets`` and ``partition`` (a platform's host names and
+        partition: the platforms' interface, itl_accelerator/platforms/protocol.py) are not sent: the DGX Platform
+        places by node id."""
         body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
         if accelerator:
             body["accelerator"] = accelerator
@@ -162,6 +164,7 @@ class DgxPlatformClient:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
         recover: bool = False,
     ) -> DgxJob:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
@@ -169,7 +172,7 @@ class DgxPlatformClient:
         ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`;
         ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``gpus`` and ``memory_gb`` on each — one
         platform job with one outcome, its containers started on all of them at once (docs/DGX_INTEGRATION.md);
-        ``targets`` are not sent (as for :meth:`create_instance`); ``recover`` is not needed (the platform
+        ``targets`` and ``partition`` are not sent (as for :meth:`create_instance`); ``recover`` is not needed (the platform
         de-duplicates by the key)."""
         body: dict[str, Any] = {
             "name": name,

@@ -41,7 +41,8 @@ class ExecutionPlatform(Protocol):
     """Where a node's work runs: jobs (submitted idempotently, read in batches, cancelled with a grace period, their
     logs), Ollama instances (created idempotently, read, deleted) and usage metrics. ``targets``: the hosts a node's
     platform names (a Slurm node's name, one per node part of a multi-node job, in the order of ``node_ids``); the DGX
-    Platform places by node id and ignores them. ``recover``: this submit's key may have been sent before and its
+    Platform places by node id and ignores them; ``partition``: the Slurm partition of the node(s) (None: the cluster's
+    default; the DGX Platform ignores it). ``recover``: this submit's key may have been sent before and its
     answer lost (a step run again): a platform that cannot de-duplicate by the key itself looks for that job first
     (the DGX Platform de-duplicates by ``Idempotency-Key`` and ignores it)."""
 
@@ -59,6 +60,7 @@ class ExecutionPlatform(Protocol):
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
         recover: bool = False,
     ) -> DgxJob: ...
 
@@ -86,6 +88,7 @@ class ExecutionPlatform(Protocol):
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
     ) -> DgxInstance: ...
 
     def get_instance(self, instance_id: str) -> DgxInstance: ...

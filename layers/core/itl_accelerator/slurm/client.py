@@ -158,6 +158,8 @@ class SlurmRestClient:
             reraise=True,
         )
         self._call = self._retrying(self._once)
+        #: The ids of the last listing's job records that could not be read (:meth:`_decoded_jobs`).
+        self.unreadable: frozenset[int] = frozenset()
 
     # ----------------------------------------------------------------------------------------------- transport
     def _once(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -225,8 +227,11 @@ class SlurmRestClient:
         or ended more than ``MinJobAge`` seconds ago: 300 by default)."""
         data = self._call("GET", self.dialect.job_path(job_id))
         for raw in data.get("jobs") or []:
-            if raw.get("job_id") == int(job_id):
-                return self.dialect.decode_job(raw)
+            if isinstance(raw, dict) and raw.get("job_id") == int(job_id):
+                job = self._decoded_job(raw)
+                if job is None:
+                    raise SlurmPermanentError(f"Slurm's record of job {int(job_id)} could not be read")
+                return job
         raise SlurmJobNotFound(f"Slurm does not know job {int(job_id)}")
 
     def jobs(self) -> list[SlurmJob]:
@@ -249,13 +254,35 @@ class SlurmRestClient:
         data = self._call("GET", self.dialect.jobs_path(), params={"update_time": str(int(epoch))})
         if not data:
             return None
-        return sorted((self.dialect.decode_job(raw) for raw in data.get("jobs") or []), key=lambda j: j.job_id)
+        return self._decoded_jobs(data)
 
     def _jobs(self, update_time: int | None) -> list[SlurmJob]:
         params = {"update_time": str(update_time)} if update_time is not None else None
-        data = self._call("GET", self.dialect.jobs_path(), params=params)
-        jobs = [self.dialect.decode_job(raw) for raw in data.get("jobs") or []]
+        return self._decoded_jobs(self._call("GET", self.dialect.jobs_path(), params=params))
+
+    def _decoded_jobs(self, data: dict[str, Any]) -> list[SlurmJob]:
+        """A listing's jobs by id. A record this version's adapter cannot read (a state or GRES word it does not
+        know) is left out with a warning and its id kept in :attr:`unreadable` — one odd job never stops the reading
+        of the others (the view keeps what it knew of it: slurm/platform.py ``ClusterView``)."""
+        jobs, unreadable = [], set()
+        for raw in data.get("jobs") or []:
+            job = self._decoded_job(raw) if isinstance(raw, dict) else None
+            if job is not None:
+                jobs.append(job)
+            elif isinstance(raw, dict) and isinstance(raw.get("job_id"), int):
+                unreadable.add(raw["job_id"])
+        self.unreadable = frozenset(unreadable)
         return sorted(jobs, key=lambda j: j.job_id)
+
+    def _decoded_job(self, raw: dict[str, Any]) -> SlurmJob | None:
+        try:
+            return self.dialect.decode_job(raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # pydantic's errors are ValueErrors
+            logger.warning(
+                "A Slurm job record could not be read",
+                extra={"job_id": raw.get("job_id"), "error": type(exc).__name__, "detail": str(exc)[:200]},
+            )
+            return None
 
     def find_job(self, *, name: str | None = None, comment: str | None = None) -> SlurmJob | None:
         """The newest job (highest id) of this client's user whose name and/or comment are exactly these, among
@@ -269,7 +296,7 @@ class SlurmRestClient:
         data = self._once("GET", self.dialect.jobs_path())
         matches = [
             job
-            for job in (self.dialect.decode_job(raw) for raw in data.get("jobs") or [])
+            for job in self._decoded_jobs(data)
             if (name is None or job.name == name)
             and (comment is None or job.comment == comment)
             and (job.user_name in (None, self.user))
@@ -304,15 +331,31 @@ class SlurmRestClient:
     def nodes(self) -> list[SlurmNode]:
         """``GET .../nodes``: every node with its state, flags, reason and gres (total and in use)."""
         data = self._call("GET", self.dialect.nodes_path())
-        return [self.dialect.decode_node(raw) for raw in data.get("nodes") or []]
+        nodes = (self._decoded_node(raw) for raw in data.get("nodes") or [] if isinstance(raw, dict))
+        return [node for node in nodes if node is not None]
 
     def node(self, name: str) -> SlurmNode:
         """``GET .../node/{name}``. Raises :class:`SlurmNodeNotFound` when the cluster has no such node."""
         data = self._call("GET", self.dialect.node_path(name))
         for raw in data.get("nodes") or []:
-            if raw.get("name") == name:
-                return self.dialect.decode_node(raw)
+            if isinstance(raw, dict) and raw.get("name") == name:
+                node = self._decoded_node(raw)
+                if node is None:
+                    raise SlurmPermanentError(f"Slurm's record of node {name!r} could not be read")
+                return node
         raise SlurmNodeNotFound(f"Slurm has no node {name!r}")
+
+    def _decoded_node(self, raw: dict[str, Any]) -> SlurmNode | None:
+        """A node record, or None (with a warning) when this version's adapter cannot read it: the sweep then sees
+        the node as absent, so nothing is placed on it until it reads again (slurm/platform.py ``node_health``)."""
+        try:
+            return self.dialect.decode_node(raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            logger.warning(
+                "A Slurm node record could not be read",
+                extra={"node": str(raw.get("name"))[:80], "error": type(exc).__name__, "detail": str(exc)[:200]},
+            )
+            return None
 
     def drain_node(self, name: str, reason: str) -> None:
         """``POST .../node/{name}`` ``{"state": ["DRAIN"], "reason"}``: no new job lands there; running ones go on.

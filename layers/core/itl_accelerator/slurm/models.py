@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from itl_accelerator.settings import ENV_NAME
+
 #: Slurm's base job states. ``COMPLETING`` is a flag in Slurm (a job whose processes are still being ended on its
 #: nodes, which it still holds); it is reported as a state, as squeue and v0.0.38 report it.
 JobState = Literal[
@@ -257,7 +259,8 @@ class SlurmJobSpec(BaseModel):
       there, seen live).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # its environment holds secret values: a refusal names the field, never echoes what was given
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     name: str = Field(min_length=1, max_length=200)
     script: str = Field(min_length=3)
@@ -314,7 +317,7 @@ class SlurmJobSpec(BaseModel):
     @classmethod
     def _environment(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            if not ENV_NAME.match(key):
                 raise ValueError(f"not an environment variable name: {key!r}")
         return value
 

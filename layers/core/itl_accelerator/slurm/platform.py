@@ -63,6 +63,8 @@ START_WAIT_SECONDS = 5.0
 VIEW_TTL_SECONDS = 10.0
 #: Ended jobs kept in the view after they left slurmctld (seconds): a tracker check due later still finds the end.
 ENDED_KEPT_SECONDS = 6 * 3600
+#: How far this function's clock and slurmctld's may differ: a read since the last one starts this much before it.
+CLOCK_SKEW_SECONDS = 30
 #: The comment a job carries once it was sent SIGTERM for a stop with a grace period.
 SIGTERM_MARK = "itl-sigterm@"
 #: How the provider's drain reason starts (a node drained by the cluster's admins says something else).
@@ -91,6 +93,12 @@ def _exit_code(job: SlurmJob) -> int | None:
     return job.exit_code
 
 
+def _ours(job: SlurmJob, user: str) -> bool:
+    """Whether ``job`` is the provider's: named ``itl-...`` by its submit and run as the cluster's ``user`` (the view
+    holds no other user's jobs: its memory grows with the provider's work, not the cluster's)."""
+    return job.name.startswith("itl-") and job.user_name in (None, user)
+
+
 class ClusterView:
     """What the platform last read of the cluster's jobs (module docstring, "the tracker's batch read"): by job id,
     refreshed by one ``GET .../jobs?update_time=`` when older than :data:`VIEW_TTL_SECONDS` or asked for a job it
@@ -105,19 +113,24 @@ class ClusterView:
     def refresh(self, client: SlurmRestClient, now: float) -> None:
         """One read: since the last one (304: nothing changed), or everything (the first read). Jobs slurmctld no
         longer lists keep their last state when it was final (they left after MinJobAge); a running one that left
-        unseen is dropped (unknown now). Raises the client's errors."""
+        unseen is dropped (unknown now); one listed whose record could not be read keeps what was last read of it.
+        Raises the client's errors."""
         with self._lock:
             self.requests += 1
-            since = int(self.read_at) - 1 if self.read_at is not None else None
+            # this function's clock, not slurmctld's: read from a margin before, so a skew never hides a change
+            since = int(self.read_at) - CLOCK_SKEW_SECONDS if self.read_at is not None else None
             listed = client.jobs() if since is None else client.listing_since(since)
             if listed is not None:
-                fresh = {job.job_id: job for job in listed}
+                fresh = {job.job_id: job for job in listed if _ours(job, client.user)}
+                unreadable = client.unreadable
                 kept = {
                     job_id: job
                     for job_id, job in self.jobs.items()
                     if job_id not in fresh
-                    and job.state in FINAL_STATES
-                    and (job.end_time or 0) > now - ENDED_KEPT_SECONDS
+                    and (
+                        job_id in unreadable  # listed, but its record could not be read: as last read
+                        or (job.state in FINAL_STATES and (job.end_time or 0) > now - ENDED_KEPT_SECONDS)
+                    )
                 }
                 self.jobs = {**kept, **fresh}
             self.read_at = now
@@ -180,6 +193,7 @@ class SlurmPlatform:
         accelerator: dict[str, str] | None = None,
         node_ids: list[str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
         recover: bool = False,
     ) -> DgxJob:
         """Submit the job pinned to ``targets`` (module docstring), then wait up to :data:`START_WAIT_SECONDS` for
@@ -195,7 +209,7 @@ class SlurmPlatform:
         spec = SlurmJobSpec(
             name=f"itl-{idempotency_key}",
             script=self._script(workload),
-            partition=self._partition(),
+            partition=partition or self._partition(),
             nodes=len(hosts),
             node_list=hosts,
             gres_per_node=f"{kind.lower()}:{gpus}" if gpus else None,
@@ -250,7 +264,8 @@ class SlurmPlatform:
         stale = self.view.read_at is None or now - self.view.read_at > VIEW_TTL_SECONDS
         if stale or any(job_id not in self.view.jobs for job_id in wanted):
             self._guarded(lambda: self.view.refresh(self.client, now))
-        return {wanted[j]: self.view.jobs[j] for j in wanted if j in self.view.jobs}
+        jobs = self.view.jobs  # one snapshot: a refresh by another thread replaces the dict whole
+        return {wanted[j]: jobs[j] for j in wanted if j in jobs}
 
     def cancel_job(self, job_id: str, *, grace_period_seconds: int = 0, reason: str | None = None) -> DgxJob | None:
         """Stop the job (module docstring, "Grace period"): with ``grace_period_seconds`` left, SIGTERM it (once) and
@@ -264,9 +279,9 @@ class SlurmPlatform:
         if job.state in FINAL_STATES:
             return self._job(job)
         if grace_period_seconds > 0:
-            if not job.comment.startswith(SIGTERM_MARK):
-                self._guarded(lambda: self.client.set_comment(number, f"{SIGTERM_MARK}{int(self._clock())}"))
+            if not job.comment.startswith(SIGTERM_MARK):  # the signal first: a mark never stands for one unsent
                 self._guarded(lambda: self.client.cancel(number, "TERM"))
+                self._guarded(lambda: self.client.set_comment(number, f"{SIGTERM_MARK}{int(self._clock())}"))
                 logger.info("Slurm job sent SIGTERM for its grace period", extra={"job_id": number})
         else:
             self._guarded(lambda: self.client.cancel(number))
@@ -337,6 +352,7 @@ class SlurmPlatform:
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
         targets: list[str] | None = None,
+        partition: str | None = None,
     ) -> DgxInstance:
         """Submit the instance's service job on its node (module docstring, "Instances"): ``Provisioning`` until its
         endpoint answers."""
@@ -349,7 +365,7 @@ class SlurmPlatform:
         spec = SlurmJobSpec(
             name=f"itl-{idempotency_key}",
             script=self._serve_script(),
-            partition=self._partition(),
+            partition=partition or self._partition(),
             nodes=1,
             node_list=hosts[:1],
             gres_per_node=f"gpu:{gpus}" if gpus else None,

@@ -18,8 +18,9 @@ answers into models.py's shapes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
+from itl_accelerator.settings import SlurmApiVersion
 from itl_accelerator.slurm.errors import SlurmUnsupported
 from itl_accelerator.slurm.hostlist import expand_hostlist
 from itl_accelerator.slurm.models import (
@@ -32,7 +33,7 @@ from itl_accelerator.slurm.models import (
     parse_gres,
 )
 
-SUPPORTED_VERSIONS = ("v0.0.38", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
+SUPPORTED_VERSIONS: tuple[str, ...] = get_args(SlurmApiVersion)
 #: ``PATH`` given to a job whose environment names none (slurmrestd refuses a job without any environment).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -24,6 +24,7 @@ from itl_accelerator.errors import InvalidParameter, LogsNotAvailable, ServiceUn
 from itl_accelerator.models.common import parse_instant
 from itl_accelerator.observability import logger
 from itl_accelerator.platforms.protocol import LogsNotServed
+from itl_accelerator.platforms.router import UnknownCluster, platform_name
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.job_access import visible_to
@@ -99,8 +100,9 @@ class JobLogService:
         top: int,
     ) -> LogPage:
         """Lines of the job's log after line ``after``, written at or after ``since``, the last ``tail`` of them,
-        ``top`` at most. 404 when the caller may not read the job (or it does not exist); 503 when the DGX
-        Platform does not answer."""
+        ``top`` at most. 404 when the caller may not read the job (or it does not exist); 409 ``LogsNotAvailable``
+        when its platform serves no logs or its Slurm cluster is no longer configured; 503 when its platform does not
+        answer."""
         key = self._kernel.key(JOBS, subscription_id, resource_group, name)
         self._kernel.require(ctx, JOBS, key, JOBS.read)
         record = self._kernel.repositories.jobs.get(key)
@@ -116,10 +118,17 @@ class JobLogService:
             return LogPage([], status, True, None)  # the platform no longer has it, nor its log
         except LogsNotServed as exc:  # a Slurm cluster's job: its platform serves none (docs/SLURM.md, "Logs")
             raise LogsNotAvailable(str(exc)) from None
+        except UnknownCluster:  # its cluster was removed from SLURM_CLUSTERS since: nothing to read it from
+            raise LogsNotAvailable(
+                f"The job ran on {platform_name(record.dgx_id)}, which this deployment no longer configures; "
+                "its logs cannot be read."
+            ) from None
         except DgxError as exc:
-            logger.warning("DGX job log unavailable", extra={"job": key.names[-1], "error": str(exc)})
+            logger.warning("Job log unavailable", extra={"job": key.names[-1], "error": str(exc)})
+            where = platform_name(record.dgx_id)
             raise ServiceUnavailable(
-                "The DGX Platform did not answer for the job's log; retry later.", headers={"Retry-After": "5"}
+                f"{where[0].upper()}{where[1:]} did not answer for the job's log; retry later.",
+                headers={"Retry-After": "5"},
             ) from None
         lines = [{"lineNumber": line.number, "time": line.time, "text": line.text} for line in found.lines]
         complete = found.ended and not found.more

@@ -439,9 +439,12 @@ class Placement:
             (n for n in nodes if self._matches(job, n, within)),
             key=lambda n: best_fit_key(Capacity.of(n), job.gpus, job.memory_gb),
         )
-        groups: dict[tuple[str, str, BillingTerms], list[Node]] = {}
-        for node in fitting:
-            groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms), []).append(node)
+        groups: dict[tuple[str, str, BillingTerms, str, str, str], list[Node]] = {}
+        for node in fitting:  # one platform too: a gang runs as one job (on a Slurm cluster, one job of one partition)
+            where = (node.backend.type, node.backend.cluster, node.backend.partition)
+            groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms, *where), []).append(
+                node
+            )
         return list(groups.values())
 
     def _reserve(self, ctx: CallContext, job: Job, node: Node, more: tuple[Node, ...] = ()) -> Placed:

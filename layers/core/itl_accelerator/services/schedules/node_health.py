@@ -119,8 +119,8 @@ class NodeHealthSweep:
 
     def run(self) -> dict[str, int]:
         """Sweep every configured cluster. Counts: ``nodes`` checked, ``changed`` (what a node shows), ``drained``
-        and ``resumed`` (on a cluster for the provider's cordon), ``errors`` (a cluster that did not answer: looked at
-        again next run, its nodes as they were)."""
+        and ``resumed`` (on a cluster for the provider's cordon), ``errors`` (a cluster that did not answer, or a
+        node's drain or resume it refused: looked at again next run, as they were)."""
         counts = {"nodes": 0, "changed": 0, "drained": 0, "resumed": 0, "errors": 0}
         for cluster in self._settings.slurm_clusters:
             try:
@@ -163,7 +163,11 @@ class NodeHealthSweep:
             return
         offered = node.availability == Availability.AVAILABLE
         drained = "DRAIN" in found.state.split("+")
-        if not offered and not drained and platform.drain(found.name, f"{node.availability} in the provider"):
-            counts["drained"] += 1
-        elif offered and found.drained_by_provider and platform.resume(found.name):
-            counts["resumed"] += 1
+        try:
+            if not offered and not drained and platform.drain(found.name, f"{node.availability} in the provider"):
+                counts["drained"] += 1
+            elif offered and found.drained_by_provider and platform.resume(found.name):
+                counts["resumed"] += 1
+        except DgxError as exc:  # this node's drain is tried again next run; the cluster's other nodes go on
+            counts["errors"] += 1
+            logger.warning("A Slurm node's drain or resume failed", extra={"node": node.arm_id, "error": str(exc)})

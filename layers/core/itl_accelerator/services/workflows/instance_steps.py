@@ -100,6 +100,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             callback_url=self._callback_url,
             accelerator=node.accelerator.for_platform() if node else None,
             targets=[node.backend.target] if node else None,
+            partition=(node.backend.partition or None) if node else None,
         )
         try:
             self._transition(

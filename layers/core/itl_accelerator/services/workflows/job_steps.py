@@ -356,6 +356,7 @@ class JobSteps:
             node_ids=[str(job.properties.get("assignedNode")), *part_ids] if job.gang_nodes else None,
             # the hosts the node's platform places by (a Slurm node's name; the DGX Platform places by node id)
             targets=[n.backend.target if n else "" for n in (node, *parts)],
+            partition=(node.backend.partition or None) if node else None,
             recover=recover,
         )
         # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
