@@ -437,3 +437,18 @@ def _store_as_before_vendors(repos: Repositories, sub: str, node: Node, legacy_s
     old = client.get_item(TableName=table.name, Key=shape)["Item"]
     client.delete_item(TableName=table.name, Key=shape)
     client.put_item(TableName=table.name, Item={**old, "SK": {"S": legacy_sk}, "vendor": {"S": ""}})
+
+
+# ---------------------------------------------------------------------------------------------- Slurm nodes
+def _on_slurm(node: Node, cluster: str, node_name: str) -> Node:
+    node.document["properties"]["backend"] = {"type": "Slurm", "cluster": cluster, "nodeName": node_name}
+    return node
+
+
+def test_the_nodes_naming_one_slurm_node_are_read_by_that_name_in_any_case(repos: Repositories, sub: str) -> None:
+    for name, cluster, slurm_name in [("a", "c1", "gpu-1"), ("b", "c1", "gpu-10"), ("c", "c2", "gpu-1")]:
+        node = _on_slurm(make_node(sub, name), cluster, slurm_name)
+        repos.nodes.create(node, make_audit(sub, node.arm_id))
+    assert [n.name for n in repos.nodes.on_cluster("c1", "GPU-1")] == ["a"]  # not gpu-10, not another cluster's
+    assert sorted(n.name for n in repos.nodes.on_cluster("c1")) == ["a", "b"]
+    assert repos.nodes.on_cluster("c1", "gpu-2") == []

@@ -96,8 +96,9 @@ def node_body(
     owner: str = "owner-123",
     availability: str = "Available",
     tags: dict[str, str] | None = None,
+    backend: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A node PUT body (wire names)."""
+    """A node PUT body (wire names); ``backend``: its ``properties.backend`` (None: the deployment's default)."""
     return {
         "location": location,
         "tags": tags or {},
@@ -112,6 +113,7 @@ def node_body(
                 "minimumBillableSeconds": minimum,
             },
             "availability": availability,
+            **({"backend": backend} if backend is not None else {}),
         },
     }
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from itl_accelerator.dgx.errors import DgxError, DgxTransientError
-from itl_accelerator.errors import LogsNotAvailable
+from itl_accelerator.errors import LogsNotAvailable, SlurmNodeTaken
 from itl_accelerator.platforms.router import UnknownCluster
 from itl_accelerator.settings import SlurmClusterSettings
 from itl_accelerator.slurm.platform import SlurmPlatform
@@ -226,3 +226,51 @@ def test_logs_of_a_job_whose_cluster_is_no_longer_configured_are_a_409_not_a_503
         slurm_env.w.job_logs.page(
             slurm_env.admin(), slurm_env.sub, RG, "train", after=0, since=None, tail=None, top=100
         )
+
+
+def test_a_supplier_cannot_register_a_slurm_node_another_node_names(slurm_env: SlurmEnv):
+    # Given node dgx-1, Slurm node dgx-1 of cluster c1, registered by its supplier
+    # When another supplier registers a node naming the same Slurm node (any case)
+    with pytest.raises(SlurmNodeTaken) as refused:
+        slurm_env.add_node(
+            "mine",
+            gpus=8,
+            gpu_memory_gb=80,
+            owner="mallory",
+            backend={"type": "Slurm", "cluster": "c1", "nodeName": "DGX-1"},
+        )
+    # Then it is refused with a stable code that names the Slurm node and not the other provider node
+    assert refused.value.code == "SlurmNodeTaken" and "'DGX-1' of cluster 'c1'" in str(refused.value)
+    assert "sparkNodes/dgx-1" not in str(refused.value)
+    # And a node may be written again as itself, and name another Slurm node
+    slurm_env.patch_node("dgx-1", {"properties": {"availability": "Available"}})
+    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80, owner="mallory")
+
+
+def test_two_nodes_that_raced_onto_one_slurm_node_place_and_drain_only_by_the_first(
+    slurm_env: SlurmEnv, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a second node registered for Slurm node dgx-1 in a race past the registration check
+    with monkeypatch.context() as race:
+        race.setattr(slurm_env.w.nodes._nodes, "on_cluster", lambda cluster, node_name=None: [])
+        slurm_env.clock.advance(1)
+        slurm_env.add_node(
+            "twin",
+            gpus=8,
+            gpu_memory_gb=80,
+            owner="mallory",
+            backend={"type": "Slurm", "cluster": "c1", "nodeName": "dgx-1"},
+        )
+    drained: list[str] = []
+    monkeypatch.setattr(slurm_env.w.platforms.cluster("c1"), "drain", lambda name, reason: drained.append(name) or True)
+    # When its supplier cordons it, and the tracker's sweep runs
+    slurm_env.patch_node("twin", {"properties": {"availability": "Cordoned"}}, ctx=slurm_env.admin())
+    slurm_env.track()
+    # Then the first registered is placed on; the twin says why it is not, and drained nothing
+    assert slurm_env.node("dgx-1").backend_status["placeable"] is True
+    twin = slurm_env.node("twin").backend_status
+    assert twin["placeable"] is False and twin["state"] == "TAKEN"
+    assert drained == []
+    slurm_env.submit("train", 8, 640)
+    slurm_env.run()
+    assert slurm_env.job("train").node.name == "dgx-1"

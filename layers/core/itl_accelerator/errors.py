@@ -197,6 +197,14 @@ class LogsNotAvailable(Conflict):
     code = "LogsNotAvailable"
 
 
+class SlurmNodeTaken(Conflict):
+    """409 ``SlurmNodeTaken``: the Slurm node a node's ``properties.backend`` names is another provider node's already
+    (one Slurm node is one provider node: a second would sell, drain and resume what another supplier registered).
+    The message names the cluster and the Slurm node, never the other node."""
+
+    code = "SlurmNodeTaken"
+
+
 class PropertyChangeNotAllowed(Conflict):
     """409 ``PropertyChangeNotAllowed``: a property that cannot change after creation was changed."""
 

@@ -167,9 +167,10 @@ class NodeRepository(Protocol):
         another job already. Whether it was written (a missing node is no error: False)."""
         ...
 
-    def on_cluster(self, cluster: str) -> list[Node]:
-        """Every node (of any subscription) that is a node of Slurm cluster ``cluster`` (domain/backends.py): a
-        read of that cluster's nodes only, never the fleet."""
+    def on_cluster(self, cluster: str, node_name: str | None = None) -> list[Node]:
+        """Every node (of any subscription) that is a node of Slurm cluster ``cluster`` (domain/backends.py), or
+        only those naming Slurm node ``node_name`` (any case): a read of that cluster's nodes only, never the
+        fleet."""
         ...
 
     def set_backend_status(self, node: Node, status: dict[str, Any]) -> bool:

@@ -273,13 +273,14 @@ class DynamoNodeRepository:
             subscription_checked=False,
         )
 
-    def on_cluster(self, cluster: str) -> list[Node]:
-        """Every node (of any subscription) of Slurm cluster ``cluster``: ``Query`` pages of GSI1 (as many as the
-        cluster's nodes need; never the fleet)."""
+    def on_cluster(self, cluster: str, node_name: str | None = None) -> list[Node]:
+        """Every node (of any subscription) of Slurm cluster ``cluster`` — or only those that name Slurm node
+        ``node_name`` (any case): ``Query`` pages of GSI1 (as many as the cluster's nodes need; never the fleet)."""
+        condition, values = "GSI1PK = :p", {":p": keys.slurm_nodes_partition(cluster)}
+        if node_name is not None:
+            condition, values[":n"] = f"{condition} AND begins_with(GSI1SK, :n)", f"{node_name.lower()}#"
         items = self._t.query_all(
-            IndexName="GSI1",
-            KeyConditionExpression="GSI1PK = :p",
-            ExpressionAttributeValues=typed({":p": keys.slurm_nodes_partition(cluster)}),
+            IndexName="GSI1", KeyConditionExpression=condition, ExpressionAttributeValues=typed(values)
         )
         found = []
         for item in items:

@@ -335,13 +335,16 @@ class MemoryNodeRepository:
             self._s.put_audit(audit)
             self._count_shape(node.key.subscription_id, node.shape, -1, -_available(node), sk=current.counted_shape_key)
 
-    def on_cluster(self, cluster: str) -> list[Node]:
-        """As GSI1's partition of the cluster: its nodes of every subscription, by Slurm node name."""
+    def on_cluster(self, cluster: str, node_name: str | None = None) -> list[Node]:
+        """As GSI1's partition of the cluster: its nodes of every subscription (or those naming Slurm node
+        ``node_name``, any case), by Slurm node name."""
         with self._s.lock:
             found = [
                 s.node
                 for s in self._s.nodes.values()
-                if s.node.backend.is_slurm and s.node.backend.cluster.lower() == cluster.lower()
+                if s.node.backend.is_slurm
+                and s.node.backend.cluster.lower() == cluster.lower()
+                and (node_name is None or s.node.backend.node_name.lower() == node_name.lower())
             ]
             found.sort(key=lambda n: n.backend.node_name.lower())
             return [stored_node(n) for n in found]

@@ -16,7 +16,7 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
 from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, invalid_content
+from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, SlurmNodeTaken, invalid_content
 from itl_accelerator.models.nodes import NodeBackendWrite, SparkNodeCreate, SparkNodeWrite
 from itl_accelerator.repositories.errors import (
     CapacityInUse,
@@ -129,20 +129,34 @@ class SparkNodeService:
                 "hardwareSpecs": props.hardware_specs.model_dump(mode="json", exclude_none=True),
                 "pricing": body.pricing_document(),
                 "availability": props.availability.value,
-                "backend": self._backend(props.backend, key.names[0]).as_properties(),
+                "backend": self._backend(props.backend, key, previous).as_properties(),
                 "provisioningState": "Succeeded",
             },
         )
 
-    def _backend(self, said: NodeBackendWrite | None, name: str) -> NodeBackend:
-        """Where node ``name``'s work runs: what its body says, else the deployment's default backend; a Slurm node's
-        cluster must be one the deployment configures (400 ``InvalidParameter`` naming it otherwise)."""
-        backend = (said or self._default_backend).record(name)
+    def _backend(self, said: NodeBackendWrite | None, key: ResourceKey, previous: Node | None) -> NodeBackend:
+        """Where node ``key``'s work runs: what its body says, else the deployment's default backend. A Slurm node's
+        cluster must be one the deployment configures (400 ``InvalidParameter`` naming it otherwise), and a Slurm
+        node it newly names no other provider node's (409 :class:`SlurmNodeTaken`: one GSI1 ``Query`` of that Slurm
+        node's name; a race of two registrations is settled by the node health sweep, which places on the first
+        registered only — the other may still be written, to name another Slurm node or be deleted)."""
+        backend = (said or self._default_backend).record(key.names[0])
         if backend.is_slurm and backend.cluster not in self._clusters:
             known = ", ".join(sorted(self._clusters)) or "none"
             raise InvalidParameter(
                 f"No Slurm cluster '{backend.cluster}' is configured in this deployment (its clusters: {known}).",
                 target="properties.backend.cluster",
+            )
+        renamed = previous is None or previous.backend != backend
+        if (
+            backend.is_slurm
+            and renamed
+            and any(not n.key.same(key) for n in self._nodes.on_cluster(backend.cluster, backend.node_name))
+        ):
+            raise SlurmNodeTaken(
+                f"Slurm node '{backend.node_name}' of cluster '{backend.cluster}' is registered as another node "
+                "already; a Slurm node is one provider node.",
+                target="properties.backend.nodeName",
             )
         return backend
 

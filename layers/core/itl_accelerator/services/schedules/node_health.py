@@ -14,6 +14,9 @@ changed — so a run's work grows with the changes, not with the fleet or the cl
 - **Capacity checked against GRES**: the cluster's count of the node's device kind (``gpu``) below what the node was
   registered with makes it not placeable (the cluster would refuse its work); another count, or a GRES type that is
   not its model, is a warning it shows (``backendStatus.warnings``).
+- **One Slurm node, one provider node**: a registration naming a Slurm node another provider node names is refused
+  (409 ``SlurmNodeTaken``); should two race past that check, only the first registered is placed on and mirrors its
+  cordon — the other shows ``TAKEN`` — so a supplier can neither sell nor drain another's node.
 - **Cordon and drain**: a node the provider does not offer (``Cordoned``, ``Maintenance``, ``Offline``) is drained on
   the cluster with the provider's reason (``ITL: ...``), and resumed once offered again — on clusters whose REST
   version serves node updates (v0.0.41+); v0.0.38 serves none, and there the provider's own cordon keeps its work off
@@ -90,6 +93,28 @@ def backend_status(node: Node, health: NodeHealth | None, cluster: str, now: flo
     }
 
 
+def _holders(nodes: list[Node]) -> dict[str, Node]:
+    """Each Slurm node name's provider node: the first registered (``systemData.createdAt``, then its id) of those
+    naming it — the registration check refuses a second (services/api/nodes.py), a race of two is settled here."""
+    holders: dict[str, Node] = {}
+    for node in sorted(nodes, key=lambda n: (n.created_at or "~", n.arm_id.lower())):
+        holders.setdefault(node.backend.node_name.lower(), node)
+    return holders
+
+
+def taken_status(node: Node, cluster: str, now: float) -> dict[str, Any]:
+    """What a node shows whose Slurm node another provider node registered first: not placeable, saying so."""
+    return {
+        "state": "TAKEN",
+        "reason": f"Slurm node '{node.backend.node_name}' of cluster '{cluster}' is registered as another node; "
+        "only that one is placed on.",
+        "placeable": False,
+        "gres": None,
+        "warnings": [],
+        "checkedAt": datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 def _shown(status: dict[str, Any] | None) -> tuple[Any, ...] | None:
     """What a status says that is worth a write (not when it was checked)."""
     if status is None:
@@ -137,11 +162,16 @@ class NodeHealthSweep:
         health = {h.name.lower(): h for h in platform.node_health()}
         now = self._clock()
         served: set[str] = set()
-        for node in self._nodes.on_cluster(cluster):
+        nodes = self._nodes.on_cluster(cluster)
+        holders = _holders(nodes)
+        for node in nodes:
             counts["nodes"] += 1
             found = health.get(node.backend.node_name.lower())
-            self._mirror_cordon(platform, node, found, counts)
-            status = backend_status(node, found, cluster, now)
+            if holders[node.backend.node_name.lower()] is node:
+                self._mirror_cordon(platform, node, found, counts)
+                status = backend_status(node, found, cluster, now)
+            else:  # a second provider node of one Slurm node (module docstring): never placed on, never drains it
+                status = taken_status(node, cluster, now)
             if _shown(status) == _shown(node.backend_status):
                 continue
             if self._nodes.set_backend_status(node, status):
