@@ -27,6 +27,8 @@ class FakeSlurmrestd:
         #: faults: the next submit is accepted but its answer lost (502); then this many requests answer 503
         self.lose_next_submit = False
         self.unavailable_for = 0
+        #: once the next submit's answer is lost, this many requests after it answer 503
+        self.then_unavailable_for = 0
         #: a node's GRES as slurmctld reports it (default ``gpu:h100:8``)
         self.gres: dict[str, str] = {}
         #: the job descriptions submitted, in order; the signals sent ``(job id, signal)``; ``fail_comment``: a
@@ -63,6 +65,7 @@ class FakeSlurmrestd:
             self.changed = now
             if self.lose_next_submit:
                 self.lose_next_submit = False
+                self.unavailable_for = self.then_unavailable_for
                 return httpx.Response(502, text="Bad Gateway")
             return httpx.Response(200, json={"job_id": job_id, "errors": []})
         if request.method == "GET" and path.startswith("/job/"):

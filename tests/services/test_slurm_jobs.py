@@ -274,3 +274,17 @@ def test_two_nodes_that_raced_onto_one_slurm_node_place_and_drain_only_by_the_fi
     slurm_env.submit("train", 8, 640)
     slurm_env.run()
     assert slurm_env.job("train").node.name == "dgx-1"
+
+
+def test_a_submit_whose_answer_was_lost_for_all_its_retries_leaves_no_job_running_on_the_cluster(slurm_env: SlurmEnv):
+    # Given slurmctld accepts the job, its answer is lost, and slurmrestd then fails every look for it until the
+    # Submit step's retries (10) run out
+    slurm_env.fake.lose_next_submit = True
+    slurm_env.fake.then_unavailable_for = 10
+    # When the job is submitted and its workflow goes on (to Finish, the cluster answering again)
+    slurm_env.submit("train", 1, 80)
+    slurm_env.run()
+    # Then the job failed on our side, and the job Slurm made of it was found by its name and canceled
+    assert slurm_env.status("train") == "Failed"
+    assert [job["job_state"] for job in slurm_env.fake.jobs.values()] == ["CANCELLED"]
+    assert slurm_env.allocation("dgx-1").gpus == 0

@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from itl_accelerator.billing.job_charges import attempt_sums, job_charges
+from itl_accelerator.dgx.errors import DgxError
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
@@ -33,6 +34,7 @@ from itl_accelerator.domain.records import Job, Lease, Operation, Release, gang_
 from itl_accelerator.domain.retries import attempt_id, attempt_of
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.observability import logger
 from itl_accelerator.platforms.router import platform_job_number, platform_name
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Effects, Expect
@@ -502,12 +504,32 @@ class JobSteps:
         again becomes ``Pending`` for its next attempt instead (:meth:`_retry_once`). A job changed meanwhile (a
         cancel, the tracker) is read and decided again, at most :data:`FINISH_ATTEMPTS` times; then ``StoreBusy``
         (the step's retry runs it again)."""
+        self._cancel_unrecorded_submit(inp)
         return reattempt(
             lambda: self._finish_once(inp, settle(outcome, platform), retry=retry),
             on=WorkloadChanged,
             attempts=FINISH_ATTEMPTS,
             exhausted=lambda: StoreBusy("the job kept changing while it was being finished"),
         )
+
+    def _cancel_unrecorded_submit(self, inp: JobStepInput) -> None:
+        """A submit the job recorded sending (``submitting``: a Slurm cluster's) whose answer it never recorded — its
+        Submit step's retries ran out while the cluster could not be reached — may have made a job all the same: look
+        for it by its key and cancel it, so nothing runs on the cluster that the provider neither tracks nor bills.
+        Best effort: a cluster still unreachable is logged (the job of that name is then the cluster's to clean)."""
+        job = self._current(inp)
+        if job is None or not job.submitting or job.dgx_id or job.status.final:
+            return
+        platform = self.platforms.for_node(self._nodes.get(job.node_key))
+        try:
+            found = platform.find_job(job.submitting)
+            if found is not None and found.status in ("Queued", "Running"):
+                platform.cancel_job(found.id)
+                logger.warning("Canceled a platform job whose submit was never recorded", extra={"id": found.id})
+        except DgxError as exc:
+            logger.warning(
+                "A submit never recorded could not be looked for", extra={"key": job.submitting, "error": str(exc)}
+            )
 
     def _finish_once(self, inp: JobStepInput, outcome: JobEnd, *, retry: bool = False) -> FinishResult:
         """One read-decide-write of :meth:`finish`. Raises ``WorkloadChanged`` when the job was written since it
