@@ -82,6 +82,7 @@ def lab(cluster: SlurmCluster, stack: Stack) -> Iterator[Lab]:
         if cluster.pid(f"slurmd-{node}") is None:
             cluster.start_slurmd(node)
     cluster.run("scontrol", "update", f"nodename={','.join(cluster.node_names)}", "state=resume", check=False)
+    world.release_nodes()  # a Slurm node is one provider node: the next test's subscription registers it again
     world.http.close()
 
 
@@ -108,6 +109,21 @@ class Lab:
         )
         self.api = f"{stack.url}/subscriptions/{self.sub}/resourceGroups/rg1/{PROVIDER}"
         self.http = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        self.nodes: list[str] = []
+
+    def release_nodes(self) -> None:
+        """Delete the nodes this test registered, once their work has ended (their instances deleted first)."""
+        for name in self.nodes:
+            listed = self.http.get(f"{self.api}/sparkNodes/{name}/sparkOllamaInstances")
+            for instance in listed.json().get("value", []) if listed.status_code == 200 else []:
+                self.http.delete(f"{self.api}/sparkNodes/{name}/sparkOllamaInstances/{instance['name']}")
+            wait_for(
+                f"node {name} deleted once its work ended",
+                lambda name=name: (
+                    self.http.delete(f"{self.api}/sparkNodes/{name}").status_code in (200, 202, 204, 404)
+                    and self.http.get(f"{self.api}/sparkNodes/{name}").status_code == 404
+                ),
+            )
 
     def node(self, name: str, *, price: float = 2.5, increment: int = 1, minimum: int = 0) -> dict[str, Any]:
         """Register ``name`` (8 H100s, the Slurm node of that name) at ``price`` per GPU-hour."""
@@ -127,6 +143,7 @@ class Lab:
         }
         created = self.http.put(f"{self.api}/sparkNodes/{name}", json=body)
         assert created.status_code == 201, created.text
+        self.nodes.append(name)
         assert created.json()["properties"]["backend"] == {"type": "Slurm", "cluster": "lab", "nodeName": name}
         return dict(created.json())
 
