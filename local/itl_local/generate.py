@@ -145,24 +145,10 @@ def _scalar(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ checkov
-#: The checkov checks that do not apply to a function, with why: written as each generated function's
-#: ``Metadata.checkov.skip`` (the hand-written functions carry their own). docs/ARCHITECTURE.md, "Security posture".
-NO_VPC = (
-    "CKV_AWS_117",
-    "No VPC: it calls only IAM-signed AWS APIs and the DGX Platform's public HTTPS API; no private resource to reach (ARCHITECTURE.md, Security posture)",
-)
-NO_SECRET_IN_ENV = (
-    "CKV_AWS_173",
-    "Its environment holds names, ARNs and limits, never a secret: secrets are in Secrets Manager, read at run time",
-)
-SYNC_API = (
-    "CKV_AWS_116",
-    "Invoked synchronously by API Gateway: every failure is the caller's answer, so a DLQ would receive nothing",
-)
-SYNC_STEP = (
-    "CKV_AWS_116",
-    "Invoked synchronously by Step Functions, whose Retry and Catch handle every failure of the step",
-)
+#: The checkov checks that do not apply to a generated function, with why: written as its ``Metadata.checkov.skip``
+#: (the hand-written functions carry their own). The checks that apply to no function at all (VPC, environment
+#: encryption, dead-letter queue) are skipped once, with their reasons, in .checkov.yaml. docs/ARCHITECTURE.md,
+#: "Security posture".
 API_POOL = (
     "CKV_AWS_115",
     "Not reserved: API functions share the account's pool behind the stage throttle and the per-subscription rate limits; the system's own duties reserve theirs (SystemReservedConcurrency)",
@@ -227,7 +213,7 @@ def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> li
             f.timeout,
             condition,
             _handler_route(f),
-            skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_API, API_POOL),
+            skips=(API_POOL,),
         )
     return lines[:-1]
 
@@ -322,7 +308,6 @@ def render_workflow_steps(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str
                 s.policies,
                 s.environment,
                 s.timeout,
-                skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_STEP),
                 concurrency=SYSTEM_CONCURRENCY,
             )
     return lines[:-1]
