@@ -2,8 +2,8 @@
 does not send the reader to a file that was moved or removed.
 
 What counts as a citation: in each ``*.py`` file of the shipped trees (layers/, functions/, local/, cli/,
-mcp_server/, benchmarks/), any word that is a path ending in ``.py`` or ``.md`` (``services/common/lro.py``,
-``docs/SLURM.md``, ``keys.py``), wherever it stands (comment, docstring, string). A path wrapped at a ``/`` onto the
+mcp_server/, benchmarks/) and of the generator (tools/), any word that is a path ending in ``.py`` or ``.md``
+(``services/common/lro.py``, ``docs/SLURM.md``, ``keys.py``), wherever it stands (comment, docstring, string). A path wrapped at a ``/`` onto the
 next line of a comment or docstring is read whole. A glob (``*_workflow.py``) and a URL are not citations.
 
 The rule for resolving one:
@@ -11,7 +11,7 @@ The rule for resolving one:
 - A path with a directory (``a/b.py``) must name a file relative to one of: the repository root
   (``docs/SLURM.md``, ``tests/unit/...``, ``local/itl_local/iam.py``); a directory that holds top-level packages —
   ``layers/core/``, ``functions/``, ``local/``, ``local/workloads/``, ``cli/``, ``mcp_server/`` — so a module is cited
-  by its package (``itl_accelerator/slurm/platform.py``, ``itl_local/generate.py``); or the ``itl_accelerator``
+  by its package (``itl_accelerator/slurm/platform.py``, ``itl_local/iam.py``); or the ``itl_accelerator``
   package itself (``layers/core/itl_accelerator/``), from which the provider's code cites its own modules
   (``services/schedules/node_health.py``, ``domain/records.py``).
 - A bare file name (``keys.py``, "job_steps.py ``_ended``") leaves its directory to the sentence around it; it must
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-SHIPPED = ("layers", "functions", "local", "cli", "mcp_server", "benchmarks")
+SHIPPED = ("layers", "functions", "local", "cli", "mcp_server", "benchmarks", "tools")
 
 #: Where a cited path with a directory may start (see the module's docstring).
 ROOTS = (

@@ -60,7 +60,7 @@ def test_no_function_is_invoked_asynchronously_so_none_needs_a_dead_letter_queue
     """.checkov.yaml's reason for skipping CKV_AWS_116 everywhere: each function is called by API Gateway (routes and
     the authorizer), Step Functions (the workflow steps), EventBridge Scheduler or a table stream, each of which
     handles a failure itself. A function invoked otherwise (S3, SNS, an EventBridge rule...) needs its own DLQ."""
-    from itl_local.generate import WORKFLOWS
+    from tools.generate import WORKFLOWS
 
     steps = {f"{step.name}Function" for workflow in WORKFLOWS for step in workflow.steps}
     authorizers = {a["FunctionArn"]["Fn::GetAtt"][0] for a in TEMPLATE.api()["Auth"]["Authorizers"].values()}
@@ -99,7 +99,7 @@ def test_every_function_reserves_concurrency_or_says_why_it_does_not(name: str):
 def test_a_throttled_workflow_step_is_retried_long_enough_to_queue_a_burst_not_fail_it():
     import json
 
-    from itl_local.generate import STATEMACHINES_DIR
+    from tools.generate import STATEMACHINES_DIR
 
     def tasks(states: dict[str, Any]) -> list[dict[str, Any]]:
         found = []
