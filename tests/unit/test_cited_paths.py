@@ -99,7 +99,7 @@ def test_every_cited_module_path_exists():
                 cited_count += 1
                 if not _resolves(cited, names) and cited not in KNOWN_STALE.get(relative, set()):
                     stale.append(f"{relative}:{line} cites {cited}")
-    assert cited_count > 500, "the scan found too few citations: is the pattern broken?"
+    assert cited_count > 300, "the scan found too few citations: is the pattern broken?"
     assert not stale, "cited paths that name no file (rule: this test's docstring):\n" + "\n".join(stale)
 
 
