@@ -1,6 +1,6 @@
 """Long-running operation functions: status (Azure-AsyncOperation) and result (Location)."""
 
-# >>> generated: handlers - from itl_local/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
+# >>> generated: handlers - from tools/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
 from itl_accelerator.api.routes import operations as routes
 from itl_functions.adapter import operation_handler
 

@@ -1,6 +1,6 @@
 """Provider-level functions: operations list, subscription registration, audit query."""
 
-# >>> generated: handlers - from itl_local/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
+# >>> generated: handlers - from tools/generate.py API_FUNCTIONS; ./dev generate writes this, edit the source
 from itl_accelerator.api.routes import provider as routes
 from itl_functions.adapter import operation_handler
 

@@ -1,4 +1,4 @@
-"""Handler of the table's stream that publishes state-change events (itl_accelerator/state_events.py) and archives
+"""Handler of the table's stream that publishes state-change events (itl_accelerator/events.py) and archives
 the audit events whose retention ended (services/streams/audit_archive.py): the second and last event source mapping
 on the table's stream (template.yaml ``StateEventsFunction``; DynamoDB Streams advises at most two readers a shard),
 filtered to instance, job and node items and to DynamoDB's TTL deletions of audit items.

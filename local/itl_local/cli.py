@@ -5,7 +5,6 @@
                          (``--quiet``: none).
 - ``itl-local token``    prints a dev bearer token (stdout: the token alone).
 - ``itl-local invoke``   runs one function of template.yaml with an event file, like ``sam local invoke``.
-- ``itl-local openapi``  writes the API's OpenAPI document.
 - ``itl-local portal-publish``  uploads the built portal to a deployed stack's portal bucket.
 """
 
@@ -734,18 +733,6 @@ def cmd_portal_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_openapi(args: argparse.Namespace) -> int:
-    """Write (or print) the OpenAPI document of the whole API."""
-    from itl_accelerator.api.app import build_app
-
-    document = json.dumps(build_app(with_docs=True).openapi(), indent=2) + "\n"
-    if args.out:
-        Path(args.out).write_text(document)
-    else:
-        sys.stdout.write(document)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``itl-local``."""
     parser = argparse.ArgumentParser(
@@ -850,10 +837,6 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--client-id", default=None, help="Keycloak public client id (default itl-accelerator-portal)")
     pub.add_argument("--distribution-id", default=None, help="CloudFront distribution to invalidate")
     pub.set_defaults(func=cmd_portal_publish)
-
-    api = sub.add_parser("openapi", help="write the OpenAPI document")
-    api.add_argument("--out", default=None)
-    api.set_defaults(func=cmd_openapi)
 
     args = parser.parse_args(argv)
     return int(args.func(args))

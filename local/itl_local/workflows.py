@@ -2,7 +2,7 @@
 handlers in-process.
 
 moto's Lambda backend without Docker (``LambdaSimpleBackend``, an internal class — moto is pinned in
-pyproject.toml and tests/integration/test_local_workflows.py guards this) only echoes its input; it is replaced
+pyproject.toml and tests/integration/test_local_runtime_fidelity.py guards this) only echoes its input; it is replaced
 here by a dispatcher that imports the function's ``Handler`` (as declared in template.yaml) and calls it the way
 the Lambda runtime would, reporting exceptions as ``{"errorType", "errorMessage"}`` with a function error. Each
 invocation is reported on the console given to :func:`route_lambda_invocations_in_process` (``itl-local up``'s).

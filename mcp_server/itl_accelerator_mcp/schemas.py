@@ -1,9 +1,9 @@
 """JSON Schemas of the tools, made from the API's own models.
 
 ``api_schemas.json`` beside this module is ``components.schemas`` of docs/openapi.json, which FastAPI generates from
-the API's pydantic models (layers/core/itl_accelerator/models). It is copied, not hand-written:
-``python -m itl_accelerator_mcp.schemas docs/openapi.json`` rewrites it, and a test fails when it is stale. The
-package ships the copy because neither the Lambda function nor the stdio server has the repository's docs.
+the API's pydantic models (layers/core/itl_accelerator/models). It is copied, not hand-written: ``./dev generate``
+writes it with :func:`render` (tools/generate.py), and a test fails when it is stale. The package ships the copy
+because neither the Lambda function nor the stdio server has the repository's docs.
 
 A tool's schema refers to the API's models as ``{"$ref": "#/$defs/<Model>"}`` and carries, under ``$defs``, every
 model it reaches; a tool argument that is one field of an API model gets that field's own schema.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -106,18 +105,3 @@ def extract(openapi: dict[str, Any]) -> dict[str, Any]:
 def render(openapi: dict[str, Any]) -> str:
     """The text of ``api_schemas.json`` for an OpenAPI document."""
     return json.dumps(extract(openapi), indent=1, sort_keys=True) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m itl_accelerator_mcp.schemas docs/openapi.json``: rewrite ``api_schemas.json`` from it."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m itl_accelerator_mcp.schemas docs/openapi.json", file=sys.stderr)
-        return 2
-    SCHEMA_FILE.write_text(render(json.loads(Path(args[0]).read_text())))
-    print(f"wrote {SCHEMA_FILE}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,11 @@
 // Shared pieces: the light-DOM base element, loading and error states, paging, accelerator bars.
 import { LitElement, html, nothing } from 'lit';
 
+/** The accelerator kinds the forms offer: those the API knows, in their usual spelling, as its OpenAPI document says
+ *  them (`kind`'s examples; build.mjs puts them here). The API takes others too: an open set. */
+// eslint-disable-next-line no-undef
+export const KINDS = ACCELERATOR_KINDS;
+
 /** Views render into the light DOM so the one stylesheet applies and labels/ids work across the page. */
 export class View extends LitElement {
   createRenderRoot() {

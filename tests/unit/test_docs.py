@@ -14,7 +14,7 @@ from tests.conftest import REPO_ROOT
 
 def test_committed_openapi_matches_the_code():
     committed = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
-    assert committed == build_app(with_docs=True).openapi(), "run ./dev openapi --out docs/openapi.json"
+    assert committed == build_app(with_docs=True).openapi(), "run ./dev generate"
 
 
 def test_rbac_doc_matches_role_table():

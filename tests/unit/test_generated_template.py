@@ -1,6 +1,8 @@
-"""template.yaml's generated regions are what their tables give (``./dev generate`` writes them): an ARM operation's
-function block comes from its row in ``API_FUNCTIONS`` and its route, the SLO alarms from ``slo.BURN_RATE_ALERTS``.
-A hand edit of a region, or a table changed without ``./dev generate``, fails here with the difference."""
+"""Every generated file is what its source gives (``./dev generate`` writes them, tools/generate.py): template.yaml's
+regions (an ARM operation's function block comes from its row in ``API_FUNCTIONS`` and its route, the SLO alarms from
+``slo.BURN_RATE_ALERTS``), the handler modules' lines, the casing table, the sample events, docs/openapi.json and the
+MCP server's schemas. A hand edit of one, or a source changed without ``./dev generate``, fails here with the
+difference."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from decimal import Decimal
 import pytest
 
 from itl_accelerator import slo
-from itl_local import generate
-from itl_local.generate import API_FUNCTIONS, ApiFunction, RegionMissing
 from itl_local.template import DEFAULT_TEMPLATE, Template, load_handler
+from tools import generate
+from tools.generate import API_FUNCTIONS, ApiFunction, RegionMissing
 
 CASING = DEFAULT_TEMPLATE.parent / generate.CASING_TABLE
 
@@ -97,6 +99,28 @@ def test_check_exits_1_with_the_difference_when_a_region_was_edited_by_hand(tmp_
     assert "+      Description: GET a sparkJob" in capsys.readouterr().out
     assert generate.main(["--template", str(edited), *events]) == 0
     assert edited.read_text() == DEFAULT_TEMPLATE.read_text()
+
+
+def test_check_passes_on_the_repository_as_committed(capsys) -> None:
+    """``./dev generate --check`` over every generated file at once, as CI's test run checks it."""
+    assert generate.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_a_stale_openapi_document_or_mcp_schemas_fail_check_and_are_written_back(tmp_path, capsys) -> None:
+    repo = DEFAULT_TEMPLATE.parent
+    openapi, mcp_schemas = tmp_path / "openapi.json", tmp_path / "api_schemas.json"
+    openapi.write_text((repo / generate.OPENAPI).read_text().replace('"title": "SparkJob"', '"title": "Job"', 1))
+    mcp_schemas.write_text((repo / generate.MCP_SCHEMAS).read_text().replace('"minimum": 1', '"minimum": 2', 1))
+    paths = ["--openapi", str(openapi), "--mcp-schemas", str(mcp_schemas)]
+    assert generate.main(["--check", *paths]) == 1
+    out = capsys.readouterr()
+    added = [line for line in out.out.splitlines() if line.startswith("+ ")]
+    assert any('"title": "SparkJob"' in line for line in added) and any('"minimum": 1' in line for line in added)
+    assert str(openapi) in out.err and str(mcp_schemas) in out.err
+    assert generate.main(paths) == 0
+    assert openapi.read_text() == (repo / generate.OPENAPI).read_text()
+    assert mcp_schemas.read_text() == (repo / generate.MCP_SCHEMAS).read_text()
+    assert generate.main(["--check", *paths]) == 0
 
 
 def test_a_rows_sample_event_is_the_shape_events_holds_for_its_route() -> None:

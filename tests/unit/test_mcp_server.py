@@ -23,9 +23,7 @@ from tests.conftest import REPO_ROOT
 
 def test_the_shipped_schemas_are_the_contracts_current_ones():
     openapi = json.loads((REPO_ROOT / "docs" / "openapi.json").read_text())
-    assert schemas.SCHEMA_FILE.read_text() == schemas.render(openapi), (
-        "run: .venv/bin/python -m itl_accelerator_mcp.schemas docs/openapi.json"
-    )
+    assert schemas.SCHEMA_FILE.read_text() == schemas.render(openapi), "run ./dev generate"
 
 
 def test_every_tool_schema_is_self_contained():

@@ -114,3 +114,20 @@ def test_the_portals_estimate_prices_the_vendor_the_api_places_on():
     assert said is not None
     portal = dict(re.findall(r"(\w+): '([^']+)'", said.group(1)))
     assert portal == DEFAULT_VENDORS
+
+
+def test_the_portals_forms_offer_the_kinds_the_api_knows_from_its_openapi_document():
+    """The portal keeps no list of accelerator kinds: its build reads them from the API's OpenAPI document (the
+    ``kind`` examples of a job's and a node's accelerator), which are the kinds the domain knows."""
+    import re
+
+    from itl_accelerator.domain.accelerators import KNOWN_KINDS
+
+    root = Path(__file__).resolve().parents[2]
+    schemas = json.loads((root / "docs" / "openapi.json").read_text())["components"]["schemas"]
+    for model in ("JobAccelerator", "NodeAccelerator"):
+        assert schemas[model]["properties"]["kind"]["examples"] == list(KNOWN_KINDS.values()), model
+    build = (root / "portal" / "build.mjs").read_text()
+    assert "docs/openapi.json" in build and "JobAccelerator?.properties?.kind?.examples" in build
+    for source in sorted((root / "portal" / "src").rglob("*.js")):
+        assert not re.search(r"\[\s*'GPU',\s*'TPU'", source.read_text()), f"{source.name} keeps its own kinds"

@@ -1,14 +1,18 @@
 """The production posture template.yaml declares (docs/ARCHITECTURE.md, "Security posture"): each decision is in the
-template, and each checkov check skipped says why next to it — so a new resource that fails a check that applies
-fails `./dev checkov` in CI."""
+template, and each checkov check skipped says why next to it — on its resource, or once in .checkov.yaml for a check
+that applies to no function, whose reason is held here — so a new resource that fails a check that applies fails
+`./dev checkov` in CI."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+import yaml
 
 from itl_local.template import Template
+from tests.conftest import REPO_ROOT
 
 TEMPLATE = Template()
 RESOURCES: dict[str, Any] = TEMPLATE.resources
@@ -29,6 +33,56 @@ def test_every_skipped_check_says_why():
     assert short == [], f"a skip without a reason of its own: {short}"
 
 
+def config_skips() -> dict[str, str]:
+    """The checks .checkov.yaml skips for every resource → the comment lines above each (its reason)."""
+    skipped: dict[str, str] = {}
+    comment: list[str] = []
+    for line in (REPO_ROOT / ".checkov.yaml").read_text().splitlines():
+        if line.strip().startswith("#"):
+            comment.append(line.strip().lstrip("#").strip())
+        elif check := re.fullmatch(r"\s*- (CKV\w+)", line):
+            skipped[check.group(1)] = " ".join(comment)
+            comment = []
+        else:
+            comment = []
+    return skipped
+
+
+def test_every_check_skipped_for_every_resource_says_why_once():
+    skipped = config_skips()
+    assert list(skipped) == yaml.safe_load((REPO_ROOT / ".checkov.yaml").read_text())["skip-check"]
+    assert [check for check, why in skipped.items() if len(why.split()) < 8] == [], "a skip without its reason"
+    again = [(name, check) for name, r in RESOURCES.items() for check in skips(r) if check in skipped]
+    assert again == [], f"skipped on a resource and for all in .checkov.yaml: {again}"
+
+
+def test_no_function_is_invoked_asynchronously_so_none_needs_a_dead_letter_queue():
+    """.checkov.yaml's reason for skipping CKV_AWS_116 everywhere: each function is called by API Gateway (routes and
+    the authorizer), Step Functions (the workflow steps), EventBridge Scheduler or a table stream, each of which
+    handles a failure itself. A function invoked otherwise (S3, SNS, an EventBridge rule...) needs its own DLQ."""
+    from tools.generate import WORKFLOWS
+
+    steps = {f"{step.name}Function" for workflow in WORKFLOWS for step in workflow.steps}
+    authorizers = {a["FunctionArn"]["Fn::GetAtt"][0] for a in TEMPLATE.api()["Auth"]["Authorizers"].values()}
+    for name, function in of_type("AWS::Serverless::Function").items():
+        events = {e["Type"] for e in (function["Properties"].get("Events") or {}).values()}
+        if events:
+            assert events <= {"Api", "ScheduleV2", "DynamoDB"}, f"{name} is invoked by {events}: give it a DLQ"
+        else:
+            assert name in steps | authorizers, f"{name}: no event, no workflow step, not the authorizer"
+
+
+def test_no_function_environment_holds_a_secret():
+    """.checkov.yaml's reason for skipping CKV_AWS_173 everywhere: a variable that names a secret holds where it is
+    (its Secrets Manager id or ARN), never its value."""
+    variables = dict(TEMPLATE.global_environment())
+    for function in of_type("AWS::Serverless::Function").values():
+        variables.update((function["Properties"].get("Environment") or {}).get("Variables") or {})
+    secretive = [v for v in variables if re.search(r"SECRET|PASSWORD|TOKEN|(^|_)KEY(_|$)", v)]
+    assert secretive, "no variable names a secret: is the pattern broken?"
+    assert [v for v in secretive if not v.endswith(("_SECRET_ID", "_SECRET_ARN"))] == []
+
+
 @pytest.mark.parametrize("name", sorted(of_type("AWS::Serverless::Function")))
 def test_every_function_reserves_concurrency_or_says_why_it_does_not(name: str):
     function = RESOURCES[name]
@@ -45,7 +99,7 @@ def test_every_function_reserves_concurrency_or_says_why_it_does_not(name: str):
 def test_a_throttled_workflow_step_is_retried_long_enough_to_queue_a_burst_not_fail_it():
     import json
 
-    from itl_local.generate import STATEMACHINES_DIR
+    from tools.generate import STATEMACHINES_DIR
 
     def tasks(states: dict[str, Any]) -> list[dict[str, Any]]:
         found = []

@@ -4,7 +4,8 @@ work cost.
 Requests (docs/API_REFERENCE.md, "Quotas", "Budgets", "Cost queries"):
 
 - ``quota list|show|set|delete`` → ``GET|PUT|DELETE .../locations/{location}/quotas[/{name}]`` (``name`` ``gpus``:
-  every GPU model; ``gpus-{model}``: one); ``usage list`` (commands/usage.py) → ``GET .../locations/{location}/usages``;
+  every GPU model; ``gpus-{model}``: one); ``usage list`` (itlc_accelerator/commands/usage.py) →
+  ``GET .../locations/{location}/usages``;
 - ``offer list`` → ``GET .../locations/{location}/offers[?resourceGroup=]``;
 - ``budget list|show|create|delete`` → ``GET|PUT|DELETE .../budgets[/{name}]`` (Azure Cost Management's budget shape);
 - ``cost query`` → ``POST .../costQuery`` with ``timeframe``, ``dataset.granularity``, ``grouping`` and ``filter``;

@@ -177,14 +177,14 @@ class Settings(BaseModel):
     deprovision_state_machine_arn: str = ""
     instance_poll_interval_seconds: int = Field(default=10, ge=1, le=300)
     instance_provision_timeout_seconds: int = Field(default=900, ge=1, le=21600)
-    # Leases of workflow-owned resources (services/reconciler.py): how long an accepted operation may wait for its
-    # workflow's first step, and the grace added to each step's own deadline.
+    # Leases of workflow-owned resources (services/schedules/reconciler.py): how long an accepted operation may wait
+    # for its workflow's first step, and the grace added to each step's own deadline.
     workflow_start_grace_seconds: int = Field(default=120, ge=1, le=3600)
     workflow_lease_grace_seconds: int = Field(default=120, ge=1, le=3600)
     # The reconciler reads the expired leases this many at a time (a run reads every page, time allowing).
     reconcile_batch_size: int = Field(default=100, ge=1, le=500)
 
-    # Jobs (services/job_workflow.py, services/placement.py). Seconds.
+    # Jobs (services/workflows/job_steps.py, services/common/placement.py). Seconds.
     job_state_machine_arn: str = ""
     # First wait before a running job's state is checked on the DGX Platform; it doubles up to the maximum (the
     # safety sweep behind the platform's callbacks: every running job is checked at least this often).
@@ -240,7 +240,8 @@ class Settings(BaseModel):
     # Powertools' switch for X-Ray tracing (observability.LambdaTracer): the X-Ray SDK is loaded only when tracing is on.
     powertools_trace_disabled: bool = False
 
-    # Usage metering and billing (services/usage.py, usage_rollups.py, billing_export.py). Seconds unless named otherwise.
+    # Usage metering and billing (services/schedules/usage_sync.py, usage_rollups.py, billing_export.py). Seconds
+    # unless named otherwise.
     # How often the usage sync runs (template.yaml's schedule; a synced meter is next due after half of it).
     usage_sync_interval_seconds: int = Field(default=300, ge=1, le=3600)
     # Hours re-read (on a meter's first sync of each new hour, and when it settles) so metrics that arrive late

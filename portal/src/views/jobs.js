@@ -2,7 +2,7 @@
 // reason a job waits, "my jobs", and a job's detail: timeline Pending → Scheduled → Running → end, cost, cancel.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, confirmed, copyButton, kindOf, devices, pricePerHour, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, KINDS, loading, error, offered, confirmed, copyButton, kindOf, devices, pricePerHour, statusBadge, acceleratorText, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, clock, costs } from '../format.js';
 import { statsPoints, statsCurrencies } from '../chart.js';
 import '../chart.js';
@@ -15,8 +15,6 @@ const GPU_MODEL_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]*';
 /** The vendor a job that names no model gets, by kind (domain/accelerators.py DEFAULT_VENDORS). */
 const DEFAULT_VENDORS = { GPU: 'NVIDIA', TPU: 'Google', Neuron: 'AWS', HPU: 'Intel' };
 
-/** The accelerator kinds the form offers (the API takes others too: an open set). */
-const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 const ENV_LINE = /^[A-Za-z_][A-Za-z0-9_]{0,127}=/;
 
 /** The orders the list offers. The API lists jobs by name and cannot sort them: the portal sorts what it read. */

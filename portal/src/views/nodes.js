@@ -2,14 +2,11 @@
 // its instances, and (for its supplier and admins, as the API decides) utilisation and earnings over time.
 import { html, nothing } from 'lit';
 import { paths, parseId } from '../api.js';
-import { View, loading, error, offered, instanceState, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
+import { View, KINDS, loading, error, offered, instanceState, confirmed, copyButton, kindOf, gpuBar, acceleratorText, pricePerHour, statusBadge, more, field, formValues, link, NAME_PATTERN, NAME_HELP, RG_PATTERN } from '../ui.js';
 import { time, costs } from '../format.js';
 import { fitStats, statsCurrencies } from '../chart.js';
 import { mayReadNodeStats } from '../permissions.js';
 import '../chart.js';
-
-/** The accelerator kinds the registration form offers (the API takes others too: an open set). */
-const KINDS = ['GPU', 'TPU', 'NPU', 'HPU', 'Neuron'];
 
 /** A node's accelerator kind (`GPU` for one stored before kinds existed). */
 class Nodes extends View {

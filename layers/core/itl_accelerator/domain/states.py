@@ -29,7 +29,7 @@ INSTANCE_IN_FLIGHT: tuple[ProvisioningState, ...] = (ProvisioningState.ACCEPTED,
 class JobStatus(StrEnum):
     """A job's own lifecycle: ``Pending`` (admitted or waiting for capacity) → ``Scheduled`` (placed on a node) →
     ``Running`` (on the DGX Platform) → ``Succeeded`` / ``Failed`` / ``Canceled`` / ``Preempted`` (stopped for a
-    higher-priority job: services/common/preemption.py)."""
+    higher-priority job: domain/preemption.py)."""
 
     PENDING = "Pending"
     SCHEDULED = "Scheduled"

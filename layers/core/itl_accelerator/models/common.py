@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from itl_accelerator.billing.metering import MAX_PRICE_PER_GPU_HOUR
+from itl_accelerator.domain.accelerators import KNOWN_KINDS
 
 ProvisioningState = Literal["Succeeded", "Failed", "Canceled", "Accepted", "Provisioning", "Updating", "Deleting"]
 CreatedByType = Literal["User", "Application", "ManagedIdentity", "Key"]
@@ -149,7 +150,13 @@ OptionalMoney = Annotated[
 
 
 #: An accelerator kind as sent (``GPU``, ``tpu``, ``NPU``...; domain/accelerators.py says it in its usual spelling).
-AcceleratorKind = Annotated[str, StringConstraints(min_length=2, max_length=16, pattern=r"^[A-Za-z][A-Za-z0-9]+$")]
+#: Its schema's ``examples`` are the kinds the provider knows, in their usual spelling (``KNOWN_KINDS``): the API's
+#: contract says them, and the portal's forms offer them from it (portal/build.mjs reads docs/openapi.json).
+AcceleratorKind = Annotated[
+    str,
+    StringConstraints(min_length=2, max_length=16, pattern=r"^[A-Za-z][A-Za-z0-9]+$"),
+    Field(examples=list(KNOWN_KINDS.values())),
+]
 #: An accelerator vendor (``NVIDIA``, ``AMD``, ``Google``, ``AWS``, ``Intel``, ``Huawei``...).
 AcceleratorVendor = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9 ._&-]*[A-Za-z0-9])?$")

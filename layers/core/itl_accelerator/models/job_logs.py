@@ -1,4 +1,4 @@
-"""Shape of ``GET .../sparkJobs/{name}/logs`` (services/job_logs.py): a page of the job's log lines."""
+"""Shape of ``GET .../sparkJobs/{name}/logs`` (services/api/job_logs.py): a page of the job's log lines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shape of ``GET /subscriptions/{sub}/providers/ITL.Accelerator/slo?month=YYYY-MM`` (services/slo_report.py).
+"""Shape of ``GET /subscriptions/{sub}/providers/ITL.Accelerator/slo?month=YYYY-MM`` (services/api/slo_report.py).
 
 Units: percent for goals and attainment; a share (1 = all) for ``remainingFraction``; minutes for the budget read as
 time (0.1 % of a 30-day month is 43.2 minutes of full outage); milliseconds for the latency threshold.

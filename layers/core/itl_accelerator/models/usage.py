@@ -1,4 +1,4 @@
-"""Shapes of ``GET .../stats`` (services/usage_stats.py): per-hour usage points and their totals.
+"""Shapes of ``GET .../stats`` (services/api/usage_stats.py): per-hour usage points and their totals.
 
 Units: seconds (``gpuSeconds``, ``billableGpuSeconds``), hours (``gpuHours``), percent (utilisation, allocation),
 GiB (``gpuMemoryGb``), Wh (``energyWh``); money as exact decimal strings per currency.

@@ -1,4 +1,4 @@
-"""Job log route: ``GET .../sparkJobs/{jobName}/logs?tail=N&since=...&$top=N&$skipToken=...`` (services/job_logs.py).
+"""Job log route: ``GET .../sparkJobs/{jobName}/logs?tail=N&since=...&$top=N&$skipToken=...`` (services/api/job_logs.py).
 Thin: parse the parameters (``tail`` 1-10000, ``since`` ISO 8601 with a zone, ``$top`` 1-1000 lines a page, default
 1000; anything else 400 ``InvalidParameter``), call the service, render the page with its ``nextLink``.
 

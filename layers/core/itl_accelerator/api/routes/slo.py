@@ -1,5 +1,5 @@
 """The SLO report route: ``GET /subscriptions/{sub}/providers/ITL.Accelerator/slo?month=YYYY-MM`` (admins holding
-the whole subscription; services/slo_report.py). Thin: ``month`` in, the report out."""
+the whole subscription; services/api/slo_report.py). Thin: ``month`` in, the report out."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Stats routes: ``GET {instance|job|node}/stats?hours=N`` (the seed's ``?hours=24``). Thin: parse ``hours`` (1 to
-720, default 24; anything else 400 ``InvalidParameter``), call services/usage_stats.py, return its body."""
+720, default 24; anything else 400 ``InvalidParameter``), call services/api/usage_stats.py, return its body."""
 
 from __future__ import annotations
 

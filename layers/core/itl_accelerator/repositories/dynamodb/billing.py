@@ -1,4 +1,5 @@
-"""The billing export's bookkeeping in the table (key formats: keys.py; the export: services/billing_export.py).
+"""The billing export's bookkeeping in the table (key formats: keys.py; the export:
+services/schedules/billing_export.py).
 
 The export *claims* each usage record for the day it bills (``billed``: what went out, and ``billedDay``); a record
 that changes after it was claimed — or that arrives for a day already closed — is queued as a correction

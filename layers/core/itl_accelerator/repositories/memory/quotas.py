@@ -1,6 +1,6 @@
 """GPU quota counters in memory: the DynamoDB implementation's ``DynamoQuotaRepository``
-(repositories/dynamodb/quotas.py). Reservations and releases count GPUs in and out (memory/nodes.py), the limit is
-checked in the reservation's own all-or-nothing change."""
+(repositories/dynamodb/quotas.py). Reservations and releases count GPUs in and out (repositories/memory/nodes.py),
+the limit is checked in the reservation's own all-or-nothing change."""
 
 from __future__ import annotations
 

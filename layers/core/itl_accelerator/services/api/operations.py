@@ -34,7 +34,7 @@ _OPERATION_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 class OperationService:
     """Reads operation status items, with the permission of the resource each belongs to (ARM: an operation is
     read by whoever may read its resource): an instance's operations by whoever may read the instance; a job's by
-    whoever may see the job (services/job_access.py) — and, once the job is gone, by its submitter and admins. For
+    whoever may see the job (services/common/job_access.py) — and, once the job is gone, by its submitter and admins. For
     anyone else an operation is exactly as missing as an unknown id: 404, the refusal audited."""
 
     def __init__(

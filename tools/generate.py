@@ -1,6 +1,18 @@
-"""What template.yaml repeats, written from the tables the code already holds: ``./dev generate`` rewrites each
-generated region of template.yaml in place, ``./dev generate --check`` (and tests/unit/test_generated_template.py)
-fails when a region differs from what its table gives.
+"""Every file of the repository that is made from another, written from the tables the code already holds:
+``./dev generate`` writes each one, ``./dev generate --check`` (and tests/unit/test_generated_template.py) fails,
+with the difference, when one differs from what its source gives. It lives at the repository's root, beside what it
+writes (template.yaml, functions/, the layer's casing table, docs/, the MCP server's schemas), and ships in none of
+them: it is neither the provider's code nor the local runtime's.
+
+What it writes:
+
+- template.yaml's generated regions (below);
+- each API handler module's ``handlers`` region (functions/itl_functions/{module}.py, from :data:`API_FUNCTIONS`);
+- the catch-all route's casing table (layers/core/itl_accelerator/api/canonical.py ``route-paths``, from the routers);
+- a sample event for a row that has none (``events/{Name}Function.json``, below);
+- docs/openapi.json, the API's OpenAPI document, from the routers and models (FastAPI's ``openapi()``);
+- the MCP server's copy of the API's schemas (mcp_server/itl_accelerator_mcp/api_schemas.json: ``components.schemas``
+  of that document, ``itl_accelerator_mcp.schemas.render``).
 
 template.yaml stays the deployable source of truth (``sam validate --lint``, ``sam build`` and the local runtime read
 it as they always did); a region is the text between its two marker lines::
@@ -38,7 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from itl_local.template import DEFAULT_TEMPLATE
+#: The repository's root, where template.yaml is.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TEMPLATE = REPO_ROOT / "template.yaml"
 
 # ------------------------------------------------------------------------------------------------ API functions
 #: Policy sets of template.yaml (each a managed policy the template declares once), by what a function does.
@@ -145,24 +159,10 @@ def _scalar(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ checkov
-#: The checkov checks that do not apply to a function, with why: written as each generated function's
-#: ``Metadata.checkov.skip`` (the hand-written functions carry their own). docs/ARCHITECTURE.md, "Security posture".
-NO_VPC = (
-    "CKV_AWS_117",
-    "No VPC: it calls only IAM-signed AWS APIs and the DGX Platform's public HTTPS API; no private resource to reach (ARCHITECTURE.md, Security posture)",
-)
-NO_SECRET_IN_ENV = (
-    "CKV_AWS_173",
-    "Its environment holds names, ARNs and limits, never a secret: secrets are in Secrets Manager, read at run time",
-)
-SYNC_API = (
-    "CKV_AWS_116",
-    "Invoked synchronously by API Gateway: every failure is the caller's answer, so a DLQ would receive nothing",
-)
-SYNC_STEP = (
-    "CKV_AWS_116",
-    "Invoked synchronously by Step Functions, whose Retry and Catch handle every failure of the step",
-)
+#: The checkov checks that do not apply to a generated function, with why: written as its ``Metadata.checkov.skip``
+#: (the hand-written functions carry their own). The checks that apply to no function at all (VPC, environment
+#: encryption, dead-letter queue) are skipped once, with their reasons, in .checkov.yaml. docs/ARCHITECTURE.md,
+#: "Security posture".
 API_POOL = (
     "CKV_AWS_115",
     "Not reserved: API functions share the account's pool behind the stage throttle and the per-subscription rate limits; the system's own duties reserve theirs (SystemReservedConcurrency)",
@@ -227,7 +227,7 @@ def render_api_functions(functions: Iterable[ApiFunction] = API_FUNCTIONS) -> li
             f.timeout,
             condition,
             _handler_route(f),
-            skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_API, API_POOL),
+            skips=(API_POOL,),
         )
     return lines[:-1]
 
@@ -322,7 +322,6 @@ def render_workflow_steps(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str
                 s.policies,
                 s.environment,
                 s.timeout,
-                skips=(NO_VPC, NO_SECRET_IN_ENV, SYNC_STEP),
                 concurrency=SYSTEM_CONCURRENCY,
             )
     return lines[:-1]
@@ -537,10 +536,10 @@ class Region:
 
 
 REGIONS: tuple[Region, ...] = (
-    Region("api-functions", "itl_local/generate.py API_FUNCTIONS and the routers", render_api_functions),
-    Region("workflow-steps", "itl_local/generate.py WORKFLOWS", render_workflow_steps),
-    Region("state-machines", "itl_local/generate.py WORKFLOWS and statemachines/*.asl.json", render_state_machines),
-    Region("slo-alarms", "itl_accelerator/slo.py BURN_RATE_ALERTS and itl_local/generate.py OBJECTIVES",
+    Region("api-functions", "tools/generate.py API_FUNCTIONS and the routers", render_api_functions),
+    Region("workflow-steps", "tools/generate.py WORKFLOWS", render_workflow_steps),
+    Region("state-machines", "tools/generate.py WORKFLOWS and statemachines/*.asl.json", render_state_machines),
+    Region("slo-alarms", "itl_accelerator/slo.py BURN_RATE_ALERTS and tools/generate.py OBJECTIVES",
            render_slo_alarms),
 )  # fmt: skip
 
@@ -577,9 +576,7 @@ def handler_modules(directory: Path, functions: Iterable[ApiFunction] = API_FUNC
     out: dict[Path, str] = {}
     for module in sorted({f.handler.rsplit(".", 1)[0] for f in rows}):
         path = directory / f"{module}.py"
-        region = Region(
-            "handlers", "itl_local/generate.py API_FUNCTIONS", functools.partial(render_handlers, module, rows)
-        )
+        region = Region("handlers", "tools/generate.py API_FUNCTIONS", functools.partial(render_handlers, module, rows))
         text = (
             path.read_text()
             if path.exists()
@@ -614,9 +611,35 @@ def generate(text: str, regions: Iterable[Region] = REGIONS, *, indent: str = " 
     return text
 
 
+#: The API's OpenAPI document and the MCP server's copy of its schemas.
+OPENAPI = Path("docs/openapi.json")
+MCP_SCHEMAS = Path("mcp_server/itl_accelerator_mcp/api_schemas.json")
+
+
+def render_openapi() -> dict[str, Any]:
+    """The API's OpenAPI document, as FastAPI makes it from the routers and models."""
+    from itl_accelerator.api.app import build_app
+
+    document: dict[str, Any] = build_app(with_docs=True).openapi()
+    return document
+
+
+def openapi_files(openapi: Path, mcp_schemas: Path) -> dict[Path, str]:
+    """docs/openapi.json's text and the MCP server's schemas made from it: path → text."""
+    from itl_accelerator_mcp import schemas
+
+    document = render_openapi()
+    return {openapi: json.dumps(document, indent=2) + "\n", mcp_schemas: schemas.render(document)}
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the repository names it, when it is in the repository."""
+    return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``./dev generate [--check] [--template FILE]``: rewrite the regions (exit 0), or with ``--check`` print the
-    difference and exit 1 when template.yaml is not what its sources give."""
+    """``./dev generate [--check]``: write every generated file (exit 0), or with ``--check`` change nothing, print
+    the difference and exit 1 when any is not what its source gives. The options put a file elsewhere (tests)."""
     parser = argparse.ArgumentParser(prog="./dev generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff when out of date")
     parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
@@ -625,12 +648,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--casing-table", type=Path, default=None, help="api/canonical.py (beside the template)")
     parser.add_argument("--events", type=Path, default=None, help="sample events' folder (events/ beside the template)")
+    parser.add_argument("--openapi", type=Path, default=REPO_ROOT / OPENAPI, help="the API's OpenAPI document")
+    parser.add_argument("--mcp-schemas", type=Path, default=REPO_ROOT / MCP_SCHEMAS, help="the MCP server's schemas")
     args = parser.parse_args(argv)
     casing = args.casing_table or args.template.parent / CASING_TABLE
     files = {
         args.template: generate(args.template.read_text()),
         casing: generate(casing.read_text(), CASING_REGIONS, indent="    ", file=str(CASING_TABLE)),
         **handler_modules(args.functions_dir or DEFAULT_TEMPLATE.parent / HANDLER_MODULES),
+        **openapi_files(args.openapi, args.mcp_schemas),
     }
     stale = {path: wanted for path, wanted in files.items() if not path.exists() or wanted != path.read_text()}
     events = missing_events(args.events or args.template.parent / "events")
@@ -640,20 +666,16 @@ def main(argv: list[str] | None = None) -> int:
         for path, wanted in stale.items():
             current = path.read_text() if path.exists() else ""
             sys.stdout.writelines(
-                difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), path.name, "generated")
+                difflib.unified_diff(current.splitlines(True), wanted.splitlines(True), _shown(path), "generated")
             )
         for path in events:
             print(f"missing sample event: {path.name}")
-        print(
-            "template.yaml, the casing table or events/ is out of date with its tables: run ./dev generate",
-            file=sys.stderr,
-        )
+        out_of_date = [_shown(path) for path in stale] + [f"{_shown(path)} (missing)" for path in events]
+        print(f"out of date with their sources: {', '.join(out_of_date)}; run ./dev generate", file=sys.stderr)
         return 1
-    for path, wanted in stale.items():
-        path.write_text(wanted)
-    for path, text in events.items():
+    for path, text in {**stale, **events}.items():
         path.write_text(text)
-        print(f"wrote {path}")
+        print(f"wrote {_shown(path)}")
     return 0
 
 
