@@ -438,3 +438,33 @@ EXPECTED_METERS: dict[str, dict[str, Any]] = {
         "stored": '{"subscriptionId":"sub-b","resourceGroup":"ml","resourceId":"/subscriptions/sub-b/resourceGroups/ml/providers/ITL.Accelerator/sparkJobs/tune-2","resourceName":"tune-2","resourceType":"ITL.Accelerator/sparkJobs","service":"jobs","nodeResourceGroup":"fleet","nodeName":"tpu-2","nodeId":"/subscriptions/sub-b/resourceGroups/fleet/providers/ITL.Accelerator/sparkNodes/tpu-2","supplier":"acme","region":"us-central1","sku":"TPU-V5E-8","gpus":8,"tags":{"zeta":"last","alpha":"zoë"},"resourceCreatedAt":"2026-02-28T09:00:00.000000Z","nodeCreatedAt":"2026-01-01T00:00:00.000000Z","submittedBy":"bob","acceleratorKind":"TPU","acceleratorModel":"v5e","allocationId":"op-tune-2","attempt":2}',
     },
 }
+
+
+# ------------------------------------------------------------------------------------- the descriptor's contract
+def test_only_the_fields_metering_began_with_are_required_so_a_new_field_reads_old_items_at_its_default() -> None:
+    from dataclasses import fields
+
+    from itl_accelerator.billing.descriptor import REQUIRED_FIELDS, BillingDescriptor
+    from itl_accelerator.billing.focus import ChargeLine
+
+    # a field added without a default would make every item stored before it unreadable (KeyError)
+    assert REQUIRED_FIELDS == (
+        "subscription_id", "resource_group", "resource_id", "resource_name", "resource_type", "service", "node_name",
+        "node_id", "supplier", "region", "sku",
+    )  # fmt: skip
+    # and the meter and the charge line are the descriptor's fields, declared there once
+    declared = {f.name for f in fields(BillingDescriptor)}
+    assert declared <= {f.name for f in fields(Meter)} and declared <= {f.name for f in fields(ChargeLine)}
+
+
+@pytest.mark.parametrize("stored", [json.loads(FIRST_SHAPE_RECORD["descriptor"]), KINDS_SHAPE, ATTEMPT_PART_SHAPE])
+def test_a_descriptor_read_then_written_is_todays_shape_and_reads_back_the_same(stored: dict[str, Any]) -> None:
+    from itl_accelerator.billing.descriptor import from_stored
+
+    billed = from_stored(stored)
+    written = billed.as_stored()
+    # today's shape: the stored keys kept with their values, the keys added since at their defaults
+    assert {k: v for k, v in written.items() if k in stored} == stored
+    assert list(written)[:14] == list(json.loads(FIRST_SHAPE_RECORD["descriptor"]))
+    assert ("allocationId" in written) == ("allocationId" in stored)
+    assert from_stored(written) == billed
