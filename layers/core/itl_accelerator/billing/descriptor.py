@@ -18,11 +18,13 @@ of billing/focus.py ``COLUMNS`` (then its row in docs/BILLING.md, "Columns").
 **The stored shape** (:meth:`BillingDescriptor.as_stored`, :func:`stored_fields`) is a JSON object of the fields'
 camelCase names, a persisted contract (tests/unit/test_stored_descriptors.py holds each shape it has had): the 14
 keys metering began with (``subscriptionId`` ... ``sku``, ``gpus``, ``tags``), then ``resourceCreatedAt`` and
-``nodeCreatedAt``, ``submittedBy``, ``acceleratorKind`` and ``acceleratorModel``, in that order; and only on a job's
-later attempt or further node part, ``allocationId`` (the job's: :attr:`~BillingDescriptor.job_allocation_id`) and
-``attempt``. Read back, a field without a default must be present (``KeyError``) and is taken as stored; one with a
-default that is missing or empty takes its default (an allocation metered before kinds existed is a ``GPU`` of a model
-not recorded, attempt 1), else the stored value as its default's type (``str``, ``int``, ``dict``).
+``nodeCreatedAt``, ``submittedBy``, ``acceleratorKind`` and ``acceleratorModel``, in that order, are written on
+every descriptor; then only on a job's later attempt or further node part, ``allocationId`` (the job's:
+:attr:`~BillingDescriptor.job_allocation_id`) and ``attempt``; and a field declared after those only when it is not
+at its default — so a new field leaves the items of allocations without it exactly as they were. Read back, a field
+without a default must be present (``KeyError``) and is taken as stored; one with a default that is missing or empty
+takes its default (an allocation metered before kinds existed is a ``GPU`` of a model not recorded, attempt 1), else
+the stored value as its default's type (``str``, ``int``, ``dict``).
 """
 
 from __future__ import annotations
@@ -73,10 +75,16 @@ class BillingDescriptor:
         return {f.name: getattr(self, f.name) for f in _FIELDS}
 
     def as_stored(self) -> dict[str, Any]:
-        """The stored shape (module docstring): camelCase keys in declaration order, the job-part keys only when
-        :attr:`job_allocation_id` is set. Values as they are (``tags`` the same dict)."""
+        """The stored shape (module docstring): camelCase keys in declaration order; the job-part keys only when
+        :attr:`job_allocation_id` is set, a later field only when not at its default. Values as they are (``tags``
+        the same dict)."""
         part = bool(self.job_allocation_id)
-        return {s.key: getattr(self, s.name) for s in _STORED if part or not s.job_part}
+        found: dict[str, Any] = {}
+        for s in _STORED:
+            value = getattr(self, s.name)
+            if s.always or (part if s.job_part else value != s.default):
+                found[s.key] = value
+        return found
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class _Stored:
     required: bool
     default: Any
     job_part: bool
+    always: bool  # written on every descriptor (the fields up to accelerator_model), else only when not at default
 
 
 def _camel(name: str) -> str:
@@ -96,6 +105,8 @@ def _camel(name: str) -> str:
 
 
 _FIELDS = fields(BillingDescriptor)
+#: The fields written on every descriptor: those it had when kinds came (commit a391660), up to accelerator_model.
+_ALWAYS = 1 + [f.name for f in _FIELDS].index("accelerator_model")
 _STORED: tuple[_Stored, ...] = tuple(
     _Stored(
         name=f.name,
@@ -103,8 +114,9 @@ _STORED: tuple[_Stored, ...] = tuple(
         required=f.default is MISSING and f.default_factory is MISSING,
         default=f.default_factory() if f.default_factory is not MISSING else f.default,
         job_part=bool(f.metadata.get(_JOB_PART)),
+        always=n < _ALWAYS,
     )
-    for f in _FIELDS
+    for n, f in enumerate(_FIELDS)
 )
 #: The fields every descriptor must hold (non-empty strings).
 REQUIRED_FIELDS: tuple[str, ...] = tuple(s.name for s in _STORED if s.required)
