@@ -10,7 +10,7 @@ import gzip
 import io
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -145,7 +145,7 @@ def test_an_instance_across_midnight_is_recorded_per_hour_at_its_locked_price(us
     # its deletion was accepted at 01:05:00 the next day
     meter = usage.meter("sub-a", "llama", gpus=2, start="2026-03-01T23:40:10", price="2.40", increment=60, minimum=60)
     usage.end(meter, "2026-03-02T01:05:00")
-    meter.end = t("2026-03-02T01:05:00")
+    meter = replace(meter, end=t("2026-03-02T01:05:00"))  # a meter is a value: as read after its end
     # When the usage sync runs once the late period has passed
     report = usage.run_sync("2026-03-02T04:00:00")
     # Then there is one record per hour it touched, and the meter is closed

@@ -115,7 +115,9 @@ def test_a_meters_month_charges_are_the_sum_of_its_window_charges_in_that_month(
     from itl_accelerator.domain.budgets import month_bounds
     from itl_accelerator.domain.usage import Meter
 
-    meter = Meter("a", "sub", "rg", "/id", "j", "t", "jobs", "rg", "n", "/n", "s", "eastus", "sku", 3, USD_240,
+    meter = Meter(allocation_id="a", subscription_id="sub", resource_group="rg", resource_id="/id", resource_name="j",
+                  resource_type="t", service="jobs", node_resource_group="rg", node_name="n", node_id="/n",
+                  supplier="s", region="eastus", sku="sku", gpus=3, terms=USD_240,
                   start=t(start), end=t(end) if end else None)  # fmt: skip
     lo, hi = month_bounds("2026-03")
     expected = sum(

@@ -1,7 +1,9 @@
 """Charge lines → a FOCUS 1.2 cost-and-usage file (gzipped CSV) and its manifest.
 
 One :class:`ChargeLine` is one allocation's GPU time in one UTC window of at most an hour (or a correction of an
-earlier-exported line); it becomes one FOCUS row. docs/BILLING.md lists every column; the choices are these.
+earlier-exported line): what the allocation is billed as (billing/descriptor.py ``BillingDescriptor``, which it
+extends) and that window's charge. It becomes one FOCUS row, whose columns are one table, :data:`COLUMNS`: each
+column's name and how its cell is computed from the line. docs/BILLING.md lists every column; the choices are these.
 
 **Format: CSV, gzipped, not Parquet.** Costs must reach the reader as the exact decimal text metering computed, and
 CSV carries text as it is (Parquet would need a decimal128 precision/scale chosen up front, or floats). The writer
@@ -85,13 +87,14 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from functools import lru_cache
-from operator import itemgetter
 from typing import Any, BinaryIO
+
+from itl_accelerator.billing.descriptor import REQUIRED_FIELDS, BillingDescriptor, stored_fields
 
 FOCUS_VERSION = "1.2"
 PROVIDER_NAME = "ITL Accelerator"
@@ -133,28 +136,6 @@ SERVICES: dict[str, _Service] = {
     "jobs": _Service("ITL Accelerator Jobs", "Machine Learning", "job"),
 }
 
-#: FOCUS-defined columns written, in the spec's (alphabetical) order.
-SPEC_COLUMNS: tuple[str, ...] = (
-    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd",
-    "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
-    "ChargePeriodStart", "CommitmentDiscountStatus", "ConsumedQuantity", "ConsumedUnit", "ContractedCost",
-    "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit",
-    "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId", "ResourceName", "ResourceType",
-    "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SubAccountId", "SubAccountName", "Tags",
-)  # fmt: skip
-#: Provider-defined columns, after the FOCUS ones.
-CUSTOM_COLUMNS: tuple[str, ...] = (
-    "x_NodeId",
-    "x_NodeName",
-    "x_ConsumedGpuSeconds",
-    "x_BillableGpuSeconds",
-    "x_AllocationId",
-    "x_AcceleratorKind",
-    "x_AcceleratorModel",
-    "x_Attempt",
-)
-FOCUS_COLUMNS: tuple[str, ...] = SPEC_COLUMNS + CUSTOM_COLUMNS
-
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 #: Wide enough that products and sums of bounded money and quantities are exact (the default context keeps 28 digits).
 _EXACT = Context(prec=60)
@@ -162,40 +143,26 @@ _QUANTUM = Decimal(1).scaleb(-QUANTITY_DECIMALS)
 _SECONDS_PER_HOUR = Decimal(3600)
 
 
-@dataclass(frozen=True)
-class ChargeLine:
-    """One row: one allocation's usage in one UTC window (``window_start`` inclusive, ``window_end`` exclusive, at
-    most an hour apart), or with ``correction`` the delta of an earlier-exported line (may be negative)."""
+@dataclass(frozen=True, kw_only=True)
+class ChargeLine(BillingDescriptor):
+    """One row: what an allocation is billed as (its :class:`~itl_accelerator.billing.descriptor.BillingDescriptor`
+    fields, by keyword) and its usage in one UTC window (``window_start`` inclusive, ``window_end`` exclusive, at
+    most an hour apart), or with ``correction`` the delta of an earlier-exported line (may be negative).
+    ``ValueError`` when built invalid."""
 
-    allocation_id: str  # the allocation billed: the operation that started the instance or job run (x_AllocationId)
-    subscription_id: str  # the ITL subscription (BillingAccountId /subscriptions/{id})
-    resource_group: str  # SubAccountId /subscriptions/{sub}/resourceGroups/{rg}, SubAccountName rg
-    resource_id: str  # ARM id of the instance or job
-    resource_name: str
-    resource_type: str  # "ITL.Accelerator/sparkNodes/sparkOllamaInstances" or "ITL.Accelerator/sparkJobs"
-    service: str  # "instances" | "jobs" (ServiceName, ServiceSubcategory)
-    node_id: str  # ARM id of the node it ran on (x_NodeId)
-    node_name: str
-    sku: str  # the node's SKU name, e.g. "DGX-H100-8GPU" (SkuId)
-    region: str  # the node's location, e.g. "us-east-1" (RegionId, RegionName)
-    supplier: str  # the node's owner (PublisherName)
+    allocation_id: str  # the allocation billed: the operation that started the instance or job (x_AllocationId)
     window_start: datetime  # aware, whole seconds; inclusive
     window_end: datetime  # exclusive; at most an hour after window_start
-    gpu_seconds: int  # used (ConsumedQuantity)
+    gpu_seconds: int  # used device-seconds (ConsumedQuantity)
     billable_gpu_seconds: int  # after the node's rounding rule (PricingQuantity)
-    price_per_gpu_hour: Decimal  # list price = the price charged (ListUnitPrice, ContractedUnitPrice)
+    price_per_gpu_hour: Decimal  # list price = the price charged, per device-hour (ListUnitPrice, ContractedUnitPrice)
     currency: str  # ISO 4217 (BillingCurrency)
     cost: Decimal  # billable_gpu_seconds * price / 3600, rounded by metering; written as given (BilledCost)
-    tags: dict[str, str] = field(default_factory=dict)  # the resource's ARM tags (Tags)
     correction: bool = False  # a delta of an earlier-exported line (ChargeClass "Correction"); may be negative
-    accelerator_kind: str = "GPU"  # the devices' kind: the units (x_AcceleratorKind)
-    accelerator_model: str = ""  # their model, "" when not recorded (x_AcceleratorModel)
-    attempt: int = 1  # the job's attempt the usage is of, 1 for any other allocation (x_Attempt)
 
     def __post_init__(self) -> None:
         # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
-        for name in ("allocation_id", "subscription_id", "resource_group", "resource_id", "resource_name", "resource_type", "node_id",
-                     "node_name", "sku", "region", "supplier"):  # fmt: skip
+        for name in ("allocation_id", *REQUIRED_FIELDS):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"ChargeLine.{name} must be a non-empty string, not {value!r}")
@@ -237,26 +204,19 @@ def billed_lines(
     """The charge lines of an allocation-hour's billed price segments (``start``/``end`` epoch seconds,
     ``gpuSeconds``, ``billableGpuSeconds``, ``pricePerGpuHour``, ``currency``, ``cost``) — or, with
     ``correction_of`` (the hour's start, epoch seconds), of a correction's deltas (the same keys but the window's),
-    each over that hour. ``descriptor``: what the usage record says of the allocation (domain/usage.py)."""
+    each over that hour. ``descriptor``: what the allocation is billed as, as stored (billing/descriptor.py: every
+    shape it has had reads as it did; ``KeyError`` when a field without default is missing)."""
+    billed = stored_fields(descriptor)
+    # a job's later attempt or further node part bills under the job's allocation id (billing/descriptor.py)
+    allocation = billed["job_allocation_id"] or allocation_id
     for part in segments:
         if correction_of is None:
             start, end = int(part["start"]), int(part["end"])
         else:
             start, end = correction_of, correction_of + 3600
         yield ChargeLine(
-            # a job's later attempt bills under the job's allocation id, numbered (domain/usage.py Meter.attempt)
-            allocation_id=str(descriptor.get("allocationId") or allocation_id),
-            subscription_id=descriptor["subscriptionId"],
-            resource_group=descriptor["resourceGroup"],
-            resource_id=descriptor["resourceId"],
-            resource_name=descriptor["resourceName"],
-            resource_type=descriptor["resourceType"],
-            service=descriptor["service"],
-            node_id=descriptor["nodeId"],
-            node_name=descriptor["nodeName"],
-            sku=descriptor["sku"],
-            region=descriptor["region"],
-            supplier=descriptor["supplier"],
+            **billed,
+            allocation_id=allocation,
             window_start=_utc(start),
             window_end=_utc(end),
             gpu_seconds=int(part["gpuSeconds"]),
@@ -264,11 +224,7 @@ def billed_lines(
             price_per_gpu_hour=Decimal(part["pricePerGpuHour"]),
             currency=part["currency"],
             cost=Decimal(part["cost"]),
-            tags=dict(descriptor.get("tags") or {}),
             correction=correction_of is not None,
-            accelerator_kind=str(descriptor.get("acceleratorKind") or "GPU"),
-            accelerator_model=str(descriptor.get("acceleratorModel") or ""),
-            attempt=int(descriptor.get("attempt") or 1),
         )
 
 
@@ -322,66 +278,102 @@ def _tags_cell(items: tuple[tuple[str, str], ...]) -> str:
     return _TAGS_JSON.encode(dict(items))
 
 
-def focus_row(line: ChargeLine) -> dict[str, str]:
-    """The FOCUS row of ``line``: every column of :data:`FOCUS_COLUMNS`, as CSV cell text ("" for null)."""
-    service = SERVICES[line.service]
-    period_start, period_end = _billing_period_of(line.window_start)
-    list_cost = _per_hour(line.billable_gpu_seconds, line.price_per_gpu_hour)
-    price = _num(line.price_per_gpu_hour)
-    cost = _num(line.cost)
+#: How one cell of a row is computed from a line (what is billed and its charge): its CSV text, "" for null.
+Cell = Callable[[ChargeLine], str]
+
+
+def _fixed(text: str) -> Cell:
+    """A cell that is the same on every row ("" for a column that is always null)."""
+    return lambda line: text
+
+
+def _price(line: ChargeLine) -> str:
+    return _num(line.price_per_gpu_hour)
+
+
+def _cost(line: ChargeLine) -> str:
+    return _num(line.cost)
+
+
+def _list_cost(line: ChargeLine) -> str:
+    return _per_hour(line.billable_gpu_seconds, line.price_per_gpu_hour)
+
+
+def _unit(line: ChargeLine) -> str:
+    return hours_unit(line.accelerator_kind)
+
+
+def _description(line: ChargeLine) -> str:
     kind, model = line.accelerator_kind, line.accelerator_model
     what = f"{kind} time ({model}) of" if model else f"{kind} time of"
-    description = f"{what} {service.noun} {line.resource_name} on node {line.node_name} ({line.sku})"
-    unit = hours_unit(kind)
-    return {
-        "BilledCost": cost,
-        "BillingAccountId": f"/subscriptions/{line.subscription_id}",
-        "BillingAccountName": "",
-        "BillingCurrency": line.currency,
-        "BillingPeriodEnd": period_end,
-        "BillingPeriodStart": period_start,
-        "ChargeCategory": "Usage",
-        "ChargeClass": "Correction" if line.correction else "",
-        "ChargeDescription": f"Correction: {description}" if line.correction else description,
-        "ChargeFrequency": "Usage-Based",
-        "ChargePeriodEnd": _instant(line.window_end),
-        "ChargePeriodStart": _instant(line.window_start),
-        "CommitmentDiscountStatus": "",
-        "ConsumedQuantity": _per_hour(line.gpu_seconds),
-        "ConsumedUnit": unit,
-        "ContractedCost": list_cost,
-        "ContractedUnitPrice": price,
-        "EffectiveCost": cost,
-        "InvoiceId": "",
-        "InvoiceIssuerName": INVOICE_ISSUER_NAME,
-        "ListCost": list_cost,
-        "ListUnitPrice": price,
-        "PricingCategory": "Standard",
-        "PricingQuantity": _per_hour(line.billable_gpu_seconds),
-        "PricingUnit": unit,
-        "ProviderName": PROVIDER_NAME,
-        "PublisherName": line.supplier,
-        "RegionId": line.region,
-        "RegionName": line.region,
-        "ResourceId": line.resource_id,
-        "ResourceName": line.resource_name,
-        "ResourceType": line.resource_type,
-        "ServiceCategory": SERVICE_CATEGORY,
-        "ServiceName": service.name,
-        "ServiceSubcategory": service.subcategory,
-        "SkuId": line.sku,
-        "SubAccountId": f"/subscriptions/{line.subscription_id}/resourceGroups/{line.resource_group}",
-        "SubAccountName": line.resource_group,
-        "Tags": _tags_cell(tuple(line.tags.items())) if line.tags else "",
-        "x_NodeId": line.node_id,
-        "x_NodeName": line.node_name,
-        "x_ConsumedGpuSeconds": _int_text(line.gpu_seconds),
-        "x_BillableGpuSeconds": _int_text(line.billable_gpu_seconds),
-        "x_AllocationId": line.allocation_id,
-        "x_AcceleratorKind": kind,
-        "x_AcceleratorModel": model,
-        "x_Attempt": str(line.attempt),
-    }
+    noun = SERVICES[line.service].noun
+    description = f"{what} {noun} {line.resource_name} on node {line.node_name} ({line.sku})"
+    return f"Correction: {description}" if line.correction else description
+
+
+#: The FOCUS columns, one entry each: column name → its cell (the module docstring and docs/BILLING.md, "Columns",
+#: say why each holds what it holds). In file order: the FOCUS-defined columns in the spec's (alphabetical) order,
+#: then the provider's own (``x_`` prefix). A new billed field is a descriptor field and one entry here.
+COLUMNS: dict[str, Cell] = {
+    "BilledCost": _cost,
+    "BillingAccountId": lambda line: f"/subscriptions/{line.subscription_id}",
+    "BillingAccountName": _fixed(""),
+    "BillingCurrency": lambda line: line.currency,
+    "BillingPeriodEnd": lambda line: _billing_period_of(line.window_start)[1],
+    "BillingPeriodStart": lambda line: _billing_period_of(line.window_start)[0],
+    "ChargeCategory": _fixed("Usage"),
+    "ChargeClass": lambda line: "Correction" if line.correction else "",
+    "ChargeDescription": _description,
+    "ChargeFrequency": _fixed("Usage-Based"),
+    "ChargePeriodEnd": lambda line: _instant(line.window_end),
+    "ChargePeriodStart": lambda line: _instant(line.window_start),
+    "CommitmentDiscountStatus": _fixed(""),
+    "ConsumedQuantity": lambda line: _per_hour(line.gpu_seconds),
+    "ConsumedUnit": _unit,
+    "ContractedCost": _list_cost,
+    "ContractedUnitPrice": _price,
+    "EffectiveCost": _cost,
+    "InvoiceId": _fixed(""),
+    "InvoiceIssuerName": _fixed(INVOICE_ISSUER_NAME),
+    "ListCost": _list_cost,
+    "ListUnitPrice": _price,
+    "PricingCategory": _fixed("Standard"),
+    "PricingQuantity": lambda line: _per_hour(line.billable_gpu_seconds),
+    "PricingUnit": _unit,
+    "ProviderName": _fixed(PROVIDER_NAME),
+    "PublisherName": lambda line: line.supplier,
+    "RegionId": lambda line: line.region,
+    "RegionName": lambda line: line.region,
+    "ResourceId": lambda line: line.resource_id,
+    "ResourceName": lambda line: line.resource_name,
+    "ResourceType": lambda line: line.resource_type,
+    "ServiceCategory": _fixed(SERVICE_CATEGORY),
+    "ServiceName": lambda line: SERVICES[line.service].name,
+    "ServiceSubcategory": lambda line: SERVICES[line.service].subcategory,
+    "SkuId": lambda line: line.sku,
+    "SubAccountId": lambda line: f"/subscriptions/{line.subscription_id}/resourceGroups/{line.resource_group}",
+    "SubAccountName": lambda line: line.resource_group,
+    "Tags": lambda line: _tags_cell(tuple(line.tags.items())) if line.tags else "",
+    "x_NodeId": lambda line: line.node_id,
+    "x_NodeName": lambda line: line.node_name,
+    "x_ConsumedGpuSeconds": lambda line: _int_text(line.gpu_seconds),
+    "x_BillableGpuSeconds": lambda line: _int_text(line.billable_gpu_seconds),
+    "x_AllocationId": lambda line: line.allocation_id,
+    "x_AcceleratorKind": lambda line: line.accelerator_kind,
+    "x_AcceleratorModel": lambda line: line.accelerator_model,
+    "x_Attempt": lambda line: str(line.attempt),
+}
+#: FOCUS-defined columns written, in the spec's (alphabetical) order.
+SPEC_COLUMNS: tuple[str, ...] = tuple(name for name in COLUMNS if not name.startswith("x_"))
+#: Provider-defined columns, after the FOCUS ones.
+CUSTOM_COLUMNS: tuple[str, ...] = tuple(name for name in COLUMNS if name.startswith("x_"))
+FOCUS_COLUMNS: tuple[str, ...] = tuple(COLUMNS)
+_CELLS: tuple[Cell, ...] = tuple(COLUMNS.values())
+
+
+def focus_row(line: ChargeLine) -> dict[str, str]:
+    """The FOCUS row of ``line``: every column of :data:`FOCUS_COLUMNS`, as CSV cell text ("" for null)."""
+    return {name: cell(line) for name, cell in COLUMNS.items()}
 
 
 @dataclass
@@ -418,13 +410,9 @@ class _HashingSink:
             flush()
 
 
-_cells = itemgetter(*FOCUS_COLUMNS)
-
-
 def focus_cells(line: ChargeLine) -> tuple[str, ...]:
     """The cells of ``line``'s FOCUS row in :data:`FOCUS_COLUMNS` order ("" for null)."""
-    cells: tuple[str, ...] = _cells(focus_row(line))
-    return cells
+    return tuple(cell(line) for cell in _CELLS)
 
 
 def write_focus_csv_gz(lines: Iterable[ChargeLine], out: BinaryIO) -> ExportSummary:

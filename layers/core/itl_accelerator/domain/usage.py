@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from itl_accelerator.billing.descriptor import BillingDescriptor, stored_fields
 from itl_accelerator.billing.metering import HOUR, BillingTerms, window_charge, windows
 from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, resource_group_scope, tag_scope
 from itl_accelerator.domain.records import ResourceKey, node_key
@@ -118,81 +119,33 @@ class UsageRecord:
         return found
 
 
-@dataclass
-class Meter:
-    """One allocation of accelerator devices: who holds them (the ARM resource, its subscription and group, tags),
-    where (the node, its supplier, region and SKU), what (``accelerator_kind`` and ``accelerator_model``), how many
-    (``gpus``: devices of that kind), under which locked ``terms``, and when
-    (``start``/``end``, epoch seconds; ``end`` None while it runs). ``metered_until``: usage is recorded up to there
-    (epoch seconds). ``service``: the provider's service the allocation is billed under (``instances`` or
-    ``jobs``). ``supplier`` is the node's owner when the allocation began: what it earns is that supplier's;
-    ``submitted_by``: who asked for the work (a job's submitter, an instance's creator)."""
+@dataclass(frozen=True, kw_only=True)
+class Meter(BillingDescriptor):
+    """One allocation of accelerator devices: what it is billed as (its
+    :class:`~itl_accelerator.billing.descriptor.BillingDescriptor` fields: who holds the devices, on which node, of
+    which kind and how many), under which locked ``terms``, and when (``start``/``end``, epoch seconds; ``end`` None
+    while it runs). ``allocation_id``: the meter's own id (domain/retries.py ``attempt_id``,
+    services/common/metering.py ``part_id``). ``metered_until``: usage is recorded up to there (epoch seconds);
+    ``metrics_retry_from``: the hour from which metrics are read again; ``active``: in the meter index (due for a
+    sync); ``settled_months``: the months (``YYYY-MM``) whose charges were added to the settled spend. A value read
+    from the store: the repositories record its progress, nothing changes it."""
 
     allocation_id: str
-    subscription_id: str
-    resource_group: str
-    resource_id: str
-    resource_name: str
-    resource_type: str
-    service: str
-    node_resource_group: str
-    node_name: str
-    node_id: str
-    supplier: str
-    region: str
-    sku: str
-    gpus: int
     terms: BillingTerms
     start: int
     end: int | None = None
     dgx_id: str = ""
-    tags: dict[str, str] = field(default_factory=dict)
-    resource_created_at: str = ""
-    node_created_at: str = ""
     metered_until: int = 0
     metrics_retry_from: int | None = None
     active: bool = True
-    submitted_by: str = ""
     settled_months: frozenset[str] = frozenset()
-    #: the kind and model of its devices (domain/accelerators.py; an allocation metered before kinds existed: a GPU
-    #: of a model not recorded)
-    accelerator_kind: str = "GPU"
-    accelerator_model: str = ""
-    #: a job's attempt (domain/retries.py): its number, and the job's own allocation id (its first attempt's), which
-    #: its FOCUS rows carry as ``x_AllocationId`` beside ``x_Attempt``; a first attempt and every other allocation:
-    #: 1 and "" (the meter's own id)
-    attempt: int = 1
-    job_allocation_id: str = ""
 
     @classmethod
     def described(cls, allocation_id: str, d: dict[str, Any], **state: Any) -> Meter:
-        """The meter of ``allocation_id`` whose :meth:`descriptor` is ``d``, with its ``state`` (``gpus``, ``terms``,
-        ``start``, ``end``, ``dgx_id``, ``metered_until``, ``metrics_retry_from``, ``active``, ``settled_months``): how
-        a repository reads one back."""
-        return cls(
-            allocation_id=allocation_id,
-            subscription_id=d["subscriptionId"],
-            resource_group=d["resourceGroup"],
-            resource_id=d["resourceId"],
-            resource_name=d["resourceName"],
-            resource_type=d["resourceType"],
-            service=d["service"],
-            node_resource_group=d["nodeResourceGroup"],
-            node_name=d["nodeName"],
-            node_id=d["nodeId"],
-            supplier=d["supplier"],
-            region=d["region"],
-            sku=d["sku"],
-            tags=d.get("tags") or {},
-            resource_created_at=str(d.get("resourceCreatedAt", "")),
-            node_created_at=str(d.get("nodeCreatedAt", "")),
-            submitted_by=str(d.get("submittedBy", "")),
-            accelerator_kind=str(d.get("acceleratorKind") or "GPU"),
-            accelerator_model=str(d.get("acceleratorModel") or ""),
-            attempt=int(d.get("attempt") or 1),
-            job_allocation_id=str(d.get("allocationId") or ""),
-            **state,
-        )
+        """The meter of ``allocation_id`` whose :meth:`descriptor` is ``d`` (billing/descriptor.py: every stored shape
+        reads as it did), with its ``state`` (``gpus``, ``terms``, ``start``, ``end``, ``dgx_id``, ``metered_until``,
+        ``metrics_retry_from``, ``active``, ``settled_months``): how a repository reads one back."""
+        return cls(allocation_id=allocation_id, **{**stored_fields(d), **state})
 
     @property
     def node_key(self) -> ResourceKey:
@@ -241,30 +194,9 @@ class Meter:
         return found
 
     def descriptor(self) -> dict[str, Any]:
-        """What every usage record of this allocation says about it (the FOCUS export's resource columns)."""
-        return {
-            "subscriptionId": self.subscription_id,
-            "resourceGroup": self.resource_group,
-            "resourceId": self.resource_id,
-            "resourceName": self.resource_name,
-            "resourceType": self.resource_type,
-            "service": self.service,
-            "nodeResourceGroup": self.node_resource_group,
-            "nodeName": self.node_name,
-            "nodeId": self.node_id,
-            "supplier": self.supplier,
-            "region": self.region,
-            "sku": self.sku,
-            "gpus": self.gpus,
-            "tags": self.tags,
-            "resourceCreatedAt": self.resource_created_at,
-            "nodeCreatedAt": self.node_created_at,
-            "submittedBy": self.submitted_by,
-            "acceleratorKind": self.accelerator_kind,
-            "acceleratorModel": self.accelerator_model,
-            # a later attempt or another part of a job only (every other allocation's descriptor is what it was)
-            **({"allocationId": self.job_allocation_id, "attempt": self.attempt} if self.job_allocation_id else {}),
-        }
+        """What every usage record of this allocation says about it: its descriptor as stored (billing/descriptor.py
+        ``as_stored``), from which its FOCUS rows are written."""
+        return self.as_stored()
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
-"""The meter of a workload: what its usage records and its FOCUS charge lines say about the allocation, and the
-billing terms it bills by — the ones it locked when it reserved its GPUs (services/api/instances.py,
-services/common/placement.py), never the node's prices now (billing/metering.py)."""
+"""The meter of a workload: what it is billed as (billing/descriptor.py ``describe``), under the billing terms it
+locked when it reserved its GPUs (services/api/instances.py, services/common/placement.py), never the node's prices
+now (billing/metering.py), and the meter's id."""
 
 from __future__ import annotations
 
+from itl_accelerator.billing.descriptor import describe
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Job, Node, ResourceKey, Workload
 from itl_accelerator.domain.retries import attempt_id
 from itl_accelerator.domain.usage import Meter
-from itl_accelerator.resources import NODES
 
 
 def part_id(meter_id: str, part: int) -> str:
@@ -48,39 +48,13 @@ def meter_for(
     workload reserved its GPUs (what it earns is that supplier's). A job's later ``attempt`` (domain/retries.py) has
     its own meter, billed under the job's allocation id with its number; so has each further ``part`` of a gang job
     (on its node ``where``, earning for that node's owner), billed under the job's allocation id too."""
-    where = where or workload.node_key
-    meter_id = attempt_id(str(workload.operation_id), attempt)
+    billed = describe(
+        workload, node, service=service, resource_type=resource_type, attempt=attempt, part=part, where=where
+    )
     return Meter(
-        allocation_id=part_id(meter_id, part),
-        attempt=attempt,
-        job_allocation_id=str(workload.operation_id) if attempt > 1 or part > 1 else "",
-        subscription_id=workload.key.subscription_id,
-        resource_group=workload.key.resource_group,
-        resource_id=workload.arm_id,
-        resource_name=str(workload.document["name"]),
-        resource_type=resource_type,
-        service=service,
-        node_resource_group=where.resource_group,
-        node_name=node.name if node else where.name,
-        node_id=node.arm_id if node else NODES.id(where.subscription_id, where.resource_group, where.names),
-        supplier=(workload.node_owner if part == 1 else None) or (node.owner if node else "") or "unknown",
-        region=(node.location if node else workload.location) or "unknown",
-        sku=node.sku_name if node else "unknown",
-        gpus=workload.gpus,
+        **billed.billed_fields(),
+        allocation_id=part_id(attempt_id(str(workload.operation_id), attempt), part),
         terms=locked_terms(workload),
         start=int(start),
         dgx_id=dgx_id,
-        tags=dict(workload.document.get("tags") or {}),
-        resource_created_at=workload.created_at,
-        node_created_at=node.created_at if node else "",
-        submitted_by=_submitter(workload),
-        accelerator_kind=node.kind if node else getattr(workload, "kind", "GPU"),
-        accelerator_model=(node.accelerator.model if node else "") or "",
     )
-
-
-def _submitter(workload: Workload) -> str:
-    """Who asked for the work: a job's submitter, an instance's creator (``systemData.createdBy``)."""
-    if isinstance(workload, Job):
-        return workload.submitted_by
-    return str((workload.document.get("systemData") or {}).get("createdBy", ""))
