@@ -15,7 +15,7 @@ import base64
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
 import httpx
 import jwt
@@ -39,6 +39,8 @@ from itl_accelerator.slurm.errors import (
 )
 from itl_accelerator.slurm.models import SIGNALS, SlurmJob, SlurmJobSpec, SlurmNode
 from itl_accelerator.slurm.versions import Dialect, dialect
+
+T = TypeVar("T")
 
 # Slurm's error numbers (slurm/slurm_errno.h) -> what they mean to a caller (errors.py has the table)
 _JOB_NOT_FOUND = frozenset({2017, 2136, 2137, 2138, 2139, 2140})
@@ -275,14 +277,7 @@ class SlurmRestClient:
         return sorted(jobs, key=lambda j: j.job_id)
 
     def _decoded_job(self, raw: dict[str, Any]) -> SlurmJob | None:
-        try:
-            return self.dialect.decode_job(raw)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # pydantic's errors are ValueErrors
-            logger.warning(
-                "A Slurm job record could not be read",
-                extra={"job_id": raw.get("job_id"), "error": type(exc).__name__, "detail": str(exc)[:200]},
-            )
-            return None
+        return _decoded(self.dialect.decode_job, raw, "job", "job_id", raw.get("job_id"))
 
     def find_job(self, *, name: str | None = None, comment: str | None = None) -> SlurmJob | None:
         """The newest job (highest id) of this client's user whose name and/or comment are exactly these, among
@@ -348,14 +343,7 @@ class SlurmRestClient:
     def _decoded_node(self, raw: dict[str, Any]) -> SlurmNode | None:
         """A node record, or None (with a warning) when this version's adapter cannot read it: the sweep then sees
         the node as absent, so nothing is placed on it until it reads again (slurm/platform.py ``node_health``)."""
-        try:
-            return self.dialect.decode_node(raw)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            logger.warning(
-                "A Slurm node record could not be read",
-                extra={"node": str(raw.get("name"))[:80], "error": type(exc).__name__, "detail": str(exc)[:200]},
-            )
-            return None
+        return _decoded(self.dialect.decode_node, raw, "node", "node", str(raw.get("name"))[:80])
 
     def drain_node(self, name: str, reason: str) -> None:
         """``POST .../node/{name}`` ``{"state": ["DRAIN"], "reason"}``: no new job lands there; running ones go on.
@@ -376,6 +364,20 @@ class SlurmRestClient:
         """``GET .../ping``: whether slurmrestd answers and reaches slurmctld (errors raise, as any call's)."""
         self._call("GET", self.dialect.ping_path())
         return True
+
+
+def _decoded(
+    decode: Callable[[dict[str, Any]], T], raw: dict[str, Any], what: str, field: str, ident: object
+) -> T | None:
+    """``decode(raw)``, or None with a warning when the adapter cannot read the record (a word it does not know)."""
+    try:
+        return decode(raw)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # pydantic's errors are ValueErrors
+        logger.warning(
+            f"A Slurm {what} record could not be read",
+            extra={field: ident, "error": type(exc).__name__, "detail": str(exc)[:200]},
+        )
+        return None
 
 
 # --------------------------------------------------------------------------------------------------- errors

@@ -51,10 +51,15 @@ class ClusterNodes(Protocol):
     def resume(self, name: str) -> bool: ...
 
 
+def _checked_at(now: float) -> str:
+    """When a status was read (``now``, epoch seconds) as it shows it: ISO 8601 UTC, whole seconds."""
+    return datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def backend_status(node: Node, health: NodeHealth | None, cluster: str, now: float) -> dict[str, Any]:
     """What ``node`` shows of how cluster ``cluster`` reports it (module docstring): ``{state, reason, placeable,
     gres, warnings, checkedAt}`` — ``state`` ``UP`` while it takes work, else the cluster's words."""
-    checked = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    checked = _checked_at(now)
     name = node.backend.node_name
     if health is None:
         return {
@@ -111,7 +116,7 @@ def taken_status(node: Node, cluster: str, now: float) -> dict[str, Any]:
         "placeable": False,
         "gres": None,
         "warnings": [],
-        "checkedAt": datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "checkedAt": _checked_at(now),
     }
 
 

@@ -504,7 +504,6 @@ class JobSteps:
         again becomes ``Pending`` for its next attempt instead (:meth:`_retry_once`). A job changed meanwhile (a
         cancel, the tracker) is read and decided again, at most :data:`FINISH_ATTEMPTS` times; then ``StoreBusy``
         (the step's retry runs it again)."""
-        self._cancel_unrecorded_submit(inp)
         return reattempt(
             lambda: self._finish_once(inp, settle(outcome, platform), retry=retry),
             on=WorkloadChanged,
@@ -512,13 +511,12 @@ class JobSteps:
             exhausted=lambda: StoreBusy("the job kept changing while it was being finished"),
         )
 
-    def _cancel_unrecorded_submit(self, inp: JobStepInput) -> None:
+    def _cancel_unrecorded_submit(self, job: Job) -> None:
         """A submit the job recorded sending (``submitting``: a Slurm cluster's) whose answer it never recorded — its
         Submit step's retries ran out while the cluster could not be reached — may have made a job all the same: look
         for it by its key and cancel it, so nothing runs on the cluster that the provider neither tracks nor bills.
         Best effort: a cluster still unreachable is logged (the job of that name is then the cluster's to clean)."""
-        job = self._current(inp)
-        if job is None or not job.submitting or job.dgx_id or job.status.final:
+        if not job.submitting or job.dgx_id:
             return
         platform = self.platforms.for_node(self._nodes.get(job.node_key))
         try:
@@ -540,6 +538,7 @@ class JobSteps:
             return FinishResult(status=JobStatus.CANCELED)
         if job.status.final:
             return FinishResult(status=job.status)
+        self._cancel_unrecorded_submit(job)  # the job as read here: no read of its own on every Finish
         outcome = cancel_wins(job, outcome)
         ctx = self._context(inp)
         if retry and (
