@@ -1,0 +1,713 @@
+"""The scheduler's decisions, pure: admission, best fit (one node, a gang), why a workload waits, and preemption
+targets — over a :class:`Snapshot` of what placement read. services/common/placement.py ``Placement`` reads the
+snapshot, asks these functions, and writes what they decided (Kueue's split: ``GetTargets`` decides,
+``IssuePreemptions`` acts). The rules are the module docstring of services/common/placement.py and
+domain/preemption.py; each function below names the one it decides.
+
+**A snapshot read as needed.** A decision reads only what its rules reach (the quotas of the locations it looks at,
+the fleet's shapes only when no node has room...), so each part of the snapshot is read when first needed: a
+decision that reaches a part not read yet raises :class:`Unread` naming it (a ``Read*`` value), the service reads
+exactly that (the same request as always) into the snapshot and asks again. A decision is a function of the snapshot
+alone, and the requests per placement stay what they were (benchmarks/placement.py).
+
+**Typed reasons, rendered once.** A decision says why in a small dataclass (:data:`Inadmissible`,
+:data:`WaitingReason`); :func:`render` alone turns one into the words users read (a job's ``statusReason``), and
+:func:`gist` says what it names without parsing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import ClassVar
+
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, MAX_PRICE_PER_GPU_HOUR, BillingTerms
+from itl_accelerator.domain import preemption
+from itl_accelerator.domain.accelerators import model_of_key, vendor_key
+from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, describe_terms
+from itl_accelerator.domain.pricing import within as within_terms
+from itl_accelerator.domain.quotas import QuotaUsage, quota_names
+from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, FleetShape, Job, Node, ResourceKey, per_gpu_memory_fits
+from itl_accelerator.domain.states import Availability, JobStatus
+
+#: The terms a node must bill within: a job's price ceiling in its budgets' currencies (None: any terms).
+Within = tuple[BillingTerms, ...] | None
+
+
+# ----------------------------------------------------------------------------------------------- the snapshot
+@dataclass(frozen=True)
+class Budgets:
+    """What the budgets covering a workload say now (services/common/budgets.py ``BudgetView``): the refusal of a spent
+    one (its message, and the budget's name; None: none refuses), the currencies they let it be billed in (None: any)
+    and their names, in order."""
+
+    refusal: str | None = None
+    refused_by: str = ""
+    currencies: frozenset[str] | None = None
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadBudgets:
+    """The budgets covering the workload (one ``Query`` of the subscription's)."""
+
+
+@dataclass(frozen=True)
+class ReadShapes:
+    """The subscription's fleet shapes (one ``Query``)."""
+
+
+@dataclass(frozen=True)
+class ReadQuotas:
+    """The subscription's limited quotas in ``location`` (one ``Query``)."""
+
+    location: str
+
+
+@dataclass(frozen=True)
+class ReadCandidates:
+    """The placement index's candidates for the workload's demand, billing ``within`` (the index's filter), over
+    ``pages`` pages (None: the repository's one)."""
+
+    within: Within = None
+    pages: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadNode:
+    """One node as it is now (one ``GetItem``)."""
+
+    key: ResourceKey
+
+
+@dataclass(frozen=True)
+class ReadPreemptible:
+    """The subscription's preemption candidates of the workload's kind below its priority (one ``Query`` of at most
+    ``domain/preemption.py`` ``MAX_CANDIDATES``)."""
+
+
+Read = ReadBudgets | ReadShapes | ReadQuotas | ReadCandidates | ReadNode | ReadPreemptible
+
+
+class Unread(Exception):
+    """A decision reached a part of the snapshot not read yet: ``part`` says which."""
+
+    def __init__(self, part: Read):
+        super().__init__(part)
+        self.part = part
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What placement knows of the world when deciding for ``job`` (a workload, as read): the parts read so far. A
+    part missing is read on demand (:class:`Unread`); the ``with_*`` methods return the snapshot with one part
+    more. Quotas are the limited ones (``limit`` set) by location, then by name."""
+
+    job: Job
+    budgets: Budgets | None = None
+    shapes: tuple[FleetShape, ...] | None = None
+    quotas: Mapping[str, Mapping[str, QuotaUsage]] = field(default_factory=dict)
+    candidates: Mapping[ReadCandidates, tuple[Node, ...]] = field(default_factory=dict)
+    nodes: Mapping[ResourceKey, Node | None] = field(default_factory=dict)
+    preemptible: tuple[Job, ...] | None = None
+
+    def budgets_seen(self) -> Budgets:
+        if self.budgets is None:
+            raise Unread(ReadBudgets())
+        return self.budgets
+
+    def fleet_shapes(self) -> tuple[FleetShape, ...]:
+        if self.shapes is None:
+            raise Unread(ReadShapes())
+        return self.shapes
+
+    def quotas_in(self, location: str) -> Mapping[str, QuotaUsage]:
+        if location not in self.quotas:
+            raise Unread(ReadQuotas(location))
+        return self.quotas[location]
+
+    def candidates_for(self, read: ReadCandidates) -> tuple[Node, ...]:
+        if read not in self.candidates:
+            raise Unread(read)
+        return self.candidates[read]
+
+    def node(self, key: ResourceKey) -> Node | None:
+        if key not in self.nodes:
+            raise Unread(ReadNode(key))
+        return self.nodes[key]
+
+    def preemption_candidates(self) -> tuple[Job, ...]:
+        if self.preemptible is None:
+            raise Unread(ReadPreemptible())
+        return self.preemptible
+
+    def with_quotas(self, location: str, limited: Iterable[QuotaUsage]) -> Snapshot:
+        return replace(self, quotas={**self.quotas, location: {u.name: u for u in limited if u.limit is not None}})
+
+    def with_candidates(self, read: ReadCandidates, nodes: Iterable[Node]) -> Snapshot:
+        return replace(self, candidates={**self.candidates, read: tuple(nodes)})
+
+    def with_node(self, key: ResourceKey, node: Node | None) -> Snapshot:
+        return replace(self, nodes={**self.nodes, key: node})
+
+
+# ----------------------------------------------------------------------------------------------- the reasons
+class Wait(StrEnum):
+    """What a waiting workload waits for: the heading of its reason, the kind :func:`gist` compares."""
+
+    BUDGET = "Waiting for budget"
+    QUOTA = "Waiting for quota"
+    CAPACITY = "Waiting for capacity"
+    PRICE = "Waiting for a node within its price ceiling"
+
+
+@dataclass(frozen=True)
+class QuotaSeen:
+    """A limited quota as a reason quotes it: its name, location, limit and devices in use (domain/quotas.py)."""
+
+    name: str
+    location: str
+    limit: int
+    current: int
+
+    @classmethod
+    def of(cls, usage: QuotaUsage) -> QuotaSeen:
+        return cls(usage.name, usage.location, usage.limit or 0, usage.current)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a job asks that no node of the subscription has: its ``kind`` and ``model`` ("" any), its ``vendor`` when
+    none of its kind and vendor exists at all (``unheld``), and its ``location`` ("" any)."""
+
+    kind: str
+    model: str = ""
+    vendor: str | None = None
+    unheld: bool = False
+    location: str = ""
+
+
+@dataclass(frozen=True)
+class NoNodes:
+    """Inadmissible: the subscription has no node."""
+
+
+@dataclass(frozen=True)
+class NoSuchNodes:
+    """Inadmissible: no node has the accelerator or location ``wanted``."""
+
+    wanted: Wanted
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """Inadmissible: the largest matching node (``largest_gpus`` devices, ``largest_memory_gb`` GiB) is too small."""
+
+    gpus: int
+    memory_gb: int
+    wanted: Wanted
+    largest_gpus: int
+    largest_memory_gb: int
+
+
+@dataclass(frozen=True)
+class GangTooWide:
+    """Inadmissible: at most ``most`` nodes of one model, location and price could hold a part of the gang."""
+
+    kind: str
+    gang_size: int
+    gpus: int
+    memory_gb: int
+    most: int
+
+
+@dataclass(frozen=True)
+class BeyondQuota:
+    """Inadmissible: on every shape that could hold the job, a quota's limit is below the ``total`` devices it asks
+    (each quota said once, in the order met)."""
+
+    kind: str
+    total: int
+    quotas: tuple[QuotaSeen, ...]
+
+
+@dataclass(frozen=True)
+class PricedNowhere:
+    """Inadmissible: its price ceiling, fixed at submission (``fixed_at``), admits no terms; ``budgets``: what the
+    budgets covering it let it be billed in, said when they narrowed it."""
+
+    fixed_at: str
+    budgets: Budgets
+
+
+@dataclass(frozen=True)
+class BudgetSpent:
+    """Waiting: the budget ``budget`` covering it is spent; ``message``: the refusal's words (409 BudgetExceeded)."""
+
+    wait: ClassVar[Wait] = Wait.BUDGET
+    budget: str
+    message: str
+
+
+@dataclass(frozen=True)
+class QuotaFull:
+    """Waiting: ``quota`` has less headroom than the ``gang_size`` x ``gpus`` devices of ``kind`` the job needs."""
+
+    wait: ClassVar[Wait] = Wait.QUOTA
+    kind: str
+    quota: QuotaSeen
+    gpus: int
+    gang_size: int = 1
+
+
+@dataclass(frozen=True)
+class NoRoom:
+    """Waiting: no node has room for a job of one node now (``vendor``: who must make its devices, None any)."""
+
+    wait: ClassVar[Wait] = Wait.CAPACITY
+    kind: str
+    gpus: int
+    memory_gb: int
+    vendor: str | None = None
+
+
+@dataclass(frozen=True)
+class GangNoRoom:
+    """Waiting: fewer than ``gang_size`` nodes of one model, location, price and platform have room for a part."""
+
+    wait: ClassVar[Wait] = Wait.CAPACITY
+    kind: str
+    gang_size: int
+    gpus: int
+    memory_gb: int
+
+
+@dataclass(frozen=True)
+class PricedOut:
+    """Waiting: only ``nodes`` nodes above its ``ceiling`` (or in a currency its ``budgets`` do not count, when
+    ``currency_refused``) have room; ``lowest``: the lowest terms among them."""
+
+    wait: ClassVar[Wait] = Wait.PRICE
+    kind: str
+    nodes: int
+    lowest: BillingTerms
+    ceiling: PriceCeiling | None
+    budgets: Budgets
+    currency_refused: bool
+
+
+Inadmissible = NoNodes | NoSuchNodes | TooLarge | GangTooWide | BeyondQuota | PricedNowhere
+WaitingReason = BudgetSpent | QuotaFull | NoRoom | GangNoRoom | PricedOut
+Reason = Inadmissible | WaitingReason
+
+
+# ----------------------------------------------------------------------------------------------- in words, once
+def render(reason: Reason) -> str:
+    """``reason`` in the words users read (a job's ``statusReason``, a failed job's error): the one place they are
+    made."""
+    match reason:
+        case NoNodes():
+            return "The subscription has no nodes."
+        case NoSuchNodes(wanted=wanted):
+            return f"No node of the subscription has {_wanted(wanted)}."
+        case TooLarge():
+            return _too_large(reason)
+        case GangTooWide(kind=kind, gang_size=size, gpus=gpus, memory_gb=memory, most=most):
+            return (
+                f"The job asks for {size} nodes with {gpus} {kind}s and {memory} GiB each, of "
+                f"one model, in one location, at one price; the subscription has at most {most} such nodes."
+            )
+        case BeyondQuota(kind=kind, total=total, quotas=quotas):
+            said = "; ".join(f"the {kind} quota '{q.name}' in '{q.location}' allows {q.limit}" for q in quotas)
+            return f"The job asks for {total} {kind}s; {said}."
+        case PricedNowhere():
+            return _priced_nowhere(reason)
+        case _:
+            return _waiting(reason)
+
+
+def _waiting(reason: WaitingReason) -> str:
+    """A waiting reason in words (:func:`render`)."""
+    match reason:
+        case BudgetSpent(message=message):
+            return f"{reason.wait}: {message}"
+        case QuotaFull(kind=kind, quota=q, gpus=gpus, gang_size=size):
+            needs = f"{gpus * size} ({size} nodes of {gpus})" if size > 1 else str(gpus)
+            return (
+                f"{reason.wait}: the {kind} quota '{q.name}' of the subscription in '{q.location}' allows "
+                f"{q.limit} {kind}s and {q.current} are in use; the job needs {needs}."
+            )
+        case NoRoom(kind=kind, gpus=gpus, memory_gb=memory, vendor=vendor):
+            made = f"{vendor} " if vendor else ""  # a job of one vendor's devices: say whose (not AMD's)
+            return (
+                f"{reason.wait}: no node of the subscription has {gpus} free {made}{kind}s and "
+                f"{memory} GiB of {kind} memory now."
+            )
+        case GangNoRoom(kind=kind, gang_size=size, gpus=gpus, memory_gb=memory):
+            return (
+                f"{reason.wait}: the job needs {size} nodes with {gpus} free {kind}s and "
+                f"{memory} GiB of {kind} memory each, of one model, in one location, at one price, at "
+                "once; fewer have room now."
+            )
+        case PricedOut():
+            return _priced_out(reason)
+
+
+def gist(reason: WaitingReason) -> tuple[str, str]:
+    """What ``reason`` says without its figures: what it waits for, and the name it quotes first ("" none): a
+    budget's, a quota's. Two reasons of one gist are the same news (a waiting job is not told again for figures
+    alone: services/common/placement.py ``Placement._tell``)."""
+    match reason:
+        case BudgetSpent(budget=name):
+            return reason.wait, name
+        case QuotaFull(quota=quota):
+            return reason.wait, quota.name
+        case PricedOut(budgets=budgets, currency_refused=True) if budgets.names:
+            return reason.wait, budgets.names[0]
+        case _:
+            return reason.wait, ""
+
+
+def _wanted(wanted: Wanted) -> str:
+    """What no node has, in words (``GPU model 'h100' and location 'eastus'``, ``AMD GPUs``)."""
+    if wanted.model:
+        held = f"{wanted.kind} model '{wanted.model}'"
+    elif wanted.unheld:
+        held = f"{wanted.vendor} {wanted.kind}s" if wanted.vendor else f"{wanted.kind}s"
+    else:
+        held = ""
+    return " and ".join(part for part in (held, f"location '{wanted.location}'" if wanted.location else "") if part)
+
+
+def _too_large(reason: TooLarge) -> str:
+    kind, wanted = reason.wanted.kind, _wanted(reason.wanted)
+    return (
+        f"The job asks for {reason.gpus} {kind}s and {reason.memory_gb} GiB of {kind} memory; the largest node"
+        f"{' with ' + wanted if wanted else ''} has {reason.largest_gpus} {kind}s and "
+        f"{reason.largest_memory_gb} GiB."
+    )
+
+
+def _budget_words(budgets: Budgets) -> str:
+    """What the budgets covering a job allow, in words (``the budget 'b' covering it counts USD only``); "" when they
+    allow every currency."""
+    if budgets.currencies is None:
+        return ""
+    counted = ", ".join(sorted(budgets.currencies)) or "no single currency"
+    names = ", ".join(f"'{name}'" for name in budgets.names)
+    return f"the budget {names} covering it counts {counted} only"
+
+
+def _priced_nowhere(reason: PricedNowhere) -> str:
+    counted = _budget_words(reason.budgets)
+    return (
+        "No node that could hold the job was in the submitter's resource groups"
+        + (f" and billing in a currency its budget counts ({counted})" if counted else "")
+        + f" when it was submitted ({reason.fixed_at}), so its price ceiling admits no price. Submit it again "
+        "with properties.maxPrice to let it run on any node of the subscription billing within that price."
+    )
+
+
+def _priced_out(reason: PricedOut) -> str:
+    """How many nodes with room bill above the ceiling, the lowest terms among them (no node named: it may lie outside
+    the submitter's scope), and the ceiling (and the budget, when it refused the currency)."""
+    ceiling = reason.ceiling
+    why = f"the job's price ceiling is {ceiling.describe(reason.kind)}" if ceiling is not None else ""
+    if reason.currency_refused:
+        why = _budget_words(reason.budgets) + (f", and {why}" if why else "")
+    many = reason.nodes != 1
+    nodes = f"{reason.nodes} node{'s' if many else ''} with room now bill{'' if many else 's'}"
+    lowest = describe_terms(reason.lowest, reason.kind)
+    return f"{reason.wait}: {nodes} above it (the lowest: {lowest}); {why}."
+
+
+# ----------------------------------------------------------------------------------------------- fits
+def fit_key(free_gpus: int, free_memory_gb: int, gpus: int, memory_gb: int) -> tuple[int, int]:
+    """The order of best fit, written once: the node left with the fewest free devices after placing ``gpus``, then
+    the least free memory (GiB) after ``memory_gb``; lowest first."""
+    return free_gpus - gpus, free_memory_gb - memory_gb
+
+
+def best_fit(job: Job, nodes: Iterable[Node]) -> list[Node]:
+    """The nodes among ``nodes`` (the placement index's candidates: room now, as read) a part of ``job`` fits on (its
+    memory per device), best fit first (:func:`fit_key`; ties keep the index's order)."""
+    fitting = [n for n in nodes if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)]
+    return sorted(fitting, key=lambda n: fit_key(n.free_gpus, n.free_memory_gb, job.gpus, job.memory_gb))
+
+
+def within(job: Job, currencies: frozenset[str] | None) -> Within:
+    """The terms a node taking ``job`` must bill within: its price ceiling, in the ``currencies`` its budgets count
+    (None: no constraint — a job from before ceilings, with no budget; services/common/budgets.py)."""
+    ceiling = job.price_ceiling
+    if ceiling is not None:
+        return ceiling.in_currencies(currencies).terms
+    if currencies is None:
+        return None
+    top = Decimal(MAX_PRICE_PER_GPU_HOUR)
+    return tuple(BillingTerms(top, c, ANY_INCREMENT, MAX_MINIMUM_BILLABLE_SECONDS) for c in sorted(currencies))
+
+
+def matches(job: Job, node: Node, terms: Within) -> bool:
+    """Whether ``node`` (as read now) meets the job's constraints: its platform takes work, accelerator kind, vendor
+    and model, location, device memory per device, its pricing within ``terms`` (its free capacity is judged by the
+    reservation itself)."""
+    return (
+        node.backend_placeable  # its platform takes work on it (a Slurm node DOWN or drained does not)
+        and node.kind.lower() == job.kind.lower()
+        and (job.vendor is None or vendor_key(node.accelerator.vendor) == vendor_key(job.vendor))
+        and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
+        and (not job.location or normalize_location(node.location) == job.location)
+        and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
+        and within_terms(node.terms, terms)
+    )
+
+
+def gang_groups(job: Job, nodes: Iterable[Node], terms: Within) -> list[list[Node]]:
+    """The nodes among ``nodes`` a part of ``job`` fits on (:func:`matches`), grouped as a gang must be placed — one
+    accelerator model, location, price and platform (backend type, cluster, partition: on a Slurm cluster a gang is
+    one job of one partition) — each group best fit first, the groups in the order of their best node."""
+    fitting = sorted(
+        (n for n in nodes if matches(job, n, terms)),
+        key=lambda n: fit_key(n.free_gpus, n.free_memory_gb, job.gpus, job.memory_gb),
+    )
+    groups: dict[tuple[str, str, BillingTerms, str, str, str], list[Node]] = {}
+    for node in fitting:
+        where = (node.backend.type, node.backend.cluster, node.backend.partition)
+        groups.setdefault((node.accelerator.key, normalize_location(node.location), node.terms, *where), []).append(
+            node
+        )
+    return list(groups.values())
+
+
+def gang_fit(job: Job, nodes: Iterable[Node], terms: Within) -> list[Node] | None:
+    """The ``job.gang_size`` nodes a gang goes to: the best of the first group (:func:`gang_groups`) with room for
+    every part; None when no group has."""
+    return next((g[: job.gang_size] for g in gang_groups(job, nodes, terms) if len(g) >= job.gang_size), None)
+
+
+# ----------------------------------------------------------------------------------------------- admission
+def inadmissible(snapshot: Snapshot) -> Inadmissible | None:
+    """Why no node of the subscription could ever hold the job (None when one could: it is admissible), judged on
+    the fleet's shapes (placement.py, "Admission"): no node; no node of its accelerator or location; none large enough;
+    for a gang, too few of one model, location and price; a quota below what it asks on every shape that could hold
+    it; a price ceiling that admits no terms."""
+    job = snapshot.job
+    shapes = snapshot.fleet_shapes()
+    if not shapes:
+        return NoNodes()
+    matching = [s for s in shapes if s.matches(job.gpu_model, job.location, job.kind, job.vendor)]
+    wanted = Wanted(
+        job.kind,
+        model_of_key(job.gpu_model),
+        job.vendor,
+        not any(s.matches(job.gpu_model, "", job.kind, job.vendor) for s in shapes),
+        job.location,
+    )
+    if not matching:
+        return NoSuchNodes(wanted)
+    fits = [s for s in matching if s.could_hold(job.gpus, job.memory_gb)]
+    if not fits:
+        largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
+        return TooLarge(job.gpus, job.memory_gb, wanted, largest.gpu_total, largest.memory_gb_total)
+    if job.gang_size > 1:
+        together: dict[tuple[str, str, BillingTerms | None], int] = {}
+        for shape in fits:
+            group = (shape.gpu_model, shape.location, shape.terms)
+            together[group] = together.get(group, 0) + shape.nodes
+        if max(together.values()) < job.gang_size:
+            return GangTooWide(job.kind, job.gang_size, job.gpus, job.memory_gb, max(together.values()))
+    return _beyond_quota(snapshot, fits) or _priced_nowhere_now(snapshot)
+
+
+def _beyond_quota(snapshot: Snapshot, fits: Sequence[FleetShape]) -> BeyondQuota | None:
+    """Whether no quota would ever let the job run on any of the shapes that could hold it (None when one would): on
+    each, a limit below all it asks (a gang's quota counts all its parts)."""
+    job = snapshot.job
+    total = job.gpus * job.gang_size
+    refusals: list[QuotaSeen] = []
+    for shape in fits:
+        here = snapshot.quotas_in(shape.location)
+        blocking = [here[n] for n in quota_names(shape.gpu_model) if n in here and (here[n].limit or 0) < total]
+        if not blocking:
+            return None
+        refusals.append(QuotaSeen.of(blocking[0]))
+    return BeyondQuota(job.kind, total, tuple(dict.fromkeys(refusals)))
+
+
+def _priced_nowhere_now(snapshot: Snapshot) -> PricedNowhere | None:
+    """Whether the job's price ceiling admits no node (domain/pricing.py): none that could hold it was among those its
+    submitter could see, in a currency its budgets count, when it was submitted — so nothing admits it, whatever frees
+    up later. None when its ceiling admits some terms (or it has none)."""
+    ceiling = snapshot.job.price_ceiling
+    if ceiling is None or ceiling.terms or ceiling.basis != CeilingBasis.PRICES_AT_SUBMISSION:
+        return None
+    return PricedNowhere(ceiling.fixed_at, snapshot.budgets_seen())
+
+
+# ----------------------------------------------------------------------------------------------- why it waits
+def waiting(snapshot: Snapshot) -> WaitingReason:
+    """Why the job waits (placement.py, "Price ceiling", "Gangs"), the first that holds: a spent budget; every node
+    with room now above its price ceiling or in a currency its budget does not count; every node that could take it
+    now (or, with none, every shape that could ever) held back by a full quota; no node with room."""
+    budgets = snapshot.budgets_seen()
+    if budgets.refusal is not None:
+        return BudgetSpent(budgets.refused_by, budgets.refusal)
+    if snapshot.job.gang_size > 1:
+        return _gang_waiting(snapshot, budgets)
+    return _single_waiting(snapshot, budgets)
+
+
+def _single_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
+    job = snapshot.job
+    room = [
+        n
+        for n in snapshot.candidates_for(ReadCandidates())
+        if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+    ]
+    terms = within(job, budgets.currencies)
+    if room and terms is not None:
+        priced = [n for n in room if within_terms(n.terms, terms)]
+        if not priced:
+            lowest = min((n.terms for n in room), key=lambda t: (t.price_per_gpu_hour, t.currency))
+            refused = budgets.currencies is not None and lowest.currency not in budgets.currencies
+            return PricedOut(job.kind, len(room), lowest, job.price_ceiling, budgets, refused)
+        room = priced
+    full: list[QuotaUsage] = []
+    for node in room:
+        if (blocking := _full_quota(snapshot, node.shape, job.gpus)) is None:
+            break
+        full.append(blocking)
+    else:
+        if full or (not room and (full := _quota_wherever(snapshot, job.gpus))):
+            return QuotaFull(job.kind, QuotaSeen.of(full[0]), job.gpus)
+    return NoRoom(job.kind, job.gpus, job.memory_gb, job.vendor)
+
+
+def _gang_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
+    job = snapshot.job
+    terms = within(job, budgets.currencies)
+    nodes = snapshot.candidates_for(ReadCandidates(terms, GANG_CANDIDATE_PAGES))
+    room_for_all = [g for g in gang_groups(job, nodes, terms) if len(g) >= job.gang_size]
+    total = job.gpus * job.gang_size
+    if room_for_all:  # nodes enough have room: a quota holds it back
+        quota = _full_quota(snapshot, room_for_all[0][0].shape, total)
+        walls = [quota] if quota is not None else []
+    else:
+        walls = _quota_wherever(snapshot, total)
+    if walls:
+        return QuotaFull(job.kind, QuotaSeen.of(walls[0]), job.gpus, job.gang_size)
+    return GangNoRoom(job.kind, job.gang_size, job.gpus, job.memory_gb)
+
+
+def _full_quota(snapshot: Snapshot, shape: FleetShape, need: int) -> QuotaUsage | None:
+    """The first quota the job counts in on a node of ``shape`` (domain/quotas.py ``quota_names``: its kind's and its
+    model's, in its location) with less headroom than ``need`` devices; None when none."""
+    here = snapshot.quotas_in(shape.location)
+    return next((here[n] for n in quota_names(shape.gpu_model) if n in here and (here[n].headroom or 0) < need), None)
+
+
+def _quota_wherever(snapshot: Snapshot, need: int) -> list[QuotaUsage]:
+    """When no node has room now: the full quotas (less headroom than ``need`` devices) that would hold the job back
+    on every shape of node that could ever hold it — so a job a full quota holds back is told of the quota, not of
+    the capacity its own work takes. Empty when some shape's quotas have room (capacity is what it waits for)."""
+    job = snapshot.job
+    able = [
+        shape
+        for shape in snapshot.fleet_shapes()
+        if shape.matches(job.gpu_model, job.location, job.kind, job.vendor)
+        and shape.could_hold(job.gpus, job.memory_gb)
+    ]
+    blocking = [_full_quota(snapshot, shape, need) for shape in able]
+    return [q for q in blocking if q is not None] if able and all(blocking) else []
+
+
+# ----------------------------------------------------------------------------------------------- preemption
+@dataclass(frozen=True)
+class PreemptionTargets:
+    """What preempting for a job decided: the node held for it, and the workloads to stop there (as read, lowest
+    priority first)."""
+
+    node: ResourceKey
+    victims: tuple[Job, ...]
+
+
+def may_preempt(job: Job, budgets: Budgets) -> bool:
+    """Whether ``job`` (waiting, as read) may preempt now (domain/preemption.py): of one node (a gang neither preempts
+    nor is preempted), priority above 0 (nothing is lower), its budgets allowing it, no node held for it already."""
+    return (
+        job.drain_node is None
+        and budgets.refusal is None
+        and job.status == JobStatus.PENDING
+        and job.priority > 0
+        and job.gang_size == 1
+    )
+
+
+def preemptible_by(job: Job, found: Iterable[Job]) -> list[Job]:
+    """The workloads among ``found`` (the index's candidates, in its order) ``job`` may stop: they said they may be
+    preempted and hold capacity now (``Job.preemption_candidate``), their priority is strictly lower, they are
+    ``Scheduled`` or ``Running`` and of its subscription (the index holds only those; checked again here)."""
+    return [
+        v
+        for v in found
+        if v.preemption_candidate
+        and v.priority < job.priority
+        and v.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
+        and v.key.subscription_id == job.key.subscription_id
+    ]
+
+
+def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
+    """The node and victims whose stopping gives the job room within its price ceiling, budget currencies and quotas
+    (domain/preemption.py ``choose``: the fewest victims, then the lowest highest priority, then the fewest devices);
+    None when the job may not preempt or no node can be freed enough. Looks at the victims' nodes in their order, at
+    most twice :data:`~itl_accelerator.domain.preemption.MAX_NODES` of them, until that many it may use."""
+    job, budgets = snapshot.job, snapshot.budgets_seen()
+    if not may_preempt(job, budgets):
+        return None
+    victims = preemptible_by(job, snapshot.preemption_candidates())
+    terms = within(job, budgets.currencies)
+    rooms: list[preemption.Room] = []
+    for node_key in list(dict.fromkeys(v.node_key for v in victims))[: 2 * preemption.MAX_NODES]:
+        if len(rooms) == preemption.MAX_NODES:
+            break
+        node = snapshot.node(node_key)
+        if node is None or node.availability != Availability.AVAILABLE or not matches(job, node, terms):
+            continue
+        here = snapshot.quotas_in(node.shape.location)
+        headrooms = [here[name].headroom or 0 for name in quota_names(node.shape.gpu_model) if name in here]
+        shortfall = max([job.gpus - h for h in headrooms if h < job.gpus], default=0)
+        rooms.append(preemption.Room(node.key, node.free_gpus, node.free_memory_gb, shortfall))
+    candidates = [preemption.Victim(v.key, v.node_key, v.gpus, v.memory_gb, v.priority) for v in victims]
+    chosen = preemption.choose(job.gpus, job.memory_gb, rooms, candidates)
+    if chosen is None:
+        return None
+    by_key = {v.key: v for v in victims}
+    return PreemptionTargets(chosen[0].node, tuple(by_key[v.key] for v in chosen[1]))
+
+
+# ----------------------------------------------------------------------------------------------- starvation
+def starving(job: Job, now: float, starvation_seconds: float) -> bool:
+    """Whether ``job`` (the first waiting, as read) starves (placement.py, "No starvation"): of one node (a gang cannot
+    use one drained node), no node held for it yet, not ended, and waiting ``starvation_seconds`` since it was
+    submitted, at ``now`` (epoch seconds)."""
+    if job.drain_node is not None or job.status.final or job.gang_size > 1:
+        return False
+    submitted = datetime.fromisoformat(job.submitted_at.replace("Z", "+00:00")).timestamp()
+    return now - submitted >= starvation_seconds
+
+
+def drain_target(job: Job, nodes: Iterable[Node]) -> Node | None:
+    """The node to drain for a starving ``job`` among ``nodes`` (the placement index's nodes of its kind, model and
+    location, whatever their room): of those that could ever hold it, the one nearest to fitting (the most free
+    devices; ties keep the index's order); None when none could."""
+    able = [
+        n
+        for n in nodes
+        if n.gpu_total >= job.gpus and per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+    ]
+    return max(able, key=lambda n: n.free_gpus) if able else None
