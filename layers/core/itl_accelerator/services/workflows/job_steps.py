@@ -30,10 +30,10 @@ from itl_accelerator.dgx.errors import DgxError
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
-from itl_accelerator.domain.records import Job, Lease, Operation, Release, gang_releases
+from itl_accelerator.domain.records import Job, Lease, Node, Operation, Release, gang_releases
 from itl_accelerator.domain.retries import attempt_id, attempt_of
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
-from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.observability import logger
 from itl_accelerator.platforms.router import platform_job_number, platform_name
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
@@ -329,12 +329,7 @@ class JobSteps:
             return StepOutcome()
         node = self._nodes.get(job.node_key)
         parts = [self._nodes.get(k) for k in job.gang_nodes]  # a gang's other nodes
-        part_ids = [
-            p.arm_id if p else NODES.id(k.subscription_id, k.resource_group, k.names)
-            for p, k in zip(parts, job.gang_nodes, strict=True)
-        ]
-        attempt = attempt_of(job.properties)
-        key = attempt_id(inp.operationId, attempt)
+        key = attempt_id(inp.operationId, attempt_of(job.properties))
         recover = job.submitting == key
         if not recover and node is not None and node.backend.is_slurm:
             # a Slurm cluster cannot de-duplicate by the key: say it is being sent, so a run again looks first
@@ -342,7 +337,22 @@ class JobSteps:
             if not self._jobs.note(job, marked, expect=Expect(etag=job.etag)):
                 raise StoreBusy("The job changed while its submit was being recorded; run the step again.")
             job = marked
-        submitted = self.platforms.for_node(node).submit_job(
+        submitted = self._send(job, node, parts, key, recover=recover)
+        # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
+        # the future (billing/metering.py)
+        now = float(int(self._clock()))
+        started = min(now, float(int(epoch(submitted.started_at)))) if submitted.started_at else now
+        return self._running(inp, job, submitted, started, self._meters(job, node, parts, submitted, started))
+
+    def _send(self, job: Job, node: Node | None, parts: list[Node | None], key: str, *, recover: bool) -> DgxJob:
+        """Submit ``job``'s attempt (idempotency ``key``) to the platform of its ``node`` (None: gone meanwhile),
+        with a gang's other ``parts`` (None: one gone); ``recover``: the key was recorded as sent before (look for
+        its job first). Raises the platform's ``DgxError``."""
+        part_ids = [
+            p.arm_id if p else NODES.id(k.subscription_id, k.resource_group, k.names)
+            for p, k in zip(parts, job.gang_nodes, strict=True)
+        ]
+        return self.platforms.for_node(node).submit_job(
             idempotency_key=key,
             name=job.arm_id,
             node_id=node.arm_id
@@ -361,11 +371,15 @@ class JobSteps:
             partition=(node.backend.partition or None) if node else None,
             recover=recover,
         )
-        # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
-        # the future (billing/metering.py)
-        now = float(int(self._clock()))
-        started = min(now, float(int(epoch(submitted.started_at)))) if submitted.started_at else now
-        meter = meter_for(
+
+    def _meters(
+        self, job: Job, node: Node | None, parts: list[Node | None], submitted: DgxJob, started: float
+    ) -> tuple[Meter, ...]:
+        """The meters of ``job``'s attempt, started at ``started`` (epoch s, whole): its first part's, which reads
+        the platform's metrics of the whole job, then one per other part of a gang, on its node, under the job's
+        allocation id (services/common/metering.py ``meter_for``)."""
+        attempt = attempt_of(job.properties)
+        first = meter_for(
             job,
             node,
             service="jobs",
@@ -374,8 +388,7 @@ class JobSteps:
             dgx_id=submitted.id,
             attempt=attempt,
         )
-        # a gang's other parts: a meter each, on its node, under the job's allocation id
-        more = tuple(
+        more = (
             meter_for(
                 job,
                 part,
@@ -389,6 +402,14 @@ class JobSteps:
             )
             for number, (part, key) in enumerate(zip(parts, job.gang_nodes, strict=True), start=2)
         )
+        return first, *more
+
+    def _running(
+        self, inp: JobStepInput, job: Job, submitted: DgxJob, started: float, meters: tuple[Meter, ...]
+    ) -> StepOutcome:
+        """Record ``job`` Running on its platform since ``started`` (epoch s), its ``meters`` started and its
+        operation Running, in one transaction. A job canceled meanwhile is stopped on the platform at once (its end:
+        canceled); one gone, too."""
         found = self._operations.get(inp.subscriptionId, inp.operationId)
         try:
             self._note(
@@ -399,14 +420,14 @@ class JobSteps:
                 status=JobStatus.RUNNING,
                 properties={"logsUrl": submitted.logs_url},
                 effects=Effects(
-                    meter_start=meter,
-                    more_meter_starts=more,
+                    meter_start=meters[0],
+                    more_meter_starts=meters[1:],
                     operation=found.moved(OperationStatus.RUNNING, iso(started)) if found is not None else None,
                 ),
                 dgx_id=submitted.id,
                 started_at=iso(started),
                 state=ProvisioningState.RUNNING,
-                meter_id=meter.allocation_id,
+                meter_id=meters[0].allocation_id,
                 lease=self._lease(0),
             )
         except WorkloadChanged:
