@@ -208,6 +208,7 @@ def test_preemption_candidates_lowest_priority_then_newest_only_while_they_hold_
         job = replace(job, capacity_reserved=True, node_owner="supplier-1")
         if preemptible:
             job.document["properties"]["preemptible"] = True
+            job = replace(job, run=replace(job.run, preemptible=True))  # as the job's record says it
         return submit(repos, job)
 
     running("old-low", 1, "2024-05-01T00:00:00.000000Z")

@@ -54,11 +54,7 @@ NOT_IN_REPOSITORY = {
 
 #: Stale citations left in files that other work is editing now (issue 43): citing file → cited paths. Fix them
 #: there, then remove them from here.
-KNOWN_STALE: dict[str, set[str]] = {
-    # preemption's rules are domain/preemption.py, its reads and writes services/common/placement.py
-    "layers/core/itl_accelerator/domain/records.py": {"services/common/preemption.py"},
-    "layers/core/itl_accelerator/services/workflows/job_steps.py": {"services/common/preemption.py"},
-}
+KNOWN_STALE: dict[str, set[str]] = {}
 
 # a path: directories, each maybe wrapped after its slash onto the next line (after its indentation or "#"), then
 # a file name; not glued to a word, a dot, a slash, a colon (a URL) or a glob's star before it

@@ -33,6 +33,7 @@ from itl_accelerator.domain.accelerators import (
 from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
+from itl_accelerator.domain.runs import JobRun
 from itl_accelerator.domain.states import (
     Availability,
     JobStatus,
@@ -505,6 +506,10 @@ class Instance(Workload):
         }
 
 
+#: A job's run not given when the record was made: read from its document (:attr:`Job.run`).
+_UNREAD = JobRun(gang_size=0)
+
+
 @dataclass
 class Job(Workload):
     """An accelerator job: see :class:`Workload` (``gpus``/``memory_gb``: the devices of ``kind`` and GiB of device
@@ -517,7 +522,8 @@ class Job(Workload):
     GPU-seconds and ``cost`` (decimal text) once ended; who asked to cancel it and that cancel's operation;
     ``drain_node``: the node drained for it (starvation rule); ``submitting``: the idempotency key of a submit sent
     to a platform that cannot de-duplicate one by itself (a Slurm cluster), recorded before it is sent — a Submit
-    step run again for that key looks for the job it made first (docs/SLURM.md, "Jobs")."""
+    step run again for that key looks for the job it made first (docs/SLURM.md, "Jobs"); ``run``: how it runs —
+    its retry strategy, attempts, preemption settings and gang (domain/runs.py)."""
 
     status: JobStatus = JobStatus.PENDING
     kind: str = GPU
@@ -541,19 +547,53 @@ class Job(Workload):
     drain_node: ResourceKey | None = None
     #: a gang job's nodes beyond ``node`` (its first part), each holding ``gpus`` and ``memory_gb`` while it runs
     gang_nodes: tuple[ResourceKey, ...] = ()
+    #: its run (domain/runs.py); left out, it is read from ``document`` — as a job read from the store is: the run
+    #: lives in its ARM document, rendered there from this field (:meth:`arm_properties`)
+    run: JobRun = _UNREAD
+
+    def __post_init__(self) -> None:
+        if self.run is _UNREAD:
+            self.run = JobRun.of_properties(self.properties)
 
     @property
     def gang_size(self) -> int:
         """How many nodes the job runs on at once (``accelerator.nodes``; 1 for a job of one node)."""
-        return int((self.properties.get("accelerator") or {}).get("nodes") or 1)
+        return self.run.gang_size
+
+    @property
+    def preempted_by(self) -> str | None:
+        """The ARM id of the job that is preempting it (``preemptedBy``, written by placement when it preempts:
+        services/common/placement.py; cleared when it runs again); None when none is."""
+        return self.properties.get("preemptedBy") or None
+
+    @property
+    def assigned_node(self) -> str | None:
+        """The ARM id of the node it is placed on (``assignedNode``, which placement writes:
+        services/common/placement.py; None when it holds none)."""
+        return self.properties.get("assignedNode") or None
+
+    @property
+    def assigned_nodes(self) -> tuple[str, ...] | None:
+        """A gang's every node, its first part's first (``assignedNodes``, written by placement; None: a job of one
+        node, or one that holds none)."""
+        nodes = self.properties.get("assignedNodes")
+        return tuple(nodes) if nodes is not None else None
+
+    @property
+    def status_reason(self) -> str | None:
+        """Why it is in its status, as its document says (``statusReason``; None when it says nothing)."""
+        reason = self.properties.get("statusReason")
+        return None if reason is None else str(reason)
 
     def arm_properties(self) -> dict[str, Any]:
         """See :meth:`Workload.arm_properties`: what it asks for (``requestedGpus``, ``requestedMemoryGb``,
         ``priority``, ``maxDurationMinutes``), who submitted it and when, its ``status``, state and operation, when
-        it started and ended, and who asked to cancel it. (Its ``gpuModel`` shows the model as submitted, which the record keeps only as
-        :func:`gpu_model_key`; its charges are written where they are computed, job_steps.py ``_ended``.)"""
+        it started and ended, who asked to cancel it, and its run (:meth:`JobRun.arm_properties`: its retry strategy,
+        attempts and preemption settings). (Its ``gpuModel`` shows the model as submitted, which the record keeps
+        only as :func:`gpu_model_key`; its charges are written where they are computed, job_steps.py ``_ended``.)"""
         return {
             **super().arm_properties(),
+            **self.run.arm_properties(),
             **_set(
                 {
                     # the seed's GPU-only spelling of a job of one node (a multi-node job says its accelerator)
@@ -586,13 +626,9 @@ class Job(Workload):
     @property
     def preemption_candidate(self) -> bool:
         """Whether a higher-priority job of its subscription may preempt it now: it said ``preemptible``, holds
-        capacity, and no cancel or preemption is under way (services/common/preemption.py)."""
-        return (
-            bool(self.properties.get("preemptible"))
-            and self.capacity_reserved
-            and not self.cancel_requested
-            and not self.gang_nodes
-        )
+        capacity, and no cancel or preemption is under way (the rules: domain/preemption.py; its reads and writes:
+        services/common/placement.py)."""
+        return self.run.preemptible and self.capacity_reserved and not self.cancel_requested and not self.gang_nodes
 
     @property
     def preemption_order(self) -> str:

@@ -17,12 +17,14 @@ The rule is AWS Batch's ``retryStrategy`` (``attempts``, ``evaluateOnExit``), wi
   (rounded up) after attempt ``n`` ended, then waits for capacity like any job; a cancel in that time ends the job
   at once.
 
-Pure functions over the strategy as the job stores it (wire names, models/jobs.py ``RetryStrategy``).
+Pure functions over :class:`RetryStrategy`, the strategy as the job record holds it (domain/records.py ``Job.run``;
+models/jobs.py ``RetryStrategy`` validates the one a client sends).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 RETRY = "RETRY"
@@ -34,6 +36,63 @@ MAX_ATTEMPTS = 10
 MAX_CONDITIONS = 5
 
 
+@dataclass(frozen=True)
+class ExitCondition:
+    """One member of ``evaluateOnExit`` (AWS Batch's ``EvaluateOnExit``): ``action`` (``RETRY`` or ``EXIT``) when the
+    failed attempt's exit code matches ``on_exit_code`` and its reason matches ``on_reason`` (None: not said; at
+    least one is, models/jobs.py ``RetryCondition``)."""
+
+    action: str
+    on_exit_code: str | None = None
+    on_reason: str | None = None
+
+    @classmethod
+    def of_properties(cls, value: dict[str, Any]) -> ExitCondition:
+        """A condition as the job's document holds it (``{"onExitCode"?, "onReason"?, "action"}``)."""
+        return cls(str(value.get("action", RETRY)), value.get("onExitCode"), value.get("onReason"))
+
+    def as_properties(self) -> dict[str, Any]:
+        """Its wire form (a member not said is left out)."""
+        said = {"onExitCode": self.on_exit_code, "onReason": self.on_reason, "action": self.action}
+        return {name: value for name, value in said.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class RetryStrategy:
+    """A job's ``retryStrategy`` (module docstring): ``attempts`` in all (1 to :data:`MAX_ATTEMPTS`), the
+    ``evaluate_on_exit`` conditions in order, and the backoff — ``interval_seconds`` (s), ``backoff_rate`` (a factor
+    per attempt), ``max_delay_seconds`` (s). The defaults are the API's (docs/API_REFERENCE.md, "Retries")."""
+
+    attempts: int = 1
+    evaluate_on_exit: tuple[ExitCondition, ...] = ()
+    interval_seconds: int = 10
+    backoff_rate: float = 2.0
+    max_delay_seconds: int = 3600
+
+    @classmethod
+    def of_properties(cls, value: dict[str, Any]) -> RetryStrategy:
+        """The strategy as the job's document holds it (``properties.retryStrategy``, wire names; a member not
+        stored is its default)."""
+        return cls(
+            attempts=int(value.get("attempts", 1)),
+            evaluate_on_exit=tuple(ExitCondition.of_properties(c) for c in value.get("evaluateOnExit") or []),
+            interval_seconds=int(value.get("intervalSeconds", 10)),
+            backoff_rate=float(value.get("backoffRate", 2.0)),
+            max_delay_seconds=int(value.get("maxDelaySeconds", 3600)),
+        )
+
+    def as_properties(self) -> dict[str, Any]:
+        """Its wire form, every member written out (as the API stores what a client sent: models/jobs.py
+        ``SparkJobWrite.spec``)."""
+        return {
+            "attempts": self.attempts,
+            "evaluateOnExit": [c.as_properties() for c in self.evaluate_on_exit],
+            "intervalSeconds": self.interval_seconds,
+            "backoffRate": self.backoff_rate,
+            "maxDelaySeconds": self.max_delay_seconds,
+        }
+
+
 def matches(pattern: str, value: str) -> bool:
     """AWS Batch's match: ``pattern`` ending with ``*`` matches a ``value`` starting with what precedes it; any other
     pattern matches ``value`` exactly."""
@@ -42,35 +101,32 @@ def matches(pattern: str, value: str) -> bool:
     return value == pattern
 
 
-def decides(strategy: dict[str, Any], exit_code: int | None, reason: str) -> str:
+def decides(strategy: RetryStrategy, exit_code: int | None, reason: str) -> str:
     """``RETRY`` or ``EXIT`` for a failed attempt with ``exit_code`` (None: the platform gave none) and the DGX
-    Platform's ``reason``, by ``strategy["evaluateOnExit"]`` (module docstring). A condition on an exit code never
+    Platform's ``reason``, by ``strategy.evaluate_on_exit`` (module docstring). A condition on an exit code never
     matches an attempt without one."""
-    for condition in strategy.get("evaluateOnExit") or []:
-        code = condition.get("onExitCode")
-        said = condition.get("onReason")
+    for condition in strategy.evaluate_on_exit:
+        code, said = condition.on_exit_code, condition.on_reason
         if code is not None and (exit_code is None or not matches(code, str(exit_code))):
             continue
         if said is not None and not matches(said, reason):
             continue
-        return str(condition.get("action", RETRY)).upper()
+        return condition.action.upper()
     return RETRY
 
 
-def should_retry(strategy: dict[str, Any] | None, attempt: int, exit_code: int | None, reason: str) -> bool:
+def should_retry(strategy: RetryStrategy | None, attempt: int, exit_code: int | None, reason: str) -> bool:
     """Whether failed attempt number ``attempt`` (1-based) of a job with ``strategy`` (None: none) runs again."""
-    if not strategy:
+    if strategy is None:
         return False
-    return attempt < int(strategy.get("attempts", 1)) and decides(strategy, exit_code, reason) == RETRY
+    return attempt < strategy.attempts and decides(strategy, exit_code, reason) == RETRY
 
 
-def delay_seconds(strategy: dict[str, Any], attempt: int) -> int:
+def delay_seconds(strategy: RetryStrategy, attempt: int) -> int:
     """Seconds from the end of failed attempt ``attempt`` to the start of the next: ``intervalSeconds *
     backoffRate ** (attempt - 1)``, at most ``maxDelaySeconds``, rounded up, at least 1."""
-    interval = float(strategy.get("intervalSeconds", 10))
-    rate = float(strategy.get("backoffRate", 2.0))
-    ceiling = float(strategy.get("maxDelaySeconds", 3600))
-    return max(1, math.ceil(min(interval * rate ** max(0, attempt - 1), ceiling)))
+    wait = strategy.interval_seconds * strategy.backoff_rate ** max(0, attempt - 1)
+    return max(1, math.ceil(min(wait, strategy.max_delay_seconds)))
 
 
 def attempt_id(operation_id: str, attempt: int) -> str:
@@ -78,8 +134,3 @@ def attempt_id(operation_id: str, attempt: int) -> str:
     id for the first (as for every job), with ``.attempt-N`` after it for a later one. So each attempt is its own
     platform job and its own meter, and a retried step of one attempt never submits or meters it twice."""
     return operation_id if attempt <= 1 else f"{operation_id}.attempt-{attempt}"
-
-
-def attempt_of(properties: dict[str, Any]) -> int:
-    """The number of the attempt a job is at (1-based), from its document's ``properties``."""
-    return int(properties.get("attempt") or 1)

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Instance, Job, Lease, Operation, Reservation, ResourceKey, Workload
+from itl_accelerator.domain.runs import JobRun
 from itl_accelerator.domain.states import LeaseKind
 from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.models.audit import AuditEvent
@@ -78,6 +79,7 @@ def stored_form(workload: W) -> W:
         w.secret_env = w.secret_env or {}
         w.task_token = w.task_token or None
         w.started_at = w.started_at or None
+        w.run = JobRun.of_properties(w.properties)  # the table keeps the run in the job's document
         w.ended_at = w.ended_at or None
         w.canceled_by = w.canceled_by or None
         w.cancel_operation_id = w.cancel_operation_id or None

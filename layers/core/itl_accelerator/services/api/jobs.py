@@ -23,6 +23,8 @@ from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, Billi
 from itl_accelerator.domain.accelerators import GPU, accelerator_key, job_vendor
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
 from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey
+from itl_accelerator.domain.retries import RetryStrategy
+from itl_accelerator.domain.runs import JobRun
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -73,6 +75,21 @@ def check_status_sent(sent: str | None, existing: Job | None) -> None:
         f"'status' is read-only: the job '{existing.key.name}' is {existing.status}, not {sent} (send what you read "
         "again, or leave status out).",
         target="properties.status",
+    )
+
+
+def submitted_run(spec: dict[str, Any], gang_size: int | None) -> JobRun:
+    """The run a job starts with, from its spec (wire names: models/jobs.py ``SparkJobWrite.spec``): its retry
+    strategy (its first attempt then shown as 1), whether it may be preempted and how, and its gang's size
+    (``accelerator.nodes``; None: one node)."""
+    strategy = spec.get("retryStrategy")
+    preemptible = bool(spec.get("preemptible"))
+    return JobRun(
+        retry_strategy=RetryStrategy.of_properties(strategy) if strategy else None,
+        attempt=1 if strategy else None,
+        preemptible=preemptible,
+        preempt_mode=spec["preemptMode"] if preemptible else None,
+        gang_size=gang_size or 1,
     )
 
 
@@ -288,8 +305,6 @@ class SparkJobService:
                     "accelerator": wanted.model_dump(mode="json", by_alias=True, exclude_none=True),
                     **({"gpuModel": props.gpu_model} if props.gpu_model and wanted.kind == GPU else {}),
                     **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
-                    **({"retryStrategy": spec["retryStrategy"], "attempt": 1} if spec.get("retryStrategy") else {}),
-                    **({"preemptible": True, "preemptMode": spec["preemptMode"]} if spec.get("preemptible") else {}),
                     "priceCeiling": ceiling.as_properties(wanted.kind),
                     "statusReason": "Submitted; waiting for admission.",
                     "gpuSeconds": 0,
@@ -311,6 +326,7 @@ class SparkJobService:
             max_duration_seconds=props.max_duration_minutes * 60,
             gpu_model=accelerator_key(wanted.kind, wanted.model),
             secret_env=dict(spec["workload"].get("secretEnv") or {}),
+            run=submitted_run(spec, wanted.nodes),
         )
         job = arm_rules.changed(ctx, job)  # its typed values written into its document, and its etag
         document = job.document
@@ -417,7 +433,7 @@ class SparkJobService:
         )
         now = ctx.now_iso()
         stopping = "stopping it on the DGX Platform." if job.status == JobStatus.RUNNING else "it will not run."
-        if job.cancel_requested and job.properties.get("preemptedBy"):
+        if job.cancel_requested and job.preempted_by:
             # being preempted (stopping within its grace period): the cancel wins (job_steps.py ``cancel_wins``)
             stopping = "it is stopping within its preemption's grace period and ends Canceled, not Preempted."
         canceling = arm_rules.changed(

@@ -22,18 +22,18 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from itl_accelerator.billing.job_charges import attempt_sums, job_charges
+from itl_accelerator.billing.job_charges import job_charges
 from itl_accelerator.dgx.errors import DgxError
 from itl_accelerator.dgx.models import DgxJob
 from itl_accelerator.domain import retries
 from itl_accelerator.domain.accelerators import GPU
-from itl_accelerator.domain.records import Job, Lease, Operation, Release, gang_releases
-from itl_accelerator.domain.retries import attempt_id, attempt_of
+from itl_accelerator.domain.records import Job, Lease, Node, Operation, Release, gang_releases
+from itl_accelerator.domain.retries import attempt_id
+from itl_accelerator.domain.runs import Attempt
 from itl_accelerator.domain.states import JobStatus, OperationKind, OperationStatus, ProvisioningState
-from itl_accelerator.domain.usage import MeterEnd
+from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.observability import logger
 from itl_accelerator.platforms.router import platform_job_number, platform_name
 from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
@@ -116,11 +116,11 @@ def gone() -> JobEnd:
 
 def canceled_end(job: Job) -> JobEnd | None:
     """The end of a job whose cancel was asked for — or that is preempted for a higher-priority job (its
-    ``preemptedBy``; services/common/preemption.py): ``Preempted``, saying by which job and why (None when
-    neither)."""
+    ``preemptedBy``: the rules are domain/preemption.py, placement writes it — services/common/placement.py):
+    ``Preempted``, saying by which job and why (None when neither)."""
     if job.cancel_requested:
-        if job.properties.get("preemptedBy"):
-            preempted = JobEnd(status=JobStatus.PREEMPTED, reason=str(job.properties.get("statusReason")), stop=True)
+        if job.preempted_by:
+            preempted = JobEnd(status=JobStatus.PREEMPTED, reason=str(job.status_reason), stop=True)
             return cancel_wins(job, preempted)
         return JobEnd(status=JobStatus.CANCELED, reason=f"Canceled by {job.canceled_by or 'the submitter'}.", stop=True)
     return None
@@ -329,12 +329,7 @@ class JobSteps:
             return StepOutcome()
         node = self._nodes.get(job.node_key)
         parts = [self._nodes.get(k) for k in job.gang_nodes]  # a gang's other nodes
-        part_ids = [
-            p.arm_id if p else NODES.id(k.subscription_id, k.resource_group, k.names)
-            for p, k in zip(parts, job.gang_nodes, strict=True)
-        ]
-        attempt = attempt_of(job.properties)
-        key = attempt_id(inp.operationId, attempt)
+        key = attempt_id(inp.operationId, job.run.attempt_number)
         recover = job.submitting == key
         if not recover and node is not None and node.backend.is_slurm:
             # a Slurm cluster cannot de-duplicate by the key: say it is being sent, so a run again looks first
@@ -342,7 +337,22 @@ class JobSteps:
             if not self._jobs.note(job, marked, expect=Expect(etag=job.etag)):
                 raise StoreBusy("The job changed while its submit was being recorded; run the step again.")
             job = marked
-        submitted = self.platforms.for_node(node).submit_job(
+        submitted = self._send(job, node, parts, key, recover=recover)
+        # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
+        # the future (billing/metering.py)
+        now = float(int(self._clock()))
+        started = min(now, float(int(epoch(submitted.started_at)))) if submitted.started_at else now
+        return self._running(inp, job, submitted, started, self._meters(job, node, parts, submitted, started))
+
+    def _send(self, job: Job, node: Node | None, parts: list[Node | None], key: str, *, recover: bool) -> DgxJob:
+        """Submit ``job``'s attempt (idempotency ``key``) to the platform of its ``node`` (None: gone meanwhile),
+        with a gang's other ``parts`` (None: one gone); ``recover``: the key was recorded as sent before (look for
+        its job first). Raises the platform's ``DgxError``."""
+        part_ids = [
+            p.arm_id if p else NODES.id(k.subscription_id, k.resource_group, k.names)
+            for p, k in zip(parts, job.gang_nodes, strict=True)
+        ]
+        return self.platforms.for_node(node).submit_job(
             idempotency_key=key,
             name=job.arm_id,
             node_id=node.arm_id
@@ -355,17 +365,21 @@ class JobSteps:
             callback_url=self._settings.dgx_callback_url or None,
             # the node's devices; a node gone meanwhile: the job's kind (the platform reads none as NVIDIA GPUs)
             accelerator=node.accelerator.for_platform() if node else ({"kind": job.kind} if job.kind != GPU else None),
-            node_ids=[str(job.properties.get("assignedNode")), *part_ids] if job.gang_nodes else None,
+            node_ids=[str(job.assigned_node), *part_ids] if job.gang_nodes else None,
             # the hosts the node's platform places by (a Slurm node's name; the DGX Platform places by node id)
             targets=[n.backend.target if n else "" for n in (node, *parts)],
             partition=(node.backend.partition or None) if node else None,
             recover=recover,
         )
-        # billing starts when the platform started it (Slurm's own start time), else now — in whole seconds, never in
-        # the future (billing/metering.py)
-        now = float(int(self._clock()))
-        started = min(now, float(int(epoch(submitted.started_at)))) if submitted.started_at else now
-        meter = meter_for(
+
+    def _meters(
+        self, job: Job, node: Node | None, parts: list[Node | None], submitted: DgxJob, started: float
+    ) -> tuple[Meter, ...]:
+        """The meters of ``job``'s attempt, started at ``started`` (epoch s, whole): its first part's, which reads
+        the platform's metrics of the whole job, then one per other part of a gang, on its node, under the job's
+        allocation id (services/common/metering.py ``meter_for``)."""
+        attempt = job.run.attempt_number
+        first = meter_for(
             job,
             node,
             service="jobs",
@@ -374,8 +388,7 @@ class JobSteps:
             dgx_id=submitted.id,
             attempt=attempt,
         )
-        # a gang's other parts: a meter each, on its node, under the job's allocation id
-        more = tuple(
+        more = (
             meter_for(
                 job,
                 part,
@@ -389,6 +402,14 @@ class JobSteps:
             )
             for number, (part, key) in enumerate(zip(parts, job.gang_nodes, strict=True), start=2)
         )
+        return first, *more
+
+    def _running(
+        self, inp: JobStepInput, job: Job, submitted: DgxJob, started: float, meters: tuple[Meter, ...]
+    ) -> StepOutcome:
+        """Record ``job`` Running on its platform since ``started`` (epoch s), its ``meters`` started and its
+        operation Running, in one transaction. A job canceled meanwhile is stopped on the platform at once (its end:
+        canceled); one gone, too."""
         found = self._operations.get(inp.subscriptionId, inp.operationId)
         try:
             self._note(
@@ -399,14 +420,14 @@ class JobSteps:
                 status=JobStatus.RUNNING,
                 properties={"logsUrl": submitted.logs_url},
                 effects=Effects(
-                    meter_start=meter,
-                    more_meter_starts=more,
+                    meter_start=meters[0],
+                    more_meter_starts=meters[1:],
                     operation=found.moved(OperationStatus.RUNNING, iso(started)) if found is not None else None,
                 ),
                 dgx_id=submitted.id,
                 started_at=iso(started),
                 state=ProvisioningState.RUNNING,
-                meter_id=meter.allocation_id,
+                meter_id=meters[0].allocation_id,
                 lease=self._lease(0),
             )
         except WorkloadChanged:
@@ -469,7 +490,7 @@ class JobSteps:
         job = self._jobs.get(inp.key)
         ours = job is not None and job.operation_id == inp.operationId
         # a preempted job is told to stop and given its grace period (SIGTERM, then SIGKILL): the stop waits for it
-        grace = self._settings.job_preemption_grace_seconds if job and ours and job.properties.get("preemptedBy") else 0
+        grace = self._settings.job_preemption_grace_seconds if job and ours and job.preempted_by else 0
         deadline = deadline or self._clock() + inp.stopTimeoutSeconds + grace
         # what is left of the grace period, counted from the first call (the stop's deadline): a platform that keeps
         # no deadline of its own (a Slurm cluster) is told to kill once none is left
@@ -477,13 +498,13 @@ class JobSteps:
         dgx_id = job.dgx_id if job is not None and ours else None
         if dgx_id is None:
             # a submit whose answer was lost (of the attempt the job is at), on its node's platform
-            attempt = attempt_of(job.properties) if job is not None and ours else 1
+            attempt = job.run.attempt_number if job is not None and ours else 1
             node = self._nodes.get(job.node) if job is not None and job.node is not None else None
             found = self.platforms.for_node(node).find_job(attempt_id(inp.operationId, attempt))
             dgx_id = found.id if found else None
         if dgx_id is None:
             return StopResult(stopped=True, timedOut=False, deadline=deadline, platform=None)
-        reason = str(job.properties.get("statusReason")) if grace and job is not None else None
+        reason = str(job.status_reason) if grace and job is not None else None
         stopped_job = self.platforms.cancel_job(dgx_id, grace_period_seconds=min(grace, left), reason=reason)
         stopped = stopped_job is None or stopped_job.ended
         return StopResult(
@@ -574,18 +595,18 @@ class JobSteps:
     def _retry_once(self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd) -> FinishResult | None:
         """A failed attempt the job's ``retryStrategy`` runs again (domain/retries.py) after its backoff
         (:meth:`_again`). None when the attempt is not retried. Raises ``WorkloadChanged``."""
-        strategy = job.properties.get("retryStrategy")
-        if not strategy or outcome.status != JobStatus.FAILED or not outcome.retryable or job.cancel_requested:
+        strategy = job.run.retry_strategy
+        if strategy is None or outcome.status != JobStatus.FAILED or not outcome.retryable or job.cancel_requested:
             return None
-        failures = 1 + sum(1 for a in self._attempts(job) if a.get("status") == JobStatus.FAILED)
-        if job.status == JobStatus.PENDING and attempt_of(job.properties) > 1:  # written already: run again
+        failures = 1 + job.run.failures
+        if job.status == JobStatus.PENDING and job.run.attempt_number > 1:  # written already: run again
             return FinishResult(status=JobStatus.PENDING, retryInSeconds=retries.delay_seconds(strategy, failures - 1))
         if job.started_at is None or not retries.should_retry(strategy, failures, outcome.exitCode, outcome.reason):
             return None
         delay = retries.delay_seconds(strategy, failures)
-        attempt = attempt_of(job.properties)
+        attempt = job.run.attempt_number
         why = (
-            f"Attempt {attempt} failed ({failures} of the {strategy['attempts']} runs its retryStrategy allows): "
+            f"Attempt {attempt} failed ({failures} of the {strategy.attempts} runs its retryStrategy allows): "
             f"{_with_exit_code(outcome)}. Attempt {attempt + 1} starts in {delay} s, then waits for capacity like "
             "any job."
         )
@@ -595,11 +616,11 @@ class JobSteps:
         """A preempted job that asked to be requeued (``preemptMode`` ``Requeue``, Slurm's word) goes back to the
         queue as a new attempt at once (:meth:`_again`), in its place by priority and submission — behind the job
         that preempted it. Not when its consumer canceled it meanwhile. None otherwise. Raises ``WorkloadChanged``."""
-        if outcome.status != JobStatus.PREEMPTED or job.properties.get("preemptMode") != "Requeue":
+        if outcome.status != JobStatus.PREEMPTED or not job.run.requeues:
             return None
         if job.status == JobStatus.PENDING and not job.cancel_requested:  # written already: run again
             return FinishResult(status=JobStatus.PENDING, retryInSeconds=1)
-        if job.cancel_operation_id or attempt_of(job.properties) >= retries.MAX_ATTEMPTS:
+        if job.cancel_operation_id or not job.run.may_run_again:
             return None  # its consumer canceled it; or it ran as often as any job may: it ends Preempted
         why = f"{outcome.reason} Requeued, as it asked (preemptMode Requeue): it waits for capacity again."
         return self._again(ctx, inp, job, outcome, delay=1, reason=why)
@@ -608,15 +629,35 @@ class JobSteps:
         self, ctx: CallContext, inp: JobStepInput, job: Job, outcome: JobEnd, *, delay: int, reason: str
     ) -> FinishResult:
         """The job's attempt ended as ``outcome`` says and the job runs again after ``delay`` seconds: in one
-        transaction the attempt is recorded in ``properties.attempts`` (how it ended, its node, times, usage and
-        cost; an attempt that never ran is not), its meter ends, its GPUs and quotas are released, a preemption
-        request is cleared, and the job is ``Pending`` for its next attempt — its price ceiling narrowed to the
-        currency the attempt was billed in, so every attempt of a job bills in one currency and the job's cost is
-        their sum; then the waiting jobs are served. A Finish run again after this was written (a lost answer)
-        answers it again (the callers' checks). Raises ``WorkloadChanged``."""
-        attempt = attempt_of(job.properties)
+        transaction the attempt is recorded (:meth:`_next_attempt`), its meter ends, its GPUs and quotas are
+        released, and the job is ``Pending`` for its next attempt; then the waiting jobs are served. A Finish run
+        again after this was written (a lost answer) answers it again (the callers' checks). Raises
+        ``WorkloadChanged``."""
         ended = self._end_time(job, outcome)
-        attempts = self._attempts(job)
+        again = self._next_attempt(ctx, job, outcome, ended, delay=delay, reason=reason)
+        self._jobs.update(
+            job,
+            again,
+            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, again.document),
+            expect=self._as_read(inp, job),
+            effects=self._let_go(inp, job, ended),
+        )
+        if job.capacity_reserved:
+            self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
+        return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
+
+    def _next_attempt(
+        self, ctx: CallContext, job: Job, outcome: JobEnd, ended: float, *, delay: int, reason: str
+    ) -> Job:
+        """``job`` ``Pending`` for its next attempt, its lease ``delay`` seconds on: the attempt it was at recorded
+        among its ``attempts`` (how it ended, its node, times, usage and cost; an attempt that never ran is not) and
+        the job's usage and cost their sum; its hold on a node, its token and a preemption request cleared; its
+        price ceiling narrowed to the currency the attempt was billed in, so every attempt of a job bills in one
+        currency and the job's cost is their sum."""
+        record = self._attempt(job, outcome, ended) if job.started_at is not None else None
+        # a new number even for an attempt that never ran (preempted while Scheduled): it may have reached the
+        # platform under its own id, which the next attempt must not reuse
+        run = job.run.next_attempt(record)
         # between attempts the job holds no node (the attempts say where each ran): it is in its subscription's queue
         # again, not among a supplier's jobs
         properties: dict[str, Any] = {
@@ -626,22 +667,18 @@ class JobSteps:
             "preemptedAt": None,
             "assignedNode": None,
             "assignedNodes": None,
-            # a new number even for an attempt that never ran (preempted while Scheduled): it may have reached the
-            # platform under its own id, which the next attempt must not reuse
-            "attempt": attempt + 1,
         }
-        if job.started_at is not None:
-            record = self._attempt_record(job, outcome, ended)
-            attempts = [*attempts, record]
-            properties.update(attempts=attempts, **attempt_sums(attempts))
+        if record is not None:
+            properties.update(run.charges().as_properties())
             ceiling = job.price_ceiling
-            narrowed = ceiling.in_currencies(frozenset({record["cost"]["currency"]})) if ceiling else None
+            narrowed = ceiling.in_currencies(frozenset({record.charges.currency})) if ceiling else None
             if narrowed is not None and narrowed.terms:
                 properties["priceCeiling"] = narrowed.as_properties(job.kind)
-        again = arm_rules.changed(
+        return arm_rules.changed(
             ctx,
             job,
             properties,
+            run=run,
             status=JobStatus.PENDING,
             state=ProvisioningState.ACCEPTED,
             capacity_reserved=False,
@@ -659,16 +696,6 @@ class JobSteps:
             gang_nodes=(),
             lease=self._lease(delay),
         )
-        self._jobs.update(
-            job,
-            again,
-            self._kernel.audit(ctx, JOBS, job.key, JOBS.write, reason, job.document, again.document),
-            expect=self._as_read(inp, job),
-            effects=self._let_go(inp, job, ended),
-        )
-        if job.capacity_reserved:
-            self._placement.dispatch(ctx, inp.subscriptionId)  # its GPUs are free: serve the waiting jobs
-        return FinishResult(status=JobStatus.PENDING, retryInSeconds=delay)
 
     @staticmethod
     def _as_read(inp: JobStepInput, job: Job) -> Expect:
@@ -693,11 +720,6 @@ class JobSteps:
             more_meter_ends=tuple(ends[1:]),
         )
 
-    @staticmethod
-    def _attempts(job: Job) -> list[dict[str, Any]]:
-        """The attempts of ``job`` that ended before the one it is at (``properties.attempts``)."""
-        return list(job.properties.get("attempts") or [])
-
     def _end_time(self, job: Job, outcome: JobEnd) -> float:
         """When the job's run ends as ``outcome`` says (epoch seconds, whole): its end time (billing runs from its
         start to its end), never before it started, and an end the platform reported never past now."""
@@ -709,60 +731,51 @@ class JobSteps:
                 ended = min(ended, float(int(now)))
         return ended
 
-    def _attempt_record(self, job: Job, outcome: JobEnd, ended: float) -> dict[str, Any]:
-        """The attempt ``job`` is at, ended as ``outcome`` says at ``ended`` (models/jobs.py ``JobAttempt``)."""
-        gpu_seconds, billable, cost, currency = self._charges(job, ended)
-        record: dict[str, Any] = {
-            "attempt": attempt_of(job.properties),
-            "status": str(outcome.status),
-            "statusReason": outcome.reason,
-            "exitCode": outcome.exitCode,
-            "assignedNode": job.properties.get("assignedNode"),
-            "assignedNodes": job.properties.get("assignedNodes"),
-            "startedAt": job.started_at,
-            "endedAt": iso(ended),
-            "gpuSeconds": gpu_seconds,
-            "billableGpuSeconds": billable,
-            "cost": {"amount": format(cost, "f"), "currency": currency},
-        }
-        return {name: value for name, value in record.items() if value is not None}
+    def _attempt(self, job: Job, outcome: JobEnd, ended: float) -> Attempt:
+        """The attempt ``job`` is at, ended as ``outcome`` says at ``ended`` (epoch s), with its charges."""
+        return Attempt(
+            number=job.run.attempt_number,
+            status=outcome.status,
+            status_reason=outcome.reason,
+            ended_at=iso(ended),
+            charges=job_charges(job, ended),
+            exit_code=outcome.exitCode,
+            assigned_node=job.assigned_node,
+            assigned_nodes=job.assigned_nodes,
+            started_at=job.started_at,
+        )
 
     def _ended(self, ctx: CallContext, job: Job, outcome: JobEnd) -> tuple[Job, str, float]:
         """``job`` as ``outcome`` ends it, the audit summary and the end (epoch seconds, whole): its end time
         (:meth:`_end_time`), GPU-seconds, billable GPU-seconds and cost under its locked terms — with those of its
-        earlier attempts, and this one added to ``attempts``, on a job with a ``retryStrategy`` — its reason (with
-        the exit code), its capacity, lease and token let go."""
+        earlier attempts, and this one added to ``attempts``, on a job with a ``retryStrategy`` or earlier attempts
+        (``JobRun.last_attempt``) — its reason (with the exit code), its capacity, lease and token let go."""
         final = outcome.status
         ended = self._end_time(job, outcome)
-        gpu_seconds, billable, cost, currency = self._charges(job, ended)
         reason = with_exit_code(outcome.reason or str(final), outcome.exitCode)
         started = job.started_at is not None
+        last = self._attempt(job, outcome.model_copy(update={"reason": outcome.reason or str(final)}), ended)
+        run = job.run.last_attempt(last if started else None)
+        charges = last.charges  # of the run it is at (none when it never started)
+        if run.ended:  # the job's usage and cost are its attempts' (one currency: _retry_once)
+            charges, started = run.charges(), True
         properties: dict[str, Any] = {
             "statusReason": reason,
-            "gpuSeconds": gpu_seconds,
-            "billableGpuSeconds": billable if started else None,
-            "cost": {"amount": format(cost, "f"), "currency": currency} if started else None,
+            "gpuSeconds": charges.gpu_seconds,
+            "billableGpuSeconds": charges.billable_gpu_seconds if started else None,
+            "cost": charges.cost_properties() if started else None,
         }
-        if job.properties.get("retryStrategy") or self._attempts(job):
-            last = [
-                self._attempt_record(job, outcome.model_copy(update={"reason": outcome.reason or str(final)}), ended)
-            ]
-            attempts = [*self._attempts(job), *(last if started else [])]
-            properties["attempts"] = attempts
-            if attempts:  # the job's usage and cost are its attempts' (one currency: _retry_once)
-                properties.update(attempt_sums(attempts))
-                gpu_seconds, billable = properties["gpuSeconds"], properties["billableGpuSeconds"]
-                cost, started = Decimal(properties["cost"]["amount"]), True
         ended_job = arm_rules.changed(
             ctx,
             job,
             properties,
+            run=run,
             status=final,
             state=ProvisioningState(final.provisioning_state),
             ended_at=iso(ended),
-            gpu_seconds=gpu_seconds,
-            billable_gpu_seconds=billable,
-            cost=format(cost, "f"),
+            gpu_seconds=charges.gpu_seconds,
+            billable_gpu_seconds=charges.billable_gpu_seconds,
+            cost=format(charges.cost, "f"),
             capacity_reserved=False,
             quota=None,
             task_token=None,
@@ -772,11 +785,6 @@ class JobSteps:
         )
         summary = f"Job {final}: {reason.rstrip('.')}" + (f"; {released_words(job)}" if job.capacity_reserved else "")
         return ended_job, summary, ended
-
-    def _charges(self, job: Job, ended: float) -> tuple[int, int, Decimal, str]:
-        """``(GPU-seconds, billable GPU-seconds, cost, currency)`` of the job's run up to ``ended``
-        (services/common/metering.py ``job_charges``)."""
-        return job_charges(job, ended)
 
     def _operations_ended(
         self, inp: JobStepInput, job: Job, final: JobStatus, error: dict[str, str] | None
