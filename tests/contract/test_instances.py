@@ -617,7 +617,7 @@ def test_a_bookkeeping_write_is_marked_so_the_state_events_filter_skips_it(dynam
     repos = dynamodb_backend
     node = create_node(repos, make_node(sub))
     read = place_instance(repos, node, operation_id="op-1")
-    table = repos.instances._w._t  # type: ignore[attr-defined]
+    table = repos.instances._t  # type: ignore[attr-defined]
 
     def stored() -> dict:
         item = table.get_item(keys.resource_pk(read.key), keys.resource_sk(read.key))

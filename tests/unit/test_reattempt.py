@@ -55,3 +55,15 @@ def test_another_error_is_not_retried() -> None:
 def test_no_attempt_at_all_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         reattempt(lambda: 1, on=Raced, attempts=0, exhausted=GaveUp)
+
+
+def test_without_exhausted_the_last_race_itself_is_raised() -> None:
+    calls: list[int] = []
+
+    def attempt() -> str:
+        calls.append(1)
+        raise Raced(len(calls))
+
+    with pytest.raises(Raced) as raised:
+        reattempt(attempt, on=Raced, attempts=3)
+    assert len(calls) == 3 and raised.value.args == (3,)

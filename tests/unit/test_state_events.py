@@ -191,3 +191,14 @@ def test_the_state_events_filter_passes_state_changes_not_bookkeeping(event_name
     if new_image is not None:
         record["dynamodb"]["NewImage"] = new_image
     assert any(matches(p, record) for p in _mapping_filters("StateEventsFunction")) is passes
+
+
+def test_a_refused_entry_is_sent_again_after_a_pause_growing_with_each_attempt():
+    bridge = FakeEventBridge({0}, refusals=99)
+    slept: list[float] = []
+    with pytest.raises(EventsNotPublished, match="1 state-change events refused by EventBridge"):
+        StateEventPublisher(bridge, "bus-1", attempts=4, backoff=0.5, sleep=slept.append).publish(
+            state_changes(batch(2)), len(batch(2))
+        )
+    assert slept == pytest.approx([0.5, 1.0, 1.5])  # none after the last attempt
+    assert [len(c) for c in bridge.calls] == [2, 1, 1, 1]

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
+
 from itl_accelerator.domain.events import SOURCE, StateChange
 from itl_accelerator.observability import logger
 
@@ -77,19 +79,29 @@ class StateEventPublisher:
         return report
 
     def _put(self, entries: list[dict[str, Any]]) -> int:
-        """Put ``entries``, sending again those refused; returns how many were sent again."""
-        pending, retried = entries, 0
-        for attempt in range(1, self._attempts + 1):
+        """Put ``entries``, sending again those refused (class docstring; tenacity's retry); returns how many were
+        sent again."""
+        pending, retried, calls = entries, 0, 0
+
+        def put_pending() -> None:
+            nonlocal pending, retried, calls
+            retried += len(pending) if calls else 0
+            calls += 1
             response = self._events.put_events(Entries=pending)
             if not response.get("FailedEntryCount"):
-                return retried
-            refused = [e for e, r in zip(pending, response["Entries"], strict=True) if r.get("ErrorCode")]
+                return
+            pending = [e for e, r in zip(pending, response["Entries"], strict=True) if r.get("ErrorCode")]
             codes = sorted({str(r.get("ErrorCode")) for r in response["Entries"] if r.get("ErrorCode")})
-            logger.warning("EventBridge refused state-change events", extra={"refused": len(refused), "codes": codes})
-            if attempt == self._attempts:
-                raise EventsNotPublished(f"{len(refused)} state-change events refused by EventBridge: {codes}")
-            pending, retried = refused, retried + len(refused)
-            self._sleep(self._backoff * attempt)
+            logger.warning("EventBridge refused state-change events", extra={"refused": len(pending), "codes": codes})
+            raise EventsNotPublished(f"{len(pending)} state-change events refused by EventBridge: {codes}")
+
+        Retrying(
+            retry=retry_if_exception_type(EventsNotPublished),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_incrementing(start=self._backoff, increment=self._backoff),  # backoff x the attempt
+            sleep=self._sleep,
+            reraise=True,  # the last refusal
+        )(put_pending)
         return retried
 
     def put(self, detail_type: str, detail: dict[str, Any]) -> None:

@@ -22,12 +22,14 @@ version, its base URL (``PROVIDER_BASE_URL``: the API's URL in AWS) and ``/healt
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_fixed
 
 from itl_accelerator import PROVIDER_NAMESPACE
 from itl_accelerator.arm import DEFAULT_API_VERSION
@@ -127,6 +129,10 @@ class RegistrationOutcome:
         }
 
 
+class GatewayNotReady(Exception):
+    """The gateway's ``/health`` did not answer 200 (or could not be reached): asked again after the interval."""
+
+
 class GatewayRegistration:
     """Registers a :class:`ProviderDescription` with the gateway at ``gateway_url`` (module docstring). ``http``,
     ``sleep`` and ``clock`` are injectable (tests)."""
@@ -150,21 +156,43 @@ class GatewayRegistration:
         return self._http
 
     def wait_for_gateway(self, attempts: int, interval: float, time_left: Callable[[], float] | None = None) -> int:
-        """Poll ``GET {gateway}/health`` until it answers 200: the number of requests it took, or 0 when it never
-        did within ``attempts`` (``interval`` seconds apart), or before ``time_left()`` (seconds) ran short."""
-        for attempt in range(1, attempts + 1):
-            try:
-                response = self._client().get(self.gateway_url + HEALTH_ENDPOINT, timeout=HEALTH_TIMEOUT_SECONDS)
-                if response.status_code == 200:
-                    return attempt
-            except httpx.HTTPError:
-                pass
-            if attempt == attempts:
-                break
-            if time_left is not None and time_left() < interval + REGISTER_TIMEOUT_SECONDS + HEALTH_TIMEOUT_SECONDS:
-                break
-            self._sleep(interval)
-        return 0
+        """Poll ``GET {gateway}/health`` until it answers 200 (tenacity's retry): the number of requests it took,
+        or 0 when it never did within ``attempts`` (``interval`` seconds apart), or before ``time_left()`` (seconds)
+        ran short of a pause and the requests after it."""
+        if attempts < 1:
+            return 0
+        asked = itertools.count(1)
+
+        def ask() -> int:
+            number = next(asked)
+            self._check_health()
+            return number
+
+        def out_of_tries(state: RetryCallState) -> bool:
+            if state.attempt_number >= attempts:
+                return True
+            return time_left is not None and time_left() < interval + REGISTER_TIMEOUT_SECONDS + HEALTH_TIMEOUT_SECONDS
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(GatewayNotReady),
+            stop=out_of_tries,
+            wait=wait_fixed(interval),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(ask)
+        except GatewayNotReady:
+            return 0
+
+    def _check_health(self) -> None:
+        """One ``GET {gateway}/health``; raises :class:`GatewayNotReady` unless it answered 200."""
+        try:
+            response = self._client().get(self.gateway_url + HEALTH_ENDPOINT, timeout=HEALTH_TIMEOUT_SECONDS)
+        except httpx.HTTPError as exc:
+            raise GatewayNotReady(type(exc).__name__) from exc
+        if response.status_code != 200:
+            raise GatewayNotReady(f"{HEALTH_ENDPOINT} answered {response.status_code}")
 
     def register(
         self,

@@ -24,10 +24,18 @@ def _authorizer_context(request: Request) -> dict[str, Any]:
     return (event.get("requestContext") or {}).get("authorizer") or {}
 
 
+#: Where a request's remembered context is kept in its ASGI scope's ``state``.
+_CONTEXT = "itl_call_context"
+
+
 def get_context(request: Request) -> CallContext:
-    """The caller, as the API Gateway Lambda authorizer put it in ``requestContext.authorizer.principal``.
+    """The caller, as the API Gateway Lambda authorizer put it in ``requestContext.authorizer.principal`` — the
+    request's one context, once its route has authorised it (:func:`remember_context`).
 
     401 ``AuthenticationFailed`` when absent (a request that did not pass the authorizer)."""
+    remembered: CallContext | None = request.scope["state"].get(_CONTEXT)
+    if remembered is not None:
+        return remembered
     raw = _authorizer_context(request).get("principal")
     if not raw:
         raise AuthenticationFailed("Authentication failed: the request carries no authenticated principal.")
@@ -39,6 +47,12 @@ def get_context(request: Request) -> CallContext:
         source_ip=identity.get("sourceIp") or (request.client.host if request.client else None),
         user_agent=identity.get("userAgent") or request.headers.get("user-agent"),
     )
+
+
+def remember_context(request: Request, ctx: CallContext) -> None:
+    """Make ``ctx`` the request's context (what :func:`get_context` answers from now on): the route's, saying
+    what it authorised (api/routing.py)."""
+    request.scope["state"][_CONTEXT] = ctx
 
 
 WiringDep = Annotated[Wiring, Depends(get_wiring)]

@@ -10,7 +10,8 @@ its body (400) instead of its permission (403) — ARM answers 403 before the pr
 1. the route declares the permissions it needs with :func:`requires` (also written into the OpenAPI document as
    ``x-itl-permissions``);
 2. :class:`ArmRoute` checks them — scope (404, existence not leaked), then role (403, audited) — before the body is
-   read, with the resource id taken from the request path;
+   read, with the resource id taken from the request path, and hands the service a context holding the checks it
+   made (the service's own check of the same permission is answered from them: once a request);
 3. a query parameter the route does not declare, or one given twice (``?hours=1&hours=2``: which one would count?),
    is refused (400 ``InvalidParameter`` naming it): a misspelt filter (``?submitedBy=``) must not silently answer as
    if it were absent;
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
@@ -30,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from itl_accelerator import PROVIDER_NAMESPACE
-from itl_accelerator.api.deps import get_context, get_wiring
+from itl_accelerator.api.deps import get_context, get_wiring, remember_context
 from itl_accelerator.api.json_input import parse_json_body
 from itl_accelerator.api.query_rules import query_refusal
 from itl_accelerator.api.rate_limits import count_request
@@ -180,19 +182,21 @@ def _authorize(
     ctx = get_context(request)
     access = get_wiring(request).access
     if scope == "subscription":
-        access.require_subscription(ctx, subscription_id, actions[0])
-        return
-    from itl_accelerator.services.common.access import Target  # built with the wiring's Access: no extra import
+        made = access.require_subscription(ctx, subscription_id, actions[0])
+    else:
+        from itl_accelerator.services.common.access import Target  # built with the wiring's Access: no extra import
 
-    resource_id = _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), path)
-    access.require_any(
-        ctx,
-        actions,
-        Target(
-            subscription_id=subscription_id,
-            resource_group=params.get("resourceGroupName"),
-            resource_id=resource_id,
-            resource_type=resource_type,
-            resource_name=params[name_param] if name_param else "*",
-        ),
-    )
+        resource_id = _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), path)
+        made = access.require_any(
+            ctx,
+            actions,
+            Target(
+                subscription_id=subscription_id,
+                resource_group=params.get("resourceGroupName"),
+                resource_id=resource_id,
+                resource_type=resource_type,
+                resource_name=params[name_param] if name_param else "*",
+            ),
+        )
+    # the service's own check of this permission passes on it: one check a request (services/common/access.py)
+    remember_context(request, replace(ctx, checked=ctx.checked.union(made)))

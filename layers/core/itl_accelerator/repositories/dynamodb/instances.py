@@ -11,7 +11,7 @@ from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb.listing import Lister
 from itl_accelerator.repositories.dynamodb.table import Table
 from itl_accelerator.repositories.dynamodb.workloads import WorkloadTable, common_attributes, common_fields
-from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import Page, Scope
 
 TYPE = "sparkOllamaInstances"
 
@@ -38,19 +38,16 @@ def instance_from_item(key: ResourceKey, item: dict[str, Any]) -> Instance:
     )
 
 
-class DynamoInstanceRepository:
-    """:class:`~itl_accelerator.repositories.protocols.InstanceRepository` over the table."""
+class DynamoInstanceRepository(WorkloadTable[Instance]):
+    """:class:`~itl_accelerator.repositories.protocols.InstanceRepository` over the table: a workload table of
+    instances (``get``, ``update``, ``remove``, ``note`` are its own), listed under their node."""
 
     def __init__(self, table: Table):
-        self._w = WorkloadTable(table, instance_attributes, instance_from_item)
+        super().__init__(table, instance_attributes, instance_from_item)
         self._lister = Lister(table, TYPE, instance_from_item)
 
-    def get(self, key: ResourceKey) -> Instance | None:
-        found: Instance | None = self._w.get(key)
-        return found
-
     def get_with_node(self, key: ResourceKey) -> tuple[Instance | None, Node | None]:
-        return self._w.get_with_node(key, key.parent())
+        return self.get_with(key, key.parent())
 
     def page(self, node: ResourceKey, limit: int, token: str | None) -> Page[Instance]:
         scope = Scope(node.subscription_id, node.resource_group)
@@ -65,17 +62,6 @@ class DynamoInstanceRepository:
         *,
         replacing: Instance | None = None,
     ) -> None:
-        self._w.put_new(
+        self.put_new(
             instance, operation, audit, reservation=reservation, replacing_etag=replacing.etag if replacing else None
         )
-
-    def update(
-        self, before: Instance, after: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
-    ) -> None:
-        self._w.update(before, after, audit, expect, effects)
-
-    def remove(self, instance: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
-        self._w.remove(instance, audit, expect, effects)
-
-    def note(self, before: Instance, after: Instance, *, expect: Expect) -> bool:
-        return self._w.note(before, after, expect)

@@ -15,15 +15,14 @@ import json
 from typing import Any
 
 from itl_accelerator.domain.accelerators import GPU, stored_kind
-from itl_accelerator.domain.records import Job, Operation, ResourceKey
+from itl_accelerator.domain.records import Job, ResourceKey
 from itl_accelerator.domain.states import JobStatus
-from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, typed
 from itl_accelerator.repositories.dynamodb.listing import IndexView, Lister, key_of
 from itl_accelerator.repositories.dynamodb.table import Table
 from itl_accelerator.repositories.dynamodb.workloads import WorkloadTable, common_attributes, common_fields
-from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import Page, Scope
 
 TYPE = "sparkJobs"
 
@@ -117,17 +116,13 @@ def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
     )
 
 
-class DynamoJobRepository:
-    """:class:`~itl_accelerator.repositories.protocols.JobRepository` over the table."""
+class DynamoJobRepository(WorkloadTable[Job]):
+    """:class:`~itl_accelerator.repositories.protocols.JobRepository` over the table: a workload table of jobs
+    (``get``, ``update``, ``remove``, ``note`` are its own), with the jobs' indexes."""
 
     def __init__(self, table: Table):
-        self._t = table
-        self._w = WorkloadTable(table, job_attributes, job_from_item)
+        super().__init__(table, job_attributes, job_from_item)
         self._lister = Lister(table, TYPE, job_from_item)
-
-    def get(self, key: ResourceKey) -> Job | None:
-        found: Job | None = self._w.get(key)
-        return found
 
     def page(
         self,
@@ -145,19 +140,8 @@ class DynamoJobRepository:
             view = IndexView(keys.node_owner_partition(scope.subscription_id, node_owner), "GSI4PK", "GSI4SK", "GSI4")
         return self._lister.page(scope, limit, token, view=view)
 
-    def submit(self, job: Job, operation: Operation, audit: AuditEvent) -> None:
-        self._w.put_new(job, operation, audit)
-
-    def update(
-        self, before: Job, after: Job, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
-    ) -> None:
-        self._w.update(before, after, audit, expect, effects)
-
-    def remove(self, job: Job, audit: AuditEvent, *, expect: Expect) -> None:
-        self._w.remove(job, audit, expect, Effects())
-
-    def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
-        return self._w.note(before, after, expect)
+    #: the protocol's ``submit``: a new job, with no reservation (GPUs are reserved when it is placed)
+    submit = WorkloadTable.put_new
 
     def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[Job]:
         response = self._t.client.query(

@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from itl_accelerator.billing.rollup import CostDay, CostDimensions, CostHour, CostMonth, Rollup, Totals
 from itl_accelerator.domain.usage import USAGE_RETENTION_SECONDS, UsageRecord, WriteOutcome, hour_key
@@ -56,6 +57,15 @@ def record_from_item(item: dict[str, Any]) -> UsageRecord:
 def correction_due_sk(hour: str, allocation_id: str) -> str:
     """Sort key of a queued correction (``SYS#CORRECTIONDUE``)."""
     return f"{hour}{keys.SEP}{allocation_id}"
+
+
+#: ``BatchWriteItem`` calls of one batch of roll-ups while DynamoDB leaves some unprocessed (throttling), before
+#: ``StoreBusy``.
+ROLLUP_WRITE_ATTEMPTS = 8
+
+
+class _Unprocessed(Exception):
+    """DynamoDB left some items of a ``BatchWriteItem`` unprocessed: they are sent again."""
 
 
 class DynamoUsageRepository:
@@ -215,14 +225,28 @@ class DynamoUsageRepository:
             for r in rollups
         ]
         for i in range(0, len(items), 25):
-            request = {self._t.name: [{"PutRequest": {"Item": typed(item)}} for item in items[i : i + 25]]}
-            for _ in range(8):
-                response = self._t.client.batch_write_item(RequestItems=request)
-                request = response.get("UnprocessedItems") or {}
-                if not request:
-                    break
-            if request:
-                raise StoreBusy("roll-up writes stayed unprocessed")
+            self._put_batch({self._t.name: [{"PutRequest": {"Item": typed(item)}} for item in items[i : i + 25]]})
+
+    def _put_batch(self, request: dict[str, Any]) -> None:
+        """One ``BatchWriteItem``, and again (at once, tenacity's retry) with what DynamoDB left unprocessed,
+        :data:`ROLLUP_WRITE_ATTEMPTS` calls in all; then ``StoreBusy``."""
+        pending = request
+
+        def write() -> None:
+            nonlocal pending
+            pending = self._t.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if pending:
+                raise _Unprocessed
+
+        def ran_out(state: RetryCallState) -> None:
+            raise StoreBusy("roll-up writes stayed unprocessed")
+
+        Retrying(
+            retry=retry_if_exception_type(_Unprocessed),
+            stop=stop_after_attempt(ROLLUP_WRITE_ATTEMPTS),
+            sleep=lambda seconds: None,
+            retry_error_callback=ran_out,
+        )(write)
 
     def rollup_done(self, hour: str, version: str) -> bool:
         """Delete each mark the token names (:meth:`due_rollups`) that still has its version; True when all did."""

@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Lease, Node, Operation, Release, Reservation, ResourceKey, Workload
@@ -184,26 +184,27 @@ def expectation(expect: Expect) -> tuple[str, dict[str, str], dict[str, Any]]:
     return " AND ".join(parts), names, values
 
 
-class WorkloadTable:
-    """The shared part of the instance and job repositories (module docstring). ``attributes(workload)`` maps a
-    record to its item attributes (None: absent); ``decode(key, item)`` maps back."""
+class WorkloadTable(Generic[W]):
+    """The shared part of the instance and job repositories (module docstring), which they are: its methods are
+    theirs (``get``, ``update``, ``remove``, ``note`` as repositories/protocols.py has them). ``attributes(workload)``
+    maps a record to its item attributes (None: absent); ``decode(key, item)`` maps back."""
 
     def __init__(
         self,
         table: Table,
-        attributes: Callable[[Any], dict[str, Any]],
-        decode: Callable[[ResourceKey, dict[str, Any]], Any],
+        attributes: Callable[[W], dict[str, Any]],
+        decode: Callable[[ResourceKey, dict[str, Any]], W],
     ):
         self._t = table
         self._attributes = attributes
         self._decode = decode
 
     # ----------------------------------------------------------------------------------------------- reads
-    def get(self, key: ResourceKey) -> Any:
+    def get(self, key: ResourceKey) -> W | None:
         item = self._t.get_item(keys.resource_pk(key), keys.resource_sk(key))
         return self._decode(key, item) if item else None
 
-    def get_with_node(self, key: ResourceKey, node: ResourceKey) -> tuple[Any, Node | None]:
+    def get_with(self, key: ResourceKey, node: ResourceKey) -> tuple[W | None, Node | None]:
         """A workload and a node in one ``BatchGetItem`` (consistent reads)."""
         wanted = [keys.item_key(key), keys.item_key(node)]
         response = self._t.client.batch_get_item(
@@ -223,7 +224,7 @@ class WorkloadTable:
     # ----------------------------------------------------------------------------------------------- writes
     def put_new(
         self,
-        workload: Workload,
+        workload: W,
         operation: Operation,
         audit: AuditEvent,
         *,
@@ -268,7 +269,7 @@ class WorkloadTable:
             )
 
     def update(
-        self, before: Workload, after: Workload, audit: AuditEvent | None, expect: Expect, effects: Effects
+        self, before: W, after: W, audit: AuditEvent | None, *, expect: Expect, effects: Effects = Effects()
     ) -> None:
         """The transition ``before`` → ``after`` (only the attributes that differ), with its audit event and
         ``effects`` — one transaction (module docstring). A reservation records the quotas it counts in on the
@@ -291,7 +292,7 @@ class WorkloadTable:
                 reservations=effects.reservations,
             )
 
-    def remove(self, workload: Workload, audit: AuditEvent, expect: Expect, effects: Effects) -> None:
+    def remove(self, workload: W, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
         """Delete the workload item if ``expect`` holds, with its audit event and ``effects``."""
         condition, names, values = expectation(expect)
         delete: dict[str, Any] = {
@@ -310,7 +311,7 @@ class WorkloadTable:
         except TransactionFailed as exc:
             self._raise_typed(exc, operation=positions.get("operation"))
 
-    def note(self, before: Workload, after: Workload, expect: Expect) -> bool:
+    def note(self, before: W, after: W, *, expect: Expect) -> bool:
         """Bookkeeping written on its own (no audit): ``False`` when ``expect`` no longer holds. The item is marked
         ``bookkeeping`` (:data:`BOOKKEEPING`), so the state-events consumer's stream filter never wakes for it."""
         item = self._diff_update(before, after, expect, bookkeeping=True)
@@ -329,7 +330,7 @@ class WorkloadTable:
         return True
 
     # ----------------------------------------------------------------------------------------------- items
-    def _diff_update(self, before: Workload, after: Workload, expect: Expect, *, bookkeeping: bool) -> dict[str, Any]:
+    def _diff_update(self, before: W, after: W, expect: Expect, *, bookkeeping: bool) -> dict[str, Any]:
         """The update of what differs between ``before`` and ``after`` under ``expect`` (a ConditionCheck alone
         when nothing does); a write that changes something sets :data:`BOOKKEEPING` when ``bookkeeping``, else
         removes it (every state change reaches the stream's consumers)."""

@@ -8,31 +8,28 @@ from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.memory import nodes as node_items
 from itl_accelerator.repositories.memory.state import MemoryState, fold
 from itl_accelerator.repositories.memory.workloads import WorkloadTable
-from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import Page, Scope
 
 
-class MemoryInstanceRepository:
-    """:class:`~itl_accelerator.repositories.protocols.InstanceRepository` in memory."""
+class MemoryInstanceRepository(WorkloadTable[Instance]):
+    """:class:`~itl_accelerator.repositories.protocols.InstanceRepository` in memory: the workload table of
+    instances (``get``, ``update``, ``remove``, ``note`` are its own), listed under their node."""
 
     def __init__(self, state: MemoryState):
-        self._s = state
-        self._w = WorkloadTable(state, Instance)
-
-    def get(self, key: ResourceKey) -> Instance | None:
-        return self._w.get(key)
+        super().__init__(state, Instance)
 
     def get_with_node(self, key: ResourceKey) -> tuple[Instance | None, Node | None]:
         """The instance and its node (``key.parent()``), read together under the lock."""
         parent = key.parent()
         with self._s.lock:
             stored_node = self._s.nodes.get(fold(parent))
-            return self._w.get(key), node_items.present(stored_node.node, parent) if stored_node else None
+            return self.get(key), node_items.present(stored_node.node, parent) if stored_node else None
 
     def page(self, node: ResourceKey, limit: int, token: str | None) -> Page[Instance]:
         """The instances of ``node`` (a list of its own: a token of another node's list is refused)."""
         scope = Scope(node.subscription_id, node.resource_group)
         list_id = f"instances|{'#'.join(n.lower() for n in node.names)}"
-        return self._w.page(scope, list_id, limit, token, parent=node)
+        return self.listed(scope, list_id, limit, token, parent=node)
 
     def accept(
         self,
@@ -43,17 +40,6 @@ class MemoryInstanceRepository:
         *,
         replacing: Instance | None = None,
     ) -> None:
-        self._w.put_new(
+        self.put_new(
             instance, operation, audit, reservation=reservation, replacing_etag=replacing.etag if replacing else None
         )
-
-    def update(
-        self, before: Instance, after: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
-    ) -> None:
-        self._w.update(before, after, audit, expect, effects)
-
-    def remove(self, instance: Instance, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
-        self._w.remove(instance, audit, expect, effects)
-
-    def note(self, before: Instance, after: Instance, *, expect: Expect) -> bool:
-        return self._w.note(before, after, expect)

@@ -5,11 +5,10 @@ workloads.py."""
 
 from __future__ import annotations
 
-from itl_accelerator.domain.records import Job, Operation, ResourceKey
-from itl_accelerator.models.audit import AuditEvent
+from itl_accelerator.domain.records import Job, ResourceKey
 from itl_accelerator.repositories.memory.state import MemoryState, sort_key
 from itl_accelerator.repositories.memory.workloads import WorkloadTable, listed_key
-from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import Page, Scope
 
 TYPE = "sparkJobs"
 
@@ -19,15 +18,12 @@ def pending_sort_key(job: Job) -> str:
     return "#".join([str(9 - job.priority), job.submitted_at, sort_key(job.key)])
 
 
-class MemoryJobRepository:
-    """:class:`~itl_accelerator.repositories.protocols.JobRepository` in memory."""
+class MemoryJobRepository(WorkloadTable[Job]):
+    """:class:`~itl_accelerator.repositories.protocols.JobRepository` in memory: the workload table of jobs (``get``,
+    ``update``, ``remove``, ``note`` are its own), with the jobs' lists and queue."""
 
     def __init__(self, state: MemoryState):
-        self._s = state
-        self._w = WorkloadTable(state, Job)
-
-    def get(self, key: ResourceKey) -> Job | None:
-        return self._w.get(key)
+        super().__init__(state, Job)
 
     def page(
         self,
@@ -42,25 +38,14 @@ class MemoryJobRepository:
         ``node_owner`` (exact id) — each its own list for tokens."""
         if submitted_by is not None:
             user = submitted_by
-            return self._w.page(scope, f"jobs|by:{user}", limit, token, keep=lambda j: j.submitted_by == user)
+            return self.listed(scope, f"jobs|by:{user}", limit, token, keep=lambda j: j.submitted_by == user)
         if node_owner is not None:
             owner = node_owner
-            return self._w.page(scope, f"jobs|owner:{owner}", limit, token, keep=lambda j: j.node_owner == owner)
-        return self._w.page(scope, "jobs", limit, token)
+            return self.listed(scope, f"jobs|owner:{owner}", limit, token, keep=lambda j: j.node_owner == owner)
+        return self.listed(scope, "jobs", limit, token)
 
-    def submit(self, job: Job, operation: Operation, audit: AuditEvent) -> None:
-        self._w.put_new(job, operation, audit)
-
-    def update(
-        self, before: Job, after: Job, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()
-    ) -> None:
-        self._w.update(before, after, audit, expect, effects)
-
-    def remove(self, job: Job, audit: AuditEvent, *, expect: Expect) -> None:
-        self._w.remove(job, audit, expect, Effects())
-
-    def note(self, before: Job, after: Job, *, expect: Expect) -> bool:
-        return self._w.note(before, after, expect)
+    #: the protocol's ``submit``: a new job, with no reservation (GPUs are reserved when it is placed)
+    submit = WorkloadTable.put_new
 
     def preemptible(self, subscription_id: str, kind: str, below_priority: int, limit: int) -> list[Job]:
         """The first ``limit`` preemption candidates of the subscription and kind below ``below_priority``."""

@@ -243,7 +243,9 @@ def apply_effects(state: MemoryState, key: ResourceKey, effects: Effects) -> Non
 
 
 class WorkloadTable(Generic[W]):
-    """The workloads of one type (``kind``: :class:`Instance` or :class:`Job`) over the shared state."""
+    """The workloads of one type (``kind``: :class:`Instance` or :class:`Job`) over the shared state: what the
+    instance and job repositories are (``get``, ``update``, ``remove``, ``note`` as repositories/protocols.py has
+    them are its own)."""
 
     def __init__(self, state: MemoryState, kind: type[W]):
         self._s = state
@@ -259,7 +261,7 @@ class WorkloadTable(Generic[W]):
             stored = self._stored(key)
             return present(stored, key) if stored is not None else None
 
-    def page(
+    def listed(
         self,
         scope: Scope,
         list_id: str,
@@ -324,7 +326,7 @@ class WorkloadTable(Generic[W]):
             if reservation is not None:
                 node_items.reserve(self._s, reservation)
 
-    def update(self, before: W, after: W, audit: AuditEvent, expect: Expect, effects: Effects) -> None:
+    def update(self, before: W, after: W, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
         """The transition ``before`` → ``after`` (the fields that differ) if ``expect`` holds, with its audit event
         and ``effects`` — all or nothing (``WorkloadTable.update``)."""
         with self._s.lock:
@@ -350,7 +352,7 @@ class WorkloadTable(Generic[W]):
             self._s.put_audit(audit)
             apply_effects(self._s, after.key, effects)
 
-    def remove(self, workload: W, audit: AuditEvent, expect: Expect, effects: Effects) -> None:
+    def remove(self, workload: W, audit: AuditEvent, *, expect: Expect, effects: Effects = Effects()) -> None:
         """Delete the workload if ``expect`` holds, with its audit event and ``effects``; any refusal is
         ``WorkloadChanged`` (``WorkloadTable.remove``)."""
         with self._s.lock:
@@ -368,7 +370,7 @@ class WorkloadTable(Generic[W]):
             self._s.put_audit(audit)
             apply_effects(self._s, workload.key, effects)
 
-    def note(self, before: W, after: W, expect: Expect) -> bool:
+    def note(self, before: W, after: W, *, expect: Expect) -> bool:
         """Bookkeeping written alone, no audit (``WorkloadTable.note``): False when ``expect`` no longer holds (then
         nothing is written; with nothing to write, the answer is whether it holds)."""
         with self._s.lock:

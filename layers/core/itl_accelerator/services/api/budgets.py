@@ -40,9 +40,12 @@ from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.common.spend import SpendReader
 
 TYPE = f"{PROVIDER_NAMESPACE}/budgets"
+#: Reads-and-judgements of a budget PUT while it is evaluated meanwhile (``StateMoved``), before 409.
+PUT_ATTEMPTS = 5
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -155,42 +158,57 @@ class BudgetService:
         self, ctx: CallContext, subscription_id: str, name: str, body: BudgetWrite, *, if_match: str | None = None
     ) -> tuple[dict[str, Any], bool]:
         """Create or replace a budget, evaluated as of now (module docstring): ``(budget, created)`` (201/200).
-        Errors: 400, 403, 404, 409 (created meanwhile), 412."""
+        A budget evaluated meanwhile is read and judged again, :data:`PUT_ATTEMPTS` times in all.
+        Errors: 400, 403, 404, 409 (created meanwhile; ``AnotherOperationInProgress`` when it kept changing), 412."""
         validate_subscription_id(subscription_id)
         self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.BUDGETS_WRITE)
         settings = body.properties.model_dump(mode="json", by_alias=True, exclude_none=True)
-        for _ in range(5):
-            previous = self._budgets.get(subscription_id, name)
-            arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=None)
-            if previous is not None and previous.document["properties"] == settings:
-                return render(previous), False
-            budget = self._budget(ctx, subscription_id, name, body, settings, previous)
-            now = datetime.fromtimestamp(self._clock(), UTC)
-            budget.state = quietly(budget, self._spend.spend(budget, now), now)
-            audit = build_event(
-                ctx,
-                subscription_id=subscription_id,
-                action=rbac.BUDGETS_WRITE.name,
-                resource_id=budget_id(subscription_id, budget.name),
-                resource_type=TYPE,
-                resource_name=budget.name,
-                change_summary=f"Budget {budget.name}: {format(budget.amount, 'f')} {budget.currency} a month, at the "
-                f"limit: {budget.action}",
-                previous_state=previous.document if previous else None,
-                new_state=budget.document,
+        return reattempt(
+            lambda: self._put_once(ctx, subscription_id, name, body, settings, if_match),
+            on=StateMoved,
+            attempts=PUT_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(f"The budget '{name}' kept changing; retry the request."),
+        )
+
+    def _put_once(
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        name: str,
+        body: BudgetWrite,
+        settings: dict[str, Any],
+        if_match: str | None,
+    ) -> tuple[dict[str, Any], bool]:
+        """One read-decide-write of :meth:`put`. Raises ``StateMoved`` when the budget was evaluated since it was
+        read (nothing was written)."""
+        previous = self._budgets.get(subscription_id, name)
+        arm_rules.check_preconditions(previous.etag if previous else None, if_match=if_match, if_none_match=None)
+        if previous is not None and previous.document["properties"] == settings:
+            return render(previous), False
+        budget = self._budget(ctx, subscription_id, name, body, settings, previous)
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        budget.state = quietly(budget, self._spend.spend(budget, now), now)
+        audit = build_event(
+            ctx,
+            subscription_id=subscription_id,
+            action=rbac.BUDGETS_WRITE.name,
+            resource_id=budget_id(subscription_id, budget.name),
+            resource_type=TYPE,
+            resource_name=budget.name,
+            change_summary=f"Budget {budget.name}: {format(budget.amount, 'f')} {budget.currency} a month, at the "
+            f"limit: {budget.action}",
+            previous_state=previous.document if previous else None,
+            new_state=budget.document,
+        )
+        read_version = previous.state.version if previous else 0
+        try:
+            self._budgets.put(
+                budget, audit, expected_etag=previous.etag if previous else None, read_version=read_version
             )
-            read_version = previous.state.version if previous else 0
-            try:
-                self._budgets.put(
-                    budget, audit, expected_etag=previous.etag if previous else None, read_version=read_version
-                )
-            except StateMoved:
-                continue  # evaluated meanwhile: judge again on what is stored now
-            except (ItemExists, EtagMismatch, ItemMissing) as exc:
-                raise ResourceKernel.write_error(exc, if_match=if_match) from exc
-            return render(budget), previous is None
-        raise AnotherOperationInProgress(f"The budget '{name}' kept changing; retry the request.")
+        except (ItemExists, EtagMismatch, ItemMissing) as exc:
+            raise ResourceKernel.write_error(exc, if_match=if_match) from exc
+        return render(budget), previous is None
 
     @staticmethod
     def _budget(

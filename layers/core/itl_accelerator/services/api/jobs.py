@@ -126,21 +126,23 @@ class SparkJobService:
         return self._kernel.key(JOBS, subscription_id, resource_group, name)
 
     # ----------------------------------------------------------------------------------------------- who sees what
-    def _read(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Permission) -> Job:
-        """The job if the caller may act on it (services/common/job_access.py); 404 (as if missing) when it is
-        another user's — a supplier reads the jobs on its nodes, never changes them."""
-        self._kernel.require(ctx, JOBS, key, *(actions or (JOBS.read,)))
+    def _visible(self, ctx: CallContext, key: ResourceKey, *, to_change: bool = False) -> Job:
+        """The job if the caller may see it (services/common/job_access.py) — and, ``to_change``, change it; 404
+        (as if missing) when it is another user's: a supplier reads the jobs on its nodes, never changes them. The
+        caller's permission is the caller's to check first."""
         job = self._jobs.get(key)
         if job is None or not visible_to(ctx.principal, job):
             raise JOBS.not_found(key.names, key.resource_group)
-        if actions and actions[0] != JOBS.read and not may_change(ctx.principal, job):
+        if to_change and not may_change(ctx.principal, job):
             raise JOBS.not_found(key.names, key.resource_group)
         return job
 
     # ----------------------------------------------------------------------------------------------- reads
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
         """The job; 404 when missing, outside the caller's scopes, or not the caller's to see."""
-        return render_job(self._read(ctx, self.key(subscription_id, resource_group, name)), ctx.principal, ctx.clock())
+        key = self.key(subscription_id, resource_group, name)
+        self._kernel.require(ctx, JOBS, key, JOBS.read)
+        return render_job(self._visible(ctx, key), ctx.principal, ctx.clock())
 
     def list(
         self,
@@ -399,6 +401,7 @@ class SparkJobService:
         it has already ended (its status named, and left as it was). A job that waits (for capacity, or while it
         runs) has its execution resumed at once."""
         key = self.key(subscription_id, resource_group, name)
+        self._kernel.require(ctx, JOBS, key, rbac.JOBS_CANCEL)  # once, not again on each read
         # a workflow step or the tracker changed the job since it was read: decide again on the job as it is now
         return reattempt(
             lambda: self._cancel_once(ctx, key),
@@ -413,7 +416,7 @@ class SparkJobService:
         """One read-decide-write of :meth:`cancel`. Raises :class:`WorkloadChanged` when the job changed since it was
         read (nothing written)."""
         name = key.name
-        job = self._read(ctx, key, rbac.JOBS_CANCEL)
+        job = self._visible(ctx, key, to_change=True)
         location = job.document.get("location") or GLOBAL_LOCATION
         if job.status in FINAL_JOB_STATUSES:
             raise Conflict(f"The job '{name}' has already ended: {job.status}. Nothing was changed.")

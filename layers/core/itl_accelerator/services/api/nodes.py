@@ -105,9 +105,6 @@ class SparkNodeService:
     def _key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
         return self._kernel.key(NODES, subscription_id, resource_group, name)
 
-    def _require(self, ctx: CallContext, key: ResourceKey, *actions: rbac.Permission) -> None:
-        self._kernel.require(ctx, NODES, key, *actions)
-
     def _document(
         self, ctx: CallContext, key: ResourceKey, body: SparkNodeWrite, previous: Node | None
     ) -> dict[str, Any]:
@@ -237,7 +234,7 @@ class SparkNodeService:
     def get(self, ctx: CallContext, subscription_id: str, resource_group: str, name: str) -> dict[str, Any]:
         """The node; 404 ``ResourceNotFound`` when missing or outside the caller's scopes, 403 without read."""
         key = self._key(subscription_id, resource_group, name)
-        self._require(ctx, key, rbac.NODES_READ)
+        self._kernel.require(ctx, NODES, key, rbac.NODES_READ)
         stored = self._nodes.get(key)
         if stored is None:
             raise NODES.not_found(key.names, resource_group)
@@ -278,24 +275,25 @@ class SparkNodeService:
         (capacity below allocations, subscription state, concurrent change), 412 (preconditions).
         """
         key = self._key(subscription_id, resource_group, name)
-        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        acting = self._kernel.require(ctx, NODES, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
         previous = self._nodes.get(key)
         return self._put(
             ctx,
-            self._identity_for(ctx, key, previous),
+            self._identity_for(key, previous, acting),
             body,
             previous,
+            acting=acting,
             if_match=if_match,
             if_none_match=if_none_match,
             create_only=create_only,
         )
 
     @staticmethod
-    def _identity_for(ctx: CallContext, key: ResourceKey, previous: Node | None) -> ResourceKey:
+    def _identity_for(key: ResourceKey, previous: Node | None, acting: rbac.Permission) -> ResourceKey:
         """The key whose casing the written node carries: the URL's (ARM: names keep the casing last supplied),
         except for a supplier, who may change pricing and availability and nothing else — its write keeps the
         stored name and resource group exactly as they are."""
-        if previous is None or rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+        if previous is None or acting == rbac.NODES_WRITE:
             return key
         parsed = parse_resource_id(previous.document["id"])
         if parsed is None:
@@ -310,11 +308,13 @@ class SparkNodeService:
         body: SparkNodeWrite,
         previous: Node | None,
         *,
+        acting: rbac.Permission,
         if_match: str | None,
         if_none_match: str | None,
         create_only: bool,
     ) -> tuple[dict[str, Any], bool]:
-        """:meth:`put` after the access check, given the node as read (``previous``)."""
+        """:meth:`put` after the access check, given the node as read (``previous``) and the permission the caller
+        acts with (``acting``: ``sparkNodes/write``, or a supplier's ``sparkNodes/pricing/write``)."""
         name = key.names[0]
         arm_rules.check_body_name(body.name, name)
         arm_rules.check_preconditions(
@@ -333,7 +333,7 @@ class SparkNodeService:
         except ValueError as exc:
             raise BadRequest(str(exc), target="properties") from exc
         document = self._document(ctx, key, body, previous)
-        self._authorize_change(ctx, key, previous, document)
+        self._authorize_change(ctx, key, previous, document, acting)
         if (
             previous is not None
             and _writable(previous.document) == _writable(document)
@@ -351,7 +351,7 @@ class SparkNodeService:
                 audit = self._audit(
                     ctx,
                     key,
-                    self._action_for(ctx),
+                    acting,
                     f"Updated sparkNode '{name}': "
                     + ", ".join(
                         sorted(arm_rules.changed_paths(_writable(previous.document), _writable(document)))
@@ -388,7 +388,7 @@ class SparkNodeService:
         ``location`` may only be repeated. 404 when missing; otherwise as :meth:`put` (the result is validated as a
         full PUT body, so e.g. sku/gpuCount agreement still holds)."""
         key = self._key(subscription_id, resource_group, name)
-        self._require(ctx, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
+        acting = self._kernel.require(ctx, NODES, key, rbac.NODES_WRITE, rbac.NODES_PRICING_WRITE)
         if not isinstance(patch, dict):
             raise BadRequest("The PATCH body must be a JSON object.")
         unknown = set(patch) - {"tags", "sku", "properties", "location", "name", "id", "type", "etag", "systemData"}
@@ -415,15 +415,16 @@ class SparkNodeService:
             merged["properties"]["provisioningState"] = patch["properties"]["provisioningState"]
         if "name" in patch:
             merged["name"] = patch["name"]
-        if not rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+        if acting != rbac.NODES_WRITE:
             # a supplier's patch is judged by what it touches before its values are: 403 beats 400
             self._authorize_supplier(ctx, key, previous, _writable({**current, **merged}))
         body = _validate_write(merged)
         node, _ = self._put(
             ctx,
-            self._identity_for(ctx, key, previous),
+            self._identity_for(key, previous, acting),
             body,
             previous,
+            acting=acting,
             if_match=if_match,
             if_none_match=None,
             create_only=False,
@@ -438,7 +439,7 @@ class SparkNodeService:
         409 ``Conflict`` when the node holds allocated GPUs or memory; 412 on a stale ``If-Match``.
         """
         key = self._key(subscription_id, resource_group, name)
-        self._require(ctx, key, rbac.NODES_DELETE)
+        self._kernel.require(ctx, NODES, key, rbac.NODES_DELETE)
         previous = self._nodes.get(key)
         if previous is None:
             if if_match is not None:
@@ -457,16 +458,18 @@ class SparkNodeService:
         return True
 
     # ----------------------------------------------------------------------------------------------- RBAC detail
-    @staticmethod
-    def _action_for(ctx: CallContext) -> rbac.Permission:
-        return rbac.NODES_WRITE if rbac.has_permission(ctx.principal, rbac.NODES_WRITE) else rbac.NODES_PRICING_WRITE
-
     def _authorize_change(
-        self, ctx: CallContext, key: ResourceKey, previous: Node | None, document: dict[str, Any]
+        self,
+        ctx: CallContext,
+        key: ResourceKey,
+        previous: Node | None,
+        document: dict[str, Any],
+        acting: rbac.Permission,
     ) -> None:
-        """Admins (``sparkNodes/write``) may change anything. A supplier (``sparkNodes/pricing/write``) may change
-        only pricing and availability, only of an existing node it owns; anything else is 403 (audited)."""
-        if rbac.has_permission(ctx.principal, rbac.NODES_WRITE):
+        """Admins (acting with ``sparkNodes/write``) may change anything. A supplier (``sparkNodes/pricing/write``)
+        may change only pricing and availability, only of an existing node it owns; anything else is 403
+        (audited)."""
+        if acting == rbac.NODES_WRITE:
             return
         self._authorize_supplier(ctx, key, previous, _writable(document))
 

@@ -41,8 +41,11 @@ from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.audit_events import build_event
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel
+from itl_accelerator.services.common.reattempt import reattempt
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/quotas"
+#: Reads-and-judgements of a quota write while others set or change it (``EtagMismatch``), before 409.
+WRITE_ATTEMPTS = 5
 
 
 def quota_id(subscription_id: str, location: str, name: str) -> str:
@@ -170,55 +173,74 @@ class QuotaService:
         validate_subscription_id(subscription_id)
         where, quota = parse_location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
-        limit = body.properties.limit.value
-        for _ in range(5):
-            current = self._quotas.get(subscription_id, where, quota) or QuotaUsage(subscription_id, where, quota)
-            held = current.etag if current.limit is not None else None
-            arm_rules.check_preconditions(held, if_match=if_match, if_none_match=None)
-            if current.limit == limit and current.document is not None:
-                return render(current, self._applicable(quota, self._models(subscription_id, where))), False
-            document = {
-                "id": quota_id(subscription_id, where, quota),
-                "name": quota,
-                "type": TYPE,
-                "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
-            }
-            changed = QuotaUsage(subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag())
-            summary = f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}"
-            try:
-                self._quotas.set_limit(changed, self._audit(ctx, changed, summary), expected_etag=held)
-            except EtagMismatch as exc:
-                if if_match is not None:
-                    raise ResourceKernel.write_error(exc, if_match=if_match) from exc
-                continue  # set or changed meanwhile: judge again on what is stored now
-            fresh = self._quotas.get(subscription_id, where, quota) or changed
-            return render(fresh, self._applicable(quota, self._models(subscription_id, where))), held is None
-        raise AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request.")
+        return reattempt(
+            lambda: self._put_once(ctx, subscription_id, where, quota, body.properties.limit.value, if_match),
+            on=EtagMismatch,
+            attempts=WRITE_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request."),
+        )
+
+    def _put_once(
+        self, ctx: CallContext, subscription_id: str, where: str, quota: str, limit: int, if_match: str | None
+    ) -> tuple[dict[str, Any], bool]:
+        """One read-decide-write of :meth:`put`. Raises ``EtagMismatch`` when, without ``If-Match``, the quota was
+        set or changed since it was read (nothing was written)."""
+        current = self._quotas.get(subscription_id, where, quota) or QuotaUsage(subscription_id, where, quota)
+        held = current.etag if current.limit is not None else None
+        arm_rules.check_preconditions(held, if_match=if_match, if_none_match=None)
+        if current.limit == limit and current.document is not None:
+            return render(current, self._applicable(quota, self._models(subscription_id, where))), False
+        document = {
+            "id": quota_id(subscription_id, where, quota),
+            "name": quota,
+            "type": TYPE,
+            "systemData": arm_rules.stamp_system_data(ctx, (current.document or {}).get("systemData")),
+        }
+        changed = QuotaUsage(subscription_id, where, quota, current.current, limit, document, arm_rules.new_etag())
+        summary = f"GPU quota {quota} in {where}: {_limit_text(current.limit)} -> {limit}"
+        self._set_limit(changed, self._audit(ctx, changed, summary), held, if_match)
+        fresh = self._quotas.get(subscription_id, where, quota) or changed
+        return render(fresh, self._applicable(quota, self._models(subscription_id, where))), held is None
 
     def delete(
         self, ctx: CallContext, subscription_id: str, location: str, name: str, *, if_match: str | None = None
     ) -> bool:
-        """Remove a quota's limit. False when none was set (ARM RPC: 204)."""
+        """Remove a quota's limit. False when none was set (ARM RPC: 204). A quota changed meanwhile is read and
+        judged again (as :meth:`put`)."""
         validate_subscription_id(subscription_id)
         where, quota = parse_location(location), self._name(name)
         self._access.require_subscription(ctx, subscription_id, rbac.QUOTAS_WRITE)
-        for _ in range(5):
-            current = self._quotas.get(subscription_id, where, quota)
-            if current is None or current.limit is None:
-                if if_match is not None:
-                    arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
-                return False
-            arm_rules.check_preconditions(current.etag, if_match=if_match, if_none_match=None)
-            removed = QuotaUsage(subscription_id, where, quota, current.current, None)
-            audit = self._audit(ctx, removed, f"GPU quota {quota} in {where}: {current.limit} -> no limit")
-            try:
-                self._quotas.set_limit(removed, audit, expected_etag=current.etag)
-            except EtagMismatch as exc:
-                if if_match is not None:
-                    raise ResourceKernel.write_error(exc, if_match=if_match) from exc
-                continue  # changed meanwhile: judge what is there now
-            return True
-        raise AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request.")
+        return reattempt(
+            lambda: self._delete_once(ctx, subscription_id, where, quota, if_match),
+            on=EtagMismatch,
+            attempts=WRITE_ATTEMPTS,
+            exhausted=lambda: AnotherOperationInProgress(f"The GPU quota '{quota}' kept changing; retry the request."),
+        )
+
+    def _delete_once(
+        self, ctx: CallContext, subscription_id: str, where: str, quota: str, if_match: str | None
+    ) -> bool:
+        """One read-decide-write of :meth:`delete` (raises as :meth:`_put_once`)."""
+        current = self._quotas.get(subscription_id, where, quota)
+        if current is None or current.limit is None:
+            if if_match is not None:
+                arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
+            return False
+        arm_rules.check_preconditions(current.etag, if_match=if_match, if_none_match=None)
+        removed = QuotaUsage(subscription_id, where, quota, current.current, None)
+        audit = self._audit(ctx, removed, f"GPU quota {quota} in {where}: {current.limit} -> no limit")
+        self._set_limit(removed, audit, current.etag, if_match)
+        return True
+
+    def _set_limit(self, usage: QuotaUsage, audit: Any, held: str | None, if_match: str | None) -> None:
+        """Write the limit conditioned on ``held`` (the etag read; None: no limit was set). A quota changed since
+        then is 412 under ``If-Match``; without it, ``EtagMismatch`` propagates: read and judged again."""
+        try:
+            self._quotas.set_limit(usage, audit, expected_etag=held)
+        except EtagMismatch as exc:
+            if if_match is not None:
+                raise ResourceKernel.write_error(exc, if_match=if_match) from exc
+            raise
 
     @staticmethod
     def _audit(ctx: CallContext, usage: QuotaUsage, summary: str) -> Any:

@@ -1,5 +1,9 @@
 """The one access check every route goes through: tenant scope first, then the role's permission.
 
+Once a request: the route checks before the body is read (api/routing.py) and hands the service a context holding
+the checks it made (``CallContext.checked``); the service's own check of that permission over that scope — there
+for every other caller of the service — is answered from them without asking again.
+
 Rules: a resource outside the caller's scopes is 404 ``ResourceNotFound`` (existence is not leaked); inside its
 scopes but without the action, 403 ``AuthorizationFailed``. Both refusals are audited (append-only ``Denied``
 item) in the target subscription's trail, so a cross-tenant probe leaves a trace where it was aimed.
@@ -7,7 +11,7 @@ item) in the target subscription's trail, so a cross-tenant probe leaves a trace
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from itl_accelerator.auth import rbac
@@ -16,7 +20,7 @@ from itl_accelerator.errors import ArmError, AuthorizationFailed, ResourceNotFou
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.protocols import AuditRepository
 from itl_accelerator.services.common.audit_events import build_event, log_denied
-from itl_accelerator.services.common.context import CallContext
+from itl_accelerator.services.common.context import CallContext, Check
 
 
 def not_found(type_name: str, name: str, resource_group: str | None = None) -> ResourceNotFound:
@@ -65,24 +69,42 @@ class Target:
         return self.missing or not_found(self.resource_type, self.resource_name, self.resource_group)
 
 
+#: The role checks an access check made, in order: refused ones, then the one granted (last; its ``action`` is the
+#: permission the caller acts with) — and, for a subscription-level operation, the whole subscription's.
+Checks = tuple[Check, ...]
+
+
 class Access:
     """Scope and permission checks; refusals are appended to the ``audit`` trail."""
 
     def __init__(self, audit: AuditRepository):
         self._audit = audit
 
-    def require(self, ctx: CallContext, action: Permission, target: Target) -> None:
-        """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``."""
-        self.require_any(ctx, (action,), target)
+    def require(self, ctx: CallContext, action: Permission, target: Target) -> Checks:
+        """Raise 404 when the target is outside the caller's scopes, 403 (audited) when its roles lack ``action``;
+        otherwise the checks made (:data:`Checks`)."""
+        return self.require_any(ctx, (action,), target)
 
-    def require_any(self, ctx: CallContext, actions: tuple[Permission, ...], target: Target) -> None:
+    def require_any(self, ctx: CallContext, actions: tuple[Permission, ...], target: Target) -> Checks:
         """Like :meth:`require`, passing when the roles grant at least one of ``actions`` (refusal names the
-        first)."""
+        first). Answered from ``ctx.checked`` without asking again when the request's route already checked them
+        (the first granted, with each one before it refused)."""
+        asked = [Check.of(a.name, target.subscription_id, target.resource_group) for a in actions]
+        for check in asked:
+            answer = ctx.answer(check)
+            if answer is None:
+                break
+            if answer:
+                return (check,)
         if not ctx.principal.can_see(target.subscription_id, target.resource_group):
             self._record(ctx, actions[0], target, "outside the caller's scopes; answered 404")
             raise target.not_found()
-        if not any(rbac.has_permission(ctx.principal, a) for a in actions):
-            self.deny(ctx, actions[0], target)
+        made: list[Check] = []
+        for check, action in zip(asked, actions, strict=True):
+            made.append(check if rbac.has_permission(ctx.principal, action) else replace(check, granted=False))
+            if made[-1].granted:
+                return tuple(made)
+        self.deny(ctx, actions[0], target)
 
     def require_hidden(self, ctx: CallContext, action: Permission, target: Target) -> None:
         """For what a caller may not even learn exists (an operation of a resource it may not read): the target's
@@ -96,13 +118,17 @@ class Access:
         self._record(ctx, action, target, "not the caller's to see; answered 404")
         raise target.not_found()
 
-    def require_subscription(self, ctx: CallContext, subscription_id: str, action: Permission) -> None:
+    def require_subscription(self, ctx: CallContext, subscription_id: str, action: Permission) -> Checks:
         """For subscription-level operations: 404 outside every scope of the subscription; 403 (audited) when the
-        caller holds only resource groups of it, or its roles lack ``action``."""
+        caller holds only resource groups of it, or its roles lack ``action``. Otherwise the checks made (none
+        again when the request's route already made them: ``ctx.checked``)."""
+        whole = Check.of(action.name, subscription_id, None, whole=True)
+        if ctx.answer(whole):
+            return (whole,)
         target = Target.of_subscription(
             subscription_id, f"/subscriptions/{subscription_id}", "subscriptions", subscription_id
         )
-        self.require(ctx, action, target)
+        made = self.require(ctx, action, target)
         if not ctx.principal.holds_subscription(subscription_id):
             self.deny(
                 ctx,
@@ -115,6 +141,7 @@ class Access:
                     f"('{target.resource_id}')."
                 ),
             )
+        return (*made, whole)
 
     def deny(
         self,

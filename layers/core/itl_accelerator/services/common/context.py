@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from itl_accelerator.auth.principal import Principal
@@ -15,8 +15,29 @@ def utc_now() -> datetime:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One role check an access check made (services/common/access.py): whether the caller's roles grant
+    ``action`` (an ARM action name), asked over ``subscription_id`` and ``resource_group`` (None: the subscription
+    at all; ``whole``: the whole subscription, not only some of its resource groups) once the caller's scopes were
+    found to cover it. Names lower-cased, as the scopes compare them."""
+
+    action: str
+    subscription_id: str
+    resource_group: str | None
+    whole: bool = False
+    granted: bool = True
+
+    @classmethod
+    def of(cls, action: str, subscription_id: str, resource_group: str | None, *, whole: bool = False) -> Check:
+        """The check (granted) of ``action`` over that scope."""
+        return cls(action, subscription_id.lower(), resource_group.lower() if resource_group else None, whole)
+
+
+@dataclass(frozen=True)
 class CallContext:
-    """One API call: the authenticated ``principal``, ARM request/correlation ids, caller address and agent."""
+    """One API call: the authenticated ``principal``, ARM request/correlation ids, caller address and agent; and
+    ``checked``: the role checks the route made before the body was read (api/routing.py), which the service's own
+    check of the same permission then answers from, without asking again — one check of a permission a request."""
 
     principal: Principal
     request_id: str
@@ -26,6 +47,14 @@ class CallContext:
     clock: Callable[[], datetime] = field(default=utc_now, compare=False)
     #: Overrides the audit ``actor_type`` (``SYSTEM`` for changes made by workflows).
     audit_actor_type: str | None = None
+    checked: frozenset[Check] = field(default=frozenset(), compare=False)
+
+    def answer(self, check: Check) -> bool | None:
+        """What the route's check answered for ``check`` (its action over its scope): granted, refused, or None
+        when it did not ask."""
+        if check in self.checked:
+            return True
+        return False if replace(check, granted=False) in self.checked else None
 
     def now_iso(self) -> str:
         """UTC timestamp, ISO 8601 with microseconds and ``Z``: sorts as text in time order."""

@@ -84,12 +84,14 @@ class ResourceKernel:
         rtype.validate_names(subscription_id, resource_group, names)
         return ResourceKey(subscription_id, resource_group, rtype.segment, names)
 
-    def require(self, ctx: CallContext, rtype: ResourceType, key: ResourceKey, *actions: Permission) -> None:
+    def require(self, ctx: CallContext, rtype: ResourceType, key: ResourceKey, *actions: Permission) -> Permission:
         """404 outside the caller's scopes (the same answer as a missing resource), 403 (audited) without any of
-        ``actions`` (default: the type's read)."""
-        self.access.require_any(
+        ``actions`` (default: the type's read); otherwise the permission the caller acts with (the first of
+        ``actions`` its roles grant)."""
+        wanted = actions or (rtype.read,)
+        checks = self.access.require_any(
             ctx,
-            actions or (rtype.read,),
+            wanted,
             Target(
                 subscription_id=key.subscription_id,
                 resource_group=key.resource_group,
@@ -99,6 +101,7 @@ class ResourceKernel:
                 missing=rtype.not_found(key.names, key.resource_group),
             ),
         )
+        return next(a for a in wanted if a.name == checks[-1].action)
 
     def audit(
         self,

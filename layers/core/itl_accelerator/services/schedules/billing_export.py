@@ -34,10 +34,13 @@ from itl_accelerator.billing.focus import ChargeLine, billed_lines, manifest, wr
 from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.domain.usage import CorrectionDue, UsageRecord, day_of, hours_of_day
 from itl_accelerator.repositories.protocols import BillingRepository, UsageRepository
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.settings import Settings
 
 #: A run stops starting a new day when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 60.0
+#: Claims of a queued correction while its usage keeps changing (:class:`CorrectionRequeued`); then it stays queued.
+CLAIM_ATTEMPTS = 5
 
 
 class OutOfTime(Exception):
@@ -47,6 +50,14 @@ class OutOfTime(Exception):
 def _check_time(time_left: Callable[[], float] | None) -> None:
     if time_left is not None and time_left() < TIME_RESERVE_SECONDS:
         raise OutOfTime
+
+
+class CorrectionRequeued(Exception):
+    """A correction's claim failed: its usage changed and it was queued again as ``due`` meanwhile."""
+
+    def __init__(self, due: CorrectionDue):
+        super().__init__(f"correction {due.allocation_id}@{due.hour} was queued again")
+        self.due = due
 
 
 class ExportRefused(Exception):
@@ -278,29 +289,45 @@ class BillingExport:
                 lines += self._claim_one(due, day)
 
     def _claim_one(self, due: CorrectionDue, day: str) -> int:
+        """Claim one queued correction (:meth:`_claim_corrections`): 1 when it made a correction line, else 0. A
+        correction queued again since it was read (its usage changed meanwhile) is claimed again as queued now,
+        :data:`CLAIM_ATTEMPTS` times in all; then it stays queued (0)."""
+
+        def once() -> int:
+            nonlocal due
+            try:
+                return self._claim_once(due, day)
+            except CorrectionRequeued as requeued:
+                due = requeued.due
+                raise
+
+        try:
+            return reattempt(once, on=CorrectionRequeued, attempts=CLAIM_ATTEMPTS)
+        except CorrectionRequeued:
+            return 0
+
+    def _claim_once(self, due: CorrectionDue, day: str) -> int:
+        """One claim of :meth:`_claim_one`. Raises :class:`CorrectionRequeued` (with the correction as queued now)
+        when the claim failed because it was queued again meanwhile; 0 when it is no longer queued."""
         window = int(datetime.strptime(due.hour, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp())
-        for _ in range(5):
-            record = self._usage.get(due.allocation_id, window)
-            if record is None:
-                self._billing.drop_correction(due)
-                return 0
-            # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
-            # out with the day's own rows; a line as well would bill the change twice
-            # (usage of an earlier day billed by a correction line of this day is not: a change to it after that
-            # claim is a second correction line, or the difference would never be billed)
-            same_day = record.day == day and (record.billed or {}).get("day", day) == day
-            line = None if same_day else correction_line(record)
-            if self._billing.claim_correction(record, due, day, line):
-                return int(line is not None)
-            fresh = [
-                d
-                for d in self._billing.corrections_due(100)
-                if (d.hour, d.allocation_id) == (due.hour, due.allocation_id)
-            ]
-            if not fresh:
-                return 0
-            due = fresh[0]
-        return 0
+        record = self._usage.get(due.allocation_id, window)
+        if record is None:
+            self._billing.drop_correction(due)
+            return 0
+        # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
+        # out with the day's own rows; a line as well would bill the change twice
+        # (usage of an earlier day billed by a correction line of this day is not: a change to it after that
+        # claim is a second correction line, or the difference would never be billed)
+        same_day = record.day == day and (record.billed or {}).get("day", day) == day
+        line = None if same_day else correction_line(record)
+        if self._billing.claim_correction(record, due, day, line):
+            return int(line is not None)
+        fresh = [
+            d for d in self._billing.corrections_due(100) if (d.hour, d.allocation_id) == (due.hour, due.allocation_id)
+        ]
+        if not fresh:
+            return 0
+        raise CorrectionRequeued(fresh[0])
 
     # ------------------------------------------------------------------------------------------- lines
     def lines(self, day: str) -> Iterator[ChargeLine]:

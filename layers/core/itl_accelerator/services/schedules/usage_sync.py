@@ -19,7 +19,7 @@ over, when it settles and closes (not every run in between).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from itl_accelerator.domain.usage import Meter, MeterRef, UsageRecord, day_of
 from itl_accelerator.observability import logger
 from itl_accelerator.repositories.errors import StoreBusy
 from itl_accelerator.repositories.protocols import Repositories
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.settings import Settings
 
 if TYPE_CHECKING:  # a platform's client (httpx, tenacity) loads when it is made, on its first call
@@ -40,6 +41,8 @@ TIME_RESERVE_SECONDS = 20.0
 #: How long an hour whose metrics could not be read (the DGX Platform unavailable) is read again; then it keeps
 #: what it has (its bill never depended on them).
 METRICS_RETRY_SECONDS = 24 * HOUR
+#: Judgements and writes of a usage window while others write it (:class:`WindowMoved`), before ``StoreBusy``.
+WRITE_ATTEMPTS = 5
 
 
 def segments_of(charge: WindowCharge) -> list[dict[str, Any]]:
@@ -228,21 +231,43 @@ class UsageSync:
         return {k: v for k, v in metrics.items() if v is not None}, True
 
     def _write(self, record: UsageRecord, previous: UsageRecord | None, report: SyncReport) -> None:
-        for _ in range(5):
-            if previous is not None and previous.content_hash == record.content_hash:
-                report.windows_unchanged += 1
-                return
-            try:
-                outcome = self._usage.write(record, previous)
-            except StoreBusy:
-                outcome = "conflict"
-            if outcome != "conflict":
-                report.windows_written += 1
-                report.late_windows += int(previous is not None and previous.final)
-                report.corrections += int(outcome == "correction")
-                return
-            previous = self._usage.get(record.allocation_id, record.window_start)
-        raise StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing")
+        """Write the window's ``record`` over ``previous`` (as the caller read it), unless it holds the same. A
+        window written meanwhile (or a busy store) is read again and judged again, :data:`WRITE_ATTEMPTS` times in
+        all; then ``StoreBusy``."""
+        stored = self._as_stored(record, previous)
+        reattempt(
+            lambda: self._write_once(record, next(stored), report),
+            on=WindowMoved,
+            attempts=WRITE_ATTEMPTS,
+            exhausted=lambda: StoreBusy(f"usage record {record.allocation_id}@{record.hour} kept changing"),
+        )
+
+    def _as_stored(self, record: UsageRecord, previous: UsageRecord | None) -> Iterator[UsageRecord | None]:
+        """``previous`` first (the caller's read), then the window's record as stored now, at each later call."""
+        yield previous
+        while True:
+            yield self._usage.get(record.allocation_id, record.window_start)
+
+    def _write_once(self, record: UsageRecord, previous: UsageRecord | None, report: SyncReport) -> None:
+        """One judgement and write of :meth:`_write`. Raises :class:`WindowMoved` when the window was written since
+        ``previous`` was read, or the store was busy (nothing was written)."""
+        if previous is not None and previous.content_hash == record.content_hash:
+            report.windows_unchanged += 1
+            return
+        try:
+            outcome = self._usage.write(record, previous)
+        except StoreBusy as exc:
+            raise WindowMoved(str(exc)) from exc
+        if outcome == "conflict":
+            raise WindowMoved(f"usage record {record.allocation_id}@{record.hour} was written meanwhile")
+        report.windows_written += 1
+        report.late_windows += int(previous is not None and previous.final)
+        report.corrections += int(outcome == "correction")
+
+
+class WindowMoved(Exception):
+    """A usage window's record was written since it was read, or the store was busy: nothing was written; read it
+    again and judge again."""
 
 
 __all__ = ["SyncReport", "UsageSync", "segments_of"]

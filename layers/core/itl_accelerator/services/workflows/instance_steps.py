@@ -33,6 +33,7 @@ from itl_accelerator.repositories.errors import StoreBusy, WorkloadChanged
 from itl_accelerator.repositories.protocols import Expect
 from itl_accelerator.resources import INSTANCES
 from itl_accelerator.services.common.metering import meter_for
+from itl_accelerator.services.common.reattempt import reattempt
 from itl_accelerator.services.workflows.instance_base import InstanceWorkflowSteps
 from itl_accelerator.services.workflows.io import (
     WOKEN,
@@ -46,6 +47,10 @@ from itl_accelerator.services.workflows.io import (
     RemovalResult,
     RequestResult,
 )
+
+#: Reads-and-decisions of a compensation while a delete or the end changes the instance (``WorkloadChanged``),
+#: before ``StoreBusy`` (which the state machine retries).
+COMPENSATE_ATTEMPTS = 3
 
 
 def error_from_catch(caught: CaughtError | None) -> ErrorBody:
@@ -283,43 +288,49 @@ class InstanceSteps(InstanceWorkflowSteps):
         """Begin undoing a failed provisioning: ask the DGX Platform to delete what it made and record the failure
         to report (``error``) with a lease; the GPUs stay reserved until :meth:`release_capacity`."""
         deadline = self._clock() + inp.timeoutSeconds
-        for _ in range(3):
-            instance = self._instances.get(inp.key)
-            if instance is None or instance.operation_id != inp.operationId:
-                # not ours any more: remove only what this operation's create made, then end it Canceled
-                self._delete_made_by(inp)
-                self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
-                return CompensationResult(outcome="Canceled", deadline=deadline)
-            if instance.state == ProvisioningState.DELETING:
-                self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)  # deprovisioning cleans up
-                return CompensationResult(outcome="Canceled", deadline=deadline)
-            if not instance.capacity_reserved or instance.state not in INSTANCE_IN_FLIGHT:
-                # e.g. Complete committed Succeeded and only its answer was lost: leave the live instance be
-                return CompensationResult(outcome="AlreadyDone", deadline=deadline)
-            for dgx_id in self._dgx_ids(instance):
-                self.platforms.delete_instance(dgx_id)
-            if instance.compensation_error is not None:
-                return CompensationResult(outcome="Removing", deadline=deadline)
-            try:
-                self._instances.update(
-                    instance,
-                    replace(instance, compensation_error=error.as_dict(), lease=self._lease(inp)),
-                    self._kernel.audit(
-                        self._context(inp),
-                        INSTANCES,
-                        instance.key,
-                        rbac.INSTANCES_WRITE,
-                        f"Provisioning failed ({error.code}); removing it from the DGX Platform before its "
-                        "capacity is released",
-                        instance.document,
-                        instance.document,
-                    ),
-                    expect=Expect(operation_id=inp.operationId, state=(instance.state,), capacity_reserved=True),
-                )
-            except WorkloadChanged:
-                continue  # re-read: a delete or the end may have come first
+        # a delete or the end may have come first: read the instance again and decide again
+        return reattempt(
+            lambda: self._compensate_once(inp, error, deadline),
+            on=WorkloadChanged,
+            attempts=COMPENSATE_ATTEMPTS,
+            exhausted=lambda: StoreBusy("the instance kept changing during compensation"),
+        )
+
+    def _compensate_once(self, inp: InstanceStepInput, error: ErrorBody, deadline: float) -> CompensationResult:
+        """One read-decide-write of :meth:`compensate`. Raises ``WorkloadChanged`` when the instance changed since
+        it was read (nothing was written)."""
+        instance = self._instances.get(inp.key)
+        if instance is None or instance.operation_id != inp.operationId:
+            # not ours any more: remove only what this operation's create made, then end it Canceled
+            self._delete_made_by(inp)
+            self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)
+            return CompensationResult(outcome="Canceled", deadline=deadline)
+        if instance.state == ProvisioningState.DELETING:
+            self._finish_operation(inp, inp.operationId, OperationStatus.CANCELED)  # deprovisioning cleans up
+            return CompensationResult(outcome="Canceled", deadline=deadline)
+        if not instance.capacity_reserved or instance.state not in INSTANCE_IN_FLIGHT:
+            # e.g. Complete committed Succeeded and only its answer was lost: leave the live instance be
+            return CompensationResult(outcome="AlreadyDone", deadline=deadline)
+        for dgx_id in self._dgx_ids(instance):
+            self.platforms.delete_instance(dgx_id)
+        if instance.compensation_error is not None:
             return CompensationResult(outcome="Removing", deadline=deadline)
-        raise StoreBusy("the instance kept changing during compensation")
+        self._instances.update(
+            instance,
+            replace(instance, compensation_error=error.as_dict(), lease=self._lease(inp)),
+            self._kernel.audit(
+                self._context(inp),
+                INSTANCES,
+                instance.key,
+                rbac.INSTANCES_WRITE,
+                f"Provisioning failed ({error.code}); removing it from the DGX Platform before its "
+                "capacity is released",
+                instance.document,
+                instance.document,
+            ),
+            expect=Expect(operation_id=inp.operationId, state=(instance.state,), capacity_reserved=True),
+        )
+        return CompensationResult(outcome="Removing", deadline=deadline)
 
     def check_removal(self, inp: InstanceStepInput, deadline: float) -> RemovalResult:
         """Gone once the DGX Platform holds none of the instance's DGX instances; canceled when a delete took the
