@@ -14,14 +14,14 @@ subscriptions) onto 1,000 nodes, which Kueue's own run admits in ~351 s, about 4
     item another transaction in flight touches is cancelled as DynamoDB cancels it ("Transaction conflict handling in
     DynamoDB", Amazon DynamoDB Developer Guide, "Amazon DynamoDB Transactions: How it works"), and the concurrent runs
     hold each request for DynamoDB's latency (:data:`LATENCY_MS`, a sleep that lets other threads run) so
-    transactions overlap as they would there. moto is slow: (b) runs the shape scaled down by ten (1,500 workloads
-    over 30 subscriptions on 100 nodes) and further: :data:`MOTO_SHAPE` keeps 15 workloads a node and 3.3 nodes a
-    subscription in fewer subscriptions. One placer, then several placers at once — spread over the subscriptions, or
+    transactions overlap as they would there. moto is slow (tens of ms of CPU a request): (b) runs the shape scaled
+    down by fifty, :data:`MOTO_SHAPE` (300 workloads / 6 subscriptions / 20 nodes: 15 workloads a node and 3.3 nodes a
+    subscription, as a tenth of Kueue's shape, 1,500 / 30 / 100, has), ``--quick`` by a hundred. One placer, then several placers at once — spread over the subscriptions, or
     all on one subscription's queue.
-(c) **A model of (b) at DynamoDB's latencies**: the requests per admission counted in (b), each at
-    :data:`LATENCY_MS`, and a conflict probability for N concurrent placers (two transactions conflict when they
-    overlap in time and share an item: the node best fit picks and the subscription's quota counters), checked
-    against the conflicts (b) measured.
+(c) **A model of (b) at DynamoDB's latencies**: a simulation in time of N concurrent placers, each admission taking
+    the requests per admission counted in (b) at :data:`LATENCY_MS`; a transaction sent while another one holds its
+    subscription's items (its quota counters, and the node best fit gives every placer of it) is cancelled and sent
+    again (:func:`model`). Its conflicts are printed beside those (b) measured, for Kueue's 30 subscriptions.
 
 The work: every subscription owns a thirtieth of the nodes (8 devices each) and a thirtieth of the workloads, asking
 for 1, 1, 2, 4 and 8 devices in turn. It is served in rounds, as waiting jobs are when capacity frees: each round
@@ -30,8 +30,8 @@ a workload that does not fit waits (and is told why) for the next round; at the 
 admitted in it end and give their devices back (Kueue's run, too, finishes its workloads to admit the next). An
 admission is one workload placed; every attempt — placed or told to wait — is a decision.
 
-Run from the repository root: ``python -m benchmarks.scheduler_throughput`` (``--quick``: a tenth of the sizes; ``./dev
-bench`` runs it with ``--quick``).
+Run from the repository root: ``python -m benchmarks.scheduler_throughput`` (``--quick``: (a) a tenth of Kueue's
+shape, (b) half its own; ``./dev bench`` runs it with ``--quick``, about two minutes on a busy 2-core machine).
 """
 
 from __future__ import annotations
@@ -201,6 +201,7 @@ class Run:
     calls: Counter[str] = field(default_factory=Counter)
     conflicts: int = 0
     condition_failures: int = 0
+    conflicting: Counter[str] = field(default_factory=Counter)
 
     @property
     def per_second(self) -> float:
@@ -308,6 +309,8 @@ class _Wire:
     calls: Counter[str] = field(default_factory=Counter)
     conflicts: int = 0
     condition_failures: int = 0
+    #: the items conflicts were on, by kind (:func:`_kind`)
+    conflicting: Counter[str] = field(default_factory=Counter)
     in_flight: Counter[tuple[str, str]] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     local: threading.local = field(default_factory=threading.local)
@@ -324,6 +327,18 @@ def _items(params: dict[str, Any]) -> list[tuple[str, str]]:
             key = op.get("Key") or {k: op["Item"][k] for k in ("PK", "SK")}
             found.append((op["TableName"], json.dumps(key, sort_keys=True)))
     return found
+
+
+def _kind(item: tuple[str, str]) -> str:
+    """What an item of :func:`_items` is: a quota counter, a node, a job..."""
+    from itl_accelerator.repositories.dynamodb import keys
+    from itl_accelerator.resources import JOBS, NODES
+
+    sort_key = json.loads(item[1])["SK"]["S"]
+    if sort_key.startswith(f"QUOTA{keys.SEP}"):
+        return "quota counter"
+    named = {keys.TYPE_CODES[NODES.segment]: "node", keys.TYPE_CODES[JOBS.segment]: "job"}
+    return named.get(sort_key.split(keys.SEP)[0], "other")
 
 
 def _conflict() -> Exception:
@@ -361,8 +376,10 @@ def wired(wire: _Wire) -> Iterator[None]:
             return original(self, operation, params)
         items = _items(params)
         with wire.lock:
-            if any(wire.in_flight[i] for i in items):
-                wire.conflicts += counted
+            if held := [i for i in items if wire.in_flight[i]]:
+                if counted:
+                    wire.conflicts += 1
+                    wire.conflicting.update({_kind(i) for i in held})
                 raise _conflict()
             wire.in_flight.update(items)
         try:
@@ -481,7 +498,7 @@ class MotoBench:
         nodes, waiting = self.load(shape, prefix)
         capacity = {sub: GPUS_PER_NODE * len(held) for sub, held in nodes.items()}
         run = Run(label, shape.workloads, placers=placers)
-        before = (Counter(wire.calls), wire.conflicts, wire.condition_failures)
+        before = (Counter(wire.calls), wire.conflicts, wire.condition_failures, Counter(wire.conflicting))
         running: list[Any] = []
         lock = threading.Lock()
 
@@ -518,6 +535,7 @@ class MotoBench:
         run.waiting = sum(map(len, waiting.values()))
         run.calls = wire.calls - before[0]
         run.conflicts, run.condition_failures = wire.conflicts - before[1], wire.condition_failures - before[2]
+        run.conflicting = wire.conflicting - before[3]
         for held in nodes.values():
             for node in held:
                 now = self.repos.nodes.get(node.key)
@@ -695,12 +713,15 @@ def main(argv: list[str] | None = None) -> int:
         if n != 1 or name.startswith("at random")
     ]
     print(
-        f"Scheduler throughput in Kueue's shape: (a) {pure_shape}; (b) {moto_shape} (moto is slow: a tenth, the ratios kept)"
+        f"Scheduler throughput in Kueue's shape: (a) {pure_shape}; (b) {moto_shape} (moto is slow: a fiftieth or less, 15 workloads a node and 3.3 nodes a subscription kept)"
     )
     print(figures_table(pure, runs, modelled))
     print()
     print(f"(b) DynamoDB requests, conflicts and retries per admission ({args.placers} placers where said):")
     print(counts_table(runs))
+    for r in runs[1:]:
+        on = ", ".join(f"{kind} {n / max(r.conflicts, 1):.0%}" for kind, n in r.conflicting.most_common())
+        print(f"    conflicts of '{r.label.removeprefix('(b) moto, ')}' were on: {on or 'none'}")
     reads, transactions, write = admission_ms(runs[0])
     each = arrangements()
     in_moto = moto_shape.subscriptions
@@ -728,20 +749,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 SATURATION = """
-Where it saturates: every placement of a subscription writes the same items — its quota counters (domain/quotas.py:
-the kind's and the model's in the location, counted even when no limit is set) and, because best fit and the
-placement index (fewest free devices first) give every concurrent placer the same first candidate, the same fullest
-node. DynamoDB cancels a transaction that touches an item another transaction holds (TransactionConflict): placers on
-one subscription serialize on those items — at most one transaction a transaction's latency, ~1,000/15 = ~67
-admissions a second per subscription however many placers — and Placement.place retries at once, three times on the same node (no
-back-off), so a conflict costs a transaction and often conflicts again. Placers on different subscriptions share no
-item (nodes, quotas and the placement index are per subscription) — the throughput then grows with the placers until
-a subscription's audit partition (~1,000 WCU/s: ~125-250 audited changes a second, docs/ARCHITECTURE.md) or the
-placers' count bounds it.
-What would lift it: one placer per subscription at a time (a per-subscription dispatcher, as Kueue runs one
-scheduling loop: no item shared, no conflicts), or, for several on one subscription, spreading them over the top-k
-fits (a random pick among the k best nodes, not always the first) and a back-off with jitter before the retry; quota
-counters written only when a limit is set (or sharded), so a subscription without limits has no hot counter.
+Where it saturates: the decisions are not it (a). Every placement of a subscription writes the same items: its
+quota counters (domain/quotas.py: the kind's and the model's in the location, written even when no limit is set)
+and — because best fit and the placement index (fewest free devices first) give every concurrent placer the same
+first candidate — the same fullest node. DynamoDB cancels a transaction touching an item another transaction holds
+(TransactionConflict), so placers on one subscription serialize on those items: at most one placement per
+transaction latency, ~1,000/15 = ~67 a second per subscription however many placers. Placement.place retries a
+busy store at once, three times on the same node and then the next of 5 candidates (no back-off, no re-read), so a
+conflict costs a transaction and often conflicts again; after 15 it leaves the job waiting. Placers on different
+subscriptions share no item (nodes, quota counters and the placement index are per subscription): the throughput
+grows with the placers, bounded by a subscription's audit partition (~1,000 WCU/s, ~125-250 audited changes a
+second: docs/ARCHITECTURE.md) and, at random, by the placers that meet on one subscription.
+What would lift it: placers partitioned by subscription (one at a time per subscription — a per-subscription
+dispatcher; Kueue admits from one scheduling loop: no item shared, no conflict); a back-off with jitter before
+a retry. For several placers on one subscription, both hot items must go: quota counters written only when a limit
+is set (or sharded), and then the node — concurrent placers spread over the top-k fits (a random pick among the k
+best, not always the first). Spreading over the top-k alone does nothing while the quota counters are shared.
 """
 
 
