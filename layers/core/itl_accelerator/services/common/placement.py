@@ -291,7 +291,9 @@ class Placement:
         placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
         parts = (node, *more)
         names = ", ".join(n.name for n in parts)
-        reason = f"Placed on {names}; submitting to the DGX Platform."
+        backend = node.backend  # a gang's nodes share one platform (domain/scheduling.py gang_groups)
+        platform = f"Slurm cluster '{backend.cluster}'" if backend.is_slurm else "the DGX Platform"
+        reason = f"Placed on {names}; submitting to {platform}."
         scheduled = arm_rules.changed(
             ctx,
             job,
