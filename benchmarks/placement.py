@@ -68,6 +68,10 @@ class FleetRow:
     candidates: int = 0
     preempt_calls: Counter[str] | None = None
     preempt_ms: float = 0.0
+    estimate_calls: Counter[str] | None = None
+    estimate_ms: float = 0.0
+    estimated: int = 0
+    known: int = 0
     gang_calls: Counter[str] | None = None
     gang_ms: float = 0.0
 
@@ -303,6 +307,7 @@ def measure_fleets() -> list[FleetRow]:
                     memory_gb=640,
                     gpu_model="h100",
                     priority=priority,
+                    max_duration_seconds=3600,  # each holds its node until an hour from its placement
                     submitted_by="bench",
                     submitted_at="2026-01-01T00:00:00.000000Z",
                 )
@@ -327,6 +332,20 @@ def measure_fleets() -> list[FleetRow]:
                 row.preempt_ms = (time.perf_counter() - started) * 1000
             assert preempted, "a preemptible job held a node the high job could use"
             row.candidates, row.preempt_calls = filled, counted
+
+            # start estimates: the subscription's queue (the high job and 24 more of 8 H100s or 2 MI300X) estimated
+            # by one dispatch's estimate pass (services/common/placement.py estimate_starts, domain/calendar.py)
+            queued = [repos.jobs.get(high.key) or high] + [
+                h100_job(f"queued-{q}", rng.randint(1, 8), False) for q in range(24)
+            ]
+            waiting = [(j, placement._budget_view(j)) for j in queued]
+            with dynamodb_calls() as counted:
+                started = time.perf_counter()
+                row.estimated = placement.estimate_starts(waiting)
+                row.estimate_ms = (time.perf_counter() - started) * 1000
+            row.known = sum(1 for j in queued if (repos.jobs.get(j.key) or j).start_estimate is not None
+                            and (repos.jobs.get(j.key) or j).start_estimate.at is not None)  # fmt: skip
+            row.estimate_calls = counted
             rows.append(row)
     return rows
 
@@ -513,6 +532,31 @@ def main() -> int:
                 for r in rows
             ],
             right=set(range(0, 4 + len(kinds))),
+        )
+    )
+    print()
+    print(
+        "    and the start estimates of 25 waiting jobs (the queue above, behind the H100 nodes' hour-long jobs):"
+        " DynamoDB requests of one estimate pass, whatever the fleet (one Query per distinct demand, one UpdateItem"
+        " per estimate that moved)"
+    )
+    kinds = sorted({n for r in rows for n in (r.estimate_calls or Counter())})
+    print(
+        _table(
+            ["nodes", "waiting jobs", *kinds, "requests", "estimates written", "with a time", "ms"],
+            [
+                [
+                    str(r.nodes),
+                    "25",
+                    *(str((r.estimate_calls or Counter())[n]) for n in kinds),
+                    str(sum((r.estimate_calls or Counter()).values())),
+                    str(r.estimated),
+                    str(r.known),
+                    f"{r.estimate_ms:.0f}",
+                ]
+                for r in rows
+            ],
+            right=set(range(0, 6 + len(kinds))),
         )
     )
     print()

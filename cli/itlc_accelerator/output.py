@@ -142,6 +142,8 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("Submitted by", field("properties.submittedBy")),
         ("Submitted at", field("properties.submittedAt")),
         ("Cost", _cost),
+        # while it waits: when it is expected to start (Slurm's squeue --start START_TIME)
+        ("Expected start", field("properties.estimatedStartTime")),
         ("Reason", field("properties.statusReason")),
     ],
     "operation": [

@@ -40,7 +40,8 @@ INSTRUCTIONS = (
     "addressed by subscriptionId and resourceGroup (get_my_access lists the user's). Results are the API's bodies "
     "with ARM ids. provision_instance and submit_job spend money: the first call returns a quote; show the quote "
     "to the user and call again with its quoteId only when the user accepts. list_jobs with mine=true and "
-    "status=['Pending'] answers which of the user's jobs wait; properties.statusReason says why."
+    "status=['Pending'] answers which of the user's jobs wait; properties.statusReason says why and "
+    "properties.estimatedStartTime when each is expected to start."
 )
 
 

@@ -648,7 +648,7 @@ async def submit_job(call: ToolCall) -> Result:
     response = await call.api.request("POST", call.job_path(), json=payload)
     return Result(
         {"status": "accepted", "job": response.json()},
-        "Job submitted: get_job shows its status (and statusReason while it waits).",
+        "Job submitted: get_job shows its status (and, while it waits, statusReason and estimatedStartTime).",
     )
 
 
@@ -763,7 +763,9 @@ def build_tools() -> list[ToolSpec]:
             "List GPU jobs (and why they wait)",
             "List GPU jobs (sparkJobs) of a resource group or the whole subscription. Each job has properties.status "
             "(Pending, Scheduled, Running, Succeeded, Failed, Canceled, Preempted) and properties.statusReason, which says why "
-            "a job waits (what capacity it needs) or why it failed; assignedNode, cost. Consumers see only their "
+            "a job waits (what capacity it needs) or why it failed; while it waits, estimatedStartTime (when it is "
+            "expected to start; null with estimatedStartReason when not known) and queuePosition; assignedNode, "
+            "cost. Consumers see only their "
             "own jobs. mine=true lists the caller's own; status filters the listed jobs, e.g. ['Pending'] for "
             "'which of my jobs are waiting and why'.",
             _scoped(
@@ -784,7 +786,9 @@ def build_tools() -> list[ToolSpec]:
         ToolSpec(
             "get_job",
             "Show a GPU job",
-            "One GPU job: status and statusReason (why it waits or failed), assignedNode, times, GPU-seconds, cost.",
+            "One GPU job: status and statusReason (why it waits or failed), while it waits estimatedStartTime and "
+            "queuePosition (when it is expected to start, its place in the queue), assignedNode, times, GPU-seconds, "
+            "cost.",
             _scoped(_SUB, _RG, ("name", _name("job")), required=("resourceGroup", "name")),
             model_schema("SparkJob"),
             READ,

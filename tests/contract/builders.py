@@ -124,6 +124,7 @@ def make_job(
     status: JobStatus = JobStatus.PENDING,
     gpus: int = 2,
     memory_gb: int = 160,
+    max_duration_seconds: int = 3600,
     **fields: Any,
 ) -> Job:
     key = ResourceKey(sub, rg, "sparkJobs", (name,))
@@ -147,7 +148,7 @@ def make_job(
         priority=priority,
         submitted_by=submitted_by,
         submitted_at=submitted_at,
-        max_duration_seconds=3600,
+        max_duration_seconds=max_duration_seconds,
         **fields,
     )
 

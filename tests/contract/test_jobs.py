@@ -8,7 +8,17 @@ from dataclasses import replace
 
 import pytest
 
-from itl_accelerator.domain.records import Job, Lease, Release, Reservation, ResourceKey
+from itl_accelerator.domain.records import (
+    Hold,
+    Job,
+    Lease,
+    Release,
+    Reservation,
+    ResourceKey,
+    StartEstimate,
+    gang_releases,
+    holder_id,
+)
 from itl_accelerator.domain.states import JobStatus, LeaseKind, OperationKind, OperationStatus, ProvisioningState
 from itl_accelerator.repositories.errors import (
     CapacityShortfall,
@@ -479,3 +489,60 @@ def test_a_lease_in_the_last_partition_is_reached_while_the_first_has_more_than_
     # and page after page gives every due lease exactly once
     every = expired(repos, 1_000, 10)
     assert sorted(k.name for k in every) == sorted([*crowded, last]) and len(every) == 26
+
+
+# ------------------------------------------------------------------------------------------------ the node's calendar
+def test_a_reservation_writes_its_hold_on_the_node_and_its_release_removes_it(repos: Repositories, sub: str) -> None:
+    """domain/calendar.py reads each workload's hold (devices, GiB, until): written with the reservation, kept by a
+    change of the node, removed with the release — on every node of a gang."""
+    one = create_node(repos, make_node(sub, "n1"))
+    two = create_node(repos, make_node(sub, "n2"))
+    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=320))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=one.key, gang_nodes=(two.key,),
+                     capacity_reserved=True)  # fmt: skip
+    first = Reservation.on(one, 4, 320, for_job=job.key, until=1_800_000_000)
+    second = replace(Reservation.on(two, 4, 320, for_job=job.key, until=1_800_000_000), quota=None)
+    repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                      effects=Effects(reservation=first, more_reservations=(second,)))  # fmt: skip
+    hold = Hold(holder_id(job.key), 4, 320, 1_800_000_000)
+    stored_one, stored_two = repos.nodes.get(one.key), repos.nodes.get(two.key)
+    assert stored_one is not None and stored_one.holds == (hold,) and stored_one.unaccounted is None
+    assert stored_two is not None and stored_two.holds == (hold,)
+    # an admin's change of the node keeps its calendar
+    relabelled = replace(stored_one, document={**stored_one.document, "tags": {"team": "a"}}, etag="n2")
+    repos.nodes.replace(stored_one, relabelled, make_audit(sub))
+    assert (repos.nodes.get(one.key) or stored_one).holds == (hold,)
+    ended = replace(repos.jobs.get(job.key) or placed, status=JobStatus.SUCCEEDED, etag="j3", capacity_reserved=False)
+    repos.jobs.update(repos.jobs.get(job.key) or placed, ended, make_audit(sub), expect=Expect(etag="j2"),
+                      effects=Effects(release=Release.of(placed), more_releases=gang_releases(placed)))  # fmt: skip
+    assert (repos.nodes.get(one.key) or stored_one).holds == () == (repos.nodes.get(two.key) or stored_two).holds
+
+
+def test_work_placed_before_holds_were_written_reads_as_unaccounted(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    job = submit(repos, make_job(sub, queued=True, gpus=2, memory_gb=160))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key, capacity_reserved=True)
+    legacy = replace(Reservation.on(node, 2, 160, for_job=job.key), hold=None)  # as placement wrote it before
+    repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"), effects=Effects(reservation=legacy))
+    stored = repos.nodes.get(node.key)
+    assert stored is not None and stored.holds == () and stored.unaccounted == Hold("", 2, 160)
+
+
+def test_a_waiting_jobs_start_estimate_is_kept_apart_from_its_document_and_dropped_once_placed(
+    repos: Repositories, sub: str
+) -> None:
+    node = create_node(repos, make_node(sub))
+    job = submit(repos, make_job(sub, queued=True, gpus=2, memory_gb=160))
+    estimate = StartEstimate(1_800_000_000, 2, 1_799_990_000)
+    assert repos.jobs.note(job, replace(job, start_estimate=estimate), expect=Expect(status=(JobStatus.PENDING,)))
+    stored = repos.jobs.get(job.key)
+    assert stored is not None and stored.start_estimate == estimate
+    assert stored.etag == job.etag and stored.document == job.document  # not part of what the caller sees changed
+    unknown = StartEstimate(None, 1, 1_799_990_100, "why")
+    assert repos.jobs.note(stored, replace(stored, start_estimate=unknown), expect=Expect(status=(JobStatus.PENDING,)))
+    assert (repos.jobs.get(job.key) or stored).start_estimate == unknown
+    placed = replace(stored, start_estimate=unknown, status=JobStatus.SCHEDULED, etag="j2", queued=False,
+                     node=node.key, capacity_reserved=True)  # fmt: skip
+    repos.jobs.update(replace(stored, start_estimate=unknown), placed, make_audit(sub), expect=Expect(etag="j1"),
+                      effects=Effects(reservation=Reservation.on(node, 2, 160, for_job=job.key)))  # fmt: skip
+    assert (repos.jobs.get(job.key) or placed).start_estimate is None

@@ -195,6 +195,9 @@ def test_a_nodes_own_partition_is_the_one_its_jobs_are_submitted_to(slurm_env: S
     slurm_env.run()
     # Then Slurm was asked to run it in that partition
     assert slurm_env.fake.submitted[-1].get("partition") == "gpu-long"
+    # and its audit trail says where it went: the Slurm cluster, not the DGX Platform
+    summaries = [e.change_summary for e in slurm_env.audit(slurm_env.job("train").arm_id)]
+    assert "Placed on dgx-1; submitting to Slurm cluster 'c1'." in summaries
 
 
 def test_a_grace_stop_sends_sigterm_before_it_marks_the_job(slurm_env: SlurmEnv):

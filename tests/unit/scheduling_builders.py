@@ -13,6 +13,7 @@ from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCei
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import FleetShape, Job, Node
+from itl_accelerator.domain.runs import JobRun
 from itl_accelerator.domain.scheduling import Budgets, ReadCandidates, Snapshot, Unread
 from itl_accelerator.domain.states import JobStatus
 from tests.contract.builders import make_job, make_node
@@ -97,7 +98,7 @@ def job(
         properties["preemptible"] = True
     if ceiling is not None:
         properties["priceCeiling"] = ceiling.as_properties()
-    return made
+    return replace(made, run=JobRun.of_properties(properties))  # its run as read from the document so made
 
 
 def ceiling(*prices: str, currency: str = "USD") -> PriceCeiling:

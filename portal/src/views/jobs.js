@@ -246,7 +246,7 @@ class Jobs extends View {
           const id = parseId(j.id);
           const p = j.properties;
           return html`<tr data-job=${j.name}><td><a href=${link('jobs', id.rg, j.name)}>${j.name}</a></td><td>${statusBadge(p.status)}</td>
-            <td class="reason">${p.statusReason || ''}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td>
+            <td class="reason">${p.statusReason || ''}${p.status === 'Pending' && p.estimatedStartTime ? html` <span class="small muted">· expected ${time(p.estimatedStartTime, true)}</span>` : nothing}</td><td>${acceleratorText(p)}</td><td>${p.submittedBy}</td><td>${time(p.submittedAt, true)}</td>
             <td class="job-list-cost">${p.cost ? html`${costs([p.cost])}${p.costAsOf ? html` <span class="small muted">so far</span>` : nothing}` : '—'}</td></tr>`;
         })}</tbody></table></div>
       ${sorted.length > shown.length ? html`<button class="secondary" @click=${() => (this.rows += ROWS)}>Show ${Math.min(ROWS, sorted.length - shown.length)} more</button>` : nothing}
@@ -394,6 +394,7 @@ class JobDetail extends View {
       <section class="card" aria-label="Status">
         <p class="job-status">Status: ${statusBadge(p.status)} ${final ? nothing : html`<span class="spinner" role="img" aria-label="in progress"></span>`}</p>
         ${p.statusReason ? html`<p class="reason">${p.statusReason}</p>` : nothing}
+        ${startEstimate(p)}
         ${timeline(p)}
         <div class="toolbar">
           ${this.mayChange(p)
@@ -471,6 +472,16 @@ function attemptReason(a) {
   if (a.exitCode === null || a.exitCode === undefined) return reasonText;
   const named = new RegExp(`\\bcode ${a.exitCode}(?![0-9])`, 'i').test(reasonText);
   return named ? reasonText : `${reasonText}${reasonText ? ' ' : ''}(exit code ${a.exitCode})`;
+}
+
+/** While the job waits: when the API expects it to start (`estimatedStartTime`, computed as Slurm's backfill
+ * does), or why it cannot say (`estimatedStartReason`), its place in the subscription's queue and the estimate's age. */
+function startEstimate(p) {
+  if (p.status !== 'Pending' || !p.queuePosition) return nothing;
+  const when = p.estimatedStartTime
+    ? html`Expected to start <strong>${time(p.estimatedStartTime)}</strong>`
+    : html`Start time not known: ${p.estimatedStartReason || 'not estimated yet'}`;
+  return html`<p class="start-estimate">${when} · number ${p.queuePosition} in the subscription's queue <span class="small muted">(estimated at ${clock(p.estimatedAt)})</span></p>`;
 }
 
 /** Whether the job runs now, its usage and cost being so far (the API says when they are as of: `costAsOf`). */

@@ -106,6 +106,36 @@ def gpu_model_key(gpu_model: str | None) -> str:
     return model_key(gpu_model)
 
 
+@dataclass(frozen=True)
+class Hold:
+    """What one workload holds on a node, and until when — the node's capacity calendar (domain/calendar.py):
+    ``holder`` (:func:`holder_id` of the workload), ``gpus`` devices and ``memory_gb`` GiB, ``until`` (epoch seconds:
+    a job's placement plus its ``maxDurationMinutes``, Slurm's start time plus time limit; 0: open-ended — an
+    instance, a job without a maximum duration)."""
+
+    holder: str
+    gpus: int
+    memory_gb: int
+    until: int = 0
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """When a waiting job is expected to start, as it records it (domain/calendar.py): ``at`` (epoch seconds; None:
+    not known, ``why`` says why in words), its ``position`` among its subscription's waiting jobs (1: served first),
+    and when it was estimated (``estimated_at``, epoch seconds)."""
+
+    at: int | None
+    position: int
+    estimated_at: int
+    why: str = ""
+
+
+def holder_id(key: ResourceKey) -> str:
+    """How a node's calendar names the workload of ``key`` (``sparkJobs/rg1/train``; names lower case, as in keys)."""
+    return "/".join((key.type_segment, key.resource_group.lower(), *(n.lower() for n in key.names)))
+
+
 @dataclass
 class Node:
     """A GPU node as stored: its ARM envelope ``document`` (without ``etag`` and the computed capacity), its
@@ -130,6 +160,17 @@ class Node:
     #: ``{state, reason, placeable, gres, warnings, checkedAt}``; None: never checked — a DGX node, or a Slurm node
     #: not yet seen); not part of its etag
     backend_status: dict[str, Any] | None = None
+    #: what each workload on it holds and until when (written with each reservation and release, in the same
+    #: update; a node stored before has none, and what it holds beyond them is open-ended: :attr:`unaccounted`)
+    holds: tuple[Hold, ...] = ()
+
+    @property
+    def unaccounted(self) -> Hold | None:
+        """The devices and GiB it holds that no :attr:`holds` entry accounts for (work placed before holds were
+        written), as one open-ended hold; None when every device held is accounted for."""
+        gpus = self.gpu_allocated - sum(h.gpus for h in self.holds)
+        memory = self.memory_gb_allocated - sum(h.memory_gb for h in self.holds)
+        return Hold("", max(gpus, 0), max(memory, 0)) if gpus > 0 or memory > 0 else None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -375,6 +416,8 @@ class Reservation:
     #: devices counted in ``quota`` (None: ``gpus``) — a gang's first part counts the whole gang's, the others none
     #: (one quota counter is written once per transaction)
     quota_gpus: int | None = None
+    #: the node's calendar entry it writes (:class:`Hold`; None: none — a change of an instance's size keeps its own)
+    hold: Hold | None = None
 
     @property
     def quota_charge(self) -> int:
@@ -383,12 +426,35 @@ class Reservation:
 
     @classmethod
     def on(
-        cls, node: Node, gpus: int, memory_gb: int, *, child: int = 0, for_job: ResourceKey | None = None
+        cls,
+        node: Node,
+        gpus: int,
+        memory_gb: int,
+        *,
+        child: int = 0,
+        for_job: ResourceKey | None = None,
+        holder: ResourceKey | None = None,
+        until: int = 0,
     ) -> Reservation:
         """A reservation of ``gpus``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
-        node's location and GPU model (domain/quotas.py)."""
+        node's location and GPU model (domain/quotas.py); ``holder`` (default ``for_job``) holds them ``until`` (epoch
+        seconds, 0 open-ended) in the node's calendar."""
         quota = QuotaScope(node.shape.location, node.shape.gpu_model)
-        return cls(node.key, gpus, memory_gb, node.gpu_total, node.memory_gb_total, node.etag, child, for_job, quota)
+        held_by = holder or for_job
+        hold = Hold(holder_id(held_by), gpus, memory_gb, until) if held_by is not None else None
+        return cls(
+            node.key,
+            gpus,
+            memory_gb,
+            node.gpu_total,
+            node.memory_gb_total,
+            node.etag,
+            child,
+            for_job,
+            quota,
+            None,
+            hold,
+        )
 
 
 @dataclass(frozen=True)
@@ -404,6 +470,8 @@ class Release:
     quota: QuotaScope | None = None
     #: devices given back to ``quota`` (None: ``gpus``): a gang's first part gives back the whole gang's
     quota_gpus: int | None = None
+    #: the node's calendar entry it removes (:func:`holder_id`; "" none)
+    holder: str = ""
 
     @property
     def quota_charge(self) -> int:
@@ -417,13 +485,14 @@ class Release:
         gpus, memory = (workload.gpus, workload.memory_gb) if all_held else (0, 0)
         parts = len(workload.gang_nodes) + 1 if isinstance(workload, Job) else 1
         quota_gpus = gpus * parts if parts > 1 else None
-        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None, quota_gpus)
+        holder = holder_id(workload.key) if all_held else ""
+        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None, quota_gpus, holder)
 
 
 def gang_releases(job: Job) -> tuple[Release, ...]:
     """The capacity a gang job's other parts give back (each node's devices; the quota goes back with the first
     part: :meth:`Release.of`)."""
-    return tuple(Release(node, job.gpus, job.memory_gb) for node in job.gang_nodes)
+    return tuple(Release(node, job.gpus, job.memory_gb, holder=holder_id(job.key)) for node in job.gang_nodes)
 
 
 @dataclass
@@ -545,6 +614,9 @@ class Job(Workload):
     canceled_by: str | None = None
     cancel_operation_id: str | None = None
     drain_node: ResourceKey | None = None
+    #: when it is expected to start, while it waits (written by the dispatcher apart from its document: it is not part
+    #: of its etag; services/common/job_access.py shows it)
+    start_estimate: StartEstimate | None = None
     #: a gang job's nodes beyond ``node`` (its first part), each holding ``gpus`` and ``memory_gb`` while it runs
     gang_nodes: tuple[ResourceKey, ...] = ()
     #: its run (domain/runs.py); left out, it is read from ``document`` — as a job read from the store is: the run

@@ -433,6 +433,10 @@ class SparkJobPropertiesWrite(ApiModel):
     billable_gpu_seconds: int | None = None
     cost: dict[str, Any] | None = None
     cost_as_of: str | None = None
+    estimated_start_time: str | None = None
+    estimated_start_reason: str | None = None
+    queue_position: int | None = None
+    estimated_at: str | None = None
     billing_terms: dict[str, Any] | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
@@ -636,6 +640,15 @@ class SparkJobProperties(ApiModel):
     #: while the job runs: when ``gpuSeconds``, ``billableGpuSeconds`` and ``cost`` (its usage and cost so far, by
     #: the metering rules at its locked terms) are as of — the read (UTC ISO 8601); absent once it ended (final)
     cost_as_of: str | None = None
+    #: while the job waits (domain/calendar.py, Slurm's ``squeue --start``): when it is expected to start (UTC ISO
+    #: 8601; null when it cannot be known, ``estimatedStartReason`` saying why — work without a maximum duration in
+    #: the way, no node it may use), its ``queuePosition`` among its subscription's waiting jobs (1: served first) and
+    #: when that was estimated (``estimatedAt``: refreshed whenever the subscription's queue is served); absent once
+    #: it is placed
+    estimated_start_time: str | None = None
+    estimated_start_reason: str | None = None
+    queue_position: int | None = None
+    estimated_at: str | None = None
     billing_terms: BillingTermsLocked | None = None
     max_price: MaxPrice | None = None
     price_ceiling: PriceCeilingProperties | None = None

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from itl_accelerator.domain.accelerators import GPU, stored_kind
-from itl_accelerator.domain.records import Job, ResourceKey
+from itl_accelerator.domain.records import Job, ResourceKey, StartEstimate
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, typed
@@ -68,6 +68,8 @@ def job_attributes(job: Job) -> dict[str, Any]:
         "canceledBy": job.canceled_by or None,
         "cancelOperationId": job.cancel_operation_id or None,
         "drainNode": f"{job.drain_node.resource_group}/{job.drain_node.name}" if job.drain_node else None,
+        # when it is expected to start, while it waits (gone once it leaves Pending)
+        "startEstimate": estimate_attribute(job.start_estimate) if job.status == JobStatus.PENDING else None,
         # a gang job's other nodes ("rg/name", in order), while it holds them
         "gangNodes": json.dumps([f"{n.resource_group}/{n.name}" for n in job.gang_nodes]) if job.gang_nodes else None,
         "GSI3PK": keys.submitter_partition(key.subscription_id, job.submitted_by),
@@ -113,7 +115,33 @@ def job_from_item(key: ResourceKey, item: dict[str, Any]) -> Job:
         canceled_by=item.get("canceledBy"),
         cancel_operation_id=item.get("cancelOperationId"),
         drain_node=drain,
+        start_estimate=estimate_of(item.get("startEstimate")),
     )
+
+
+def estimate_attribute(estimate: StartEstimate | None) -> str | None:
+    """A job's start estimate as stored (JSON: ``at``, ``position``, ``estimatedAt`` in epoch seconds, ``why``)."""
+    if estimate is None:
+        return None
+    stored = {"at": estimate.at, "position": estimate.position, "estimatedAt": estimate.estimated_at}
+    return json.dumps({**stored, **({"why": estimate.why} if estimate.why else {})}, separators=(",", ":"))
+
+
+def estimate_of(value: Any) -> StartEstimate | None:
+    """The start estimate a job item records (None: none, or one it cannot read)."""
+    if not value:
+        return None
+    try:
+        stored = json.loads(str(value))
+        at = stored.get("at")
+        return StartEstimate(
+            None if at is None else int(at),
+            int(stored["position"]),
+            int(stored["estimatedAt"]),
+            str(stored.get("why", "")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 class DynamoJobRepository(WorkloadTable[Job]):

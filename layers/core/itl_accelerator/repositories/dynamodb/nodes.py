@@ -14,7 +14,7 @@ from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import model_of_key, vendor_key
-from itl_accelerator.domain.records import Demand, FleetShape, Node, ResourceKey
+from itl_accelerator.domain.records import Demand, FleetShape, Hold, Node, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
@@ -41,6 +41,36 @@ def shape_sk(shape: FleetShape) -> str:
     return shape.sort_key
 
 
+#: The prefix of a node item's calendar attributes: one per workload holding devices there (``hold:{holder}``,
+#: domain/records.py ``Hold``), set by the reservation's update and removed by the release's — top-level attributes,
+#: so a node stored before them takes one without a map to create first.
+HOLD_PREFIX = "hold:"
+
+
+def hold_attribute(holder: str) -> str:
+    """The node item's attribute of ``holder``'s hold."""
+    return HOLD_PREFIX + holder
+
+
+def hold_value(hold: Hold) -> str:
+    """A hold as stored: ``{gpus},{memoryGb},{until}`` (until: epoch seconds, 0 open-ended)."""
+    return f"{hold.gpus},{hold.memory_gb},{hold.until}"
+
+
+def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
+    """The holds a node item records (an unreadable one is skipped: its devices count as open-ended)."""
+    found = []
+    for name, value in item.items():
+        if not name.startswith(HOLD_PREFIX):
+            continue
+        try:
+            gpus, memory, until = (int(part) for part in str(value).split(","))
+        except ValueError:
+            continue
+        found.append(Hold(name[len(HOLD_PREFIX) :], gpus, memory, until))
+    return tuple(sorted(found, key=lambda h: h.holder))
+
+
 def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
     """A node from its item (plain values); an item written before its shape item was recorded (``shapeSk``) is
     counted in its shape's key as it was then (:attr:`FleetShape.legacy_sort_key`)."""
@@ -54,6 +84,7 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         memory_gb_allocated=int(item.get("memoryGbAllocated", 0)),
         child_count=int(item.get("childCount", 0)),
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
+        holds=holds_of(item),
     )
     node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
     node.backend_status = json.loads(item["backendStatus"]) if item.get("backendStatus") else None

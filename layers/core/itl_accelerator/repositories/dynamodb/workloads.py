@@ -30,7 +30,7 @@ from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
 from itl_accelerator.repositories.dynamodb.codec import plain, to_json, typed
 from itl_accelerator.repositories.dynamodb.meters import meter_end_item, meter_start_item
-from itl_accelerator.repositories.dynamodb.nodes import job_ref, node_from_item
+from itl_accelerator.repositories.dynamodb.nodes import hold_attribute, hold_value, job_ref, node_from_item
 from itl_accelerator.repositories.dynamodb.quotas import quota_charge_items, quota_exceeded, quota_release_items
 from itl_accelerator.repositories.dynamodb.table import Table, TransactionFailed
 from itl_accelerator.repositories.errors import (
@@ -400,11 +400,12 @@ class WorkloadTable(Generic[W]):
 
     def _node_reserve(self, r: Reservation) -> dict[str, Any]:
         add = "gpuAllocated :g, memoryGbAllocated :m" + (", childCount :child" if r.child else "")
+        hold = ", #hold = :hold" if r.hold is not None else ""
         return {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed(keys.item_key(r.node)),
-                "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m",
+                "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m{hold}",
                 "ConditionExpression": (
                     "attribute_exists(PK) AND availability = :available AND gpuTotal = :gt AND memoryGbTotal = :mt "
                     "AND gpuAllocated <= :gmax AND memoryGbAllocated <= :mmax AND etag = :etag"
@@ -422,7 +423,11 @@ class WorkloadTable(Generic[W]):
                         ":etag": r.etag,
                         **({":child": r.child} if r.child else {}),
                         **({":job": job_ref(r.for_job)} if r.for_job else {}),
+                        **({":hold": hold_value(r.hold)} if r.hold is not None else {}),
                     }
+                ),
+                **(
+                    {"ExpressionAttributeNames": {"#hold": hold_attribute(r.hold.holder)}} if r.hold is not None else {}
                 ),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -430,15 +435,17 @@ class WorkloadTable(Generic[W]):
 
     def _node_release(self, r: Release) -> dict[str, Any]:
         add = "gpuAllocated :g, memoryGbAllocated :m" + (", childCount :child" if r.child else "")
+        expression = f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m"
         return {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed(keys.item_key(r.node)),
-                "UpdateExpression": f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m",
+                "UpdateExpression": expression + (" REMOVE #hold" if r.holder else ""),
                 "ConditionExpression": "attribute_exists(PK)",
                 "ExpressionAttributeValues": typed(
                     {":g": -r.gpus, ":m": -r.memory_gb, **({":child": r.child} if r.child else {})}
                 ),
+                **({"ExpressionAttributeNames": {"#hold": hold_attribute(r.holder)}} if r.holder else {}),
             }
         }
 

@@ -65,6 +65,7 @@ def stored_node(node: Node) -> Node:
         former_owners=tuple(node.former_owners),
         counted_shape=node.counted_shape,
         backend_status=copy.deepcopy(node.backend_status),
+        holds=tuple(node.holds),
     )
 
 
@@ -139,6 +140,8 @@ def reserve(state: MemoryState, r: Reservation) -> None:
     node.gpu_allocated += r.gpus
     node.memory_gb_allocated += r.memory_gb
     node.child_count += r.child
+    if r.hold is not None:  # the node's calendar: one entry per holder (the table's SET of its attribute)
+        node.holds = (*(h for h in node.holds if h.holder != r.hold.holder), r.hold)
     if r.quota is not None and r.quota_charge:
         count_quota(state, r.node.subscription_id, r.quota, r.quota_charge)
 
@@ -154,6 +157,8 @@ def release(state: MemoryState, r: Release) -> None:
     node.gpu_allocated -= r.gpus
     node.memory_gb_allocated -= r.memory_gb
     node.child_count += r.child
+    if r.holder:
+        node.holds = tuple(h for h in node.holds if h.holder != r.holder)
     if r.quota is not None and r.quota_charge:
         count_quota(state, r.node.subscription_id, r.quota, -r.quota_charge)
 

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Instance, Job, Lease, Operation, Reservation, ResourceKey, Workload
 from itl_accelerator.domain.runs import JobRun
-from itl_accelerator.domain.states import LeaseKind
+from itl_accelerator.domain.states import JobStatus, LeaseKind
 from itl_accelerator.domain.usage import Meter, MeterEnd
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.errors import SubscriptionNotWritable, WorkloadChanged
@@ -95,6 +95,8 @@ def present(stored: W, key: ResourceKey) -> W:
     w.node = rekeyed(w.node, key.subscription_id)
     if isinstance(w, Job):
         w.drain_node = rekeyed(w.drain_node, key.subscription_id)
+        if w.status != JobStatus.PENDING:  # the table keeps a start estimate only while the job waits
+            w.start_estimate = None
     return w
 
 

@@ -220,7 +220,10 @@ class SparkOllamaInstanceService:
             raise self._kernel.parent_missing(INSTANCES, (key.names[0],))
         self._check_fits(key, node_record, spec)
         instance, operation, audit = self._accepting(ctx, request, existing, node_record)
-        reservation = Reservation.on(node_record, spec.gpus, spec.memory_gb, child=1 if existing is None else 0)
+        # an instance holds its devices open-ended (until it is deleted): the node's calendar says so
+        reservation = Reservation.on(
+            node_record, spec.gpus, spec.memory_gb, child=1 if existing is None else 0, holder=key
+        )
         try:
             self._instances.accept(instance, operation, audit, reservation, replacing=existing)
         except WorkloadChanged as exc:

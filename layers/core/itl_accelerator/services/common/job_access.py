@@ -15,8 +15,10 @@ from typing import Any
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.principal import Principal
 from itl_accelerator.billing.job_charges import so_far
+from itl_accelerator.billing.metering import iso
 from itl_accelerator.domain.accelerators import GPU, shown_vendor
-from itl_accelerator.domain.records import Job
+from itl_accelerator.domain.records import Job, StartEstimate
+from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.models.jobs import masked_job_document
 from itl_accelerator.services.common.kernel import with_etag
 
@@ -40,10 +42,22 @@ def reveals_env(principal: Principal, owner: str | None) -> bool:
     return rbac.ROLE_ADMIN in principal.roles or (owner is not None and owner == principal.subject)
 
 
+def start_estimate_properties(estimate: StartEstimate) -> dict[str, Any]:
+    """A waiting job's estimate as properties (domain/calendar.py): ``estimatedStartTime`` (UTC ISO 8601; null when
+    it cannot be known, ``estimatedStartReason`` saying why), ``queuePosition`` (1: served first among its
+    subscription's waiting jobs) and ``estimatedAt`` (when it was estimated: the figure's age)."""
+    return {
+        "estimatedStartTime": iso(estimate.at) if estimate.at is not None else None,
+        **({"estimatedStartReason": estimate.why} if estimate.at is None and estimate.why else {}),
+        "queuePosition": estimate.position,
+        "estimatedAt": iso(estimate.estimated_at),
+    }
+
+
 def render_job(job: Job, principal: Principal, now: datetime | None = None) -> dict[str, Any]:
     """The job as ``principal`` sees it at ``now`` (default: the current time): the stored envelope plus ``etag``, its
     workload masked for that viewer; while it runs, its usage and cost so far with ``costAsOf``
-    (services/common/metering.py ``so_far``). A job stored before accelerator kinds existed shows what it always
+    (services/common/metering.py ``so_far``); while it waits, when it is expected to start (:func:`start_estimate_properties`). A job stored before accelerator kinds existed shows what it always
     asked for: its ``accelerator`` (GPUs: its requestedGpus, gpuModel and requestedMemoryGb; NVIDIA's when it named
     no model)."""
     document = masked_job_document(job.document, reveal_env=reveals_env(principal, job.submitted_by))
@@ -51,6 +65,8 @@ def render_job(job: Job, principal: Principal, now: datetime | None = None) -> d
     running = so_far(job, (now or datetime.now(UTC)).timestamp())
     if running:
         document["properties"] = {**document["properties"], **running}
+    if job.status == JobStatus.PENDING and job.start_estimate is not None:
+        document["properties"] = {**document["properties"], **start_estimate_properties(job.start_estimate)}
     props = document["properties"]
     if "accelerator" not in props:
         asked = {

@@ -41,9 +41,18 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from itl_accelerator.billing.metering import BillingTerms, terms_properties
-from itl_accelerator.domain import preemption, scheduling
+from itl_accelerator.domain import calendar, preemption, scheduling
 from itl_accelerator.domain.budgets import Budget, period_of
-from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, FleetShape, Job, Lease, Node, Reservation, ResourceKey
+from itl_accelerator.domain.records import (
+    GANG_CANDIDATE_PAGES,
+    Demand,
+    FleetShape,
+    Job,
+    Lease,
+    Node,
+    Reservation,
+    ResourceKey,
+)
 from itl_accelerator.domain.scheduling import (
     Budgets,
     PreemptionTargets,
@@ -282,7 +291,9 @@ class Placement:
         placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
         parts = (node, *more)
         names = ", ".join(n.name for n in parts)
-        reason = f"Placed on {names}; submitting to the DGX Platform."
+        backend = node.backend  # a gang's nodes share one platform (domain/scheduling.py gang_groups)
+        platform = f"Slurm cluster '{backend.cluster}'" if backend.is_slurm else "the DGX Platform"
+        reason = f"Placed on {names}; submitting to {platform}."
         scheduled = arm_rules.changed(
             ctx,
             job,
@@ -303,12 +314,17 @@ class Placement:
             gang_nodes=tuple(n.key for n in more),
             lease=Lease.owned(self._clock() + self._settings.workflow_lease_grace_seconds),
         )
+        # the nodes' calendars: it holds them until its maximum duration from now (Slurm's start plus time limit;
+        # open-ended without one) — what a waiting job's estimated start reads (domain/calendar.py)
+        until = int(self._clock()) + job.max_duration_seconds if job.max_duration_seconds else 0
         # a gang's quota is counted once, by its first part, for all its devices
         reservation = replace(
-            Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key),
+            Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key, until=until),
             quota_gpus=job.gpus * len(parts) if more else None,
         )
-        others = tuple(replace(Reservation.on(n, job.gpus, job.memory_gb, for_job=job.key), quota=None) for n in more)
+        others = tuple(
+            replace(Reservation.on(n, job.gpus, job.memory_gb, for_job=job.key, until=until), quota=None) for n in more
+        )
         self._jobs.update(
             job,
             scheduled,
@@ -350,7 +366,35 @@ class Placement:
         preempted = any(self.preempt_for(ctx, job, view) for job, view in tries)
         if waiting and not preempted:
             self._drain_for_if_starving(waiting[0][0])
+        self.estimate_starts(waiting)
         return Dispatched(placed, told)
+
+    # ----------------------------------------------------------------------------------------------- start estimates
+    def estimate_starts(self, waiting: list[tuple[Job, BudgetView]]) -> int:
+        """Estimate when each of ``waiting`` (the subscription's waiting jobs as read, in the order they are served,
+        each with the budgets covering it) will start (domain/calendar.py: the rules) and record each estimate that
+        moved on its job — bookkeeping apart from its document and etag, only while it is still Pending. Reads the
+        placement index's page of nodes once per distinct demand (kind, model, location, vendor, price terms),
+        whatever their room. Returns how many estimates were written."""
+        nodes: dict[ResourceKey, list[Node]] = {}
+        read: dict[Demand, list[Node]] = {}
+        queue: list[tuple[Job, Within]] = []
+        for job, view in waiting:
+            terms = scheduling.within(job, view.currencies)
+            demand = replace(job.demand, gpus=0, memory_gb=0, within=terms)
+            if demand not in read:
+                read[demand] = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key)
+            nodes[job.key] = read[demand]
+            queue.append((job, terms))
+        now = self._clock()
+        written = 0
+        for (job, _), estimate in zip(queue, calendar.estimate_queue(queue, nodes, now), strict=True):
+            stored = estimate.stored(now)
+            if calendar.moved(job.start_estimate, stored):
+                written += self._jobs.note(
+                    job, replace(job, start_estimate=stored), expect=Expect(status=(JobStatus.PENDING,))
+                )
+        return written
 
     # ----------------------------------------------------------------------------------------------- preemption
     def preempt_for(self, ctx: CallContext, job: Job, view: BudgetView) -> bool:
