@@ -37,11 +37,10 @@ from decimal import Decimal
 from itertools import pairwise
 from typing import Any
 
-from itl_accelerator.billing.focus import FOCUS_COLUMNS, focus_row, write_focus_csv_gz
+from itl_accelerator.billing.focus import FOCUS_COLUMNS, billed_lines, focus_row, write_focus_csv_gz
 from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.billing.rollup import HourRollup
 from itl_accelerator.domain.usage import UsageRecord, hour_key
-from itl_accelerator.services.schedules.billing_export import _line
 
 ALLOCATIONS = 1_000
 NODES = 20
@@ -111,8 +110,7 @@ def roll_up(count: int) -> int:
 
 def lines(count: int) -> Iterator[Any]:
     for record in records(count):
-        for segment in record.billed["segments"]:  # type: ignore[index]
-            yield _line(record.descriptor, int(segment["start"]), int(segment["end"]), segment, False)
+        yield from billed_lines(record.allocation_id, record.descriptor, record.billed["segments"])  # type: ignore[index]
 
 
 def export(count: int) -> int:

@@ -61,3 +61,17 @@ def test_one_cold_start_target_of_each_kind_runs():
             check=False,
         )
         assert done.returncode == 0, f"{kind}: {done.stderr[-2000:]}"
+
+
+def test_every_benchmark_module_imports():
+    """A benchmark that imports what a change removed fails only when ``./dev bench`` runs it (usage_billing.py
+    imported billing_export's ``_line`` long after it was gone): each module of benchmarks/ imports here."""
+    import importlib
+    import pkgutil
+
+    import benchmarks
+
+    names = [m.name for m in pkgutil.iter_modules(benchmarks.__path__) if not m.name.startswith("_")]
+    assert len(names) >= 10, names
+    for name in names:
+        importlib.import_module(f"benchmarks.{name}")
