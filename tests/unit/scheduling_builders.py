@@ -27,7 +27,7 @@ def node(
     name: str,
     *,
     sub: str = SUB,
-    gpus: int = 8,
+    devices: int = 8,
     memory_gb: int = 640,
     used: int = 0,
     used_memory_gb: int | None = None,
@@ -43,7 +43,7 @@ def node(
     made = make_node(
         sub,
         name,
-        gpus=gpus,
+        devices=devices,
         memory_gb=memory_gb,
         model=model,
         location=location,
@@ -52,15 +52,15 @@ def node(
     )
     if slurm is not None:
         made.document["properties"]["backend"] = {"type": "Slurm", "cluster": slurm[0], "partition": slurm[1]}
-    held_memory = used * memory_gb // gpus if used_memory_gb is None else used_memory_gb
-    return replace(made, gpu_allocated=used, memory_gb_allocated=held_memory)
+    held_memory = used * memory_gb // devices if used_memory_gb is None else used_memory_gb
+    return replace(made, devices_allocated=used, memory_gb_allocated=held_memory)
 
 
 def job(
     name: str = "waiting",
     *,
     sub: str = SUB,
-    gpus: int = 2,
+    devices: int = 2,
     memory_gb: int | None = None,
     priority: int = 5,
     status: JobStatus = JobStatus.PENDING,
@@ -80,8 +80,8 @@ def job(
     made = make_job(
         sub,
         name,
-        gpus=gpus,
-        memory_gb=80 * gpus if memory_gb is None else memory_gb,
+        devices=devices,
+        memory_gb=80 * devices if memory_gb is None else memory_gb,
         priority=priority,
         status=status,
         submitted_at=submitted_at,
@@ -93,7 +93,7 @@ def job(
     )
     properties = made.document["properties"]
     if gang > 1:
-        properties["accelerator"] = {"kind": "GPU", "count": gpus, "nodes": gang}
+        properties["accelerator"] = {"kind": "GPU", "count": devices, "nodes": gang}
     if preemptible:
         properties["preemptible"] = True
     if ceiling is not None:
@@ -161,7 +161,7 @@ def decide(decision: Callable[[Snapshot], T], snap: Snapshot, fleet: Iterable[No
             room = [
                 n
                 for n in fleet
-                if n.free_gpus >= job.gpus
+                if n.free_devices >= job.devices
                 and n.free_memory_gb >= job.memory_gb
                 and (read.within is None or within_terms(n.terms, read.within))
             ]

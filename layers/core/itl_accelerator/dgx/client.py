@@ -105,7 +105,7 @@ class DgxPlatformClient:
         name: str,
         node_id: str,
         model: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
@@ -118,7 +118,7 @@ class DgxPlatformClient:
         None: NVIDIA GPUs, as the contract reads its absence). ``targets`` and ``partition`` (a platform's host names and
         partition: the platforms' interface, itl_accelerator/platforms/protocol.py) are not sent: the DGX Platform
         places by node id."""
-        body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": devices, "memoryGb": memory_gb}
         if accelerator:
             body["accelerator"] = accelerator
         if callback_url:
@@ -156,7 +156,7 @@ class DgxPlatformClient:
         idempotency_key: str,
         name: str,
         node_id: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
@@ -177,7 +177,7 @@ class DgxPlatformClient:
         body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,
-            "gpus": gpus,
+            "gpus": devices,
             "memoryGb": memory_gb,
             "image": workload["image"],
             "command": workload.get("command", []),

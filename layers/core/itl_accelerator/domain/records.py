@@ -114,7 +114,7 @@ class Hold:
     instance, a job without a maximum duration)."""
 
     holder: str
-    gpus: int
+    devices: int
     memory_gb: int
     until: int = 0
 
@@ -146,9 +146,9 @@ class Node:
     key: ResourceKey
     document: dict[str, Any]
     etag: str
-    gpu_total: int = 0
+    device_total: int = 0
     memory_gb_total: int = 0
-    gpu_allocated: int = 0
+    devices_allocated: int = 0
     memory_gb_allocated: int = 0
     child_count: int = 0
     former_owners: tuple[str, ...] = ()
@@ -168,9 +168,9 @@ class Node:
     def unaccounted(self) -> Hold | None:
         """The devices and GiB it holds that no :attr:`holds` entry accounts for (work placed before holds were
         written), as one open-ended hold; None when every device held is accounted for."""
-        gpus = self.gpu_allocated - sum(h.gpus for h in self.holds)
+        devices = self.devices_allocated - sum(h.devices for h in self.holds)
         memory = self.memory_gb_allocated - sum(h.memory_gb for h in self.holds)
-        return Hold("", max(gpus, 0), max(memory, 0)) if gpus > 0 or memory > 0 else None
+        return Hold("", max(devices, 0), max(memory, 0)) if devices > 0 or memory > 0 else None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -270,8 +270,8 @@ class Node:
         return str((self.document.get("sku") or {}).get("name", ""))
 
     @property
-    def free_gpus(self) -> int:
-        return self.gpu_total - self.gpu_allocated
+    def free_devices(self) -> int:
+        return self.device_total - self.devices_allocated
 
     @property
     def free_memory_gb(self) -> int:
@@ -283,7 +283,7 @@ class Node:
         return FleetShape(
             self.accelerator.key,
             normalize_location(self.location),
-            self.gpu_total,
+            self.device_total,
             self.memory_gb_total,
             terms=self.terms,
             resource_group=self.key.resource_group.lower(),
@@ -300,7 +300,7 @@ class FleetShape:
 
     gpu_model: str
     location: str
-    gpu_total: int
+    device_total: int
     memory_gb_total: int
     nodes: int = 1
     terms: BillingTerms | None = field(default=None, compare=False)
@@ -335,7 +335,7 @@ class FleetShape:
     def legacy_sort_key(self) -> str:
         """:attr:`sort_key` without the vendor: how shape items were keyed before vendors were counted (a node item
         stored then is counted in it)."""
-        hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.gpu_total:03d}#{self.memory_gb_total:07d}"
+        hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.device_total:03d}#{self.memory_gb_total:07d}"
         place = f"{hardware}#{self.resource_group or '-'}"
         terms = self.terms
         if terms is None:
@@ -355,20 +355,20 @@ class FleetShape:
         made = vendor is None or not self.vendor or vendor_key(self.vendor) == vendor_key(vendor)
         return held and made and (not location or self.location == location)
 
-    def could_hold(self, gpus: int, memory_gb: int) -> bool:
+    def could_hold(self, devices: int, memory_gb: int) -> bool:
         """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
         memory is per GPU: :func:`per_gpu_memory_fits`)."""
         return (
-            self.gpu_total >= gpus
+            self.device_total >= devices
             and self.memory_gb_total >= memory_gb
-            and per_gpu_memory_fits(self.gpu_total, self.memory_gb_total, gpus, memory_gb)
+            and per_gpu_memory_fits(self.device_total, self.memory_gb_total, devices, memory_gb)
         )
 
 
-def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_gb: int) -> bool:
+def per_gpu_memory_fits(node_devices: int, node_memory_gb: int, devices: int, memory_gb: int) -> bool:
     """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
     ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
-    return node_gpus > 0 and memory_gb * node_gpus <= gpus * node_memory_gb
+    return node_devices > 0 and memory_gb * node_devices <= devices * node_memory_gb
 
 
 @dataclass(frozen=True)
@@ -379,7 +379,7 @@ class Demand:
     within one of ``within`` (same currency, no higher price, increment or minimum: domain/pricing.py; an empty
     tuple admits no node)."""
 
-    gpus: int
+    devices: int
     memory_gb: int
     gpu_model: str = ""
     location: str = ""
@@ -405,9 +405,9 @@ class Reservation:
     (an instance, which an admin places on a node of its choice) is not held back by a drain."""
 
     node: ResourceKey
-    gpus: int
+    devices: int
     memory_gb: int
-    gpu_total: int
+    device_total: int
     memory_gb_total: int
     etag: str
     child: int = 0
@@ -415,20 +415,20 @@ class Reservation:
     quota: QuotaScope | None = None
     #: devices counted in ``quota`` (None: ``gpus``) — a gang's first part counts the whole gang's, the others none
     #: (one quota counter is written once per transaction)
-    quota_gpus: int | None = None
+    quota_devices: int | None = None
     #: the node's calendar entry it writes (:class:`Hold`; None: none — a change of an instance's size keeps its own)
     hold: Hold | None = None
 
     @property
     def quota_charge(self) -> int:
         """Devices this reservation counts in its quotas."""
-        return self.gpus if self.quota_gpus is None else self.quota_gpus
+        return self.devices if self.quota_devices is None else self.quota_devices
 
     @classmethod
     def on(
         cls,
         node: Node,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         *,
         child: int = 0,
@@ -441,12 +441,12 @@ class Reservation:
         seconds, 0 open-ended) in the node's calendar."""
         quota = QuotaScope(node.shape.location, node.shape.gpu_model)
         held_by = holder or for_job
-        hold = Hold(holder_id(held_by), gpus, memory_gb, until) if held_by is not None else None
+        hold = Hold(holder_id(held_by), devices, memory_gb, until) if held_by is not None else None
         return cls(
             node.key,
-            gpus,
+            devices,
             memory_gb,
-            node.gpu_total,
+            node.device_total,
             node.memory_gb_total,
             node.etag,
             child,
@@ -464,35 +464,37 @@ class Release:
     quotas were counted)."""
 
     node: ResourceKey
-    gpus: int
+    devices: int
     memory_gb: int
     child: int = 0
     quota: QuotaScope | None = None
     #: devices given back to ``quota`` (None: ``gpus``): a gang's first part gives back the whole gang's
-    quota_gpus: int | None = None
+    quota_devices: int | None = None
     #: the node's calendar entry it removes (:func:`holder_id`; "" none)
     holder: str = ""
 
     @property
     def quota_charge(self) -> int:
         """Devices this release gives back to its quotas."""
-        return self.gpus if self.quota_gpus is None else self.quota_gpus
+        return self.devices if self.quota_devices is None else self.quota_devices
 
     @classmethod
     def of(cls, workload: Workload, *, child: int = 0, all_held: bool = True) -> Release:
         """What ``workload`` gives back: everything it holds (``all_held`` False: nothing but ``child``) — on its
         node; a gang job's first part gives back the whole gang's quota (:func:`gang_releases` the other parts)."""
-        gpus, memory = (workload.gpus, workload.memory_gb) if all_held else (0, 0)
+        devices, memory = (workload.devices, workload.memory_gb) if all_held else (0, 0)
         parts = len(workload.gang_nodes) + 1 if isinstance(workload, Job) else 1
-        quota_gpus = gpus * parts if parts > 1 else None
+        quota_devices = devices * parts if parts > 1 else None
         holder = holder_id(workload.key) if all_held else ""
-        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None, quota_gpus, holder)
+        return cls(
+            workload.node_key, devices, memory, child, workload.quota if all_held else None, quota_devices, holder
+        )
 
 
 def gang_releases(job: Job) -> tuple[Release, ...]:
     """The capacity a gang job's other parts give back (each node's devices; the quota goes back with the first
     part: :meth:`Release.of`)."""
-    return tuple(Release(node, job.gpus, job.memory_gb, holder=holder_id(job.key)) for node in job.gang_nodes)
+    return tuple(Release(node, job.devices, job.memory_gb, holder=holder_id(job.key)) for node in job.gang_nodes)
 
 
 @dataclass
@@ -512,7 +514,7 @@ class Workload:
     state: ProvisioningState
     operation_id: str | None = None
     spec_hash: str = ""
-    gpus: int = 0
+    devices: int = 0
     memory_gb: int = 0
     capacity_reserved: bool = False
     cancel_requested: bool = False
@@ -571,7 +573,7 @@ class Instance(Workload):
         state; the operation at work on it (the delete's once one is under way)."""
         return {
             **super().arm_properties(),
-            **_set({"gpus": self.gpus, "memoryGb": self.memory_gb, "operationId": self.delete_operation_id}),
+            **_set({"gpus": self.devices, "memoryGb": self.memory_gb, "operationId": self.delete_operation_id}),
         }
 
 
@@ -669,7 +671,7 @@ class Job(Workload):
             **_set(
                 {
                     # the seed's GPU-only spelling of a job of one node (a multi-node job says its accelerator)
-                    "requestedGpus": self.gpus if self.kind == GPU and self.gang_size == 1 else None,
+                    "requestedGpus": self.devices if self.kind == GPU and self.gang_size == 1 else None,
                     "requestedMemoryGb": self.memory_gb if self.kind == GPU and self.gang_size == 1 else None,
                     "priority": self.priority,
                     "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
@@ -686,7 +688,7 @@ class Job(Workload):
     @property
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
-        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind, vendor=self.vendor)
+        return Demand(self.devices, self.memory_gb, self.gpu_model, self.location, kind=self.kind, vendor=self.vendor)
 
     @property
     def vendor(self) -> str | None:
