@@ -278,7 +278,7 @@ def create_node(repos: Repositories, node: Node) -> Node:
 
 
 def place_instance(repos: Repositories, node: Node, name: str = "llama", **fields: Any) -> Instance:
-    """An instance accepted on ``node`` with its reservation (``gpus``/``memory_gb`` of the instance, one child)."""
+    """An instance accepted on ``node`` with its reservation (``devices``/``memory_gb`` of the instance, one child)."""
     instance = make_instance(node.key, name, operation_id=fields.pop("operation_id", f"op-{name}"), **fields)
     operation = make_operation(instance.operation_id or "", rg=node.key.resource_group, resource_id=instance.arm_id)
     reservation = Reservation.on(node, instance.devices, instance.memory_gb, child=1)

@@ -29,7 +29,7 @@ def t(text: str) -> int:
 
 
 def run_job(env: Env, name: str, devices: int, start: str, end: str | None = None, **props: Any) -> str:
-    """A job of ``gpus`` GPUs running from ``start`` (until ``end``, when the platform ends it and the tracker
+    """A job of ``devices`` GPUs running from ``start`` (until ``end``, when the platform ends it and the tracker
     reports it); returns its allocation id (its operation id)."""
     env.clock.set(start)
     accepted = env.submit(name, devices, devices * 80, **props)

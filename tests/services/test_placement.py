@@ -109,7 +109,7 @@ def test_a_job_locks_the_billing_terms_of_the_node_it_is_placed_on(env):
 
 # ------------------------------------------------------------------------------------------------ the queue
 def fill_node(env: Env, name: str = "a", devices: int = 8) -> None:
-    """A job holding ``gpus`` GPUs of the node, running until ended."""
+    """A job holding ``devices`` GPUs of the node, running until ended."""
     env.submit(name, devices, devices * 80)
     env.run()
     assert env.status(name) == "Running"

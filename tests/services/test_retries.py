@@ -21,7 +21,7 @@ ON_EXIT_3 = {
 
 
 def cost_of(devices: int, seconds: int, price: str = "2.5") -> Decimal:
-    """What ``gpus`` GPUs for ``seconds`` cost at ``price`` per GPU-hour with the nodes' 60 s increment and minimum."""
+    """What ``devices`` GPUs for ``seconds`` cost at ``price`` per GPU-hour with the nodes' 60 s increment and minimum."""
     terms = BillingTerms(Decimal(price), "USD", 60, 60)
     start = t(f"{DAY}T00:00:00")
     return sum(

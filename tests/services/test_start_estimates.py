@@ -16,7 +16,7 @@ def epoch(iso: str) -> float:
 
 
 def running(env: Env, name: str, devices: int, minutes: int) -> float:
-    """Submit ``name`` holding ``gpus`` for at most ``minutes``; it runs now. Its latest end (epoch seconds)."""
+    """Submit ``name`` holding ``devices`` for at most ``minutes``; it runs now. Its latest end (epoch seconds)."""
     env.submit(name, devices, 80 * devices, maxDurationMinutes=minutes)
     env.run()
     assert env.status(name) == "Running", env.job_props(name)["statusReason"]

@@ -38,7 +38,7 @@ def node(
     availability: str = "Available",
     slurm: tuple[str, str] | None = None,
 ) -> Node:
-    """A node with ``used`` of its ``gpus`` devices held (and that share of its memory unless said); ``slurm``: the
+    """A node with ``used`` of its ``devices`` devices held (and that share of its memory unless said); ``slurm``: the
     (cluster, partition) it runs work in, else the DGX Platform."""
     made = make_node(
         sub,
@@ -73,7 +73,7 @@ def job(
     ceiling: PriceCeiling | None = None,
     **fields: Any,
 ) -> Job:
-    """A job of ``gpus`` H100-sized devices (80 GiB each unless ``memory_gb``); ``on``: the node it holds devices of
+    """A job of ``devices`` H100-sized devices (80 GiB each unless ``memory_gb``); ``on``: the node it holds devices of
     (it is then ``Scheduled`` unless ``status`` says otherwise); ``gang``: its ``accelerator.nodes``."""
     if on is not None and status == JobStatus.PENDING:
         status = JobStatus.SCHEDULED

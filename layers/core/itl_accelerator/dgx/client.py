@@ -170,7 +170,7 @@ class DgxPlatformClient:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
         ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
         ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`;
-        ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``gpus`` and ``memory_gb`` on each — one
+        ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``devices`` and ``memory_gb`` on each — one
         platform job with one outcome, its containers started on all of them at once (docs/DGX_INTEGRATION.md);
         ``targets`` and ``partition`` are not sent (as for :meth:`create_instance`); ``recover`` is not needed (the platform
         de-duplicates by the key)."""

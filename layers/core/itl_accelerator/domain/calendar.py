@@ -36,7 +36,7 @@ ESTIMATE_TOLERANCE_SECONDS = 60
 
 @dataclass(frozen=True)
 class Busy:
-    """``gpus`` devices and ``memory_gb`` GiB of a node taken from ``start`` to ``end`` (epoch seconds; ``end``
+    """``devices`` devices and ``memory_gb`` GiB of a node taken from ``start`` to ``end`` (epoch seconds; ``end``
     ``math.inf``: open-ended)."""
 
     devices: int
@@ -70,7 +70,7 @@ class Timeline:
         )
 
     def fits(self, devices: int, memory_gb: int, start: float, end: float) -> bool:
-        """Whether ``gpus`` and ``memory_gb`` are free for all of ``[start, end)``: checked at ``start`` and wherever
+        """Whether ``devices`` and ``memory_gb`` are free for all of ``[start, end)``: checked at ``start`` and wherever
         something starts to be taken within it (free only falls there)."""
         points = [start, *(b.start for b in self.busy if start < b.start < end)]
         for t in points:
@@ -115,7 +115,7 @@ class Estimate:
 
 
 def earliest(timeline: Timeline, devices: int, memory_gb: int, duration: float, now: float) -> float | None:
-    """The earliest time from ``now`` at which ``gpus``/``memory_gb`` are free on the node for ``duration`` seconds
+    """The earliest time from ``now`` at which ``devices``/``memory_gb`` are free on the node for ``duration`` seconds
     (``math.inf``: for good); None when never (open-ended work in the way)."""
     for start in (now, *timeline.ends(now)):
         if timeline.fits(devices, memory_gb, start, start + duration):

@@ -60,7 +60,7 @@ class Room:
 def choose(
     devices: int, memory_gb: int, rooms: Iterable[Room], victims: list[Victim]
 ) -> tuple[Room, list[Victim]] | None:
-    """The node and the victims (in the order given: lowest priority first) whose stopping gives a job of ``gpus``
+    """The node and the victims (in the order given: lowest priority first) whose stopping gives a job of ``devices``
     devices and ``memory_gb`` GiB room there, within its quotas; None when no node of ``rooms`` can be freed
     enough. The fewest victims first, then the lowest of their highest priorities, then the fewest devices."""
     best: tuple[tuple[int, int, int], Room, list[Victim]] | None = None

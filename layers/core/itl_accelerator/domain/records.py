@@ -109,7 +109,7 @@ def gpu_model_key(gpu_model: str | None) -> str:
 @dataclass(frozen=True)
 class Hold:
     """What one workload holds on a node, and until when — the node's capacity calendar (domain/calendar.py):
-    ``holder`` (:func:`holder_id` of the workload), ``gpus`` devices and ``memory_gb`` GiB, ``until`` (epoch seconds:
+    ``holder`` (:func:`holder_id` of the workload), ``devices`` devices and ``memory_gb`` GiB, ``until`` (epoch seconds:
     a job's placement plus its ``maxDurationMinutes``, Slurm's start time plus time limit; 0: open-ended — an
     instance, a job without a maximum duration)."""
 
@@ -356,7 +356,7 @@ class FleetShape:
         return held and made and (not location or self.location == location)
 
     def could_hold(self, devices: int, memory_gb: int) -> bool:
-        """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
+        """Whether a node of this shape could ever hold ``devices`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
         memory is per GPU: :func:`per_gpu_memory_fits`)."""
         return (
             self.device_total >= devices
@@ -366,14 +366,14 @@ class FleetShape:
 
 
 def per_gpu_memory_fits(node_devices: int, node_memory_gb: int, devices: int, memory_gb: int) -> bool:
-    """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
+    """Whether ``memory_gb`` of GPU memory fits on ``devices`` GPUs of a node with ``node_devices`` GPUs holding
     ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
     return node_devices > 0 and memory_gb * node_devices <= devices * node_memory_gb
 
 
 @dataclass(frozen=True)
 class Demand:
-    """What a workload asks of a node: ``gpus`` free devices of ``kind`` (GPUs unless said) and ``memory_gb`` free
+    """What a workload asks of a node: ``devices`` free devices of ``kind`` (GPUs unless said) and ``memory_gb`` free
     GiB of device memory, on a node of accelerator key ``gpu_model`` (domain/accelerators.py ``accelerator_key``: a
     GPU's model key; "" any GPU) in ``location`` (normalised) when given, and — when ``within`` is given — billing by terms
     within one of ``within`` (same currency, no higher price, increment or minimum: domain/pricing.py; an empty
@@ -398,7 +398,7 @@ GANG_CANDIDATE_PAGES = 4
 
 @dataclass(frozen=True)
 class Reservation:
-    """``gpus``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
+    """``devices``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
     node changed since (its billing terms, shape or availability — :class:`~itl_accelerator.repositories.errors.NodeChanged`)
     or cannot hold it. ``child``: instances added to its count (1 for a new instance); ``for_job``: the job
     reserving — a node drained for a job takes no other job (it is refused as a shortfall); a reservation of no job
@@ -413,7 +413,7 @@ class Reservation:
     child: int = 0
     for_job: ResourceKey | None = None
     quota: QuotaScope | None = None
-    #: devices counted in ``quota`` (None: ``gpus``) — a gang's first part counts the whole gang's, the others none
+    #: devices counted in ``quota`` (None: ``devices``) — a gang's first part counts the whole gang's, the others none
     #: (one quota counter is written once per transaction)
     quota_devices: int | None = None
     #: the node's calendar entry it writes (:class:`Hold`; None: none — a change of an instance's size keeps its own)
@@ -436,7 +436,7 @@ class Reservation:
         holder: ResourceKey | None = None,
         until: int = 0,
     ) -> Reservation:
-        """A reservation of ``gpus``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
+        """A reservation of ``devices``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
         node's location and GPU model (domain/quotas.py); ``holder`` (default ``for_job``) holds them ``until`` (epoch
         seconds, 0 open-ended) in the node's calendar."""
         quota = QuotaScope(node.shape.location, node.shape.gpu_model)
@@ -459,7 +459,7 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Release:
-    """``gpus``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
+    """``devices``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
     goes); ``quota``: the quotas the GPUs were counted in when reserved (None: none — a workload reserved before
     quotas were counted)."""
 
@@ -468,7 +468,7 @@ class Release:
     memory_gb: int
     child: int = 0
     quota: QuotaScope | None = None
-    #: devices given back to ``quota`` (None: ``gpus``): a gang's first part gives back the whole gang's
+    #: devices given back to ``quota`` (None: ``devices``): a gang's first part gives back the whole gang's
     quota_devices: int | None = None
     #: the node's calendar entry it removes (:func:`holder_id`; "" none)
     holder: str = ""
@@ -501,7 +501,7 @@ def gang_releases(job: Job) -> tuple[Release, ...]:
 class Workload:
     """What instances and jobs share: the ARM envelope ``document`` and ``etag``; ``state`` (ARM
     ``provisioningState``); the operation that created it (``operation_id``); ``spec_hash`` (an identical resubmission
-    has the same); what it reserves (``gpus``, ``memory_gb``) and whether it holds them now (``capacity_reserved``);
+    has the same); what it reserves (``devices``, ``memory_gb``) and whether it holds them now (``capacity_reserved``);
     a cancel asked for (``cancel_requested``); its DGX Platform id (``dgx_id``); its location constraint or place
     (normalised); the node it holds capacity on (``node``: an instance's parent, a job's placement) and that node's
     owner then (``node_owner``: whose earnings it makes); the billing terms it locked when it reserved GPUs; its
@@ -583,7 +583,7 @@ _UNREAD = JobRun(gang_size=0)
 
 @dataclass
 class Job(Workload):
-    """An accelerator job: see :class:`Workload` (``gpus``/``memory_gb``: the devices of ``kind`` and GiB of device
+    """An accelerator job: see :class:`Workload` (``devices``/``memory_gb``: the devices of ``kind`` and GiB of device
     memory it asks for; ``gpu_model`` its accelerator key, domain/accelerators.py). ``status`` its own lifecycle;
     ``priority`` 0-9; who submitted it and when;
     ``max_duration_seconds``; its GPU model constraint (:func:`gpu_model_key`); ``secret_env`` (values sent to the
@@ -619,7 +619,7 @@ class Job(Workload):
     #: when it is expected to start, while it waits (written by the dispatcher apart from its document: it is not part
     #: of its etag; services/common/job_access.py shows it)
     start_estimate: StartEstimate | None = None
-    #: a gang job's nodes beyond ``node`` (its first part), each holding ``gpus`` and ``memory_gb`` while it runs
+    #: a gang job's nodes beyond ``node`` (its first part), each holding ``devices`` and ``memory_gb`` while it runs
     gang_nodes: tuple[ResourceKey, ...] = ()
     #: its run (domain/runs.py); left out, it is read from ``document`` — as a job read from the store is: the run
     #: lives in its ARM document, rendered there from this field (:meth:`arm_properties`)

@@ -205,7 +205,7 @@ class NoSuchNodes:
 
 @dataclass(frozen=True)
 class TooLarge:
-    """Inadmissible: the largest matching node (``largest_gpus`` devices, ``largest_memory_gb`` GiB) is too small."""
+    """Inadmissible: the largest matching node (``largest_devices`` devices, ``largest_memory_gb`` GiB) is too small."""
 
     devices: int
     memory_gb: int
@@ -255,7 +255,7 @@ class BudgetSpent:
 
 @dataclass(frozen=True)
 class QuotaFull:
-    """Waiting: ``quota`` has less headroom than the ``gang_size`` x ``gpus`` devices of ``kind`` the job needs."""
+    """Waiting: ``quota`` has less headroom than the ``gang_size`` x ``devices`` devices of ``kind`` the job needs."""
 
     wait: ClassVar[Wait] = Wait.QUOTA
     kind: str
@@ -427,7 +427,7 @@ def _priced_out(reason: PricedOut) -> str:
 
 # ----------------------------------------------------------------------------------------------- fits
 def fit_key(free_devices: int, free_memory_gb: int, devices: int, memory_gb: int) -> tuple[int, int]:
-    """The order of best fit, written once: the node left with the fewest free devices after placing ``gpus``, then
+    """The order of best fit, written once: the node left with the fewest free devices after placing ``devices``, then
     the least free memory (GiB) after ``memory_gb``; lowest first."""
     return free_devices - devices, free_memory_gb - memory_gb
 

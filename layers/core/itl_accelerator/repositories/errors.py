@@ -22,7 +22,7 @@ class EtagMismatch(StoreError):
 
 class CapacityInUse(StoreError):
     """The write would leave allocations above capacity, or delete a node holding allocations or instances:
-    ``gpus`` and ``memory_gb`` allocated (GPUs, GiB) and ``instances`` on the node, as stored."""
+    ``devices`` and ``memory_gb`` allocated (GPUs, GiB) and ``instances`` on the node, as stored."""
 
     def __init__(self, devices: int, memory_gb: int, instances: int):
         super().__init__(f"allocated: {devices} GPUs, {memory_gb} GiB, {instances} instances")
@@ -69,7 +69,7 @@ class NodeChanged(StoreError):
 
 
 class CapacityShortfall(StoreError):
-    """The node cannot hold the reservation: ``free_gpus`` GPUs and ``free_memory_gb`` GiB are free (as stored at
+    """The node cannot hold the reservation: ``free_devices`` GPUs and ``free_memory_gb`` GiB are free (as stored at
     the moment of the refusal)."""
 
     def __init__(self, free_devices: int, free_memory_gb: int):

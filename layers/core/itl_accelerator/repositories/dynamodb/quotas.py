@@ -24,7 +24,7 @@ UNLIMITED = 10**15
 
 
 def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, devices: int) -> list[dict[str, Any]]:
-    """Transaction items counting ``gpus`` into every quota of ``scope`` (conditional on each one's headroom)."""
+    """Transaction items counting ``devices`` into every quota of ``scope`` (conditional on each one's headroom)."""
     items = []
     for name in scope.names:
         items.append(
@@ -56,7 +56,7 @@ def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, devi
 
 
 def quota_release_items(table: str, subscription_id: str, scope: QuotaScope, devices: int) -> list[dict[str, Any]]:
-    """Transaction items counting ``gpus`` out of every quota of ``scope``."""
+    """Transaction items counting ``devices`` out of every quota of ``scope``."""
     return [
         {
             "Update": {

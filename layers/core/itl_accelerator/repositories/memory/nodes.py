@@ -127,7 +127,7 @@ def quota_key(subscription_id: str, location: str, name: str) -> tuple[str, str,
 
 
 def count_quota(state: MemoryState, subscription_id: str, scope: QuotaScope, devices: int) -> None:
-    """Add ``gpus`` (negative: give back) to every quota of ``scope``, creating its counter at its first use."""
+    """Add ``devices`` (negative: give back) to every quota of ``scope``, creating its counter at its first use."""
     for name in scope.names:
         key = quota_key(subscription_id, scope.location, name)
         stored = state.quotas.setdefault(key, StoredQuota(scope.location, name))
@@ -214,7 +214,7 @@ class MemoryNodeRepository:
     ) -> list[Node]:
         """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's kind
         with at least
-        ``demand.gpus`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
+        ``demand.devices`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
         filtered by memory, model, location and drain; the first page that yields any, at most
         :data:`MAX_CANDIDATE_PAGES` pages."""
         with self._s.lock:

@@ -1,5 +1,5 @@
 """Capacity arithmetic of nodes, in one place: accelerator devices of the node's one kind and their memory (GiB),
-total, allocated and free (``*_gpus``: devices, the name kept from when every node held GPUs)."""
+total, allocated and free (stored and shown under the GPU names of old: ``gpuTotal``, ``totalGpus``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Capacity:
         return self.total_memory_gb - self.allocated_memory_gb
 
     def fits(self, devices: int, memory_gb: int) -> bool:
-        """Whether ``gpus`` and ``memory_gb`` are free now."""
+        """Whether ``devices`` and ``memory_gb`` are free now."""
         return devices <= self.free_devices and memory_gb <= self.free_memory_gb
 
     def as_properties(self) -> dict[str, int]:

@@ -179,7 +179,7 @@ class ResourceKernel:
     def write_error(
         exc: StoreError, *, node: str = "", devices: int = 0, memory_gb: int = 0, if_match: str | None = None
     ) -> ArmError:
-        """The ARM error a caller sees for a repository's failure of a write (``node``/``gpus``/``memory_gb`` describe a
+        """The ARM error a caller sees for a repository's failure of a write (``node``/``devices``/``memory_gb`` describe a
         reservation, for capacity messages)."""
         if isinstance(exc, SubscriptionNotWritable):
             return subscription_conflict(exc)

@@ -136,7 +136,7 @@ def reason_gist(reason: str) -> tuple[str, str]:
 
 def best_fit_key(capacity: Capacity, devices: int, memory_gb: int) -> tuple[int, int]:
     """Sort key of best fit (domain/scheduling.py ``fit_key``, the one ordering) for a node of ``capacity``: the node
-    left with the fewest free GPUs after placing ``gpus``, then the least free GPU memory (GiB) after ``memory_gb``."""
+    left with the fewest free GPUs after placing ``devices``, then the least free GPU memory (GiB) after ``memory_gb``."""
     return fit_key(capacity.free_devices, capacity.free_memory_gb, devices, memory_gb)
 
 
