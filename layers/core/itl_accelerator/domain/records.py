@@ -252,7 +252,7 @@ class Node:
         return self.accelerator.model or None
 
     @property
-    def gpu_memory_gb_per_gpu(self) -> int:
+    def memory_gb_per_device(self) -> int:
         """GiB of memory per device (0 when unknown)."""
         return self.accelerator.memory_gb
 
@@ -357,15 +357,15 @@ class FleetShape:
 
     def could_hold(self, devices: int, memory_gb: int) -> bool:
         """Whether a node of this shape could ever hold ``devices`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
-        memory is per GPU: :func:`per_gpu_memory_fits`)."""
+        memory is per GPU: :func:`per_device_memory_fits`)."""
         return (
             self.device_total >= devices
             and self.memory_gb_total >= memory_gb
-            and per_gpu_memory_fits(self.device_total, self.memory_gb_total, devices, memory_gb)
+            and per_device_memory_fits(self.device_total, self.memory_gb_total, devices, memory_gb)
         )
 
 
-def per_gpu_memory_fits(node_devices: int, node_memory_gb: int, devices: int, memory_gb: int) -> bool:
+def per_device_memory_fits(node_devices: int, node_memory_gb: int, devices: int, memory_gb: int) -> bool:
     """Whether ``memory_gb`` of GPU memory fits on ``devices`` GPUs of a node with ``node_devices`` GPUs holding
     ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
     return node_devices > 0 and memory_gb * node_devices <= devices * node_memory_gb

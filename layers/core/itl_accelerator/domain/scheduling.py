@@ -31,7 +31,14 @@ from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
-from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, FleetShape, Job, Node, ResourceKey, per_gpu_memory_fits
+from itl_accelerator.domain.records import (
+    GANG_CANDIDATE_PAGES,
+    FleetShape,
+    Job,
+    Node,
+    ResourceKey,
+    per_device_memory_fits,
+)
 from itl_accelerator.domain.states import Availability, JobStatus
 
 #: The terms a node must bill within: a job's price ceiling in its budgets' currencies (None: any terms).
@@ -435,7 +442,9 @@ def fit_key(free_devices: int, free_memory_gb: int, devices: int, memory_gb: int
 def best_fit(job: Job, nodes: Iterable[Node]) -> list[Node]:
     """The nodes among ``nodes`` (the placement index's candidates: room now, as read) a part of ``job`` fits on (its
     memory per device), best fit first (:func:`fit_key`; ties keep the index's order)."""
-    fitting = [n for n in nodes if per_gpu_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)]
+    fitting = [
+        n for n in nodes if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+    ]
     return sorted(fitting, key=lambda n: fit_key(n.free_devices, n.free_memory_gb, job.devices, job.memory_gb))
 
 
@@ -461,7 +470,7 @@ def matches(job: Job, node: Node, terms: Within) -> bool:
         and (job.vendor is None or vendor_key(node.accelerator.vendor) == vendor_key(job.vendor))
         and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
         and (not job.location or normalize_location(node.location) == job.location)
-        and per_gpu_memory_fits(node.device_total, node.memory_gb_total, job.devices, job.memory_gb)
+        and per_device_memory_fits(node.device_total, node.memory_gb_total, job.devices, job.memory_gb)
         and within_terms(node.terms, terms)
     )
 
@@ -566,7 +575,7 @@ def _single_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
     room = [
         n
         for n in snapshot.candidates_for(ReadCandidates())
-        if per_gpu_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+        if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
     ]
     terms = within(job, budgets.currencies)
     if room and terms is not None:
@@ -709,6 +718,6 @@ def drain_target(job: Job, nodes: Iterable[Node]) -> Node | None:
         n
         for n in nodes
         if n.device_total >= job.devices
-        and per_gpu_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+        and per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
     ]
     return max(able, key=lambda n: n.free_devices) if able else None

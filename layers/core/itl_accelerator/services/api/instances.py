@@ -299,7 +299,7 @@ class SparkOllamaInstanceService:
                 f"Slurm cluster '{node_record.backend.cluster}' reports the node '{node}' {status.get('state')}"
                 f"{': ' + str(status['reason']) if status.get('reason') else ''}; it takes no new work."
             )
-        per_gpu = node_record.gpu_memory_gb_per_gpu
+        per_gpu = node_record.memory_gb_per_device
         if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
             raise InvalidParameter(
                 f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memoryGb {spec.memory_gb} cannot fit.",

@@ -180,7 +180,7 @@ class OfferService:
             )
             if found:
                 # the device memory a request of ``wanted`` devices may ask there: what is free, up to what its devices
-                # carry (placement's rule: memory is per device, domain/records.py per_gpu_memory_fits)
+                # carry (placement's rule: memory is per device, domain/records.py per_device_memory_fits)
                 low, memory = (
                     wanted,
                     max(
