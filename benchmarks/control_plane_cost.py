@@ -123,7 +123,7 @@ def measure(jobs: int) -> tuple[dict[str, float], dict[str, float]]:
         env = Env(make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
                   repositories=repositories)  # fmt: skip
         for i in range(jobs // 8 + 1):
-            env.add_node(f"dgx-{i}", gpus=8)
+            env.add_node(f"dgx-{i}", devices=8)
         setup = Setup.of(counting)
         start = env.clock()
         for n in range(jobs):
@@ -149,7 +149,7 @@ def measure_instances(instances: int, days: int = 1) -> tuple[dict[str, float], 
         assert counting is not None
         env = Env(make_settings(instance_watch_interval_seconds=300), repositories=repositories)
         for i in range(instances // 4 + 1):
-            env.add_node(f"dgx-{i}", gpus=8)
+            env.add_node(f"dgx-{i}", devices=8)
         setup = Setup.of(counting)
         for n in range(instances):
             env.provision(f"llama-{n}", f"dgx-{n // 4}")

@@ -191,8 +191,8 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
-    n = gpus // 2
+def tracker_row(devices: int, backend: str) -> dict[str, Any]:
+    n = devices // 2
     with store(backend) as (repositories, counting):
         env = Env(
             make_settings(job_poll_max_interval_seconds=300, instance_watch_interval_seconds=300),
@@ -200,9 +200,9 @@ def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
         )
         nodes = 2 * n // GPUS_PER_NODE + 1
         for i in range(nodes):
-            env.add_node(f"dgx-{i}", gpus=GPUS_PER_NODE)
+            env.add_node(f"dgx-{i}", devices=GPUS_PER_NODE)
         for i in range(n):
-            env.provision(f"i{i}", node=f"dgx-{i % nodes}", gpus=1, memory_gb=80)
+            env.provision(f"i{i}", node=f"dgx-{i % nodes}", devices=1, memory_gb=80)
             env.submit(f"j{i}", 1, 80, maxDurationMinutes=7 * 24 * 60)
         env.run()
         ids = {str(env.job(f"j{i}").dgx_id) for i in range(n)}
@@ -243,7 +243,7 @@ def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
                     del pending[name]
         return {
             "backend": backend,
-            "gpus": gpus,
+            "gpus": devices,
             "workloads": len(ids),
             "requests": (statistics.mean(requests), max(requests)) if requests else None,
             "items": (statistics.mean(items), max(items)) if items else None,
@@ -256,12 +256,12 @@ def tracker_row(gpus: int, backend: str) -> dict[str, Any]:
         }
 
 
-def reconciler_row(gpus: int) -> dict[str, Any]:
-    n = gpus
+def reconciler_row(devices: int) -> dict[str, Any]:
+    n = devices
     env = Env(make_settings())
     nodes = n // GPUS_PER_NODE + 1
     for i in range(nodes):
-        env.add_node(f"dgx-{i}", gpus=GPUS_PER_NODE)
+        env.add_node(f"dgx-{i}", devices=GPUS_PER_NODE)
     env.sfn.fail_next_start(times=n)  # Step Functions refused every start: each is deferred to the reconciler
     for i in range(n):
         env.submit(f"j{i}", 1, 80)
@@ -333,10 +333,10 @@ def main() -> None:
     headers = ["store", "GPUs", "workloads", "DynamoDB requests/run", "items read/run", "pages/run", "DGX calls/run",
                "longest gap", "never", "end lag p50/p99 (ends)", "busiest run"]  # fmt: skip
     rows = []
-    for backend, gpus in fleets:
-        row = tracker_row(gpus, backend)
+    for backend, devices in fleets:
+        row = tracker_row(devices, backend)
         p50, p99, ended, late = row["lag"]
-        rows.append([backend, f"{gpus:,}", f"{row['workloads']:,}", _pair(row["requests"]), _pair(row["items"]),
+        rows.append([backend, f"{devices:,}", f"{row['workloads']:,}", _pair(row["requests"]), _pair(row["items"]),
                      _pair(row["pages"]), _pair(row["calls"]), f"{row['longest']:.0f} s", str(row["never"]),
                      f"{p50:.0f} / {p99:.0f} s ({ended}{f', {late} not yet' if late else ''})",
                      f"{row['run_s']:.2f} s"])  # fmt: skip
@@ -344,16 +344,16 @@ def main() -> None:
     print()
     print(f"(b) Reconciler after a Step Functions outage, every {RECONCILER_PERIOD} s (in-memory twin)")
     rows = []
-    for gpus in sorted({g for _, g in fleets}):
-        row = reconciler_row(gpus)
+    for devices in sorted({g for _, g in fleets}):
+        row = reconciler_row(devices)
         rows.append([f"{row['jobs']:,}", str(row["runs"]), f"{row['restarted']:,}", f"{row['examined']:,}",
                      f"{row['run_s']:.2f} s"])  # fmt: skip
     print(_table(["jobs", "runs", "restarted", "examined", "busiest run"], rows, {0, 1, 2, 3, 4}))
     print()
     print("(c) Roll-up of one hour and export of its day, one usage record per allocation (DynamoDB on moto)")
     rows = []
-    for gpus in sorted({g for b, g in fleets if b == "moto"}):
-        row = billing_row(gpus)
+    for devices in sorted({g for b, g in fleets if b == "moto"}):
+        row = billing_row(devices)
         for name in ("roll-up", "export"):
             requests, items, units, seconds, _ = row[name]
             rows.append([name, f"{row['records']:,}", f"{requests:,}", f"{items:,}", f"{units:,.0f}",

@@ -62,12 +62,12 @@ def charge_lines(count: int) -> Iterator[ChargeLine]:
     for i in range(count):
         allocation, hour = divmod(i, 24)
         node = allocation % 100
-        gpus = (1, 2, 4, 8)[allocation % 4]
+        devices = (1, 2, 4, 8)[allocation % 4]
         currency, price = PRICES[node % len(PRICES)]
         is_job = allocation % 3 == 0
         seconds = 3600 if hour < 23 or allocation % 10 else 1234
-        used = seconds * gpus
-        billable = -(-seconds // 60) * 60 * gpus  # whole minutes, rounded up
+        used = seconds * devices
+        billable = -(-seconds // 60) * 60 * devices  # whole minutes, rounded up
         sub, rg = f"sub-{allocation % 7}", f"rg-{allocation % 5}"
         node_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/sparkNodes/dgx-{node}"
         name = f"{'job' if is_job else 'llm'}-{allocation}"

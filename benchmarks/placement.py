@@ -159,7 +159,7 @@ def measure_fleets() -> list[FleetRow]:
                         "systemData": {},
                     },
                     etag='"e"',
-                    gpu_total=8,
+                    device_total=8,
                     memory_gb_total=8 * per_device,
                 )
                 repos.nodes.create(node, audit(sub, node.arm_id))
@@ -171,7 +171,7 @@ def measure_fleets() -> list[FleetRow]:
                         document={"id": f"{node.arm_id}/held", "systemData": {}, "properties": {}},
                         etag='"e"',
                         state=ProvisioningState.SUCCEEDED,
-                        gpus=used,
+                        devices=used,
                         memory_gb=per_device * used,
                         capacity_reserved=True,
                     )
@@ -198,7 +198,7 @@ def measure_fleets() -> list[FleetRow]:
                 etag='"e"',
                 state=ProvisioningState.ACCEPTED,
                 operation_id=str(uuid.uuid4()),
-                gpus=8,
+                devices=8,
                 memory_gb=8 * 192,
                 gpu_model="mi300x",
                 submitted_by="bench",
@@ -229,7 +229,7 @@ def measure_fleets() -> list[FleetRow]:
             calls: Counter[str] = Counter()
             ms: list[float] = []
             for j in range(PLACEMENTS):
-                gpus = rng.choice((1, 1, 2))  # 30 of them fit even the 10-node fleet
+                devices = rng.choice((1, 1, 2))  # 30 of them fit even the 10-node fleet
                 kind, _, model, per_device, wanted = MIXED_FLEET[j % len(MIXED_FLEET)]
                 job_key = ResourceKey(sub, "rg", JOBS.segment, (f"job-{j}",))
                 job = Job(
@@ -243,8 +243,8 @@ def measure_fleets() -> list[FleetRow]:
                     etag='"e"',
                     state=ProvisioningState.ACCEPTED,
                     operation_id=str(uuid.uuid4()),
-                    gpus=gpus,
-                    memory_gb=per_device * gpus,
+                    devices=devices,
+                    memory_gb=per_device * devices,
                     gpu_model=wanted,
                     kind=kind,
                     submitted_by="bench",
@@ -303,7 +303,7 @@ def measure_fleets() -> list[FleetRow]:
                     etag='"e"',
                     state=ProvisioningState.ACCEPTED,
                     operation_id=str(uuid.uuid4()),
-                    gpus=8,
+                    devices=8,
                     memory_gb=640,
                     gpu_model="h100",
                     priority=priority,

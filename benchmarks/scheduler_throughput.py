@@ -121,7 +121,7 @@ def make_node(sub: str, i: int) -> Any:
             "systemData": {},
         },
         etag='"e"',
-        gpu_total=GPUS_PER_NODE,
+        device_total=GPUS_PER_NODE,
         memory_gb_total=GPUS_PER_NODE * MEMORY_GB_PER_DEVICE,
     )
 
@@ -131,7 +131,7 @@ def make_job(sub: str, j: int) -> Any:
     from itl_accelerator.domain.states import ProvisioningState
     from itl_accelerator.resources import JOBS
 
-    gpus = SIZES[j % len(SIZES)]
+    devices = SIZES[j % len(SIZES)]
     key = ResourceKey(sub, "rg", JOBS.segment, (f"w{j:05d}",))
     return Job(
         key=key,
@@ -139,8 +139,8 @@ def make_job(sub: str, j: int) -> Any:
         etag='"e"',
         state=ProvisioningState.ACCEPTED,
         operation_id=str(uuid.uuid4()),
-        gpus=gpus,
-        memory_gb=gpus * MEMORY_GB_PER_DEVICE,
+        devices=devices,
+        memory_gb=devices * MEMORY_GB_PER_DEVICE,
         gpu_model="h100",
         submitted_by="bench",
         submitted_at="2026-01-01T00:00:00.000000Z",
@@ -175,7 +175,7 @@ def offered(waiting: dict[str, deque[Any]], capacity: dict[str, int], *, by_subs
             if asked >= OFFERED_LOAD * capacity[sub]:
                 break
             head.append(job)
-            asked += job.gpus
+            asked += job.devices
         heads.append(head)
     if by_subscription:
         return [job for head in heads for job in head]
@@ -238,9 +238,9 @@ class InMemoryFleet:
         room = [
             n
             for n in self.nodes[job.key.subscription_id]
-            if n.free_gpus >= job.gpus and n.free_memory_gb >= job.memory_gb
+            if n.free_devices >= job.devices and n.free_memory_gb >= job.memory_gb
         ]
-        return tuple(sorted(room, key=lambda n: n.free_gpus)[:CANDIDATE_PAGE])
+        return tuple(sorted(room, key=lambda n: n.free_devices)[:CANDIDATE_PAGE])
 
 
 def admit_pure(memory: InMemoryFleet, job: Any) -> Any | None:
@@ -262,8 +262,8 @@ def admit_pure(memory: InMemoryFleet, job: Any) -> Any | None:
     if (refused := scheduling.inadmissible(snapshot)) is not None:
         raise AssertionError(scheduling.render(refused))
     for node in scheduling.best_fit(job, snapshot.candidates_for(ReadCandidates(within)))[:5]:
-        if scheduling.matches(job, node, within) and node.free_gpus >= job.gpus:
-            node.gpu_allocated += job.gpus
+        if scheduling.matches(job, node, within) and node.free_devices >= job.devices:
+            node.devices_allocated += job.devices
             node.memory_gb_allocated += job.memory_gb
             return node
     scheduling.render(scheduling.waiting(snapshot))  # told why it waits (services/common/placement.py ``_tell``)
@@ -280,7 +280,7 @@ def measure_pure(shape: Shape) -> Run:
     running: list[tuple[Any, Any]] = []
     while any(waiting.values()):
         for node, job in running:  # the last round's workloads end
-            node.gpu_allocated -= job.gpus
+            node.devices_allocated -= job.devices
             node.memory_gb_allocated -= job.memory_gb
         running = []
         attempts = offered(waiting, capacity, by_subscription=False)
@@ -294,8 +294,8 @@ def measure_pure(shape: Shape) -> Run:
         run.attempts += len(attempts)
         run.admitted += len(running)
     run.waiting = sum(map(len, waiting.values()))
-    run.held_by_node = {str(n.key): (n.gpu_allocated, n.gpu_total) for held in nodes.values() for n in held}
-    run.held_asked = sum(job.gpus for _, job in running)
+    run.held_by_node = {str(n.key): (n.devices_allocated, n.device_total) for held in nodes.values() for n in held}
+    run.held_asked = sum(job.devices for _, job in running)
     return run
 
 
@@ -540,8 +540,8 @@ class MotoBench:
             for node in held:
                 now = self.repos.nodes.get(node.key)
                 assert now is not None
-                run.held_by_node[str(node.key)] = (now.gpu_allocated, now.gpu_total)
-        run.held_asked = sum(job.gpus for job in running)
+                run.held_by_node[str(node.key)] = (now.devices_allocated, now.device_total)
+        run.held_asked = sum(job.devices for job in running)
         return run
 
 

@@ -33,7 +33,7 @@ def measure(jobs: int) -> dict[str, Any]:
     fake = FakeSlurmrestd(env.clock, nodes)
     platform.append(platform_on(fake, cluster, env.clock))
     for name in nodes:
-        env.add_node(name, gpus=8, gpu_memory_gb=80)
+        env.add_node(name, devices=8, gpu_memory_gb=80)
     for i in range(jobs):
         env.submit(f"j{i:05d}", 1, 80)
     env.run()

@@ -52,7 +52,7 @@ def records(count: int) -> Iterator[UsageRecord]:
     for i in range(count):
         hour, allocation = divmod(i, ALLOCATIONS)
         window = START + hour * HOUR
-        gpus = 1 + allocation % 8
+        devices = 1 + allocation % 8
         node = allocation % NODES
         descriptor = {
             "subscriptionId": f"sub-{allocation % 10}",
@@ -69,14 +69,14 @@ def records(count: int) -> Iterator[UsageRecord]:
             "supplier": f"supplier-{node % 4}",
             "region": "westeurope",
             "sku": "DGX-H100-8GPU",
-            "gpus": gpus,
+            "gpus": devices,
             "tags": {"team": f"t{allocation % 7}"},
         }
         cuts = [window, window + 1200, window + HOUR] if allocation % 5 == 0 else [window, window + HOUR]
         segments = []
         for a, b in pairwise(cuts):
             price = Decimal("2.40") if a == window else Decimal("2.75")
-            used = (b - a) * gpus
+            used = (b - a) * devices
             segments.append(
                 {
                     "start": a,

@@ -47,7 +47,7 @@ def make_node(
     name: str = "dgx-1",
     rg: str = "rg1",
     *,
-    gpus: int = 8,
+    devices: int = 8,
     memory_gb: int = 640,
     model: str = "H100",
     location: str = "eastus",
@@ -62,17 +62,17 @@ def make_node(
         "name": name,
         "type": f"{PROVIDER}/sparkNodes",
         "location": location,
-        "sku": {"name": f"DGX-{model}-{gpus}GPU", "capacity": gpus},
+        "sku": {"name": f"DGX-{model}-{devices}GPU", "capacity": devices},
         "properties": {
             "owner": owner,
             "availability": availability,
-            "hardwareSpecs": {"gpuModel": model, "gpuCount": gpus, "gpuMemoryGb": memory_gb // gpus},
+            "hardwareSpecs": {"gpuModel": model, "gpuCount": devices, "gpuMemoryGb": memory_gb // devices},
             "pricing": pricing or {"currency": "USD", "pricePerGpuHour": 2.5},
             "provisioningState": "Succeeded",
         },
         "systemData": {"createdAt": "2024-04-01T00:00:00.000000Z"},
     }
-    return Node(key, document, etag, gpu_total=gpus, memory_gb_total=memory_gb)
+    return Node(key, document, etag, device_total=devices, memory_gb_total=memory_gb)
 
 
 def make_instance(
@@ -81,7 +81,7 @@ def make_instance(
     *,
     etag: str = "i1",
     state: ProvisioningState = ProvisioningState.ACCEPTED,
-    gpus: int = 2,
+    devices: int = 2,
     memory_gb: int = 160,
     operation_id: str = "op-1",
     **fields: Any,
@@ -91,7 +91,7 @@ def make_instance(
         "id": arm_id(key),
         "name": name,
         "type": f"{PROVIDER}/sparkNodes/sparkOllamaInstances",
-        "properties": {"model": "llama3:8b", "gpuCount": gpus, "provisioningState": str(state)},
+        "properties": {"model": "llama3:8b", "gpuCount": devices, "provisioningState": str(state)},
         "systemData": {"createdAt": "2024-05-01T00:00:00.000000Z"},
     }
     return Instance(
@@ -101,7 +101,7 @@ def make_instance(
         state=state,
         operation_id=operation_id,
         spec_hash="spec-1",
-        gpus=gpus,
+        devices=devices,
         memory_gb=memory_gb,
         capacity_reserved=True,
         location="eastus",
@@ -122,7 +122,7 @@ def make_job(
     priority: int = 5,
     submitted_at: str = "2024-05-01T00:00:00.000000Z",
     status: JobStatus = JobStatus.PENDING,
-    gpus: int = 2,
+    devices: int = 2,
     memory_gb: int = 160,
     max_duration_seconds: int = 3600,
     **fields: Any,
@@ -132,7 +132,7 @@ def make_job(
         "id": arm_id(key),
         "name": name,
         "type": f"{PROVIDER}/sparkJobs",
-        "properties": {"image": "nvcr.io/train:1", "gpuCount": gpus, "status": str(status)},
+        "properties": {"image": "nvcr.io/train:1", "gpuCount": devices, "status": str(status)},
         "systemData": {"createdAt": submitted_at},
     }
     return Job(
@@ -142,7 +142,7 @@ def make_job(
         state=ProvisioningState.ACCEPTED,
         operation_id=f"op-{name}",
         spec_hash="spec-1",
-        gpus=gpus,
+        devices=devices,
         memory_gb=memory_gb,
         status=status,
         priority=priority,
@@ -278,10 +278,10 @@ def create_node(repos: Repositories, node: Node) -> Node:
 
 
 def place_instance(repos: Repositories, node: Node, name: str = "llama", **fields: Any) -> Instance:
-    """An instance accepted on ``node`` with its reservation (``gpus``/``memory_gb`` of the instance, one child)."""
+    """An instance accepted on ``node`` with its reservation (``devices``/``memory_gb`` of the instance, one child)."""
     instance = make_instance(node.key, name, operation_id=fields.pop("operation_id", f"op-{name}"), **fields)
     operation = make_operation(instance.operation_id or "", rg=node.key.resource_group, resource_id=instance.arm_id)
-    reservation = Reservation.on(node, instance.gpus, instance.memory_gb, child=1)
+    reservation = Reservation.on(node, instance.devices, instance.memory_gb, child=1)
     repos.instances.accept(instance, operation, make_audit(node.key.subscription_id, instance.arm_id), reservation)
     return instance
 
@@ -295,4 +295,4 @@ def suspend(repos: Repositories, sub: str, state: str = "Suspended") -> None:
 def counters(node: Node | None) -> tuple[int, int, int]:
     """A node's allocations: GPUs, GiB, instances."""
     assert node is not None
-    return node.gpu_allocated, node.memory_gb_allocated, node.child_count
+    return node.devices_allocated, node.memory_gb_allocated, node.child_count

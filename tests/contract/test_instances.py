@@ -94,24 +94,24 @@ def test_accept_writes_the_instance_its_operation_audit_and_reservation(repos: R
     assert audit.event_id in [e.event_id for e in audit_events(repos, sub)]
     after = repos.nodes.get(node.key)
     assert counters(after) == (2, 160, 1)
-    assert after is not None and (after.free_gpus, after.free_memory_gb, after.etag) == (6, 480, "n1")
+    assert after is not None and (after.free_devices, after.free_memory_gb, after.etag) == (6, 480, "n1")
 
 
 def test_accept_falls_short_with_the_free_figures_and_writes_nothing(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    place_instance(repos, node, "big", gpus=6, memory_gb=480)
+    place_instance(repos, node, "big", devices=6, memory_gb=480)
     events = len(audit_events(repos, sub))
 
-    for gpus, memory_gb in ((4, 80), (1, 200)):
-        instance = make_instance(node.key, "more", gpus=gpus, memory_gb=memory_gb, operation_id="op-more")
+    for devices, memory_gb in ((4, 80), (1, 200)):
+        instance = make_instance(node.key, "more", devices=devices, memory_gb=memory_gb, operation_id="op-more")
         with pytest.raises(CapacityShortfall) as short:
             repos.instances.accept(
                 instance,
                 make_operation("op-more"),
                 make_audit(sub),
-                Reservation.on(node, gpus, memory_gb, child=1),
+                Reservation.on(node, devices, memory_gb, child=1),
             )
-        assert (short.value.free_gpus, short.value.free_memory_gb) == (2, 160)
+        assert (short.value.free_devices, short.value.free_memory_gb) == (2, 160)
     assert repos.instances.get(instance.key) is None
     assert repos.operations.get(sub, "op-more") is None
     assert counters(repos.nodes.get(node.key)) == (6, 480, 1)
@@ -201,7 +201,7 @@ def test_a_failed_instance_is_provisioned_again_at_its_etag(repos: Repositories,
     node = repos.nodes.get(placed.node.key)
     assert node is not None and counters(node) == (0, 0, 0)
 
-    again = replace(placed.instance, etag="i3", operation_id="op-2", gpus=4, memory_gb=320)
+    again = replace(placed.instance, etag="i3", operation_id="op-2", devices=4, memory_gb=320)
     with pytest.raises(WorkloadChanged):  # replacing the instance as it was before it failed
         repos.instances.accept(
             again,
@@ -232,9 +232,9 @@ def test_instances_are_listed_under_their_node(repos: Repositories, sub: str) ->
     a = create_node(repos, make_node(sub, "a"))
     b = create_node(repos, make_node(sub, "b"))
     for name in ("Zed", "alpha", "mid"):
-        place_instance(repos, a, name, gpus=1, memory_gb=80)
+        place_instance(repos, a, name, devices=1, memory_gb=80)
         a = repos.nodes.get(a.key) or a
-    place_instance(repos, b, "other", gpus=1, memory_gb=80)
+    place_instance(repos, b, "other", devices=1, memory_gb=80)
 
     found, pages = all_pages(lambda limit, token: repos.instances.page(a.key, limit, token), 2)
     assert names_of(found) == ["alpha", "mid", "Zed"]
@@ -258,18 +258,18 @@ def test_workload_records_are_copies_both_ways(repos: Repositories, sub: str) ->
     found = repos.instances.get(instance.key)
     assert found == expected and found is not None
     found.document["name"] = "x"
-    found.gpus = 99
+    found.devices = 99
     listed = repos.instances.page(node.key, 10, None).items[0]
     listed.document["properties"]["model"] = "listed"
     assert repos.instances.get(instance.key) == expected
 
 
 def test_concurrent_reservations_never_over_commit_a_node(repos: Repositories, sub: str) -> None:
-    node = create_node(repos, make_node(sub, gpus=8, memory_gb=640))
+    node = create_node(repos, make_node(sub, devices=8, memory_gb=640))
 
     def attempt(n: int) -> str:
         try:
-            place_instance(repos, node, f"i{n}", gpus=3, memory_gb=80)
+            place_instance(repos, node, f"i{n}", devices=3, memory_gb=80)
         except CapacityShortfall:
             return "short"
         return "placed"
@@ -393,7 +393,7 @@ def test_a_transition_with_a_reservation_falls_short_and_writes_nothing(
     repos: Repositories, sub: str, placed: Placed
 ) -> None:
     before = snapshot(repos, placed)
-    bigger = replace(placed.instance, etag="i2", gpus=8, memory_gb=160)
+    bigger = replace(placed.instance, etag="i2", devices=8, memory_gb=160)
     with pytest.raises(CapacityShortfall) as short:
         repos.instances.update(
             placed.instance,
@@ -402,7 +402,7 @@ def test_a_transition_with_a_reservation_falls_short_and_writes_nothing(
             expect=Expect(etag="i1"),
             effects=Effects(reservation=Reservation.on(placed.node, 7, 0), meter_start=make_meter(sub, "alloc-1")),
         )
-    assert (short.value.free_gpus, short.value.free_memory_gb) == (6, 480)
+    assert (short.value.free_devices, short.value.free_memory_gb) == (6, 480)
     assert snapshot(repos, placed) == before
 
     repos.instances.update(
@@ -437,7 +437,7 @@ def test_a_reservation_and_a_release_of_one_node_in_one_transition_are_refused(
     with pytest.raises((ValueError, ClientError)):
         repos.instances.update(
             placed.instance,
-            replace(placed.instance, etag="i2", gpus=3),
+            replace(placed.instance, etag="i2", devices=3),
             make_audit(sub),
             expect=Expect(etag="i1"),
             effects=Effects(reservation=Reservation.on(placed.node, 3, 160), release=Release(placed.node.key, 2, 160)),
@@ -456,7 +456,7 @@ def test_a_release_gives_capacity_back(repos: Repositories, sub: str, placed: Pl
     )
     node = repos.nodes.get(placed.node.key)
     assert counters(node) == (0, 0, 1)
-    assert node is not None and (node.free_gpus, node.free_memory_gb) == (8, 640)
+    assert node is not None and (node.free_devices, node.free_memory_gb) == (8, 640)
     with pytest.raises(WorkloadChanged):  # released once: the instance no longer holds it
         repos.instances.update(
             after,

@@ -248,7 +248,7 @@ def test_preemption_candidates_lowest_priority_then_newest_only_while_they_hold_
 # ---------------------------------------------------------------------------------------------- placement
 def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=320))
+    job = submit(repos, make_job(sub, queued=True, devices=4, memory_gb=320))
     placed = replace(
         job,
         status=JobStatus.SCHEDULED,
@@ -288,10 +288,10 @@ def test_placing_a_job_reserves_capacity_and_lists_it_under_the_node_owner(repos
 def test_a_gang_is_reserved_on_all_its_nodes_or_none_its_quota_counted_once(repos: Repositories, sub: str) -> None:
     one = create_node(repos, make_node(sub, "n1"))
     two = create_node(repos, make_node(sub, "n2"))
-    job = submit(repos, make_job(sub, queued=True, gpus=8, memory_gb=640))
+    job = submit(repos, make_job(sub, queued=True, devices=8, memory_gb=640))
     placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=one.key, gang_nodes=(two.key,),
                      capacity_reserved=True)  # fmt: skip
-    first = replace(Reservation.on(one, 8, 640, for_job=job.key), quota_gpus=16)
+    first = replace(Reservation.on(one, 8, 640, for_job=job.key), quota_devices=16)
     # a second part that does not fit (its node is at another etag: read before a change): nothing is written
     stale = replace(Reservation.on(two, 8, 640, for_job=job.key), quota=None, etag="other")
     with pytest.raises(NodeChanged):
@@ -309,7 +309,7 @@ def test_a_gang_is_reserved_on_all_its_nodes_or_none_its_quota_counted_once(repo
     assert {q.name: q.current for q in repos.quotas.in_location(sub, "eastus")}.get("gpus") == 16
     # and given back together: the quota too
     ended = replace(stored, status=JobStatus.SUCCEEDED, etag="j3", capacity_reserved=False)
-    back = Release(one.key, 8, 640, quota=DEFAULT_QUOTA, quota_gpus=16)
+    back = Release(one.key, 8, 640, quota=DEFAULT_QUOTA, quota_devices=16)
     repos.jobs.update(stored, ended, make_audit(sub), expect=Expect(etag="j2"),
                       effects=Effects(release=back, more_releases=(Release(two.key, 8, 640),)))  # fmt: skip
     assert counters(repos.nodes.get(one.key)) == counters(repos.nodes.get(two.key)) == (0, 0, 0)
@@ -318,8 +318,8 @@ def test_a_gang_is_reserved_on_all_its_nodes_or_none_its_quota_counted_once(repo
 
 def test_a_placement_that_falls_short_writes_nothing(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    place_instance(repos, node, gpus=6, memory_gb=160)
-    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=80))
+    place_instance(repos, node, devices=6, memory_gb=160)
+    job = submit(repos, make_job(sub, queued=True, devices=4, memory_gb=80))
     events = len(audit_events(repos, sub))
     placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key, node_owner="supplier-1")
     with pytest.raises(CapacityShortfall) as short:
@@ -330,7 +330,7 @@ def test_a_placement_that_falls_short_writes_nothing(repos: Repositories, sub: s
             expect=Expect(etag="j1"),
             effects=Effects(reservation=Reservation.on(node, 4, 80, for_job=job.key)),
         )
-    assert (short.value.free_gpus, short.value.free_memory_gb) == (2, 480)
+    assert (short.value.free_devices, short.value.free_memory_gb) == (2, 480)
     with pytest.raises(NodeMissing):
         repos.jobs.update(
             job,
@@ -347,8 +347,8 @@ def test_a_placement_that_falls_short_writes_nothing(repos: Repositories, sub: s
 
 def test_a_node_drained_for_a_job_takes_only_that_job(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    big = submit(repos, make_job(sub, "big", gpus=8, memory_gb=640, queued=True))
-    small = submit(repos, make_job(sub, "small", gpus=1, memory_gb=80, queued=True))
+    big = submit(repos, make_job(sub, "big", devices=8, memory_gb=640, queued=True))
+    small = submit(repos, make_job(sub, "small", devices=1, memory_gb=80, queued=True))
     repos.nodes.set_draining(node.key, big.key)
 
     with pytest.raises(CapacityShortfall) as short:  # the drain refuses another job as a shortfall
@@ -359,7 +359,7 @@ def test_a_node_drained_for_a_job_takes_only_that_job(repos: Repositories, sub: 
             expect=Expect(etag="j1"),
             effects=Effects(reservation=Reservation.on(node, 1, 80, for_job=small.key)),
         )
-    assert (short.value.free_gpus, short.value.free_memory_gb) == (8, 640)
+    assert (short.value.free_devices, short.value.free_memory_gb) == (8, 640)
 
     repos.jobs.update(
         big,
@@ -376,7 +376,7 @@ def test_an_instance_is_not_held_back_by_a_drain(repos: Repositories, sub: str) 
     without ``for_job`` — an instance's — is not checked against it, as the DynamoDB implementation has it."""
     node = create_node(repos, make_node(sub))
     repos.nodes.set_draining(node.key, ResourceKey(sub, "rg1", "sparkJobs", ("big",)))
-    place_instance(repos, node, gpus=1, memory_gb=80)
+    place_instance(repos, node, devices=1, memory_gb=80)
     assert counters(repos.nodes.get(node.key)) == (1, 80, 1)
 
 
@@ -422,9 +422,9 @@ def test_a_job_update_moves_its_operation_and_a_cancel(repos: Repositories, sub:
 # ---------------------------------------------------------------------------------------------- lease index
 def test_expired_leases_by_kind(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    held = place_instance(repos, node, "held", gpus=1, memory_gb=80, lease=Lease.owned(100.0))
-    place_instance(repos, node, "free", gpus=1, memory_gb=80)
-    place_instance(repos, node, "later", gpus=1, memory_gb=80, lease=Lease.owned(10_000.0))
+    held = place_instance(repos, node, "held", devices=1, memory_gb=80, lease=Lease.owned(100.0))
+    place_instance(repos, node, "free", devices=1, memory_gb=80)
+    place_instance(repos, node, "later", devices=1, memory_gb=80, lease=Lease.owned(10_000.0))
     owned = submit(repos, make_job(sub, "owned", "RG2", lease=Lease.owned(200.0)))
     submit(repos, make_job(sub, "tracked", lease=Lease.tracked(150.0)))
     submit(repos, make_job(f"{sub}-other", "elsewhere", lease=Lease.owned(50.0)))
@@ -497,7 +497,7 @@ def test_a_reservation_writes_its_hold_on_the_node_and_its_release_removes_it(re
     change of the node, removed with the release — on every node of a gang."""
     one = create_node(repos, make_node(sub, "n1"))
     two = create_node(repos, make_node(sub, "n2"))
-    job = submit(repos, make_job(sub, queued=True, gpus=4, memory_gb=320))
+    job = submit(repos, make_job(sub, queued=True, devices=4, memory_gb=320))
     placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=one.key, gang_nodes=(two.key,),
                      capacity_reserved=True)  # fmt: skip
     first = Reservation.on(one, 4, 320, for_job=job.key, until=1_800_000_000)
@@ -520,7 +520,7 @@ def test_a_reservation_writes_its_hold_on_the_node_and_its_release_removes_it(re
 
 def test_work_placed_before_holds_were_written_reads_as_unaccounted(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    job = submit(repos, make_job(sub, queued=True, gpus=2, memory_gb=160))
+    job = submit(repos, make_job(sub, queued=True, devices=2, memory_gb=160))
     placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key, capacity_reserved=True)
     legacy = replace(Reservation.on(node, 2, 160, for_job=job.key), hold=None)  # as placement wrote it before
     repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"), effects=Effects(reservation=legacy))
@@ -532,7 +532,7 @@ def test_a_waiting_jobs_start_estimate_is_kept_apart_from_its_document_and_dropp
     repos: Repositories, sub: str
 ) -> None:
     node = create_node(repos, make_node(sub))
-    job = submit(repos, make_job(sub, queued=True, gpus=2, memory_gb=160))
+    job = submit(repos, make_job(sub, queued=True, devices=2, memory_gb=160))
     estimate = StartEstimate(1_800_000_000, 2, 1_799_990_000)
     assert repos.jobs.note(job, replace(job, start_estimate=estimate), expect=Expect(status=(JobStatus.PENDING,)))
     stored = repos.jobs.get(job.key)

@@ -37,7 +37,7 @@ from tests.contract.builders import (
 # ---------------------------------------------------------------------------------------------- create / get
 def test_create_then_get_in_any_casing(repos: Repositories, sub: str) -> None:
     node = make_node(sub, "DGX-1", "RG1")
-    node.gpu_allocated, node.child_count = 3, 2  # not the caller's to set: a node starts with nothing allocated
+    node.devices_allocated, node.child_count = 3, 2  # not the caller's to set: a node starts with nothing allocated
     audit = make_audit(sub, node.arm_id)
     repos.nodes.create(node, audit)
 
@@ -47,9 +47,9 @@ def test_create_then_get_in_any_casing(repos: Repositories, sub: str) -> None:
     assert found.name == "DGX-1"  # the casing supplied
     assert found.document == node.document
     assert found.etag == "n1"
-    assert (found.gpu_total, found.memory_gb_total) == (8, 640)
+    assert (found.device_total, found.memory_gb_total) == (8, 640)
     assert counters(found) == (0, 0, 0)
-    assert (found.free_gpus, found.free_memory_gb) == (8, 640)
+    assert (found.free_devices, found.free_memory_gb) == (8, 640)
     assert [e.event_id for e in audit_events(repos, sub)] == [audit.event_id]
     assert repos.nodes.get(node_key(sub, "rg1", "dgx-2")) is None
     assert repos.nodes.get(node_key(f"{sub}-other", "rg1", "dgx-1")) is None
@@ -63,17 +63,17 @@ def test_records_are_copies_both_ways(repos: Repositories, sub: str) -> None:
     found = repos.nodes.get(node.key)
     assert found is not None
     found.document["location"] = "westus"
-    found.gpu_allocated = 7
+    found.devices_allocated = 7
 
     again = repos.nodes.get(node.key)
     assert again is not None
-    assert (again.owner, again.location, again.gpu_allocated) == ("supplier-1", "eastus", 0)
+    assert (again.owner, again.location, again.devices_allocated) == ("supplier-1", "eastus", 0)
 
 
 def test_create_refuses_a_taken_name_in_any_casing_and_writes_nothing(repos: Repositories, sub: str) -> None:
     create_node(repos, make_node(sub, "dgx-1"))
     with pytest.raises(ItemExists):
-        repos.nodes.create(make_node(sub, "DGX-1", etag="n2", gpus=4, memory_gb=320), make_audit(sub))
+        repos.nodes.create(make_node(sub, "DGX-1", etag="n2", devices=4, memory_gb=320), make_audit(sub))
 
     found = repos.nodes.get(node_key(sub, "rg1", "dgx-1"))
     assert found is not None and found.etag == "n1"
@@ -115,7 +115,7 @@ def test_a_subscription_not_registered_refuses_creates_and_replaces_but_not_dele
         repos.nodes.create(make_node(sub, "dgx-2"), make_audit(sub))
     assert refused.value.state == state
     with pytest.raises(SubscriptionNotWritable):
-        repos.nodes.replace(node, replace(node, etag="n2", gpu_total=4, memory_gb_total=320), make_audit(sub))
+        repos.nodes.replace(node, replace(node, etag="n2", device_total=4, memory_gb_total=320), make_audit(sub))
     assert repos.nodes.get(node_key(sub, "rg1", "dgx-2")) is None
     assert repos.nodes.get(node.key) == node
     assert len(audit_events(repos, sub)) == events
@@ -128,41 +128,41 @@ def test_a_subscription_not_registered_refuses_creates_and_replaces_but_not_dele
 # ---------------------------------------------------------------------------------------------- replace
 def test_replace_keeps_allocations_and_free_capacity_follows_the_totals(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    place_instance(repos, node, gpus=2, memory_gb=160)
+    place_instance(repos, node, devices=2, memory_gb=160)
     node = repos.nodes.get(node.key) or node
 
-    bigger = make_node(sub, "DGX-1", "RG1", gpus=4, memory_gb=320, owner="supplier-2", etag="n2")
+    bigger = make_node(sub, "DGX-1", "RG1", devices=4, memory_gb=320, owner="supplier-2", etag="n2")
     bigger.former_owners = ("supplier-1",)
     repos.nodes.replace(node, bigger, make_audit(sub))
 
     found = repos.nodes.get(node.key)
     assert found is not None
     assert (found.etag, found.owner, found.former_owners, found.name) == ("n2", "supplier-2", ("supplier-1",), "DGX-1")
-    assert (found.gpu_total, found.memory_gb_total) == (4, 320)
+    assert (found.device_total, found.memory_gb_total) == (4, 320)
     assert counters(found) == (2, 160, 1)
-    assert (found.free_gpus, found.free_memory_gb) == (2, 160)
+    assert (found.free_devices, found.free_memory_gb) == (2, 160)
     page = repos.nodes.page(Scope(sub), 10, None)
     assert [(n.key.resource_group, n.name) for n in page.items] == [("RG1", "DGX-1")]  # the casing last supplied
 
 
 def test_replace_is_refused_at_a_stale_etag_missing_or_below_its_allocations(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    place_instance(repos, node, gpus=2, memory_gb=160)
+    place_instance(repos, node, devices=2, memory_gb=160)
     events = len(audit_events(repos, sub))
 
     with pytest.raises(EtagMismatch):
         repos.nodes.replace(replace(node, etag="stale"), make_node(sub, etag="n2"), make_audit(sub))
     with pytest.raises(CapacityInUse) as in_use:
-        repos.nodes.replace(node, make_node(sub, gpus=1, memory_gb=640, etag="n2"), make_audit(sub))
-    assert (in_use.value.gpus, in_use.value.memory_gb, in_use.value.instances) == (2, 160, 1)
+        repos.nodes.replace(node, make_node(sub, devices=1, memory_gb=640, etag="n2"), make_audit(sub))
+    assert (in_use.value.devices, in_use.value.memory_gb, in_use.value.instances) == (2, 160, 1)
     with pytest.raises(CapacityInUse):
-        repos.nodes.replace(node, make_node(sub, gpus=8, memory_gb=100, etag="n2"), make_audit(sub))
+        repos.nodes.replace(node, make_node(sub, devices=8, memory_gb=100, etag="n2"), make_audit(sub))
     missing = make_node(sub, "dgx-9")
     with pytest.raises(ItemMissing):
         repos.nodes.replace(missing, replace(missing, etag="n2"), make_audit(sub))
 
     found = repos.nodes.get(node.key)
-    assert found is not None and (found.etag, found.gpu_total) == ("n1", 8)
+    assert found is not None and (found.etag, found.device_total) == ("n1", 8)
     assert len(audit_events(repos, sub)) == events
     assert hardware(repos, sub) == {FleetShape("h100", "eastus", 8, 640): 1}
 
@@ -170,7 +170,7 @@ def test_replace_is_refused_at_a_stale_etag_missing_or_below_its_allocations(rep
 # ---------------------------------------------------------------------------------------------- delete
 def test_delete_requires_its_etag_and_an_idle_node(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    instance = place_instance(repos, node, gpus=2, memory_gb=160)
+    instance = place_instance(repos, node, devices=2, memory_gb=160)
 
     with pytest.raises(ItemMissing):
         repos.nodes.delete(make_node(sub, "dgx-9"), make_audit(sub))
@@ -178,7 +178,7 @@ def test_delete_requires_its_etag_and_an_idle_node(repos: Repositories, sub: str
         repos.nodes.delete(replace(node, etag="stale"), make_audit(sub))
     with pytest.raises(CapacityInUse) as in_use:
         repos.nodes.delete(node, make_audit(sub))
-    assert (in_use.value.gpus, in_use.value.memory_gb, in_use.value.instances) == (2, 160, 1)
+    assert (in_use.value.devices, in_use.value.memory_gb, in_use.value.instances) == (2, 160, 1)
     assert repos.nodes.get(node.key) is not None
 
     repos.instances.remove(
@@ -198,7 +198,7 @@ def hardware(repos: Repositories, sub: str) -> dict[FleetShape, int]:
     pricing): shape → nodes."""
     found: dict[FleetShape, int] = {}
     for shape in repos.nodes.fleet_shapes(sub):
-        plain = FleetShape(shape.gpu_model, shape.location, shape.gpu_total, shape.memory_gb_total)
+        plain = FleetShape(shape.gpu_model, shape.location, shape.device_total, shape.memory_gb_total)
         found[plain] = found.get(plain, 0) + shape.nodes
     return found
 
@@ -206,7 +206,7 @@ def hardware(repos: Repositories, sub: str) -> dict[FleetShape, int]:
 def test_fleet_shapes_count_the_nodes_of_each_shape(repos: Repositories, sub: str) -> None:
     create_node(repos, make_node(sub, "dgx-1"))
     create_node(repos, make_node(sub, "dgx-2", "rg2", location="East US"))
-    a100 = create_node(repos, make_node(sub, "dgx-3", model="A100", location="westus", gpus=4, memory_gb=320))
+    a100 = create_node(repos, make_node(sub, "dgx-3", model="A100", location="westus", devices=4, memory_gb=320))
     create_node(repos, make_node(f"{sub}-other", "dgx-1"))
 
     assert hardware(repos, sub) == {
@@ -300,13 +300,13 @@ def test_a_token_is_refused_by_any_other_list(repos: Repositories, sub: str) -> 
 
 # ---------------------------------------------------------------------------------------------- placement index
 def test_candidates_fewest_free_gpus_first_filtered_by_demand(repos: Repositories, sub: str) -> None:
-    create_node(repos, make_node(sub, "a", gpus=8, memory_gb=640))
-    create_node(repos, make_node(sub, "b", gpus=4, memory_gb=320))
-    c = create_node(repos, make_node(sub, "c", gpus=2, memory_gb=160))
-    create_node(repos, make_node(sub, "d", gpus=6, memory_gb=480, model="A100", location="westus"))
-    create_node(repos, make_node(sub, "e", gpus=5, memory_gb=400, availability="Cordoned"))
-    create_node(repos, make_node(sub, "f", gpus=7, memory_gb=70))
-    create_node(repos, make_node(f"{sub}-other", "g", gpus=3, memory_gb=240))
+    create_node(repos, make_node(sub, "a", devices=8, memory_gb=640))
+    create_node(repos, make_node(sub, "b", devices=4, memory_gb=320))
+    c = create_node(repos, make_node(sub, "c", devices=2, memory_gb=160))
+    create_node(repos, make_node(sub, "d", devices=6, memory_gb=480, model="A100", location="westus"))
+    create_node(repos, make_node(sub, "e", devices=5, memory_gb=400, availability="Cordoned"))
+    create_node(repos, make_node(sub, "f", devices=7, memory_gb=70))
+    create_node(repos, make_node(f"{sub}-other", "g", devices=3, memory_gb=240))
 
     def names(demand: Demand) -> list[str]:
         return [n.name for n in repos.nodes.candidates(sub, demand)]
@@ -318,11 +318,11 @@ def test_candidates_fewest_free_gpus_first_filtered_by_demand(repos: Repositorie
     assert names(Demand(9, 0)) == []
     assert names(Demand(1, 700)) == []
 
-    place_instance(repos, c, gpus=1, memory_gb=80)  # the index follows the counters
+    place_instance(repos, c, devices=1, memory_gb=80)  # the index follows the counters
     assert names(Demand(1, 80)) == ["c", "b", "d", "a"]
     assert names(Demand(2, 0)) == ["b", "d", "f", "a"]
     found = repos.nodes.candidates(sub, Demand(1, 80))[0]
-    assert (found.free_gpus, found.free_memory_gb, found.key.resource_group) == (1, 80, "rg1")
+    assert (found.free_devices, found.free_memory_gb, found.key.resource_group) == (1, 80, "rg1")
 
 
 def test_candidates_within_terms_leave_out_the_nodes_billing_above_them(repos: Repositories, sub: str) -> None:
@@ -330,10 +330,10 @@ def test_candidates_within_terms_leave_out_the_nodes_billing_above_them(repos: R
         return {"currency": currency, "pricePerGpuHour": price, "billingIncrementSeconds": increment,
                 "minimumBillableSeconds": minimum}  # fmt: skip
 
-    create_node(repos, make_node(sub, "usd-2", gpus=2, memory_gb=160, pricing=priced("USD", 2.0)))
-    create_node(repos, make_node(sub, "usd-3", gpus=3, memory_gb=240, pricing=priced("USD", 3.0)))
-    create_node(repos, make_node(sub, "usd-hourly", gpus=4, memory_gb=320, pricing=priced("USD", 1.0, 3600, 3600)))
-    create_node(repos, make_node(sub, "eur-1", gpus=5, memory_gb=400, pricing=priced("EUR", 1.0)))
+    create_node(repos, make_node(sub, "usd-2", devices=2, memory_gb=160, pricing=priced("USD", 2.0)))
+    create_node(repos, make_node(sub, "usd-3", devices=3, memory_gb=240, pricing=priced("USD", 3.0)))
+    create_node(repos, make_node(sub, "usd-hourly", devices=4, memory_gb=320, pricing=priced("USD", 1.0, 3600, 3600)))
+    create_node(repos, make_node(sub, "eur-1", devices=5, memory_gb=400, pricing=priced("EUR", 1.0)))
 
     def names(*within: BillingTerms) -> list[str]:
         return [n.name for n in repos.nodes.candidates(sub, Demand(1, 0, within=within))]
@@ -356,8 +356,8 @@ def test_a_node_stops_being_a_candidate_when_it_is_cordoned(repos: Repositories,
 
 
 def test_a_drained_node_is_a_candidate_only_for_its_job(repos: Repositories, sub: str) -> None:
-    drained = create_node(repos, make_node(sub, "a", gpus=2, memory_gb=160))
-    create_node(repos, make_node(sub, "b", gpus=4, memory_gb=320))
+    drained = create_node(repos, make_node(sub, "a", devices=2, memory_gb=160))
+    create_node(repos, make_node(sub, "b", devices=4, memory_gb=320))
     big = ResourceKey(sub, "rg1", "sparkJobs", ("big",))
     other = ResourceKey(sub, "rg1", "sparkJobs", ("other",))
 

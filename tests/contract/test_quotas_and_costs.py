@@ -39,7 +39,7 @@ def used(repos: Repositories, sub: str, name: str = "gpus", location: str = "eas
 
 def test_every_allocation_counts_in_its_locations_quotas_limit_or_not(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub, model="H100 SXM", location="East US"))
-    place_instance(repos, node, gpus=2, memory_gb=160)
+    place_instance(repos, node, devices=2, memory_gb=160)
     assert used(repos, sub) == 2 and used(repos, sub, "gpus-h100sxm") == 2
     assert {(u.name, u.current, u.limit) for u in repos.quotas.in_location(sub, "eastus")} == {
         ("gpus", 2, None),
@@ -48,13 +48,13 @@ def test_every_allocation_counts_in_its_locations_quotas_limit_or_not(repos: Rep
 
 
 def test_an_allocation_past_a_limit_is_refused_and_writes_nothing(repos: Repositories, sub: str) -> None:
-    node = create_node(repos, make_node(sub, gpus=8))
+    node = create_node(repos, make_node(sub, devices=8))
     limit(repos, sub, 3)
-    place_instance(repos, node, "a", gpus=2, memory_gb=160)
+    place_instance(repos, node, "a", devices=2, memory_gb=160)
     node = repos.nodes.get(node.key)
     assert node is not None
     with pytest.raises(QuotaExceeded) as refused:
-        place_instance(repos, node, "b", gpus=2, memory_gb=160)
+        place_instance(repos, node, "b", devices=2, memory_gb=160)
     assert (refused.value.name, refused.value.location, refused.value.limit, refused.value.current) == (
         "gpus",
         "eastus",
@@ -71,15 +71,15 @@ def test_a_model_quota_binds_only_its_model(repos: Repositories, sub: str) -> No
     a100 = create_node(repos, make_node(sub, "a", model="A100"))
     limit(repos, sub, 1, "gpus-h100")
     with pytest.raises(QuotaExceeded):
-        place_instance(repos, h100, "x", gpus=2, memory_gb=160)
-    place_instance(repos, a100, "y", gpus=2, memory_gb=160)
+        place_instance(repos, h100, "x", devices=2, memory_gb=160)
+    place_instance(repos, a100, "y", devices=2, memory_gb=160)
     assert used(repos, sub, "gpus-a100") == 2 and used(repos, sub, "gpus-h100") == 0 and used(repos, sub) == 2
 
 
 def test_a_release_counts_out_what_its_reservation_counted_in(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
     limit(repos, sub, 4)
-    instance = place_instance(repos, node, gpus=4, memory_gb=320)
+    instance = place_instance(repos, node, devices=4, memory_gb=320)
     stored = repos.instances.get(instance.key)
     assert stored is not None and stored.quota is not None
     released = replace(stored, capacity_reserved=False, quota=None, etag="i2")
@@ -93,20 +93,20 @@ def test_a_release_counts_out_what_its_reservation_counted_in(repos: Repositorie
     assert used(repos, sub) == 0 and used(repos, sub, "gpus-h100") == 0
     node = repos.nodes.get(node.key)
     assert node is not None
-    place_instance(repos, node, "again", gpus=4, memory_gb=320)  # the quota is free again
+    place_instance(repos, node, "again", devices=4, memory_gb=320)  # the quota is free again
 
 
 def test_a_limit_below_the_use_refuses_until_enough_is_given_back(repos: Repositories, sub: str) -> None:
     node = create_node(repos, make_node(sub))
-    place_instance(repos, node, "a", gpus=4, memory_gb=320)
+    place_instance(repos, node, "a", devices=4, memory_gb=320)
     limit(repos, sub, 2)
     assert repos.quotas.get(sub, "eastus", "gpus") == QuotaUsage(sub, "eastus", "gpus", 4, 2, {"name": "gpus"}, "q2")
     node = repos.nodes.get(node.key)
     assert node is not None
     with pytest.raises(QuotaExceeded):
-        place_instance(repos, node, "b", gpus=1, memory_gb=80)
+        place_instance(repos, node, "b", devices=1, memory_gb=80)
     limit(repos, sub, None)  # no limit any more
-    place_instance(repos, node, "b", gpus=1, memory_gb=80)
+    place_instance(repos, node, "b", devices=1, memory_gb=80)
     assert used(repos, sub) == 5
 
 
@@ -131,10 +131,10 @@ def test_a_create_is_refused_once_a_limit_is_set(repos: Repositories, sub: str) 
 
 
 def test_a_reservation_refused_by_its_node_is_not_counted(repos: Repositories, sub: str) -> None:
-    node = create_node(repos, make_node(sub, gpus=2, memory_gb=160))
+    node = create_node(repos, make_node(sub, devices=2, memory_gb=160))
     with pytest.raises(CapacityShortfall):
         repos.instances.accept(
-            make_instance(node.key, "big", operation_id="op-big", gpus=4, memory_gb=320),
+            make_instance(node.key, "big", operation_id="op-big", devices=4, memory_gb=320),
             make_operation("op-big", rg="rg1", resource_id="/big"),
             make_audit(sub, "/big"),
             Reservation.on(node, 4, 320, child=1),

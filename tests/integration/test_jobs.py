@@ -37,8 +37,8 @@ def jobs_path(sub: str, name: str | None = None, rg: str = "rg1") -> str:
     return f"{base}/{name}" if name else base
 
 
-def job_body(gpus: int = 1, memory: int = 80, **props: Any) -> dict[str, Any]:
-    return {"properties": {"requestedGpus": gpus, "requestedMemoryGb": memory, **props}}
+def job_body(devices: int = 1, memory: int = 80, **props: Any) -> dict[str, Any]:
+    return {"properties": {"requestedGpus": devices, "requestedMemoryGb": memory, **props}}
 
 
 def sim(
@@ -666,8 +666,8 @@ def test_a_16_gpu_job_over_two_8_gpu_nodes_is_placed_whole_or_not_at_all_while_5
             before = gang_holds()
             used = {name: node_counters(aws, sub, node=name)["gpuAllocated"] for name in peak}
             after = gang_holds()
-            for name, gpus in used.items():
-                peak[name] = max(peak[name], gpus)
+            for name, devices in used.items():
+                peak[name] = max(peak[name], devices)
             if before and after and used != {"n1": 8, "n2": 8}:
                 # held all through the read of both nodes: both are wholly the gang's (its parts came together)
                 half_placed.append(used)

@@ -85,7 +85,7 @@ def make_settings(**overrides: Any) -> Settings:
 # ---------------------------------------------------------------------------------------------------------- bodies
 def node_body(
     *,
-    gpus: int = 8,
+    devices: int = 8,
     gpu_memory_gb: int = 80,
     model: str = "H100",
     location: str = "eastus",
@@ -102,10 +102,10 @@ def node_body(
     return {
         "location": location,
         "tags": tags or {},
-        "sku": {"name": f"DGX-{model}-{gpus}GPU", "capacity": gpus},
+        "sku": {"name": f"DGX-{model}-{devices}GPU", "capacity": devices},
         "properties": {
             "owner": owner,
-            "hardwareSpecs": {"gpuModel": model, "gpuCount": gpus, "gpuMemoryGb": gpu_memory_gb},
+            "hardwareSpecs": {"gpuModel": model, "gpuCount": devices, "gpuMemoryGb": gpu_memory_gb},
             "pricing": {
                 "currency": currency,
                 "pricePerGpuHour": price,
@@ -119,7 +119,7 @@ def node_body(
 
 
 def job_body(
-    gpus: int = 1,
+    devices: int = 1,
     memory_gb: int = 80,
     *,
     location: str | None = None,
@@ -127,7 +127,7 @@ def job_body(
     **properties: Any,
 ) -> SparkJobWrite:
     """A job PUT body: ``properties`` in wire names (``priority``, ``maxDurationMinutes``, ``gpuModel``...)."""
-    body: dict[str, Any] = {"properties": {"requestedGpus": gpus, "requestedMemoryGb": memory_gb, **properties}}
+    body: dict[str, Any] = {"properties": {"requestedGpus": devices, "requestedMemoryGb": memory_gb, **properties}}
     if location:
         body["location"] = location
     if tags:
@@ -135,9 +135,9 @@ def job_body(
     return SparkJobWrite.model_validate(body)
 
 
-def instance_body(gpus: int = 2, memory_gb: int = 160, model: str = "mistral:7b") -> SparkOllamaInstanceWrite:
+def instance_body(devices: int = 2, memory_gb: int = 160, model: str = "mistral:7b") -> SparkOllamaInstanceWrite:
     return SparkOllamaInstanceWrite.model_validate(
-        {"properties": {"model": model, "gpus": gpus, "memoryGb": memory_gb}}
+        {"properties": {"model": model, "gpus": devices, "memoryGb": memory_gb}}
     )
 
 
@@ -145,7 +145,7 @@ def instance_body(gpus: int = 2, memory_gb: int = 160, model: str = "mistral:7b"
 class Allocation:
     """What a node holds: GPUs, GiB of GPU memory, instances."""
 
-    gpus: int
+    devices: int
     memory_gb: int
     instances: int = 0
 
@@ -260,16 +260,16 @@ class Env:
 
     def allocation(self, name: str = "dgx-1") -> Allocation:
         n = self.node(name)
-        return Allocation(n.gpu_allocated, n.memory_gb_allocated, n.child_count)
+        return Allocation(n.devices_allocated, n.memory_gb_allocated, n.child_count)
 
     # ------------------------------------------------------------------------------------------- jobs
     def submit(
-        self, name: str, gpus: int = 1, memory_gb: int = 80, *, ctx: CallContext | None = None, **props: Any
+        self, name: str, devices: int = 1, memory_gb: int = 80, *, ctx: CallContext | None = None, **props: Any
     ) -> Accepted:
         """Submit a job (PUT) as ``ctx`` (an admin by default); it must be accepted."""
         location = props.pop("location", None)
         accepted, _ = self.w.jobs.submit(
-            ctx or self.admin(), self.sub, RG, name, job_body(gpus, memory_gb, location=location, **props)
+            ctx or self.admin(), self.sub, RG, name, job_body(devices, memory_gb, location=location, **props)
         )
         assert accepted is not None
         return accepted
@@ -318,13 +318,19 @@ class Env:
         name: str = "llama",
         node: str = "dgx-1",
         *,
-        gpus: int = 2,
+        devices: int = 2,
         memory_gb: int = 160,
         model: str = "mistral:7b",
         **kw: Any,
     ) -> tuple[Accepted | None, dict[str, Any]]:
         return self.w.instances.put(
-            kw.pop("ctx", None) or self.admin(), self.sub, RG, node, name, instance_body(gpus, memory_gb, model), **kw
+            kw.pop("ctx", None) or self.admin(),
+            self.sub,
+            RG,
+            node,
+            name,
+            instance_body(devices, memory_gb, model),
+            **kw,
         )
 
     def delete_instance(self, name: str = "llama", node: str = "dgx-1", **kw: Any) -> Accepted | None:

@@ -82,7 +82,7 @@ class _Instance:
     name: str
     node_id: str
     model: str
-    gpus: int
+    devices: int
     memory_gb: int
     key: str
     created: float
@@ -98,7 +98,7 @@ class _Instance:
             name=self.name,
             node_id=self.node_id,
             model=self.model,
-            gpus=self.gpus,
+            gpus=self.devices,
             memory_gb=self.memory_gb,
             status=self.status,  # type: ignore[arg-type]
             endpoint=self.endpoint,
@@ -112,7 +112,7 @@ class _Job:
     id: str
     name: str
     node_id: str
-    gpus: int
+    devices: int
     memory_gb: int
     key: str
     workload: dict[str, Any]
@@ -132,7 +132,7 @@ class _Job:
             id=self.id,
             name=self.name,
             node_id=self.node_id,
-            gpus=self.gpus,
+            gpus=self.devices,
             status=self.status,  # type: ignore[arg-type]
             exit_code=self.exit_code,
             logs_url=f"https://dgx.test/v1/jobs/{self.id}/logs",
@@ -251,7 +251,7 @@ class FakeDgx:
         name: str,
         node_id: str,
         model: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
@@ -282,13 +282,13 @@ class FakeDgx:
             name=name,
             node_id=node_id,
             model=model,
-            gpus=gpus,
+            devices=devices,
             memory_gb=memory_gb,
             key=idempotency_key,
             created=self.clock(),
         )
         self.instances[inst.id] = inst
-        self.known[inst.id] = (gpus, float(memory_gb), "instance")
+        self.known[inst.id] = (devices, float(memory_gb), "instance")
         return self._answer("create_instance", inst.public())
 
     def get_instance(self, instance_id: str) -> DgxInstance:
@@ -336,7 +336,7 @@ class FakeDgx:
         idempotency_key: str,
         name: str,
         node_id: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
@@ -365,7 +365,7 @@ class FakeDgx:
             id=f"dgxj-{next(self._ids):04d}",
             name=name,
             node_id=node_id,
-            gpus=gpus,
+            devices=devices,
             memory_gb=memory_gb,
             key=idempotency_key,
             workload=json.loads(json.dumps(workload)),
@@ -373,7 +373,7 @@ class FakeDgx:
             started=self.clock(),
         )
         self.jobs[job.id] = job
-        self.known[job.id] = (gpus, float(memory_gb), "job")
+        self.known[job.id] = (devices, float(memory_gb), "job")
         return self._answer("submit_job", job.public())
 
     def _killed_when_due(self, job: _Job) -> _Job:
@@ -463,13 +463,13 @@ class FakeDgx:
             raise RuntimeError(f"an unexpected failure reading the usage of {resource_id}")
         if resource_id not in self.known:
             raise DgxNotFound(f"DGX Platform has no such resource: GET /v1/usage?resourceId={resource_id}", status=404)
-        gpus, memory, kind = self.known[resource_id]
+        devices, memory, kind = self.known[resource_id]
         seconds = max(0.0, epoch_of(end) - epoch_of(start))
         utilization = min(100.0, 50.0 + self.metrics_offset)
         return DgxUsage(
             gpu_utilization_percent=utilization,
             gpu_memory_gb=round(memory * utilization / 100, 1),
-            energy_wh=round(gpus * 700 * utilization / 100 * seconds / 3600, 3),
+            energy_wh=round(devices * 700 * utilization / 100 * seconds / 3600, 3),
             requests=0 if kind == "instance" else None,
             tokens_in=0 if kind == "instance" else None,
             tokens_out=0 if kind == "instance" else None,

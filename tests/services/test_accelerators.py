@@ -144,7 +144,7 @@ def test_a_job_is_placed_on_a_node_of_its_kind_and_model_only(fleet):
 
 def test_a_gpu_job_never_takes_a_tpu_even_when_only_the_tpu_is_free(env):
     register(env, "tpu-1", accelerator_node(TPU))
-    env.add_node("dgx-1", gpus=8)
+    env.add_node("dgx-1", devices=8)
     submit(env, "big", {"requestedGpus": 8, "requestedMemoryGb": 640})
     env.run()
     submit(env, "waits", {"requestedGpus": 1, "requestedMemoryGb": 80})
@@ -198,10 +198,10 @@ def test_the_seeds_gpu_form_and_the_accelerator_form_are_one_job(env):
 # ------------------------------------------------------------------------------------------------ instances
 def test_an_ollama_instance_runs_on_nvidia_and_amd_gpus_only(fleet):
     with pytest.raises(AcceleratorNotSupported, match=r"NVIDIA GPUs \(CUDA\) and AMD GPUs \(ROCm\).*Google TPUs"):
-        fleet.provision("llama", "tpu-1", gpus=1, memory_gb=16)
+        fleet.provision("llama", "tpu-1", devices=1, memory_gb=16)
     with pytest.raises(AcceleratorNotSupported, match="Huawei NPUs"):
-        fleet.provision("llama", "npu-1", gpus=1, memory_gb=64)
-    accepted, _ = fleet.provision("llama", "mi-1", gpus=1, memory_gb=192)
+        fleet.provision("llama", "npu-1", devices=1, memory_gb=64)
+    accepted, _ = fleet.provision("llama", "mi-1", devices=1, memory_gb=192)
     assert accepted is not None
     fleet.run()
     assert fleet.instance_props("llama", "mi-1")["provisioningState"] == "Succeeded"
@@ -314,7 +314,7 @@ def test_a_tpu_job_waiting_under_its_ceiling_is_told_prices_per_tpu_hour(fleet):
 # ------------------------------------------------------------------------------------------------ vendors and spellings
 def test_the_seeds_gpu_form_means_nvidia_gpus_and_never_takes_a_free_amd_node(env):
     # Given a full NVIDIA node beside a free AMD one (and the AMD one the cheaper)
-    env.add_node("dgx-1", gpus=8, price=2.5)
+    env.add_node("dgx-1", devices=8, price=2.5)
     register(env, "mi-1", accelerator_node(MI300X, price=1.0))
     submit(env, "big", {"requestedGpus": 8, "requestedMemoryGb": 640})
     env.run()

@@ -151,8 +151,8 @@ def test_a_node_holding_gpus_is_neither_deleted_nor_shrunk_below_them(env, node)
     with pytest.raises(Conflict, match="6 GPUs, 480 GiB"):
         env.w.nodes.delete(env.admin(), env.sub, "rg1", "dgx-1")
     with pytest.raises(Conflict):
-        put_node(env, env.admin(), gpus=4)
-    assert env.node().gpu_total == 8 and env.allocation() == Allocation(6, 480)
+        put_node(env, env.admin(), devices=4)
+    assert env.node().device_total == 8 and env.allocation() == Allocation(6, 480)
     assert [e.change_summary for e in env.audit(node["id"])] == ["Registered sparkNode 'dgx-1'"]
 
 

@@ -28,8 +28,8 @@ def test_the_fake_dgx_platform_has_every_client_method_with_its_signature():
 
 def test_the_fake_dgx_platform_keeps_idempotency_keys_and_answers_404_as_the_client_does():
     dgx = FakeDgx(FakeClock(0))
-    made = dgx.create_instance(idempotency_key="op-1", name="i", node_id="n", model="m", gpus=1, memory_gb=10)
-    again = dgx.create_instance(idempotency_key="op-1", name="i", node_id="n", model="m", gpus=1, memory_gb=10)
+    made = dgx.create_instance(idempotency_key="op-1", name="i", node_id="n", model="m", devices=1, memory_gb=10)
+    again = dgx.create_instance(idempotency_key="op-1", name="i", node_id="n", model="m", devices=1, memory_gb=10)
     assert again.id == made.id and dgx.find_instance("op-1") == made
     assert dgx.delete_instance(made.id) is True and dgx.delete_instance(made.id) is False
     with pytest.raises(DgxNotFound):

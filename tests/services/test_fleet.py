@@ -13,8 +13,8 @@ def change(env: Env, before: NodeState | None, after: NodeState | None, event: s
     return NodeChange(event_id=event, subscription_id=env.sub, before=before, after=after)
 
 
-def waiting(env: Env, name: str, gpus: int, memory_gb: int, **props: object) -> None:
-    env.submit(name, gpus, memory_gb, **props)
+def waiting(env: Env, name: str, devices: int, memory_gb: int, **props: object) -> None:
+    env.submit(name, devices, memory_gb, **props)
     env.run()
     job = env.job(name)
     assert job.status == "Pending" and job.queued, env.job_props(name)["statusReason"]
@@ -63,7 +63,7 @@ def test_a_node_shrunk_fails_the_waiting_job_that_can_no_longer_ever_fit(env, no
     waiting(env, "whole-node", 8, 640)
     # When the node is registered again with 4 GPUs (its allocations still fit)
     before = env.node_state()
-    env.w.nodes.put(env.admin(), env.sub, "rg1", "dgx-1", SparkNodeWrite.model_validate(node_body(gpus=4)))
+    env.w.nodes.put(env.admin(), env.sub, "rg1", "dgx-1", SparkNodeWrite.model_validate(node_body(devices=4)))
     report = env.w.fleet_changes.on_changes([change(env, before, env.node_state())])
     # Then the waiting job fails at once, saying why, instead of waiting for its pending timeout
     assert report.failed == 1

@@ -28,14 +28,14 @@ def test_a_16_gpu_job_runs_on_two_8_gpu_nodes_whole_or_not_at_all_and_bills_each
     env.submit("small", 1, 80)
     env.run()
     assert env.job("small").node.name in ("a", "b")
-    env.add_node("c", gpus=4)
+    env.add_node("c", devices=4)
     # When a job of 2 nodes x 8 GPUs is submitted
     operation = env.submit("big", 16, 1280, **GANG).operation_id
     env.run()
     props = env.job_props("big")
     # Then while one of the two has a GPU taken it waits, holding nothing anywhere (never half placed)
     assert props["status"] == "Pending" and "2 nodes with 8 free GPUs" in props["statusReason"]
-    assert env.allocation("a").gpus + env.allocation("b").gpus == 1 and env.allocation("c").gpus == 0
+    assert env.allocation("a").devices + env.allocation("b").devices == 1 and env.allocation("c").devices == 0
     assert env.repos.quotas.in_location(env.sub, "eastus")[0].current == 1
     # When the small job ends
     env.clock.set(f"{DAY}T10:01:00")
@@ -43,7 +43,7 @@ def test_a_16_gpu_job_runs_on_two_8_gpu_nodes_whole_or_not_at_all_and_bills_each
     # Then it runs on both, placed at once, as one platform job given both nodes
     big = env.job("big")
     assert big.status == "Running" and {big.node.name, *(n.name for n in big.gang_nodes)} == {"a", "b"}
-    assert env.allocation("a").gpus == env.allocation("b").gpus == 8
+    assert env.allocation("a").devices == env.allocation("b").devices == 8
     props = env.job_props("big")
     assert [n.rsplit("/", 1)[1] for n in props["assignedNodes"]] == [big.node.name, big.gang_nodes[0].name]
     assert "requestedGpus" not in props and props["accelerator"]["nodes"] == 2  # the seed's form is one node's
@@ -61,7 +61,7 @@ def test_a_16_gpu_job_runs_on_two_8_gpu_nodes_whole_or_not_at_all_and_bills_each
     env.end_job("big", at=started + 600)
     props = env.job_props("big")
     # Then both parts are released and billed: its cost is both parts' at the terms it locked
-    assert props["status"] == "Succeeded" and env.allocation("a").gpus == env.allocation("b").gpus == 0
+    assert props["status"] == "Succeeded" and env.allocation("a").devices == env.allocation("b").devices == 0
     assert props["gpuSeconds"] == 16 * 600 and Decimal(props["cost"]["amount"]) == 2 * cost_of(8, 600)
     assert env.meter(operation).end == env.meter(f"{operation}.part-2").end == started + 600
     # And the export bills each part under the job's allocation id, on its own node
@@ -93,7 +93,7 @@ def test_a_canceled_gang_stops_as_one_and_gives_every_part_back(env: Env):
     env.w.jobs.cancel(env.consumer("ann"), env.sub, RG, "big")
     env.run()
     props = env.job_props("big")
-    assert props["status"] == "Canceled" and env.allocation("a").gpus == env.allocation("b").gpus == 0
+    assert props["status"] == "Canceled" and env.allocation("a").devices == env.allocation("b").devices == 0
     assert Decimal(props["cost"]["amount"]) == 2 * cost_of(8, 120)
     assert [str(j.status) for j in env.dgx.jobs.values()] == ["Canceled"]  # one platform job, stopped
 
@@ -108,7 +108,7 @@ def test_a_retried_gang_runs_its_next_attempt_on_both_nodes_again(env: Env):
     env.end_job("big", "Failed", exit_code=1, at=t(f"{DAY}T10:01:00"))
     big = env.job("big")
     assert big.status == "Running" and env.job_props("big")["attempt"] == 2 and len(big.gang_nodes) == 1
-    assert env.allocation("a").gpus == env.allocation("b").gpus == 8
+    assert env.allocation("a").devices == env.allocation("b").devices == 8
     assert env.meter(f"{operation}.part-2").end == t(f"{DAY}T10:01:00")
     second = env.meter(f"{operation}.attempt-2.part-2")
     assert second is not None and second.end is None and second.attempt == 2

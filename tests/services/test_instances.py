@@ -88,13 +88,13 @@ def test_an_identical_retry_is_the_same_operation_and_a_different_spec_waits(env
     again, _ = env.provision("llama")
     assert again is not None and again.operation_id == first.operation_id and not again.created
     with pytest.raises(AnotherOperationInProgress):
-        env.provision("llama", gpus=4, memory_gb=320)
+        env.provision("llama", devices=4, memory_gb=320)
     assert env.allocation() == HELD
     env.run()
     unchanged, _ = env.provision("llama")
     assert unchanged is None  # PUT 200: nothing started
     with pytest.raises(PropertyChangeNotAllowed):
-        env.provision("llama", gpus=4, memory_gb=320)
+        env.provision("llama", devices=4, memory_gb=320)
     assert [e.name for e in env.sfn.started] == [first.operation_id]
 
 
@@ -339,10 +339,10 @@ def test_a_deletion_that_times_out_fails_and_keeps_the_gpus_until_the_reconciler
 # ------------------------------------------------------------------------------------------------ refusals
 def test_a_request_that_does_not_fit_is_409_insufficient_capacity_saying_what_is_free(env, node):
     with pytest.raises(InsufficientCapacity, match="has 8 free GPUs and 640 GiB free GPU memory; the request needs 9"):
-        env.provision("big", gpus=9, memory_gb=100)
-    provision(env, "first", gpus=6, memory_gb=480)
+        env.provision("big", devices=9, memory_gb=100)
+    provision(env, "first", devices=6, memory_gb=480)
     with pytest.raises(InsufficientCapacity, match="has 2 free GPUs"):
-        env.provision("second", gpus=4, memory_gb=320)
+        env.provision("second", devices=4, memory_gb=320)
     assert env.allocation() == Allocation(6, 480, 1)
     assert env.instance("second") is None
 

@@ -138,7 +138,7 @@ def test_the_workload_reaches_the_platform_with_its_secrets_which_nobody_reads_b
 
 # ------------------------------------------------------------------------------------------------ waiting
 def test_a_job_that_does_not_fit_waits_and_runs_once_an_instance_frees_gpus(env, node):
-    env.provision("llama", gpus=6, memory_gb=480)
+    env.provision("llama", devices=6, memory_gb=480)
     env.run()
     assert env.instance_props()["provisioningState"] == "Succeeded"
     env.submit("j", 4, 320)

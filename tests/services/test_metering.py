@@ -28,11 +28,11 @@ def t(text: str) -> int:
     return int(epoch_of(text))
 
 
-def run_job(env: Env, name: str, gpus: int, start: str, end: str | None = None, **props: Any) -> str:
-    """A job of ``gpus`` GPUs running from ``start`` (until ``end``, when the platform ends it and the tracker
+def run_job(env: Env, name: str, devices: int, start: str, end: str | None = None, **props: Any) -> str:
+    """A job of ``devices`` GPUs running from ``start`` (until ``end``, when the platform ends it and the tracker
     reports it); returns its allocation id (its operation id)."""
     env.clock.set(start)
-    accepted = env.submit(name, gpus, gpus * 80, **props)
+    accepted = env.submit(name, devices, devices * 80, **props)
     env.run()
     assert env.status(name) == "Running", env.job_props(name)["statusReason"]
     if end is not None:

@@ -112,7 +112,7 @@ def test_the_reads_per_offer_do_not_grow_with_the_fleet(env: Env, nodes: int, mo
 
 def test_a_node_priced_above_what_the_caller_sees_is_not_offered_to_it(env: Env):
     # Given a 4-GPU node at 2.40 in rg1 and an 8-GPU node at 9.90 in rg2
-    env.add_node("small", gpus=4, price=2.40)
+    env.add_node("small", devices=4, price=2.40)
     env.add_node("dear", rg="rg2", price=9.90)
     # Then a consumer holding rg1 only is offered 4: a job of theirs is capped at the prices they see (its price
     # ceiling), so placement would never use the dearer node

@@ -31,7 +31,7 @@ def test_a_job_in_a_subscription_without_nodes_fails_at_once_as_inadmissible(env
 
 
 @pytest.mark.parametrize(
-    ("gpus", "memory_gb", "props", "why"),
+    ("devices", "memory_gb", "props", "why"),
     [
         (16, 1280, {}, "the largest node has 8 GPUs and 640 GiB"),
         (1, 80, {"gpuModel": "B200"}, "No node of the subscription has GPU model 'b200'."),
@@ -40,8 +40,8 @@ def test_a_job_in_a_subscription_without_nodes_fails_at_once_as_inadmissible(env
     ],
     ids=["too-many-gpus", "no-such-model", "no-such-location", "too-much-memory-per-gpu"],
 )
-def test_a_job_no_node_could_ever_hold_fails_at_once_saying_why(env, node, gpus, memory_gb, props, why):
-    env.submit("big", gpus, memory_gb, **props)
+def test_a_job_no_node_could_ever_hold_fails_at_once_saying_why(env, node, devices, memory_gb, props, why):
+    env.submit("big", devices, memory_gb, **props)
     env.run()
     done = env.job_props("big")
     assert done["status"] == "Failed" and done["statusReason"].startswith("Inadmissible: ")
@@ -61,9 +61,9 @@ def test_a_job_that_only_waits_for_capacity_is_admitted_and_waits(env):
 
 # ------------------------------------------------------------------------------------------------ best fit
 def test_best_fit_prefers_the_node_left_fullest(env):
-    env.add_node("big", gpus=8)
-    env.add_node("small", gpus=4)
-    env.add_node("medium", gpus=6)
+    env.add_node("big", devices=8)
+    env.add_node("small", devices=4)
+    env.add_node("medium", devices=6)
     env.submit("fit", 3, 240)
     env.run()
     # the small node is left with 1 free GPU; the others would keep 3 or 5
@@ -73,8 +73,8 @@ def test_best_fit_prefers_the_node_left_fullest(env):
 
 
 def test_best_fit_counts_what_a_node_already_holds(env):
-    env.add_node("busy", gpus=8)
-    env.add_node("idle", gpus=4)
+    env.add_node("busy", devices=8)
+    env.add_node("idle", devices=4)
     env.submit("first", 6, 480)
     env.run()
     assert running_on(env, "first") == "busy"
@@ -86,16 +86,16 @@ def test_best_fit_counts_what_a_node_already_holds(env):
 
 
 def test_best_fit_only_considers_nodes_that_meet_the_jobs_constraints(env):
-    env.add_node("h100-small", gpus=2, model="H100")
-    env.add_node("h200", gpus=8, model="H200", gpu_memory_gb=141)
-    env.add_node("far", gpus=2, model="H200", gpu_memory_gb=141, location="westeurope")
+    env.add_node("h100-small", devices=2, model="H100")
+    env.add_node("h200", devices=8, model="H200", gpu_memory_gb=141)
+    env.add_node("far", devices=2, model="H200", gpu_memory_gb=141, location="westeurope")
     env.submit("j", 1, 100, gpuModel="H200", location="East US")
     env.run()
     assert running_on(env, "j") == "h200"
 
 
 def test_a_job_locks_the_billing_terms_of_the_node_it_is_placed_on(env):
-    env.add_node("cheap", gpus=8, price=1.25, increment=1, minimum=0)
+    env.add_node("cheap", devices=8, price=1.25, increment=1, minimum=0)
     env.submit("j", 2, 160)
     env.run()
     job = env.job("j")
@@ -108,9 +108,9 @@ def test_a_job_locks_the_billing_terms_of_the_node_it_is_placed_on(env):
 
 
 # ------------------------------------------------------------------------------------------------ the queue
-def fill_node(env: Env, name: str = "a", gpus: int = 8) -> None:
-    """A job holding ``gpus`` GPUs of the node, running until ended."""
-    env.submit(name, gpus, gpus * 80)
+def fill_node(env: Env, name: str = "a", devices: int = 8) -> None:
+    """A job holding ``devices`` GPUs of the node, running until ended."""
+    env.submit(name, devices, devices * 80)
     env.run()
     assert env.status(name) == "Running"
 
@@ -144,7 +144,7 @@ def test_waiting_jobs_of_equal_priority_are_served_in_submission_order(env, node
 
 
 def test_a_small_job_backfills_while_a_large_one_waits_then_the_large_one_runs(env, node):
-    fill_node(env, gpus=6)
+    fill_node(env, devices=6)
     env.submit("large", 4, 320, priority=9)
     env.run()
     assert env.status("large") == "Pending"
@@ -162,7 +162,7 @@ def test_a_small_job_backfills_while_a_large_one_waits_then_the_large_one_runs(e
 
 def test_a_job_starving_at_the_head_of_the_queue_has_a_node_drained_for_it(env, node):
     # Given a 6-GPU job running, and a 4-GPU job waiting at the head of the queue
-    fill_node(env, gpus=6)
+    fill_node(env, devices=6)
     env.clock.advance(10)
     env.submit("starving", 4, 320)
     env.run()
@@ -187,7 +187,7 @@ def test_a_job_starving_at_the_head_of_the_queue_has_a_node_drained_for_it(env, 
 
 
 def test_a_starving_job_canceled_ends_its_drain_and_the_jobs_it_held_back_run_at_once(env, node):
-    fill_node(env, gpus=6)
+    fill_node(env, devices=6)
     env.clock.advance(10)
     env.submit("starving", 4, 320)
     env.run()
@@ -205,7 +205,7 @@ def test_a_starving_job_canceled_ends_its_drain_and_the_jobs_it_held_back_run_at
 
 
 def test_before_starving_a_waiting_job_does_not_hold_back_others(env, node):
-    fill_node(env, gpus=6)
+    fill_node(env, devices=6)
     env.submit("waiting", 4, 320)
     env.run()
     env.clock.advance(env.settings.job_starvation_seconds - 60)
@@ -250,12 +250,12 @@ def test_a_node_repriced_above_the_ceiling_between_read_and_reservation_is_passe
 
 
 def test_a_candidate_that_filled_up_after_it_was_read_is_passed_over_for_the_next(env):
-    env.add_node("small", gpus=4)
-    env.add_node("big", gpus=8)
+    env.add_node("small", devices=4)
+    env.add_node("big", devices=8)
 
     # Given an instance takes the small node's GPUs right after placement read it as the best fit
     def fill_small(candidates: object) -> None:
-        accepted, _ = env.provision("squatter", "small", gpus=2, memory_gb=160)
+        accepted, _ = env.provision("squatter", "small", devices=2, memory_gb=160)
         assert accepted is not None
 
     env.nodes_hooks.after["candidates"] = fill_small
@@ -268,8 +268,8 @@ def test_a_candidate_that_filled_up_after_it_was_read_is_passed_over_for_the_nex
 
 
 def test_capacity_is_never_over_committed_by_many_jobs(env):
-    env.add_node("n1", gpus=8)
-    env.add_node("n2", gpus=4)
+    env.add_node("n1", devices=8)
+    env.add_node("n2", devices=4)
     names = [f"job-{i}" for i in range(8)]
     for i, name in enumerate(names):
         env.submit(name, 1 + i % 4, 80 * (1 + i % 4))
@@ -277,8 +277,8 @@ def test_capacity_is_never_over_committed_by_many_jobs(env):
     env.run()
     running = [n for n in names if env.status(n) == "Running"]
     held = {n: env.allocation(n) for n in ("n1", "n2")}
-    assert held["n1"].gpus <= 8 and held["n2"].gpus <= 4
-    assert sum(a.gpus for a in held.values()) == sum(env.job(j).gpus for j in running)
+    assert held["n1"].devices <= 8 and held["n2"].devices <= 4
+    assert sum(a.devices for a in held.values()) == sum(env.job(j).devices for j in running)
     # And as each running job ends, the waiting ones run, until every job has run once
     for _ in names:
         running = [n for n in names if env.status(n) == "Running"]
@@ -286,7 +286,7 @@ def test_capacity_is_never_over_committed_by_many_jobs(env):
             break
         env.clock.advance(60)
         env.end_job(running[0])
-        assert env.allocation("n1").gpus <= 8 and env.allocation("n2").gpus <= 4
+        assert env.allocation("n1").devices <= 8 and env.allocation("n2").devices <= 4
     assert [env.status(n) for n in names] == ["Succeeded"] * len(names)
     assert env.allocation("n1") == env.allocation("n2") == Allocation(0, 0)
 
@@ -335,7 +335,7 @@ def test_the_default_ceiling_is_every_undominated_price_of_the_nodes_that_could_
     env.add_node("c", price=1.0, currency="EUR", increment=3600, minimum=3600)
     env.add_node("a-twin", price=2.0, increment=30, minimum=30)  # dominated by a
     env.add_node("other-model", model="H200", gpu_memory_gb=141, price=10.0)  # the job asks for an H100
-    env.add_node("too-small", gpus=1, price=50.0)  # cannot hold 2 GPUs
+    env.add_node("too-small", devices=1, price=50.0)  # cannot hold 2 GPUs
     env.add_node("cordoned", price=2.5, increment=1, minimum=0, availability="Cordoned")  # counts: it may come back
     env.submit("j", 2, 160, gpuModel="H100")
     terms = [(t["pricePerGpuHour"], t["currency"], t["billingIncrementSeconds"], t["minimumBillableSeconds"])
@@ -404,7 +404,7 @@ def test_a_budget_in_one_currency_admits_allocations_in_that_currency_only(env):
     assert props["status"] == "Pending"
     assert "the budget 'team' covering it counts USD only" in props["statusReason"], props["statusReason"]
     with pytest.raises(BudgetCurrencyMismatch, match="'team' counts USD"):
-        env.provision("llama", node="euro", gpus=1, memory_gb=80)
+        env.provision("llama", node="euro", devices=1, memory_gb=80)
     env.patch_node("dollar", {"properties": {"availability": "Available"}})
     serve_queue(env)
     assert running_on(env, "j") == "dollar"

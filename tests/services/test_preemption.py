@@ -15,10 +15,10 @@ from tests.services.test_retries import cost_of
 GRACE = 30  # the settings' default grace period (JOB_PREEMPTION_GRACE_SECONDS)
 
 
-def start(env: Env, name: str, gpus: int, at: str, **props) -> str:
+def start(env: Env, name: str, devices: int, at: str, **props) -> str:
     """Submit ``name`` at ``at`` as ann (a consumer) and let it run; its operation id."""
     env.clock.set(at)
-    operation = env.submit(name, gpus, gpus * 80, ctx=env.consumer("ann"), **props).operation_id
+    operation = env.submit(name, devices, devices * 80, ctx=env.consumer("ann"), **props).operation_id
     env.run()
     assert env.status(name) == "Running", env.job_props(name)["statusReason"]
     return operation
@@ -63,7 +63,7 @@ def test_a_higher_priority_job_preempts_a_lower_one_that_agreed_with_its_grace_p
 
 
 def test_a_job_that_did_not_agree_or_is_not_lower_is_never_preempted(env: Env):
-    env.add_node("a", gpus=8)
+    env.add_node("a", devices=8)
     start(env, "mine", 4, f"{DAY}T10:00:00", priority=1)  # not preemptible: the default
     start(env, "peer", 4, f"{DAY}T10:00:01", priority=8, preemptible=True)  # preemptible but not lower
     env.clock.set(f"{DAY}T10:05:00")
@@ -76,8 +76,8 @@ def test_a_job_that_did_not_agree_or_is_not_lower_is_never_preempted(env: Env):
 
 def test_preemption_never_crosses_a_quota_wall(env: Env):
     # Given a quota of 8 H100s in eastus, 4 held by a job that may not be preempted on another node
-    env.add_node("a", gpus=8)
-    env.add_node("b", gpus=4)
+    env.add_node("a", devices=8)
+    env.add_node("b", devices=4)
     env.w.quotas.put(
         env.admin(), env.sub, "eastus", "gpus-h100", QuotaWrite.model_validate({"properties": {"limit": {"value": 8}}})
     )

@@ -18,7 +18,7 @@ def set_quota(env, name: str, value: int, location: str = "eastus") -> None:
 
 def test_a_job_held_back_by_a_full_quota_says_so_and_runs_once_it_frees(env, node):
     set_quota(env, "gpus", 2, node["location"])
-    env.provision("llama", gpus=2, memory_gb=160)
+    env.provision("llama", devices=2, memory_gb=160)
     env.run()
     env.submit("j", 2, 160)
     env.run()
@@ -33,7 +33,7 @@ def test_a_job_held_back_by_a_full_quota_says_so_and_runs_once_it_frees(env, nod
 def test_an_instance_past_a_quota_is_refused(env, node):
     set_quota(env, "gpus", 1, node["location"])
     with pytest.raises(QuotaExceeded):
-        env.provision("llama", gpus=2, memory_gb=160)
+        env.provision("llama", devices=2, memory_gb=160)
 
 
 # ------------------------------------------------------------------------------------------------ issue 26
@@ -52,7 +52,7 @@ def test_every_model_the_usages_list_can_be_limited_and_a_look_alike_is_flagged(
     ``gpus-a10080gb`` limits nothing, and says so (``isQuotaApplicable`` false)."""
     env.add_node("a100", model="A100-80GB")
     env.add_node("mi", model="MI300X_v1.2")
-    env.provision("llama", node="a100", gpus=2, memory_gb=160)
+    env.provision("llama", node="a100", devices=2, memory_gb=160)
     env.run()
     usage_names = [u["name"]["value"] for u in env.w.quotas.usages(env.admin(), env.sub, "eastus")]
     assert usage_names == ["gpus", "gpus-a100-80gb", "gpus-mi300x_v1.2"]  # every model of the location's nodes
@@ -61,7 +61,7 @@ def test_every_model_the_usages_list_can_be_limited_and_a_look_alike_is_flagged(
     flags = {name: q["properties"]["isQuotaApplicable"] for name, q in quota_names(env).items()}
     assert flags == {"gpus": True, "gpus-a100-80gb": True, "gpus-mi300x_v1.2": True, "gpus-a10080gb": False}
     with pytest.raises(QuotaExceeded, match="gpus-a100-80gb"):
-        env.provision("second", node="a100", gpus=1, memory_gb=80)
+        env.provision("second", node="a100", devices=1, memory_gb=80)
 
 
 def test_of_racing_creates_of_one_quota_exactly_one_creates(env):
@@ -82,7 +82,7 @@ def test_of_racing_creates_of_one_quota_exactly_one_creates(env):
 
 def test_a_raised_quota_places_the_job_it_held_back_at_once(env, node):
     set_quota(env, "gpus", 2, node["location"])
-    env.provision("llama", gpus=2, memory_gb=160)
+    env.provision("llama", devices=2, memory_gb=160)
     env.run()
     env.submit("j", 2, 160)
     env.run()
@@ -120,7 +120,7 @@ def test_a_quota_changed_tells_the_waiting_jobs_why_at_once_and_fails_one_it_can
 
 def test_a_deleted_quota_places_the_job_it_held_back_at_once(env, node):
     set_quota(env, "gpus", 2, node["location"])
-    env.provision("llama", gpus=2, memory_gb=160)
+    env.provision("llama", devices=2, memory_gb=160)
     env.run()
     env.submit("j", 1, 80)
     env.run()
@@ -153,7 +153,7 @@ def test_the_longest_model_makes_a_quota_name_one_can_set(env):
 
 def test_a_job_a_full_quota_holds_back_says_so_even_when_its_own_work_fills_the_node(env: Env):
     # Given a 4-GPU node and a quota of 4 GPUs, both taken by one job
-    env.add_node("dgx-1", gpus=4)
+    env.add_node("dgx-1", devices=4)
     env.w.quotas.put(
         env.admin(), env.sub, "eastus", "gpus", QuotaWrite.model_validate({"properties": {"limit": {"value": 4}}})
     )

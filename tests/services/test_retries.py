@@ -20,12 +20,15 @@ ON_EXIT_3 = {
 }
 
 
-def cost_of(gpus: int, seconds: int, price: str = "2.5") -> Decimal:
-    """What ``gpus`` GPUs for ``seconds`` cost at ``price`` per GPU-hour with the nodes' 60 s increment and minimum."""
+def cost_of(devices: int, seconds: int, price: str = "2.5") -> Decimal:
+    """What ``devices`` GPUs for ``seconds`` cost at ``price`` per GPU-hour with the nodes' 60 s increment and minimum."""
     terms = BillingTerms(Decimal(price), "USD", 60, 60)
     start = t(f"{DAY}T00:00:00")
     return sum(
-        (c.cost for c in allocation_charges(terms, gpus=gpus, start=start, end=start + seconds, now=start + seconds)),
+        (
+            c.cost
+            for c in allocation_charges(terms, gpus=devices, start=start, end=start + seconds, now=start + seconds)
+        ),
         Decimal(0),
     )
 
@@ -72,7 +75,7 @@ def test_a_failed_attempt_runs_again_after_its_backoff_as_a_platform_job_and_met
     assert first_meter is not None and first_meter.end == t(f"{DAY}T10:05:00")
     assert second_meter is not None and second_meter.start == t(f"{DAY}T10:05:30") and second_meter.end is None
     assert (second_meter.attempt, second_meter.job_allocation_id) == (2, operation)
-    assert env.allocation("a").gpus == 2
+    assert env.allocation("a").devices == 2
     # And its operation is still Running: the job has not ended
     assert env.op_status(operation) == "Running"
 
@@ -88,7 +91,7 @@ def test_the_job_succeeds_on_its_second_attempt_costs_both_and_the_export_number
     assert props["gpuSeconds"] == 2 * 300 + 2 * 600
     assert Decimal(props["cost"]["amount"]) == cost_of(2, 300) + cost_of(2, 600)
     assert Decimal(props["cost"]["amount"]) == sum(Decimal(a["cost"]["amount"]) for a in props["attempts"])
-    assert env.allocation("a").gpus == 0
+    assert env.allocation("a").devices == 0
     # When the day is exported
     sync(env, "2025-03-11T01:00:00")
     env.w.billing_export.run(now=t("2025-03-11T01:30:00"))
@@ -111,7 +114,7 @@ def test_an_exit_code_the_strategy_exits_on_is_not_retried(env: Env):
     props = env.job_props("train")
     assert props["status"] == "Failed" and "with code 4" in props["statusReason"]
     assert [(a["attempt"], a["exitCode"]) for a in props["attempts"]] == [(1, 4)]
-    assert len(env.dgx.jobs) == 1 and env.allocation("a").gpus == 0
+    assert len(env.dgx.jobs) == 1 and env.allocation("a").devices == 0
 
 
 def test_attempts_are_bounded_and_back_off(env: Env):
@@ -174,8 +177,8 @@ def test_a_job_past_its_max_duration_is_not_retried(env: Env):
 
 def test_a_retry_is_billed_in_the_currency_of_its_first_attempt(env: Env):
     # Given a USD node and a cheaper EUR node, both in the job's ceiling at submission
-    env.add_node("usd", gpus=2, price=2.5)
-    env.add_node("eur", gpus=8, price=1.0, currency="EUR")
+    env.add_node("usd", devices=2, price=2.5)
+    env.add_node("eur", devices=8, price=1.0, currency="EUR")
     env.clock.set(f"{DAY}T10:00:00")
     env.submit("train", 2, 160, retryStrategy=ON_EXIT_3)
     env.run()
@@ -192,7 +195,7 @@ def test_a_retry_is_billed_in_the_currency_of_its_first_attempt(env: Env):
     retry = env.job("train")
     assert retry.status == "Pending" and env.status("other") == "Running"
     assert {term.currency for term in retry.price_ceiling.terms} == {"USD"}
-    assert env.allocation("eur").gpus == 0
+    assert env.allocation("eur").devices == 0
     # And once the USD node frees, the waiting attempt is served from the queue like any job
     env.clock.set(f"{DAY}T10:30:00")
     env.end_job("other", at=t(f"{DAY}T10:30:00"))

@@ -31,7 +31,7 @@ def test_starting_work_without_its_workflow_arn_refuses_before_writing(setting, 
         act(env)
     assert env.repos.jobs.get(env.job_key("j1")) is None
     assert env.instance() is None
-    assert env.allocation().gpus == 0
+    assert env.allocation().devices == 0
     assert env.sfn.started == []
 
 

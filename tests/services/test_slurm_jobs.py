@@ -48,7 +48,7 @@ class SlurmEnv(Env):
 @pytest.fixture
 def slurm_env() -> SlurmEnv:
     env = SlurmEnv()
-    env.add_node("dgx-1", gpus=8, gpu_memory_gb=80)
+    env.add_node("dgx-1", devices=8, gpu_memory_gb=80)
     return env
 
 
@@ -72,7 +72,7 @@ def test_a_long_job_that_ended_is_finished_by_slurms_word_before_it_leaves_slurm
     job = slurm_env.job_props("train")
     assert job["status"] == "Succeeded", job.get("statusReason")
     assert job["endedAt"] == iso(ended)
-    assert slurm_env.allocation("dgx-1").gpus == 0
+    assert slurm_env.allocation("dgx-1").devices == 0
 
 
 def test_a_job_that_left_slurmctld_unseen_ends_failed_as_lost_and_gives_its_gpus_back(slurm_env: SlurmEnv):
@@ -90,7 +90,7 @@ def test_a_job_that_left_slurmctld_unseen_ends_failed_as_lost_and_gives_its_gpus
     job = slurm_env.job_props("train")
     assert job["status"] == "Failed"
     assert "Slurm cluster 'c1' no longer knows the job" in str(job.get("statusReason") or job.get("error"))
-    assert slurm_env.allocation("dgx-1").gpus == 0
+    assert slurm_env.allocation("dgx-1").devices == 0
 
 
 def test_a_submit_whose_answer_was_lost_is_found_again_by_its_name_never_submitted_twice(slurm_env: SlurmEnv):
@@ -126,14 +126,14 @@ def test_a_job_record_the_adapter_cannot_read_stops_no_other_check_and_is_not_ta
     slurm_env.fake.end(1, "COMPLETED")
     slurm_env.tracker_every_minute(5 * 60)
     assert slurm_env.status("odd") == "Succeeded"
-    assert slurm_env.allocation("dgx-1").gpus == 0
+    assert slurm_env.allocation("dgx-1").devices == 0
 
 
 def test_a_node_record_the_adapter_cannot_read_keeps_that_node_only_out_of_placement(slurm_env: SlurmEnv):
     # Given a second node of the cluster whose GRES holds a word the adapter does not parse
     slurm_env.fake.nodes.append("dgx-2")
     slurm_env.fake.gres["dgx-2"] = "gpu:h100:8,bandwidth:lustre:no_consume:4G"
-    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    slurm_env.add_node("dgx-2", devices=8, gpu_memory_gb=80)
     # When the tracker runs (its node sweep first)
     slurm_env.track()
     # Then the readable node is swept and placeable, the unreadable one is not placed on, and jobs still run
@@ -151,7 +151,7 @@ def test_a_drain_the_cluster_refuses_for_one_node_still_drains_the_others(
 ):
     # Given two nodes the provider cordons, on a cluster that refuses the first one's drain
     slurm_env.fake.nodes.append("dgx-2")
-    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    slurm_env.add_node("dgx-2", devices=8, gpu_memory_gb=80)
     platform = slurm_env.w.platforms.cluster("c1")
     drained: list[str] = []
 
@@ -173,7 +173,7 @@ def test_a_drain_the_cluster_refuses_for_one_node_still_drains_the_others(
 
 def test_a_gang_is_never_placed_across_platforms(slurm_env: SlurmEnv):
     # Given one node on Slurm cluster c1 and one like it on the DGX Platform
-    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80)
+    slurm_env.add_node("dgx-2", devices=8, gpu_memory_gb=80)
     slurm_env.patch_node(
         "dgx-2", {"properties": {"backend": {"type": "DgxPlatform", "cluster": None, "nodeName": None}}}
     )
@@ -182,7 +182,7 @@ def test_a_gang_is_never_placed_across_platforms(slurm_env: SlurmEnv):
     slurm_env.run()
     # Then it waits (one job runs on one platform), holding nothing
     assert slurm_env.status("big") == "Pending"
-    assert slurm_env.allocation("dgx-1").gpus == slurm_env.allocation("dgx-2").gpus == 0
+    assert slurm_env.allocation("dgx-1").devices == slurm_env.allocation("dgx-2").devices == 0
 
 
 def test_a_nodes_own_partition_is_the_one_its_jobs_are_submitted_to(slurm_env: SlurmEnv):
@@ -237,7 +237,7 @@ def test_a_supplier_cannot_register_a_slurm_node_another_node_names(slurm_env: S
     with pytest.raises(SlurmNodeTaken) as refused:
         slurm_env.add_node(
             "mine",
-            gpus=8,
+            devices=8,
             gpu_memory_gb=80,
             owner="mallory",
             backend={"type": "Slurm", "cluster": "c1", "nodeName": "DGX-1"},
@@ -247,7 +247,7 @@ def test_a_supplier_cannot_register_a_slurm_node_another_node_names(slurm_env: S
     assert "sparkNodes/dgx-1" not in str(refused.value)
     # And a node may be written again as itself, and name another Slurm node
     slurm_env.patch_node("dgx-1", {"properties": {"availability": "Available"}})
-    slurm_env.add_node("dgx-2", gpus=8, gpu_memory_gb=80, owner="mallory")
+    slurm_env.add_node("dgx-2", devices=8, gpu_memory_gb=80, owner="mallory")
 
 
 def test_two_nodes_that_raced_onto_one_slurm_node_place_and_drain_only_by_the_first(
@@ -259,7 +259,7 @@ def test_two_nodes_that_raced_onto_one_slurm_node_place_and_drain_only_by_the_fi
         slurm_env.clock.advance(1)
         slurm_env.add_node(
             "twin",
-            gpus=8,
+            devices=8,
             gpu_memory_gb=80,
             owner="mallory",
             backend={"type": "Slurm", "cluster": "c1", "nodeName": "dgx-1"},
@@ -290,4 +290,4 @@ def test_a_submit_whose_answer_was_lost_for_all_its_retries_leaves_no_job_runnin
     # Then the job failed on our side, and the job Slurm made of it was found by its name and canceled
     assert slurm_env.status("train") == "Failed"
     assert [job["job_state"] for job in slurm_env.fake.jobs.values()] == ["CANCELLED"]
-    assert slurm_env.allocation("dgx-1").gpus == 0
+    assert slurm_env.allocation("dgx-1").devices == 0

@@ -15,9 +15,9 @@ def epoch(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def running(env: Env, name: str, gpus: int, minutes: int) -> float:
-    """Submit ``name`` holding ``gpus`` for at most ``minutes``; it runs now. Its latest end (epoch seconds)."""
-    env.submit(name, gpus, 80 * gpus, maxDurationMinutes=minutes)
+def running(env: Env, name: str, devices: int, minutes: int) -> float:
+    """Submit ``name`` holding ``devices`` for at most ``minutes``; it runs now. Its latest end (epoch seconds)."""
+    env.submit(name, devices, 80 * devices, maxDurationMinutes=minutes)
     env.run()
     assert env.status(name) == "Running", env.job_props(name)["statusReason"]
     return env.clock() + minutes * 60
@@ -55,7 +55,7 @@ def test_the_jobs_behind_see_the_ones_ahead_in_queue_order(env: Env, node):
 
 
 def test_open_ended_work_in_the_way_leaves_the_start_unknown_saying_why(env: Env, node):
-    accepted, _ = env.provision("llama", gpus=8, memory_gb=640)
+    accepted, _ = env.provision("llama", devices=8, memory_gb=640)
     assert accepted is not None
     env.run()
     env.submit("j", 2, 160)

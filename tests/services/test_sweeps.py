@@ -36,7 +36,7 @@ def test_one_tracker_run_checks_every_running_job_due_in_batches():
 def test_one_tracker_run_watches_every_live_instance_due():
     env = fleet()
     for n in range(30):
-        env.provision(f"i{n}", node=f"dgx-{n % 10}", gpus=1, memory_gb=80)
+        env.provision(f"i{n}", node=f"dgx-{n % 10}", devices=1, memory_gb=80)
     env.run()
     env.clock.advance(3600)
     env.dgx.calls.clear()
@@ -64,7 +64,7 @@ def test_one_usage_sync_run_meters_every_allocation_due():
     env = fleet()
     for n in range(30):
         env.submit(f"j{n}", 1, 80)
-        env.provision(f"i{n}", node=f"dgx-{n % 10}", gpus=1, memory_gb=80)
+        env.provision(f"i{n}", node=f"dgx-{n % 10}", devices=1, memory_gb=80)
     env.run()
     env.clock.advance(3600)
     report = env.w.usage_sync.run()

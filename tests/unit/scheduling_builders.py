@@ -27,7 +27,7 @@ def node(
     name: str,
     *,
     sub: str = SUB,
-    gpus: int = 8,
+    devices: int = 8,
     memory_gb: int = 640,
     used: int = 0,
     used_memory_gb: int | None = None,
@@ -38,12 +38,12 @@ def node(
     availability: str = "Available",
     slurm: tuple[str, str] | None = None,
 ) -> Node:
-    """A node with ``used`` of its ``gpus`` devices held (and that share of its memory unless said); ``slurm``: the
+    """A node with ``used`` of its ``devices`` devices held (and that share of its memory unless said); ``slurm``: the
     (cluster, partition) it runs work in, else the DGX Platform."""
     made = make_node(
         sub,
         name,
-        gpus=gpus,
+        devices=devices,
         memory_gb=memory_gb,
         model=model,
         location=location,
@@ -52,15 +52,15 @@ def node(
     )
     if slurm is not None:
         made.document["properties"]["backend"] = {"type": "Slurm", "cluster": slurm[0], "partition": slurm[1]}
-    held_memory = used * memory_gb // gpus if used_memory_gb is None else used_memory_gb
-    return replace(made, gpu_allocated=used, memory_gb_allocated=held_memory)
+    held_memory = used * memory_gb // devices if used_memory_gb is None else used_memory_gb
+    return replace(made, devices_allocated=used, memory_gb_allocated=held_memory)
 
 
 def job(
     name: str = "waiting",
     *,
     sub: str = SUB,
-    gpus: int = 2,
+    devices: int = 2,
     memory_gb: int | None = None,
     priority: int = 5,
     status: JobStatus = JobStatus.PENDING,
@@ -73,15 +73,15 @@ def job(
     ceiling: PriceCeiling | None = None,
     **fields: Any,
 ) -> Job:
-    """A job of ``gpus`` H100-sized devices (80 GiB each unless ``memory_gb``); ``on``: the node it holds devices of
+    """A job of ``devices`` H100-sized devices (80 GiB each unless ``memory_gb``); ``on``: the node it holds devices of
     (it is then ``Scheduled`` unless ``status`` says otherwise); ``gang``: its ``accelerator.nodes``."""
     if on is not None and status == JobStatus.PENDING:
         status = JobStatus.SCHEDULED
     made = make_job(
         sub,
         name,
-        gpus=gpus,
-        memory_gb=80 * gpus if memory_gb is None else memory_gb,
+        devices=devices,
+        memory_gb=80 * devices if memory_gb is None else memory_gb,
         priority=priority,
         status=status,
         submitted_at=submitted_at,
@@ -93,7 +93,7 @@ def job(
     )
     properties = made.document["properties"]
     if gang > 1:
-        properties["accelerator"] = {"kind": "GPU", "count": gpus, "nodes": gang}
+        properties["accelerator"] = {"kind": "GPU", "count": devices, "nodes": gang}
     if preemptible:
         properties["preemptible"] = True
     if ceiling is not None:
@@ -161,7 +161,7 @@ def decide(decision: Callable[[Snapshot], T], snap: Snapshot, fleet: Iterable[No
             room = [
                 n
                 for n in fleet
-                if n.free_gpus >= job.gpus
+                if n.free_devices >= job.devices
                 and n.free_memory_gb >= job.memory_gb
                 and (read.within is None or within_terms(n.terms, read.within))
             ]

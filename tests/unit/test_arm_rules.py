@@ -159,7 +159,7 @@ def _job() -> Any:
         etag='"1"',
         state=ProvisioningState.ACCEPTED,
         operation_id="op-1",
-        gpus=2,
+        devices=2,
         memory_gb=0,
         status=JobStatus.PENDING,
         priority=0,

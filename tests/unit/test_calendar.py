@@ -23,7 +23,7 @@ def held(name, *holds, **kw):
     return replace(
         made,
         holds=entries,
-        gpu_allocated=sum(h.gpus for h in entries),
+        devices_allocated=sum(h.devices for h in entries),
         memory_gb_allocated=sum(h.memory_gb for h in entries),
     )
 
@@ -38,38 +38,38 @@ def starts(waiting, fleet, now=NOW):
 
 
 def test_a_job_that_fits_now_starts_now():
-    (only,) = estimate([job(gpus=2, max_duration_seconds=HOUR)], [node("a")])
+    (only,) = estimate([job(devices=2, max_duration_seconds=HOUR)], [node("a")])
     assert only == Estimate(only.job, 1, NOW, (node("a").key,))
 
 
 def test_a_job_waiting_for_running_work_starts_when_that_work_reaches_its_maximum_duration():
     fleet = [held("a", (8, NOW + 2 * HOUR)), held("b", (6, NOW + HOUR), (2, NOW + 3 * HOUR))]
-    assert starts([job(gpus=4, max_duration_seconds=HOUR)], fleet) == [NOW + HOUR]  # b frees 6 at +1 h
-    assert starts([job(gpus=8, max_duration_seconds=HOUR)], fleet) == [NOW + 2 * HOUR]  # a is whole first
+    assert starts([job(devices=4, max_duration_seconds=HOUR)], fleet) == [NOW + HOUR]  # b frees 6 at +1 h
+    assert starts([job(devices=8, max_duration_seconds=HOUR)], fleet) == [NOW + 2 * HOUR]  # a is whole first
 
 
 def test_open_ended_work_in_the_way_makes_the_start_unknown_saying_why():
     fleet = [held("a", (8, 0)), held("b", (4, 0), (4, NOW + HOUR))]
-    (unknown,) = estimate([job(gpus=8, max_duration_seconds=HOUR)], fleet)
+    (unknown,) = estimate([job(devices=8, max_duration_seconds=HOUR)], fleet)
     assert unknown.start is None and unknown.why == Unknown.OPEN_ENDED
     assert "without a maximum duration" in unknown.stored(NOW).why
     # a job small enough for what the open-ended work leaves is known
-    assert starts([job(gpus=4, max_duration_seconds=HOUR)], fleet) == [NOW + HOUR]
+    assert starts([job(devices=4, max_duration_seconds=HOUR)], fleet) == [NOW + HOUR]
 
 
 def test_no_node_it_may_use_is_said_apart_from_open_ended_work():
     fleet = [held("dear", (8, NOW + HOUR), price="9")]
-    (unknown,) = estimate_queue([(job(gpus=8, ceiling=ceiling("5")), ceiling("5").terms)], {}, NOW)
+    (unknown,) = estimate_queue([(job(devices=8, ceiling=ceiling("5")), ceiling("5").terms)], {}, NOW)
     assert unknown.why == Unknown.NO_NODES
-    waiting = job(gpus=8, ceiling=ceiling("5"))
+    waiting = job(devices=8, ceiling=ceiling("5"))
     (priced,) = estimate_queue([(waiting, ceiling("5").terms)], {waiting.key: fleet}, NOW)
     assert priced.start is None and priced.why == Unknown.NO_NODES
 
 
 def test_jobs_are_estimated_in_queue_order_each_seeing_the_ones_ahead():
     fleet = [held("a", (8, NOW + HOUR))]
-    first = job("first", gpus=8, max_duration_seconds=2 * HOUR)
-    second = job("second", gpus=8, max_duration_seconds=HOUR)
+    first = job("first", devices=8, max_duration_seconds=2 * HOUR)
+    second = job("second", devices=8, max_duration_seconds=HOUR)
     estimates = estimate([first, second], fleet)
     assert [e.start for e in estimates] == [NOW + HOUR, NOW + 3 * HOUR]
     assert [e.position for e in estimates] == [1, 2]
@@ -77,16 +77,16 @@ def test_jobs_are_estimated_in_queue_order_each_seeing_the_ones_ahead():
 
 def test_a_short_job_backfills_before_a_larger_one_ahead_only_where_it_ends_in_time():
     fleet = [held("a", (4, NOW + HOUR))]  # 4 free now; all 8 at +1 h
-    big = job("big", gpus=8, max_duration_seconds=2 * HOUR)
-    short = job("short", gpus=4, max_duration_seconds=HOUR // 2)  # ends before big starts: backfills now
-    long = job("long", gpus=4, max_duration_seconds=2 * HOUR)  # would still run at +1 h: after big
+    big = job("big", devices=8, max_duration_seconds=2 * HOUR)
+    short = job("short", devices=4, max_duration_seconds=HOUR // 2)  # ends before big starts: backfills now
+    long = job("long", devices=4, max_duration_seconds=2 * HOUR)  # would still run at +1 h: after big
     assert starts([big, short, long], fleet) == [NOW + HOUR, NOW, NOW + 3 * HOUR]
 
 
 def test_a_job_without_a_maximum_duration_waits_for_every_finite_hold_it_would_overlap():
     fleet = [held("a", (4, NOW + HOUR))]
-    ahead = job("ahead", gpus=8, max_duration_seconds=HOUR)
-    forever = job("forever", gpus=4, max_duration_seconds=0)
+    ahead = job("ahead", devices=8, max_duration_seconds=HOUR)
+    forever = job("forever", devices=4, max_duration_seconds=0)
     # 4 free now, but the job ahead takes the whole node at +1 h: an open-ended job can only start after it
     assert starts([ahead, forever], fleet) == [NOW + HOUR, NOW + 2 * HOUR]
 
@@ -98,20 +98,20 @@ def test_a_gang_starts_when_enough_nodes_of_one_group_are_free_together():
         held("c", (8, NOW + 2 * HOUR)),
         held("dear", (8, NOW + HOUR // 2), price="3"),  # another price: never in the same gang
     ]
-    (gang,) = estimate([job(gpus=8, gang=2, max_duration_seconds=HOUR)], fleet)
+    (gang,) = estimate([job(devices=8, gang=2, max_duration_seconds=HOUR)], fleet)
     assert gang.start == NOW + 2 * HOUR and {k.name for k in gang.nodes} == {"a", "c"}
 
 
 def test_a_hold_past_its_end_ends_now_and_unaccounted_work_is_open_ended():
     overdue = held("a", (8, NOW - 600))
-    assert starts([job(gpus=8, max_duration_seconds=HOUR)], [overdue]) == [NOW]
-    legacy = replace(node("b"), gpu_allocated=8, memory_gb_allocated=640)  # placed before holds were written
-    assert starts([job(gpus=8, max_duration_seconds=HOUR)], [legacy]) == [None]
+    assert starts([job(devices=8, max_duration_seconds=HOUR)], [overdue]) == [NOW]
+    legacy = replace(node("b"), devices_allocated=8, memory_gb_allocated=640)  # placed before holds were written
+    assert starts([job(devices=8, max_duration_seconds=HOUR)], [legacy]) == [None]
 
 
 def test_best_fit_at_the_start_time_chooses_the_node():
     fleet = [held("roomy", (2, NOW + HOUR)), held("tight", (6, NOW + HOUR))]
-    (only,) = estimate([job(gpus=2, max_duration_seconds=HOUR)], fleet)
+    (only,) = estimate([job(devices=2, max_duration_seconds=HOUR)], fleet)
     assert only.start == NOW and only.nodes == (fleet[1].key,)  # 2 free now on "tight": left full
 
 

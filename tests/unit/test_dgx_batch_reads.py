@@ -30,7 +30,7 @@ def test_jobs_read_in_batches_known_by_id_unknown_absent(platform):
             idempotency_key=str(uuid.uuid4()),
             name=f"j{n}",
             node_id="node-1",
-            gpus=1,
+            devices=1,
             memory_gb=80,
             workload={"image": "nvcr.io/nvidia/pytorch:24.10-py3", "command": [], "env": {}},
             max_duration_seconds=3600,
@@ -47,7 +47,12 @@ def test_instances_read_in_one_call_lost_ones_absent(platform):
     client, calls, _ = platform
     made = [
         client.create_instance(
-            idempotency_key=str(uuid.uuid4()), name=f"i{n}", node_id="node-1", model="mistral:7b", gpus=1, memory_gb=80
+            idempotency_key=str(uuid.uuid4()),
+            name=f"i{n}",
+            node_id="node-1",
+            model="mistral:7b",
+            devices=1,
+            memory_gb=80,
         ).id
         for n in range(3)
     ]

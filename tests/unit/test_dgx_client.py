@@ -48,7 +48,7 @@ def test_create_carries_the_idempotency_key_and_retries_transient_failures():
         seen,
     )
     created = client.create_instance(
-        idempotency_key="op-1", name="n", node_id="node", model="mistral:7b", gpus=2, memory_gb=160
+        idempotency_key="op-1", name="n", node_id="node", model="mistral:7b", devices=2, memory_gb=160
     )
     assert created.id == "dgxi-1" and created.status == "Provisioning"
     assert len(seen) == 4
@@ -74,7 +74,7 @@ def test_other_4xx_are_permanent_and_not_retried(status):
     seen: list = []
     client = client_with([httpx.Response(status, json={"error": {"code": "X", "message": "no"}})], seen)
     with pytest.raises(DgxPermanentError) as caught:
-        client.create_instance(idempotency_key="k", name="n", node_id="node", model="m", gpus=1, memory_gb=1)
+        client.create_instance(idempotency_key="k", name="n", node_id="node", model="m", devices=1, memory_gb=1)
     assert len(seen) == 1
     assert caught.value.status == status
 

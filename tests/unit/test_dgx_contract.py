@@ -82,13 +82,13 @@ def test_the_request_bodies_the_client_sends_are_the_contracts():
     tpu = {"kind": "TPU", "vendor": "Google", "model": "v5e"}
     instance = _sent_bodies(
         lambda c: c.create_instance(
-            idempotency_key="op-1", name="i", node_id="n", model="llama3", gpus=1, memory_gb=80,
+            idempotency_key="op-1", name="i", node_id="n", model="llama3", devices=1, memory_gb=80,
             accelerator={"kind": "GPU", "vendor": "NVIDIA"},
         )
     )  # fmt: skip
     job = _sent_bodies(
         lambda c: c.submit_job(
-            idempotency_key="op-2", name="j", node_id="n", gpus=8, memory_gb=0,
+            idempotency_key="op-2", name="j", node_id="n", devices=8, memory_gb=0,
             workload={"image": "gcr.io/x/train:1", "command": [], "env": {}}, max_duration_seconds=60, accelerator=tpu,
         )
     )  # fmt: skip

@@ -58,14 +58,14 @@ from tests.unit.scheduling_builders import OTHER_SUB, ceiling, decide, job, node
             "No node of the subscription has location 'westeurope'.",
         ),
         (
-            job(gpus=16),
-            [node("a"), node("b", gpus=4, memory_gb=320)],
+            job(devices=16),
+            [node("a"), node("b", devices=4, memory_gb=320)],
             [],
             TooLarge(16, 1280, scheduling.Wanted("GPU", "", "NVIDIA", False, ""), 8, 640),
             "The job asks for 16 GPUs and 1280 GiB of GPU memory; the largest node has 8 GPUs and 640 GiB.",
         ),
         (  # more memory than one device carries
-            job(gpus=1, memory_gb=100),
+            job(devices=1, memory_gb=100),
             [node("a")],
             [],
             TooLarge,
@@ -79,7 +79,7 @@ from tests.unit.scheduling_builders import OTHER_SUB, ceiling, decide, job, node
             "the subscription has at most 2 such nodes.",
         ),
         (  # a quota below all a gang asks, on every shape that could hold it
-            job(gpus=4, gang=2),
+            job(devices=4, gang=2),
             [node("a"), node("b")],
             [quota("gpus", 6)],
             BeyondQuota("GPU", 8, (scheduling.QuotaSeen("gpus", "eastus", 6, 0),)),
@@ -109,7 +109,7 @@ def test_a_job_no_node_could_ever_hold_is_inadmissible_saying_why(asked, fleet, 
     [
         (job(), [node("a", used=8)], []),  # full now: it waits, it is not refused
         (job(gang=2), [node("a"), node("b", availability="Cordoned")], []),  # shapes count cordoned nodes
-        (job(gpus=8), [node("a"), node("far", location="westus")], [quota("gpus", 4)]),  # westus has no quota
+        (job(devices=8), [node("a"), node("far", location="westus")], [quota("gpus", 4)]),  # westus has no quota
         (job(ceiling=ceiling("3")), [node("a", price="9")], []),  # a ceiling admitting some terms
     ],
     ids=["full-now", "gang-of-cordoned", "quota-elsewhere", "ceiling-above"],
@@ -152,7 +152,7 @@ def test_a_currency_the_budget_does_not_count_names_the_budget():
 
 def test_room_held_back_by_a_full_quota_names_the_quota_with_its_figures():
     fleet = [node("a")]
-    decided = decide(scheduling.waiting, snapshot(job(gpus=4), fleet, quotas=[quota("gpus-h100", 8, 6)]), fleet)
+    decided = decide(scheduling.waiting, snapshot(job(devices=4), fleet, quotas=[quota("gpus-h100", 8, 6)]), fleet)
     assert decided == QuotaFull("GPU", scheduling.QuotaSeen("gpus-h100", "eastus", 8, 6), 4)
     assert render(decided) == (
         "Waiting for quota: the GPU quota 'gpus-h100' of the subscription in 'eastus' allows 8 GPUs and 6 are in use; "
@@ -169,7 +169,7 @@ def test_no_room_anywhere_but_a_full_quota_on_every_shape_is_still_the_quota():
 
 def test_no_room_with_quota_to_spare_waits_for_capacity_saying_the_vendor():
     fleet = [node("a", used=7)]
-    decided = decide(scheduling.waiting, snapshot(job(gpus=2), fleet, quotas=[quota("gpus", 100)]), fleet)
+    decided = decide(scheduling.waiting, snapshot(job(devices=2), fleet, quotas=[quota("gpus", 100)]), fleet)
     assert decided == NoRoom("GPU", 2, 160, "NVIDIA")
     assert render(decided) == (
         "Waiting for capacity: no node of the subscription has 2 free NVIDIA GPUs and 160 GiB of GPU memory now."
@@ -185,7 +185,7 @@ def test_a_gang_with_too_few_nodes_of_one_price_with_room_waits_for_capacity():
 
 def test_a_gang_with_room_but_a_quota_too_small_for_all_its_parts_names_the_quota():
     fleet = [node("a"), node("b")]
-    decided = decide(scheduling.waiting, snapshot(job(gpus=4, gang=2), fleet, quotas=[quota("gpus", 10, 4)]), fleet)
+    decided = decide(scheduling.waiting, snapshot(job(devices=4, gang=2), fleet, quotas=[quota("gpus", 10, 4)]), fleet)
     assert isinstance(decided, QuotaFull) and decided.gang_size == 2
     assert render(decided).endswith("the job needs 8 (2 nodes of 4).")
 
@@ -197,9 +197,9 @@ def test_best_fit_leaves_the_fewest_free_devices_then_the_least_memory_ties_in_t
         node("tight", used=5),  # 3 free: 1 left
         node("tight-memory", used=5, used_memory_gb=420),  # 3 free, 220 GiB free: 1 left, less memory left
         node("same", used=5),  # a tie with "tight": the index's order
-        node("too-small-memory", gpus=8, memory_gb=64),  # 8 GiB a device: a part of 80 GiB a device never fits
+        node("too-small-memory", devices=8, memory_gb=64),  # 8 GiB a device: a part of 80 GiB a device never fits
     ]
-    chosen = scheduling.best_fit(job(gpus=2), fleet)
+    chosen = scheduling.best_fit(job(devices=2), fleet)
     assert [n.name for n in chosen] == ["tight-memory", "tight", "same", "roomy"]
 
 
@@ -250,22 +250,22 @@ def _preemption(waiting, fleet, victims, **kw):
 
 def test_preemption_chooses_the_node_needing_the_fewest_victims():
     a, b = node("a", used=8), node("b", used=8)
-    on_a = [job(f"a{i}", gpus=2, priority=1, preemptible=True, on=a) for i in range(4)]
+    on_a = [job(f"a{i}", devices=2, priority=1, preemptible=True, on=a) for i in range(4)]
     on_b = [
-        job("b0", gpus=4, priority=2, preemptible=True, on=b),
-        job("b1", gpus=4, priority=2, preemptible=True, on=b),
+        job("b0", devices=4, priority=2, preemptible=True, on=b),
+        job("b1", devices=4, priority=2, preemptible=True, on=b),
     ]
-    decided = _preemption(job(gpus=4, priority=8), [a, b], [*on_a, *on_b])
+    decided = _preemption(job(devices=4, priority=8), [a, b], [*on_a, *on_b])
     assert decided is not None and decided.node == b.key and [v.key.name for v in decided.victims] == ["b0"]
 
 
 def test_preemption_ties_on_victims_go_to_the_lower_highest_priority():
     a, b = node("a", used=8), node("b", used=8)
     victims = [
-        job("a0", gpus=8, priority=3, preemptible=True, on=a),
-        job("b0", gpus=8, priority=1, preemptible=True, on=b),
+        job("a0", devices=8, priority=3, preemptible=True, on=a),
+        job("b0", devices=8, priority=1, preemptible=True, on=b),
     ]
-    decided = _preemption(job(gpus=4, priority=8), [a, b], victims)
+    decided = _preemption(job(devices=4, priority=8), [a, b], victims)
     assert decided is not None and decided.node == b.key
 
 
@@ -284,43 +284,45 @@ def test_preemption_ties_on_victims_go_to_the_lower_highest_priority():
 )
 def test_preemption_never_stops_a_job_it_may_not(said):
     a = node("a", used=8)
-    victim = job("v", **{"gpus": 8, "priority": 1, "preemptible": True, "on": a, "status": JobStatus.RUNNING, **said})
-    assert _preemption(job(gpus=4, priority=8), [a], [victim]) is None
-    allowed = job("v", gpus=8, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
-    assert _preemption(job(gpus=4, priority=8), [a], [allowed]) is not None  # the same job, as it may be
+    victim = job(
+        "v", **{"devices": 8, "priority": 1, "preemptible": True, "on": a, "status": JobStatus.RUNNING, **said}
+    )
+    assert _preemption(job(devices=4, priority=8), [a], [victim]) is None
+    allowed = job("v", devices=8, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
+    assert _preemption(job(devices=4, priority=8), [a], [allowed]) is not None  # the same job, as it may be
 
 
 @pytest.mark.parametrize(
     ("waiting", "budgets"),
     [
-        (job(gpus=4, priority=0), Budgets()),
-        (job(gpus=4, priority=8, gang=2), Budgets()),
-        (job(gpus=4, priority=8), Budgets(refusal="spent", refused_by="b")),
-        (job(gpus=4, priority=8, drain_node=node("x").key), Budgets()),
+        (job(devices=4, priority=0), Budgets()),
+        (job(devices=4, priority=8, gang=2), Budgets()),
+        (job(devices=4, priority=8), Budgets(refusal="spent", refused_by="b")),
+        (job(devices=4, priority=8, drain_node=node("x").key), Budgets()),
     ],
     ids=["priority-0", "gang", "budget-spent", "node-held-already"],
 )
 def test_a_job_that_may_not_preempt_preempts_nothing(waiting, budgets):
     a = node("a", used=8)
-    victim = job("v", gpus=8, priority=0, preemptible=True, on=a, status=JobStatus.RUNNING)
+    victim = job("v", devices=8, priority=0, preemptible=True, on=a, status=JobStatus.RUNNING)
     assert not scheduling.may_preempt(waiting, budgets)
     assert _preemption(waiting, [a], [victim], budgets=budgets) is None
 
 
 def test_preemption_never_frees_a_node_where_a_quota_stays_full():
     a = node("a", used=8)
-    victim = job("v", gpus=2, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
+    victim = job("v", devices=2, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
     # 2 devices freed, but the quota is 4 short: stopping it would not let the job in
-    assert _preemption(job(gpus=2, priority=8), [a], [victim], quotas=[quota("gpus", 8, 12)]) is None
+    assert _preemption(job(devices=2, priority=8), [a], [victim], quotas=[quota("gpus", 8, 12)]) is None
     # with the quota 2 short, the victim's 2 devices are enough
-    decided = _preemption(job(gpus=2, priority=8), [a], [victim], quotas=[quota("gpus", 10, 10)])
+    decided = _preemption(job(devices=2, priority=8), [a], [victim], quotas=[quota("gpus", 10, 10)])
     assert decided is not None and [v.key.name for v in decided.victims] == ["v"]
 
 
 def test_preemption_never_takes_a_node_above_the_ceiling_or_not_available():
     dear, cordoned = node("dear", used=8, price="9"), node("cordoned", used=8, availability="Cordoned")
-    victims = [job(n.name + "-v", gpus=8, priority=1, preemptible=True, on=n) for n in (dear, cordoned)]
-    assert _preemption(job(gpus=4, priority=8, ceiling=ceiling("5")), [dear, cordoned], victims) is None
+    victims = [job(n.name + "-v", devices=8, priority=1, preemptible=True, on=n) for n in (dear, cordoned)]
+    assert _preemption(job(devices=4, priority=8, ceiling=ceiling("5")), [dear, cordoned], victims) is None
 
 
 # ----------------------------------------------------------------------------------------------- starvation
@@ -334,9 +336,9 @@ def test_a_job_starves_once_it_waited_the_starvation_time_unless_held_or_a_gang(
 
 
 def test_the_node_drained_for_a_starving_job_is_the_nearest_to_fitting():
-    fleet = [node("small", gpus=4, memory_gb=320, used=0), node("a", used=6), node("b", used=3)]
-    assert scheduling.drain_target(job(gpus=6), fleet).name == "b"  # the small one never could
-    assert scheduling.drain_target(job(gpus=16), fleet) is None
+    fleet = [node("small", devices=4, memory_gb=320, used=0), node("a", used=6), node("b", used=3)]
+    assert scheduling.drain_target(job(devices=6), fleet).name == "b"  # the small one never could
+    assert scheduling.drain_target(job(devices=16), fleet) is None
 
 
 # ----------------------------------------------------------------------------------------------- the snapshot
@@ -357,9 +359,9 @@ def test_a_decision_names_the_first_part_it_has_not_read(decision, empty, part):
 
 def test_a_decision_reads_the_quotas_only_of_the_locations_it_looks_at():
     fleet = [node("a"), node("far", location="westus")]
-    bare = Snapshot(job(gpus=16), shapes=snapshot(job(), fleet).shapes)
+    bare = Snapshot(job(devices=16), shapes=snapshot(job(), fleet).shapes)
     assert isinstance(scheduling.inadmissible(bare), TooLarge)  # decided on the shapes alone
-    sized = Snapshot(job(gpus=4), shapes=bare.shapes)
+    sized = Snapshot(job(devices=4), shapes=bare.shapes)
     with pytest.raises(Unread) as unread:
         scheduling.inadmissible(sized)
     assert unread.value.part == ReadQuotas("eastus")
@@ -367,8 +369,8 @@ def test_a_decision_reads_the_quotas_only_of_the_locations_it_looks_at():
 
 def test_preemption_reads_each_victims_node_as_it_is_now():
     a = node("a", used=8)
-    victim = job("v", gpus=8, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
-    bare = Snapshot(job(gpus=4, priority=8), budgets=Budgets(), preemptible=(victim,))
+    victim = job("v", devices=8, priority=1, preemptible=True, on=a, status=JobStatus.RUNNING)
+    bare = Snapshot(job(devices=4, priority=8), budgets=Budgets(), preemptible=(victim,))
     with pytest.raises(Unread) as unread:
         scheduling.preemption_targets(bare)
     assert unread.value.part == ReadNode(a.key)

@@ -41,13 +41,13 @@ def fleets(draw, *, used: bool = True):
     count = draw(st.integers(1, 10))
     made = []
     for i in range(count):
-        gpus = draw(st.sampled_from((1, 2, 4, 8)))
+        devices = draw(st.sampled_from((1, 2, 4, 8)))
         made.append(
             node(
                 f"n{i}",
-                gpus=gpus,
-                memory_gb=80 * gpus,
-                used=draw(st.integers(0, gpus)) if used else 0,
+                devices=devices,
+                memory_gb=80 * devices,
+                used=draw(st.integers(0, devices)) if used else 0,
                 price=draw(st.sampled_from(PRICES)),
                 location=draw(st.sampled_from(("eastus", "westus"))),
                 availability=draw(st.sampled_from(("Available",) * 5 + ("Cordoned",))),
@@ -59,10 +59,10 @@ def fleets(draw, *, used: bool = True):
 
 @st.composite
 def jobs(draw, *, gang: bool = True, priority: st.SearchStrategy[int] = st.integers(0, 9)):
-    gpus = draw(st.sampled_from((1, 2, 3, 4, 8)))
+    devices = draw(st.sampled_from((1, 2, 3, 4, 8)))
     return job(
-        gpus=gpus,
-        memory_gb=draw(st.sampled_from((40 * gpus, 80 * gpus))),
+        devices=devices,
+        memory_gb=draw(st.sampled_from((40 * devices, 80 * devices))),
         gang=draw(st.integers(1, 3)) if gang else 1,
         priority=draw(priority),
         location=draw(st.sampled_from(("", "eastus"))),
@@ -75,7 +75,7 @@ def _room(wanted, fleet, terms):
     return [
         n
         for n in fleet
-        if n.free_gpus >= wanted.gpus
+        if n.free_devices >= wanted.devices
         and n.free_memory_gb >= wanted.memory_gb
         and (terms is None or within_terms(n.terms, terms))
     ]
@@ -90,9 +90,9 @@ def _group(n):
 @given(fleets(), jobs(gang=False))
 def test_best_fit_orders_every_node_a_part_fits_on_by_what_it_leaves(fleet, wanted):
     chosen = scheduling.best_fit(wanted, fleet)
-    keys = [scheduling.fit_key(n.free_gpus, n.free_memory_gb, wanted.gpus, wanted.memory_gb) for n in chosen]
+    keys = [scheduling.fit_key(n.free_devices, n.free_memory_gb, wanted.devices, wanted.memory_gb) for n in chosen]
     assert keys == sorted(keys)
-    fits = {n.key for n in fleet if n.memory_gb_total * wanted.gpus >= wanted.memory_gb * n.gpu_total}
+    fits = {n.key for n in fleet if n.memory_gb_total * wanted.devices >= wanted.memory_gb * n.device_total}
     assert {n.key for n in chosen} == fits and len(chosen) == len(fits)
 
 
@@ -110,7 +110,7 @@ def test_a_gang_gets_all_its_parts_on_one_group_or_nothing(fleet, wanted):
     assert len(chosen) == wanted.gang_size == len({n.key for n in chosen})
     assert len({_group(n) for n in chosen}) == 1
     for part in chosen:  # each has room for its part, as the index read it, and meets every constraint
-        assert part.free_gpus >= wanted.gpus and part.free_memory_gb >= wanted.memory_gb
+        assert part.free_devices >= wanted.devices and part.free_memory_gb >= wanted.memory_gb
         assert scheduling.matches(wanted, part, terms)
 
 
@@ -121,17 +121,17 @@ def held_fleets(draw):
     parts of gangs, some canceling, some ended (a stale index entry) — what the preemption index may answer."""
     made, victims = [], []
     for i in range(draw(st.integers(1, 6))):
-        gpus = draw(st.sampled_from((2, 4, 8)))
+        devices = draw(st.sampled_from((2, 4, 8)))
         blank = node(
             f"n{i}",
-            gpus=gpus,
-            memory_gb=80 * gpus,
+            devices=devices,
+            memory_gb=80 * devices,
             price=draw(st.sampled_from(PRICES)),
             availability=draw(st.sampled_from(("Available",) * 4 + ("Cordoned",))),
         )
         held = 0
         for v in range(draw(st.integers(0, 3))):
-            size = draw(st.integers(1, gpus - held)) if held < gpus else 0
+            size = draw(st.integers(1, devices - held)) if held < devices else 0
             if not size:
                 break
             held += size
@@ -139,7 +139,7 @@ def held_fleets(draw):
                 job(
                     f"n{i}-v{v}",
                     sub=draw(st.sampled_from((SUB, SUB, OTHER_SUB))),
-                    gpus=size,
+                    devices=size,
                     priority=draw(st.integers(0, 6)),
                     preemptible=draw(st.sampled_from((True, True, True, False))),
                     on=blank,
@@ -148,7 +148,7 @@ def held_fleets(draw):
                     gang_nodes=draw(st.sampled_from(((),) * 5 + ((blank.key,),))),
                 )
             )
-        made.append(replace(blank, gpu_allocated=held, memory_gb_allocated=80 * held))
+        made.append(replace(blank, devices_allocated=held, memory_gb_allocated=80 * held))
     order = draw(st.permutations(range(len(victims))))
     return made, [victims[i] for i in order]
 
@@ -181,12 +181,12 @@ def test_preemption_stops_only_what_it_may_and_only_enough_to_make_room(held, wa
         assert victim.priority < wanted.priority
         assert victim.status in (JobStatus.SCHEDULED, JobStatus.RUNNING) and not victim.cancel_requested
         assert not victim.gang_nodes and victim.node == target.key
-    freed = sum(v.gpus for v in decided.victims)
-    assert target.free_gpus + freed >= wanted.gpus
+    freed = sum(v.devices for v in decided.victims)
+    assert target.free_devices + freed >= wanted.devices
     assert target.free_memory_gb + sum(v.memory_gb for v in decided.victims) >= wanted.memory_gb
     for limited in quotas:  # never across a quota: each it counts in has room once the victims let go
         if limited.name in quota_names(target.shape.gpu_model):
-            assert (limited.headroom or 0) + freed >= wanted.gpus
+            assert (limited.headroom or 0) + freed >= wanted.devices
 
 
 # ----------------------------------------------------------------------------------------------- reasons
@@ -258,10 +258,12 @@ def _holds_what_its_jobs_hold(env, node_names, job_names):
         parts = (found.node, *found.gang_nodes)
         assert len(parts) == found.gang_size == len(set(parts))  # a gang holds all its parts or none
         for part in parts:
-            held[part.name] += found.gpus
+            held[part.name] += found.devices
     for name in node_names:
         n = env.node(name)
-        assert n.gpu_allocated == held[name] <= n.gpu_total  # never over-committed, never more than its jobs hold
+        assert (
+            n.devices_allocated == held[name] <= n.device_total
+        )  # never over-committed, never more than its jobs hold
 
 
 @SERVICE
@@ -272,15 +274,15 @@ def test_no_node_is_ever_over_committed_and_no_gang_half_placed(world):
     env = Env()
     nodes, submitted, ends = world
     node_names = [f"n{i}" for i in range(len(nodes))]
-    for name, (gpus, price) in zip(node_names, nodes, strict=True):
-        env.add_node(name, gpus=gpus, price=price)
+    for name, (devices, price) in zip(node_names, nodes, strict=True):
+        env.add_node(name, devices=devices, price=price)
     job_names = []
-    for i, (gpus, gang, priority, preemptible) in enumerate(submitted):
-        accelerator = {"kind": "GPU", "count": gpus, "memoryGb": 80 * gpus, "nodes": gang}
+    for i, (devices, gang, priority, preemptible) in enumerate(submitted):
+        accelerator = {"kind": "GPU", "count": devices, "memoryGb": 80 * devices, "nodes": gang}
         env.submit(
             f"j{i}",
-            gpus * gang,
-            80 * gpus * gang,
+            devices * gang,
+            80 * devices * gang,
             priority=priority,
             preemptible=preemptible and gang == 1,
             accelerator=accelerator,

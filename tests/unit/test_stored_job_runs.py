@@ -113,7 +113,7 @@ def finished(item: dict[str, Any], outcome: JobEnd) -> dict[str, Any]:
             "cost": after.cost,
             "lease": after.lease.until if after.lease else None,
         }
-        shown["released"] = [[r.node.name, r.gpus, r.quota_charge] for r in effects.releases]
+        shown["released"] = [[r.node.name, r.devices, r.quota_charge] for r in effects.releases]
         shown["meterEnds"] = [[m.allocation_id, m.end] for m in (effects.meter_end, *effects.more_meter_ends) if m]
         shown["operations"] = [o.body["status"] for o in (effects.operation, *effects.more_operations) if o]
     return shown

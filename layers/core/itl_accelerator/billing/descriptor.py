@@ -171,7 +171,7 @@ def describe(
         supplier=(workload.node_owner if part == 1 else None) or (node.owner if node else "") or "unknown",
         region=(node.location if node else workload.location) or "unknown",
         sku=node.sku_name if node else "unknown",
-        gpus=workload.gpus,
+        gpus=workload.devices,
         tags=dict(workload.document.get("tags") or {}),
         resource_created_at=workload.created_at,
         node_created_at=node.created_at if node else "",

@@ -30,7 +30,7 @@ def job_charges(job: Job, ended: float, *, running: bool = False) -> RunCharges:
     terms = job.billing_terms
     start = _epoch(job.started_at)
     end = max(start, int(ended))
-    charges = allocation_charges(terms, gpus=job.gpus, start=start, end=None if running else end, now=end)
+    charges = allocation_charges(terms, gpus=job.devices, start=start, end=None if running else end, now=end)
     parts = 1 + len(job.gang_nodes)  # a gang's parts: as many meters, each the same devices, times and terms
     return RunCharges(
         parts * sum(c.gpu_seconds for c in charges),

@@ -105,7 +105,7 @@ class DgxPlatformClient:
         name: str,
         node_id: str,
         model: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
@@ -118,7 +118,7 @@ class DgxPlatformClient:
         None: NVIDIA GPUs, as the contract reads its absence). ``targets`` and ``partition`` (a platform's host names and
         partition: the platforms' interface, itl_accelerator/platforms/protocol.py) are not sent: the DGX Platform
         places by node id."""
-        body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": gpus, "memoryGb": memory_gb}
+        body: dict[str, Any] = {"name": name, "nodeId": node_id, "model": model, "gpus": devices, "memoryGb": memory_gb}
         if accelerator:
             body["accelerator"] = accelerator
         if callback_url:
@@ -156,7 +156,7 @@ class DgxPlatformClient:
         idempotency_key: str,
         name: str,
         node_id: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
@@ -170,14 +170,14 @@ class DgxPlatformClient:
         """``POST /v1/jobs`` with ``Idempotency-Key``: the same key returns the job already submitted.
         ``workload``: ``{"image", "command", "env"}``; ``callback_url``: where the platform announces that the job
         ended (None: no callback); ``accelerator``: the node's devices, as for :meth:`create_instance`;
-        ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``gpus`` and ``memory_gb`` on each — one
+        ``node_ids``: a multi-node job's nodes (the first is ``node_id``), ``devices`` and ``memory_gb`` on each — one
         platform job with one outcome, its containers started on all of them at once (docs/DGX_INTEGRATION.md);
         ``targets`` and ``partition`` are not sent (as for :meth:`create_instance`); ``recover`` is not needed (the platform
         de-duplicates by the key)."""
         body: dict[str, Any] = {
             "name": name,
             "nodeId": node_id,
-            "gpus": gpus,
+            "gpus": devices,
             "memoryGb": memory_gb,
             "image": workload["image"],
             "command": workload.get("command", []),

@@ -36,10 +36,10 @@ ESTIMATE_TOLERANCE_SECONDS = 60
 
 @dataclass(frozen=True)
 class Busy:
-    """``gpus`` devices and ``memory_gb`` GiB of a node taken from ``start`` to ``end`` (epoch seconds; ``end``
+    """``devices`` devices and ``memory_gb`` GiB of a node taken from ``start`` to ``end`` (epoch seconds; ``end``
     ``math.inf``: open-ended)."""
 
-    gpus: int
+    devices: int
     memory_gb: int
     start: float
     end: float
@@ -58,24 +58,24 @@ class Timeline:
         held = [h for h in node.holds]
         if node.unaccounted is not None:
             held.append(node.unaccounted)
-        busy = tuple(Busy(h.gpus, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf) for h in held)
+        busy = tuple(Busy(h.devices, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf) for h in held)
         return cls(node, busy)
 
     def free_at(self, t: float) -> tuple[int, int]:
         """Free devices and GiB at ``t``."""
         taken = [b for b in self.busy if b.start <= t < b.end]
         return (
-            self.node.gpu_total - sum(b.gpus for b in taken),
+            self.node.device_total - sum(b.devices for b in taken),
             self.node.memory_gb_total - sum(b.memory_gb for b in taken),
         )
 
-    def fits(self, gpus: int, memory_gb: int, start: float, end: float) -> bool:
-        """Whether ``gpus`` and ``memory_gb`` are free for all of ``[start, end)``: checked at ``start`` and wherever
+    def fits(self, devices: int, memory_gb: int, start: float, end: float) -> bool:
+        """Whether ``devices`` and ``memory_gb`` are free for all of ``[start, end)``: checked at ``start`` and wherever
         something starts to be taken within it (free only falls there)."""
         points = [start, *(b.start for b in self.busy if start < b.start < end)]
         for t in points:
-            free_gpus, free_memory = self.free_at(t)
-            if free_gpus < gpus or free_memory < memory_gb:
+            free_devices, free_memory = self.free_at(t)
+            if free_devices < devices or free_memory < memory_gb:
                 return False
         return True
 
@@ -114,11 +114,11 @@ class Estimate:
         return StartEstimate(at, self.position, int(now), str(self.why) if self.why else "")
 
 
-def earliest(timeline: Timeline, gpus: int, memory_gb: int, duration: float, now: float) -> float | None:
-    """The earliest time from ``now`` at which ``gpus``/``memory_gb`` are free on the node for ``duration`` seconds
+def earliest(timeline: Timeline, devices: int, memory_gb: int, duration: float, now: float) -> float | None:
+    """The earliest time from ``now`` at which ``devices``/``memory_gb`` are free on the node for ``duration`` seconds
     (``math.inf``: for good); None when never (open-ended work in the way)."""
     for start in (now, *timeline.ends(now)):
-        if timeline.fits(gpus, memory_gb, start, start + duration):
+        if timeline.fits(devices, memory_gb, start, start + duration):
             return start
     return None
 
@@ -128,7 +128,7 @@ def _single(job: Job, timelines: Sequence[Timeline], duration: float, now: float
     index's order)."""
     best: tuple[tuple[float, int, int], Timeline] | None = None
     for timeline in timelines:
-        start = earliest(timeline, job.gpus, job.memory_gb, duration, now)
+        start = earliest(timeline, job.devices, job.memory_gb, duration, now)
         if start is None:
             continue
         rank = (start, *_fit_then(timeline, job, start))
@@ -145,7 +145,7 @@ def _gang(
     by_key = {t.node.key: t for t in timelines}
     times = sorted({now, *(e for t in timelines for e in t.ends(now))})
     for start in times:
-        fitting = [t.node for t in timelines if t.fits(job.gpus, job.memory_gb, start, start + duration)]
+        fitting = [t.node for t in timelines if t.fits(job.devices, job.memory_gb, start, start + duration)]
         for group in gang_groups(job, fitting, terms):
             if len(group) >= job.gang_size:
                 chosen = sorted((by_key[n.key] for n in group), key=lambda t: _fit_then(t, job, start))
@@ -182,7 +182,7 @@ def estimate_queue(
             continue
         start, chosen = found
         for timeline in chosen:  # the jobs behind it see it there
-            taken = timeline.taking(Busy(job.gpus, job.memory_gb, start, start + duration))
+            taken = timeline.taking(Busy(job.devices, job.memory_gb, start, start + duration))
             timelines[timeline.node.key] = taken
         estimates.append(Estimate(job.key, position, start, tuple(t.node.key for t in chosen)))
     return estimates
@@ -190,8 +190,8 @@ def estimate_queue(
 
 def _fit_then(timeline: Timeline, job: Job, t: float) -> tuple[int, int]:
     """Best fit's order (domain/scheduling.py ``fit_key``) of the node at ``t``."""
-    free_gpus, free_memory = timeline.free_at(t)
-    return fit_key(free_gpus, free_memory, job.gpus, job.memory_gb)
+    free_devices, free_memory = timeline.free_at(t)
+    return fit_key(free_devices, free_memory, job.devices, job.memory_gb)
 
 
 def _as_gang(found: tuple[float, Timeline] | None) -> tuple[float, list[Timeline]] | None:

@@ -40,7 +40,7 @@ class Victim:
 
     key: ResourceKey
     node: ResourceKey
-    gpus: int
+    devices: int
     memory_gb: int
     priority: int
 
@@ -52,31 +52,33 @@ class Room:
     node's)."""
 
     node: ResourceKey
-    free_gpus: int
+    free_devices: int
     free_memory_gb: int
     quota_shortfall: int = 0
 
 
-def choose(gpus: int, memory_gb: int, rooms: Iterable[Room], victims: list[Victim]) -> tuple[Room, list[Victim]] | None:
-    """The node and the victims (in the order given: lowest priority first) whose stopping gives a job of ``gpus``
+def choose(
+    devices: int, memory_gb: int, rooms: Iterable[Room], victims: list[Victim]
+) -> tuple[Room, list[Victim]] | None:
+    """The node and the victims (in the order given: lowest priority first) whose stopping gives a job of ``devices``
     devices and ``memory_gb`` GiB room there, within its quotas; None when no node of ``rooms`` can be freed
     enough. The fewest victims first, then the lowest of their highest priorities, then the fewest devices."""
     best: tuple[tuple[int, int, int], Room, list[Victim]] | None = None
     for room in rooms:
         taken: list[Victim] = []
-        free_gpus, free_memory, quota_freed = room.free_gpus, room.free_memory_gb, 0
+        free_devices, free_memory, quota_freed = room.free_devices, room.free_memory_gb, 0
         for victim in victims:
-            if free_gpus >= gpus and free_memory >= memory_gb and quota_freed >= room.quota_shortfall:
+            if free_devices >= devices and free_memory >= memory_gb and quota_freed >= room.quota_shortfall:
                 break
             if victim.node != room.node:
                 continue
             taken.append(victim)
-            free_gpus += victim.gpus
+            free_devices += victim.devices
             free_memory += victim.memory_gb
-            quota_freed += victim.gpus
-        if not taken or free_gpus < gpus or free_memory < memory_gb or quota_freed < room.quota_shortfall:
+            quota_freed += victim.devices
+        if not taken or free_devices < devices or free_memory < memory_gb or quota_freed < room.quota_shortfall:
             continue
-        score = (len(taken), max(v.priority for v in taken), sum(v.gpus for v in taken))
+        score = (len(taken), max(v.priority for v in taken), sum(v.devices for v in taken))
         if best is None or score < best[0]:
             best = (score, room, taken)
     return (best[1], best[2]) if best is not None else None

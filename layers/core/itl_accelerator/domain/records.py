@@ -109,12 +109,12 @@ def gpu_model_key(gpu_model: str | None) -> str:
 @dataclass(frozen=True)
 class Hold:
     """What one workload holds on a node, and until when — the node's capacity calendar (domain/calendar.py):
-    ``holder`` (:func:`holder_id` of the workload), ``gpus`` devices and ``memory_gb`` GiB, ``until`` (epoch seconds:
+    ``holder`` (:func:`holder_id` of the workload), ``devices`` devices and ``memory_gb`` GiB, ``until`` (epoch seconds:
     a job's placement plus its ``maxDurationMinutes``, Slurm's start time plus time limit; 0: open-ended — an
     instance, a job without a maximum duration)."""
 
     holder: str
-    gpus: int
+    devices: int
     memory_gb: int
     until: int = 0
 
@@ -146,9 +146,9 @@ class Node:
     key: ResourceKey
     document: dict[str, Any]
     etag: str
-    gpu_total: int = 0
+    device_total: int = 0
     memory_gb_total: int = 0
-    gpu_allocated: int = 0
+    devices_allocated: int = 0
     memory_gb_allocated: int = 0
     child_count: int = 0
     former_owners: tuple[str, ...] = ()
@@ -168,9 +168,9 @@ class Node:
     def unaccounted(self) -> Hold | None:
         """The devices and GiB it holds that no :attr:`holds` entry accounts for (work placed before holds were
         written), as one open-ended hold; None when every device held is accounted for."""
-        gpus = self.gpu_allocated - sum(h.gpus for h in self.holds)
+        devices = self.devices_allocated - sum(h.devices for h in self.holds)
         memory = self.memory_gb_allocated - sum(h.memory_gb for h in self.holds)
-        return Hold("", max(gpus, 0), max(memory, 0)) if gpus > 0 or memory > 0 else None
+        return Hold("", max(devices, 0), max(memory, 0)) if devices > 0 or memory > 0 else None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -252,7 +252,7 @@ class Node:
         return self.accelerator.model or None
 
     @property
-    def gpu_memory_gb_per_gpu(self) -> int:
+    def memory_gb_per_device(self) -> int:
         """GiB of memory per device (0 when unknown)."""
         return self.accelerator.memory_gb
 
@@ -270,8 +270,8 @@ class Node:
         return str((self.document.get("sku") or {}).get("name", ""))
 
     @property
-    def free_gpus(self) -> int:
-        return self.gpu_total - self.gpu_allocated
+    def free_devices(self) -> int:
+        return self.device_total - self.devices_allocated
 
     @property
     def free_memory_gb(self) -> int:
@@ -283,7 +283,7 @@ class Node:
         return FleetShape(
             self.accelerator.key,
             normalize_location(self.location),
-            self.gpu_total,
+            self.device_total,
             self.memory_gb_total,
             terms=self.terms,
             resource_group=self.key.resource_group.lower(),
@@ -300,7 +300,7 @@ class FleetShape:
 
     gpu_model: str
     location: str
-    gpu_total: int
+    device_total: int
     memory_gb_total: int
     nodes: int = 1
     terms: BillingTerms | None = field(default=None, compare=False)
@@ -335,7 +335,7 @@ class FleetShape:
     def legacy_sort_key(self) -> str:
         """:attr:`sort_key` without the vendor: how shape items were keyed before vendors were counted (a node item
         stored then is counted in it)."""
-        hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.gpu_total:03d}#{self.memory_gb_total:07d}"
+        hardware = f"SHAPE#{self.gpu_model or '-'}#{self.location}#{self.device_total:03d}#{self.memory_gb_total:07d}"
         place = f"{hardware}#{self.resource_group or '-'}"
         terms = self.terms
         if terms is None:
@@ -355,31 +355,31 @@ class FleetShape:
         made = vendor is None or not self.vendor or vendor_key(self.vendor) == vendor_key(vendor)
         return held and made and (not location or self.location == location)
 
-    def could_hold(self, gpus: int, memory_gb: int) -> bool:
-        """Whether a node of this shape could ever hold ``gpus`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
-        memory is per GPU: :func:`per_gpu_memory_fits`)."""
+    def could_hold(self, devices: int, memory_gb: int) -> bool:
+        """Whether a node of this shape could ever hold ``devices`` GPUs with ``memory_gb`` GiB of GPU memory (GPU
+        memory is per GPU: :func:`per_device_memory_fits`)."""
         return (
-            self.gpu_total >= gpus
+            self.device_total >= devices
             and self.memory_gb_total >= memory_gb
-            and per_gpu_memory_fits(self.gpu_total, self.memory_gb_total, gpus, memory_gb)
+            and per_device_memory_fits(self.device_total, self.memory_gb_total, devices, memory_gb)
         )
 
 
-def per_gpu_memory_fits(node_gpus: int, node_memory_gb: int, gpus: int, memory_gb: int) -> bool:
-    """Whether ``memory_gb`` of GPU memory fits on ``gpus`` GPUs of a node with ``node_gpus`` GPUs holding
+def per_device_memory_fits(node_devices: int, node_memory_gb: int, devices: int, memory_gb: int) -> bool:
+    """Whether ``memory_gb`` of GPU memory fits on ``devices`` GPUs of a node with ``node_devices`` GPUs holding
     ``node_memory_gb`` GiB in all (GPU memory is per GPU)."""
-    return node_gpus > 0 and memory_gb * node_gpus <= gpus * node_memory_gb
+    return node_devices > 0 and memory_gb * node_devices <= devices * node_memory_gb
 
 
 @dataclass(frozen=True)
 class Demand:
-    """What a workload asks of a node: ``gpus`` free devices of ``kind`` (GPUs unless said) and ``memory_gb`` free
+    """What a workload asks of a node: ``devices`` free devices of ``kind`` (GPUs unless said) and ``memory_gb`` free
     GiB of device memory, on a node of accelerator key ``gpu_model`` (domain/accelerators.py ``accelerator_key``: a
     GPU's model key; "" any GPU) in ``location`` (normalised) when given, and — when ``within`` is given — billing by terms
     within one of ``within`` (same currency, no higher price, increment or minimum: domain/pricing.py; an empty
     tuple admits no node)."""
 
-    gpus: int
+    devices: int
     memory_gb: int
     gpu_model: str = ""
     location: str = ""
@@ -398,37 +398,37 @@ GANG_CANDIDATE_PAGES = 4
 
 @dataclass(frozen=True)
 class Reservation:
-    """``gpus``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
+    """``devices``/``memory_gb`` to take on ``node`` as it was read (``etag`` and totals): the reservation fails when the
     node changed since (its billing terms, shape or availability — :class:`~itl_accelerator.repositories.errors.NodeChanged`)
     or cannot hold it. ``child``: instances added to its count (1 for a new instance); ``for_job``: the job
     reserving — a node drained for a job takes no other job (it is refused as a shortfall); a reservation of no job
     (an instance, which an admin places on a node of its choice) is not held back by a drain."""
 
     node: ResourceKey
-    gpus: int
+    devices: int
     memory_gb: int
-    gpu_total: int
+    device_total: int
     memory_gb_total: int
     etag: str
     child: int = 0
     for_job: ResourceKey | None = None
     quota: QuotaScope | None = None
-    #: devices counted in ``quota`` (None: ``gpus``) — a gang's first part counts the whole gang's, the others none
+    #: devices counted in ``quota`` (None: ``devices``) — a gang's first part counts the whole gang's, the others none
     #: (one quota counter is written once per transaction)
-    quota_gpus: int | None = None
+    quota_devices: int | None = None
     #: the node's calendar entry it writes (:class:`Hold`; None: none — a change of an instance's size keeps its own)
     hold: Hold | None = None
 
     @property
     def quota_charge(self) -> int:
         """Devices this reservation counts in its quotas."""
-        return self.gpus if self.quota_gpus is None else self.quota_gpus
+        return self.devices if self.quota_devices is None else self.quota_devices
 
     @classmethod
     def on(
         cls,
         node: Node,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         *,
         child: int = 0,
@@ -436,17 +436,17 @@ class Reservation:
         holder: ResourceKey | None = None,
         until: int = 0,
     ) -> Reservation:
-        """A reservation of ``gpus``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
+        """A reservation of ``devices``/``memory_gb`` on ``node`` as read, counted in the subscription's GPU quotas of the
         node's location and GPU model (domain/quotas.py); ``holder`` (default ``for_job``) holds them ``until`` (epoch
         seconds, 0 open-ended) in the node's calendar."""
         quota = QuotaScope(node.shape.location, node.shape.gpu_model)
         held_by = holder or for_job
-        hold = Hold(holder_id(held_by), gpus, memory_gb, until) if held_by is not None else None
+        hold = Hold(holder_id(held_by), devices, memory_gb, until) if held_by is not None else None
         return cls(
             node.key,
-            gpus,
+            devices,
             memory_gb,
-            node.gpu_total,
+            node.device_total,
             node.memory_gb_total,
             node.etag,
             child,
@@ -459,47 +459,49 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Release:
-    """``gpus``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
+    """``devices``/``memory_gb`` given back to ``node``; ``child`` added to its instance count (-1 when an instance
     goes); ``quota``: the quotas the GPUs were counted in when reserved (None: none — a workload reserved before
     quotas were counted)."""
 
     node: ResourceKey
-    gpus: int
+    devices: int
     memory_gb: int
     child: int = 0
     quota: QuotaScope | None = None
-    #: devices given back to ``quota`` (None: ``gpus``): a gang's first part gives back the whole gang's
-    quota_gpus: int | None = None
+    #: devices given back to ``quota`` (None: ``devices``): a gang's first part gives back the whole gang's
+    quota_devices: int | None = None
     #: the node's calendar entry it removes (:func:`holder_id`; "" none)
     holder: str = ""
 
     @property
     def quota_charge(self) -> int:
         """Devices this release gives back to its quotas."""
-        return self.gpus if self.quota_gpus is None else self.quota_gpus
+        return self.devices if self.quota_devices is None else self.quota_devices
 
     @classmethod
     def of(cls, workload: Workload, *, child: int = 0, all_held: bool = True) -> Release:
         """What ``workload`` gives back: everything it holds (``all_held`` False: nothing but ``child``) — on its
         node; a gang job's first part gives back the whole gang's quota (:func:`gang_releases` the other parts)."""
-        gpus, memory = (workload.gpus, workload.memory_gb) if all_held else (0, 0)
+        devices, memory = (workload.devices, workload.memory_gb) if all_held else (0, 0)
         parts = len(workload.gang_nodes) + 1 if isinstance(workload, Job) else 1
-        quota_gpus = gpus * parts if parts > 1 else None
+        quota_devices = devices * parts if parts > 1 else None
         holder = holder_id(workload.key) if all_held else ""
-        return cls(workload.node_key, gpus, memory, child, workload.quota if all_held else None, quota_gpus, holder)
+        return cls(
+            workload.node_key, devices, memory, child, workload.quota if all_held else None, quota_devices, holder
+        )
 
 
 def gang_releases(job: Job) -> tuple[Release, ...]:
     """The capacity a gang job's other parts give back (each node's devices; the quota goes back with the first
     part: :meth:`Release.of`)."""
-    return tuple(Release(node, job.gpus, job.memory_gb, holder=holder_id(job.key)) for node in job.gang_nodes)
+    return tuple(Release(node, job.devices, job.memory_gb, holder=holder_id(job.key)) for node in job.gang_nodes)
 
 
 @dataclass
 class Workload:
     """What instances and jobs share: the ARM envelope ``document`` and ``etag``; ``state`` (ARM
     ``provisioningState``); the operation that created it (``operation_id``); ``spec_hash`` (an identical resubmission
-    has the same); what it reserves (``gpus``, ``memory_gb``) and whether it holds them now (``capacity_reserved``);
+    has the same); what it reserves (``devices``, ``memory_gb``) and whether it holds them now (``capacity_reserved``);
     a cancel asked for (``cancel_requested``); its DGX Platform id (``dgx_id``); its location constraint or place
     (normalised); the node it holds capacity on (``node``: an instance's parent, a job's placement) and that node's
     owner then (``node_owner``: whose earnings it makes); the billing terms it locked when it reserved GPUs; its
@@ -512,7 +514,7 @@ class Workload:
     state: ProvisioningState
     operation_id: str | None = None
     spec_hash: str = ""
-    gpus: int = 0
+    devices: int = 0
     memory_gb: int = 0
     capacity_reserved: bool = False
     cancel_requested: bool = False
@@ -571,7 +573,7 @@ class Instance(Workload):
         state; the operation at work on it (the delete's once one is under way)."""
         return {
             **super().arm_properties(),
-            **_set({"gpus": self.gpus, "memoryGb": self.memory_gb, "operationId": self.delete_operation_id}),
+            **_set({"gpus": self.devices, "memoryGb": self.memory_gb, "operationId": self.delete_operation_id}),
         }
 
 
@@ -581,7 +583,7 @@ _UNREAD = JobRun(gang_size=0)
 
 @dataclass
 class Job(Workload):
-    """An accelerator job: see :class:`Workload` (``gpus``/``memory_gb``: the devices of ``kind`` and GiB of device
+    """An accelerator job: see :class:`Workload` (``devices``/``memory_gb``: the devices of ``kind`` and GiB of device
     memory it asks for; ``gpu_model`` its accelerator key, domain/accelerators.py). ``status`` its own lifecycle;
     ``priority`` 0-9; who submitted it and when;
     ``max_duration_seconds``; its GPU model constraint (:func:`gpu_model_key`); ``secret_env`` (values sent to the
@@ -617,7 +619,7 @@ class Job(Workload):
     #: when it is expected to start, while it waits (written by the dispatcher apart from its document: it is not part
     #: of its etag; services/common/job_access.py shows it)
     start_estimate: StartEstimate | None = None
-    #: a gang job's nodes beyond ``node`` (its first part), each holding ``gpus`` and ``memory_gb`` while it runs
+    #: a gang job's nodes beyond ``node`` (its first part), each holding ``devices`` and ``memory_gb`` while it runs
     gang_nodes: tuple[ResourceKey, ...] = ()
     #: its run (domain/runs.py); left out, it is read from ``document`` — as a job read from the store is: the run
     #: lives in its ARM document, rendered there from this field (:meth:`arm_properties`)
@@ -669,7 +671,7 @@ class Job(Workload):
             **_set(
                 {
                     # the seed's GPU-only spelling of a job of one node (a multi-node job says its accelerator)
-                    "requestedGpus": self.gpus if self.kind == GPU and self.gang_size == 1 else None,
+                    "requestedGpus": self.devices if self.kind == GPU and self.gang_size == 1 else None,
                     "requestedMemoryGb": self.memory_gb if self.kind == GPU and self.gang_size == 1 else None,
                     "priority": self.priority,
                     "maxDurationMinutes": self.max_duration_seconds // 60 if self.max_duration_seconds else None,
@@ -686,7 +688,7 @@ class Job(Workload):
     @property
     def demand(self) -> Demand:
         """What it asks of a node (its price ceiling not included: :attr:`price_ceiling`)."""
-        return Demand(self.gpus, self.memory_gb, self.gpu_model, self.location, kind=self.kind, vendor=self.vendor)
+        return Demand(self.devices, self.memory_gb, self.gpu_model, self.location, kind=self.kind, vendor=self.vendor)
 
     @property
     def vendor(self) -> str | None:

@@ -31,7 +31,14 @@ from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
-from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, FleetShape, Job, Node, ResourceKey, per_gpu_memory_fits
+from itl_accelerator.domain.records import (
+    GANG_CANDIDATE_PAGES,
+    FleetShape,
+    Job,
+    Node,
+    ResourceKey,
+    per_device_memory_fits,
+)
 from itl_accelerator.domain.states import Availability, JobStatus
 
 #: The terms a node must bill within: a job's price ceiling in its budgets' currencies (None: any terms).
@@ -205,12 +212,12 @@ class NoSuchNodes:
 
 @dataclass(frozen=True)
 class TooLarge:
-    """Inadmissible: the largest matching node (``largest_gpus`` devices, ``largest_memory_gb`` GiB) is too small."""
+    """Inadmissible: the largest matching node (``largest_devices`` devices, ``largest_memory_gb`` GiB) is too small."""
 
-    gpus: int
+    devices: int
     memory_gb: int
     wanted: Wanted
-    largest_gpus: int
+    largest_devices: int
     largest_memory_gb: int
 
 
@@ -220,7 +227,7 @@ class GangTooWide:
 
     kind: str
     gang_size: int
-    gpus: int
+    devices: int
     memory_gb: int
     most: int
 
@@ -255,12 +262,12 @@ class BudgetSpent:
 
 @dataclass(frozen=True)
 class QuotaFull:
-    """Waiting: ``quota`` has less headroom than the ``gang_size`` x ``gpus`` devices of ``kind`` the job needs."""
+    """Waiting: ``quota`` has less headroom than the ``gang_size`` x ``devices`` devices of ``kind`` the job needs."""
 
     wait: ClassVar[Wait] = Wait.QUOTA
     kind: str
     quota: QuotaSeen
-    gpus: int
+    devices: int
     gang_size: int = 1
 
 
@@ -270,7 +277,7 @@ class NoRoom:
 
     wait: ClassVar[Wait] = Wait.CAPACITY
     kind: str
-    gpus: int
+    devices: int
     memory_gb: int
     vendor: str | None = None
 
@@ -282,7 +289,7 @@ class GangNoRoom:
     wait: ClassVar[Wait] = Wait.CAPACITY
     kind: str
     gang_size: int
-    gpus: int
+    devices: int
     memory_gb: int
 
 
@@ -316,9 +323,9 @@ def render(reason: Reason) -> str:
             return f"No node of the subscription has {_wanted(wanted)}."
         case TooLarge():
             return _too_large(reason)
-        case GangTooWide(kind=kind, gang_size=size, gpus=gpus, memory_gb=memory, most=most):
+        case GangTooWide(kind=kind, gang_size=size, devices=devices, memory_gb=memory, most=most):
             return (
-                f"The job asks for {size} nodes with {gpus} {kind}s and {memory} GiB each, of "
+                f"The job asks for {size} nodes with {devices} {kind}s and {memory} GiB each, of "
                 f"one model, in one location, at one price; the subscription has at most {most} such nodes."
             )
         case BeyondQuota(kind=kind, total=total, quotas=quotas):
@@ -335,21 +342,21 @@ def _waiting(reason: WaitingReason) -> str:
     match reason:
         case BudgetSpent(message=message):
             return f"{reason.wait}: {message}"
-        case QuotaFull(kind=kind, quota=q, gpus=gpus, gang_size=size):
-            needs = f"{gpus * size} ({size} nodes of {gpus})" if size > 1 else str(gpus)
+        case QuotaFull(kind=kind, quota=q, devices=devices, gang_size=size):
+            needs = f"{devices * size} ({size} nodes of {devices})" if size > 1 else str(devices)
             return (
                 f"{reason.wait}: the {kind} quota '{q.name}' of the subscription in '{q.location}' allows "
                 f"{q.limit} {kind}s and {q.current} are in use; the job needs {needs}."
             )
-        case NoRoom(kind=kind, gpus=gpus, memory_gb=memory, vendor=vendor):
+        case NoRoom(kind=kind, devices=devices, memory_gb=memory, vendor=vendor):
             made = f"{vendor} " if vendor else ""  # a job of one vendor's devices: say whose (not AMD's)
             return (
-                f"{reason.wait}: no node of the subscription has {gpus} free {made}{kind}s and "
+                f"{reason.wait}: no node of the subscription has {devices} free {made}{kind}s and "
                 f"{memory} GiB of {kind} memory now."
             )
-        case GangNoRoom(kind=kind, gang_size=size, gpus=gpus, memory_gb=memory):
+        case GangNoRoom(kind=kind, gang_size=size, devices=devices, memory_gb=memory):
             return (
-                f"{reason.wait}: the job needs {size} nodes with {gpus} free {kind}s and "
+                f"{reason.wait}: the job needs {size} nodes with {devices} free {kind}s and "
                 f"{memory} GiB of {kind} memory each, of one model, in one location, at one price, at "
                 "once; fewer have room now."
             )
@@ -386,8 +393,8 @@ def _wanted(wanted: Wanted) -> str:
 def _too_large(reason: TooLarge) -> str:
     kind, wanted = reason.wanted.kind, _wanted(reason.wanted)
     return (
-        f"The job asks for {reason.gpus} {kind}s and {reason.memory_gb} GiB of {kind} memory; the largest node"
-        f"{' with ' + wanted if wanted else ''} has {reason.largest_gpus} {kind}s and "
+        f"The job asks for {reason.devices} {kind}s and {reason.memory_gb} GiB of {kind} memory; the largest node"
+        f"{' with ' + wanted if wanted else ''} has {reason.largest_devices} {kind}s and "
         f"{reason.largest_memory_gb} GiB."
     )
 
@@ -426,17 +433,19 @@ def _priced_out(reason: PricedOut) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- fits
-def fit_key(free_gpus: int, free_memory_gb: int, gpus: int, memory_gb: int) -> tuple[int, int]:
-    """The order of best fit, written once: the node left with the fewest free devices after placing ``gpus``, then
+def fit_key(free_devices: int, free_memory_gb: int, devices: int, memory_gb: int) -> tuple[int, int]:
+    """The order of best fit, written once: the node left with the fewest free devices after placing ``devices``, then
     the least free memory (GiB) after ``memory_gb``; lowest first."""
-    return free_gpus - gpus, free_memory_gb - memory_gb
+    return free_devices - devices, free_memory_gb - memory_gb
 
 
 def best_fit(job: Job, nodes: Iterable[Node]) -> list[Node]:
     """The nodes among ``nodes`` (the placement index's candidates: room now, as read) a part of ``job`` fits on (its
     memory per device), best fit first (:func:`fit_key`; ties keep the index's order)."""
-    fitting = [n for n in nodes if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)]
-    return sorted(fitting, key=lambda n: fit_key(n.free_gpus, n.free_memory_gb, job.gpus, job.memory_gb))
+    fitting = [
+        n for n in nodes if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+    ]
+    return sorted(fitting, key=lambda n: fit_key(n.free_devices, n.free_memory_gb, job.devices, job.memory_gb))
 
 
 def within(job: Job, currencies: frozenset[str] | None) -> Within:
@@ -461,7 +470,7 @@ def matches(job: Job, node: Node, terms: Within) -> bool:
         and (job.vendor is None or vendor_key(node.accelerator.vendor) == vendor_key(job.vendor))
         and (not model_of_key(job.gpu_model) or node.accelerator.key == job.gpu_model)
         and (not job.location or normalize_location(node.location) == job.location)
-        and per_gpu_memory_fits(node.gpu_total, node.memory_gb_total, job.gpus, job.memory_gb)
+        and per_device_memory_fits(node.device_total, node.memory_gb_total, job.devices, job.memory_gb)
         and within_terms(node.terms, terms)
     )
 
@@ -472,7 +481,7 @@ def gang_groups(job: Job, nodes: Iterable[Node], terms: Within) -> list[list[Nod
     one job of one partition) — each group best fit first, the groups in the order of their best node."""
     fitting = sorted(
         (n for n in nodes if matches(job, n, terms)),
-        key=lambda n: fit_key(n.free_gpus, n.free_memory_gb, job.gpus, job.memory_gb),
+        key=lambda n: fit_key(n.free_devices, n.free_memory_gb, job.devices, job.memory_gb),
     )
     groups: dict[tuple[str, str, BillingTerms, str, str, str], list[Node]] = {}
     for node in fitting:
@@ -509,17 +518,17 @@ def inadmissible(snapshot: Snapshot) -> Inadmissible | None:
     )
     if not matching:
         return NoSuchNodes(wanted)
-    fits = [s for s in matching if s.could_hold(job.gpus, job.memory_gb)]
+    fits = [s for s in matching if s.could_hold(job.devices, job.memory_gb)]
     if not fits:
-        largest = max(matching, key=lambda s: (s.gpu_total, s.memory_gb_total))
-        return TooLarge(job.gpus, job.memory_gb, wanted, largest.gpu_total, largest.memory_gb_total)
+        largest = max(matching, key=lambda s: (s.device_total, s.memory_gb_total))
+        return TooLarge(job.devices, job.memory_gb, wanted, largest.device_total, largest.memory_gb_total)
     if job.gang_size > 1:
         together: dict[tuple[str, str, BillingTerms | None], int] = {}
         for shape in fits:
             group = (shape.gpu_model, shape.location, shape.terms)
             together[group] = together.get(group, 0) + shape.nodes
         if max(together.values()) < job.gang_size:
-            return GangTooWide(job.kind, job.gang_size, job.gpus, job.memory_gb, max(together.values()))
+            return GangTooWide(job.kind, job.gang_size, job.devices, job.memory_gb, max(together.values()))
     return _beyond_quota(snapshot, fits) or _priced_nowhere_now(snapshot)
 
 
@@ -527,7 +536,7 @@ def _beyond_quota(snapshot: Snapshot, fits: Sequence[FleetShape]) -> BeyondQuota
     """Whether no quota would ever let the job run on any of the shapes that could hold it (None when one would): on
     each, a limit below all it asks (a gang's quota counts all its parts)."""
     job = snapshot.job
-    total = job.gpus * job.gang_size
+    total = job.devices * job.gang_size
     refusals: list[QuotaSeen] = []
     for shape in fits:
         here = snapshot.quotas_in(shape.location)
@@ -566,7 +575,7 @@ def _single_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
     room = [
         n
         for n in snapshot.candidates_for(ReadCandidates())
-        if per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+        if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
     ]
     terms = within(job, budgets.currencies)
     if room and terms is not None:
@@ -578,13 +587,13 @@ def _single_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
         room = priced
     full: list[QuotaUsage] = []
     for node in room:
-        if (blocking := _full_quota(snapshot, node.shape, job.gpus)) is None:
+        if (blocking := _full_quota(snapshot, node.shape, job.devices)) is None:
             break
         full.append(blocking)
     else:
-        if full or (not room and (full := _quota_wherever(snapshot, job.gpus))):
-            return QuotaFull(job.kind, QuotaSeen.of(full[0]), job.gpus)
-    return NoRoom(job.kind, job.gpus, job.memory_gb, job.vendor)
+        if full or (not room and (full := _quota_wherever(snapshot, job.devices))):
+            return QuotaFull(job.kind, QuotaSeen.of(full[0]), job.devices)
+    return NoRoom(job.kind, job.devices, job.memory_gb, job.vendor)
 
 
 def _gang_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
@@ -592,15 +601,15 @@ def _gang_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
     terms = within(job, budgets.currencies)
     nodes = snapshot.candidates_for(ReadCandidates(terms, GANG_CANDIDATE_PAGES))
     room_for_all = [g for g in gang_groups(job, nodes, terms) if len(g) >= job.gang_size]
-    total = job.gpus * job.gang_size
+    total = job.devices * job.gang_size
     if room_for_all:  # nodes enough have room: a quota holds it back
         quota = _full_quota(snapshot, room_for_all[0][0].shape, total)
         walls = [quota] if quota is not None else []
     else:
         walls = _quota_wherever(snapshot, total)
     if walls:
-        return QuotaFull(job.kind, QuotaSeen.of(walls[0]), job.gpus, job.gang_size)
-    return GangNoRoom(job.kind, job.gang_size, job.gpus, job.memory_gb)
+        return QuotaFull(job.kind, QuotaSeen.of(walls[0]), job.devices, job.gang_size)
+    return GangNoRoom(job.kind, job.gang_size, job.devices, job.memory_gb)
 
 
 def _full_quota(snapshot: Snapshot, shape: FleetShape, need: int) -> QuotaUsage | None:
@@ -619,7 +628,7 @@ def _quota_wherever(snapshot: Snapshot, need: int) -> list[QuotaUsage]:
         shape
         for shape in snapshot.fleet_shapes()
         if shape.matches(job.gpu_model, job.location, job.kind, job.vendor)
-        and shape.could_hold(job.gpus, job.memory_gb)
+        and shape.could_hold(job.devices, job.memory_gb)
     ]
     blocking = [_full_quota(snapshot, shape, need) for shape in able]
     return [q for q in blocking if q is not None] if able and all(blocking) else []
@@ -680,10 +689,10 @@ def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
             continue
         here = snapshot.quotas_in(node.shape.location)
         headrooms = [here[name].headroom or 0 for name in quota_names(node.shape.gpu_model) if name in here]
-        shortfall = max([job.gpus - h for h in headrooms if h < job.gpus], default=0)
-        rooms.append(preemption.Room(node.key, node.free_gpus, node.free_memory_gb, shortfall))
-    candidates = [preemption.Victim(v.key, v.node_key, v.gpus, v.memory_gb, v.priority) for v in victims]
-    chosen = preemption.choose(job.gpus, job.memory_gb, rooms, candidates)
+        shortfall = max([job.devices - h for h in headrooms if h < job.devices], default=0)
+        rooms.append(preemption.Room(node.key, node.free_devices, node.free_memory_gb, shortfall))
+    candidates = [preemption.Victim(v.key, v.node_key, v.devices, v.memory_gb, v.priority) for v in victims]
+    chosen = preemption.choose(job.devices, job.memory_gb, rooms, candidates)
     if chosen is None:
         return None
     by_key = {v.key: v for v in victims}
@@ -708,6 +717,7 @@ def drain_target(job: Job, nodes: Iterable[Node]) -> Node | None:
     able = [
         n
         for n in nodes
-        if n.gpu_total >= job.gpus and per_gpu_memory_fits(n.gpu_total, n.memory_gb_total, job.gpus, job.memory_gb)
+        if n.device_total >= job.devices
+        and per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
     ]
-    return max(able, key=lambda n: n.free_gpus) if able else None
+    return max(able, key=lambda n: n.free_devices) if able else None

@@ -22,11 +22,11 @@ class EtagMismatch(StoreError):
 
 class CapacityInUse(StoreError):
     """The write would leave allocations above capacity, or delete a node holding allocations or instances:
-    ``gpus`` and ``memory_gb`` allocated (GPUs, GiB) and ``instances`` on the node, as stored."""
+    ``devices`` and ``memory_gb`` allocated (GPUs, GiB) and ``instances`` on the node, as stored."""
 
-    def __init__(self, gpus: int, memory_gb: int, instances: int):
-        super().__init__(f"allocated: {gpus} GPUs, {memory_gb} GiB, {instances} instances")
-        self.gpus = gpus
+    def __init__(self, devices: int, memory_gb: int, instances: int):
+        super().__init__(f"allocated: {devices} GPUs, {memory_gb} GiB, {instances} instances")
+        self.devices = devices
         self.memory_gb = memory_gb
         self.instances = instances
 
@@ -69,12 +69,12 @@ class NodeChanged(StoreError):
 
 
 class CapacityShortfall(StoreError):
-    """The node cannot hold the reservation: ``free_gpus`` GPUs and ``free_memory_gb`` GiB are free (as stored at
+    """The node cannot hold the reservation: ``free_devices`` GPUs and ``free_memory_gb`` GiB are free (as stored at
     the moment of the refusal)."""
 
-    def __init__(self, free_gpus: int, free_memory_gb: int):
-        super().__init__(f"free: {free_gpus} GPUs, {free_memory_gb} GiB")
-        self.free_gpus = free_gpus
+    def __init__(self, free_devices: int, free_memory_gb: int):
+        super().__init__(f"free: {free_devices} GPUs, {free_memory_gb} GiB")
+        self.free_devices = free_devices
         self.free_memory_gb = free_memory_gb
 
 

@@ -185,7 +185,7 @@ class SlurmPlatform:
         idempotency_key: str,
         name: str,
         node_id: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         workload: dict[str, Any],
         max_duration_seconds: int,
@@ -212,7 +212,7 @@ class SlurmPlatform:
             partition=partition or self._partition(),
             nodes=len(hosts),
             node_list=hosts,
-            gres_per_node=f"{kind.lower()}:{gpus}" if gpus else None,
+            gres_per_node=f"{kind.lower()}:{devices}" if devices else None,
             time_limit_minutes=max(1, math.ceil(max_duration_seconds / 60)) if max_duration_seconds else None,
             environment={**self.cluster.job_environment, **(workload.get("env") or {}), "ITL_JOB": name},
             working_directory=self.cluster.working_directory,
@@ -222,7 +222,7 @@ class SlurmPlatform:
         found = self._guarded(lambda: self.client.find_job(name=spec.name)) if recover else None
         if found is not None:
             logger.info("A Slurm job of this submit existed already", extra={"job_id": found.job_id})
-            return self._job(found, node_id=node_id, gpus=gpus, name=name)
+            return self._job(found, node_id=node_id, devices=devices, name=name)
         job_id = self._guarded(lambda: self.client.submit(spec))
         deadline = self._clock() + START_WAIT_SECONDS
         job = SlurmJob(job_id=job_id, name=spec.name, state="PENDING")
@@ -235,7 +235,7 @@ class SlurmPlatform:
             logger.warning(
                 "Slurm accepted the job; reading its start failed", extra={"job_id": job_id, "error": str(exc)}
             )
-        return self._job(job, node_id=node_id, gpus=gpus, name=name)
+        return self._job(job, node_id=node_id, devices=devices, name=name)
 
     def _partition(self) -> str | None:
         return self.cluster.partition or None
@@ -305,7 +305,7 @@ class SlurmPlatform:
             status=409,
         )
 
-    def _job(self, job: SlurmJob, *, node_id: str = "", gpus: int = 0, name: str = "") -> DgxJob:
+    def _job(self, job: SlurmJob, *, node_id: str = "", devices: int = 0, name: str = "") -> DgxJob:
         """A Slurm job in the platforms' shape (module docstring, "Outcomes")."""
         state = job.state
         if state == "PENDING":
@@ -330,7 +330,7 @@ class SlurmPlatform:
             id=self._id(job),
             name=name or job.comment or job.name,
             node_id=node_id or ",".join(job.nodes),
-            gpus=gpus,
+            gpus=devices,
             status=status,  # type: ignore[arg-type]
             exit_code=code,
             error_code=state if status == "Failed" else None,
@@ -347,7 +347,7 @@ class SlurmPlatform:
         name: str,
         node_id: str,
         model: str,
-        gpus: int,
+        devices: int,
         memory_gb: int,
         callback_url: str | None = None,
         accelerator: dict[str, str] | None = None,
@@ -361,21 +361,21 @@ class SlurmPlatform:
             raise DgxPermanentError(f"No Slurm node to run '{name}' on (the node names no nodeName).", status=400)
         existing = self._guarded(lambda: self.client.find_job(name=f"itl-{idempotency_key}"))
         if existing is not None and existing.state not in FINAL_STATES:
-            return self._instance(existing, model=model, gpus=gpus, memory_gb=memory_gb)
+            return self._instance(existing, model=model, devices=devices, memory_gb=memory_gb)
         spec = SlurmJobSpec(
             name=f"itl-{idempotency_key}",
             script=self._serve_script(),
             partition=partition or self._partition(),
             nodes=1,
             node_list=hosts[:1],
-            gres_per_node=f"gpu:{gpus}" if gpus else None,
+            gres_per_node=f"gpu:{devices}" if devices else None,
             environment={**self.cluster.job_environment, "ITL_OLLAMA_MODEL": model, "ITL_INSTANCE": name},
             working_directory=self.cluster.working_directory,
             standard_output=f"{self.cluster.working_directory}/itl-%j.out",
         )
         job_id = self._guarded(lambda: self.client.submit(spec))
         job = self._guarded(lambda: self.client.get_job(job_id))
-        return self._instance(job, model=model, gpus=gpus, memory_gb=memory_gb, name=name, node_id=node_id)
+        return self._instance(job, model=model, devices=devices, memory_gb=memory_gb, name=name, node_id=node_id)
 
     def _serve_script(self) -> str:
         """The service job: a free port of the node, Ollama's serve command on it, the endpoint published (the job's
@@ -432,7 +432,7 @@ wait $SERVER
         *,
         probe: bool = False,
         model: str = "",
-        gpus: int = 0,
+        devices: int = 0,
         memory_gb: int = 0,
         name: str = "",
         node_id: str = "",
@@ -455,7 +455,7 @@ wait $SERVER
             name=name or job.name,
             node_id=node_id or ",".join(job.nodes),
             model=model,
-            gpus=gpus,
+            gpus=devices,
             memory_gb=memory_gb,
             status=status,  # type: ignore[arg-type]
             endpoint=endpoint if status == "Running" else None,

@@ -54,7 +54,7 @@ def hold_attribute(holder: str) -> str:
 
 def hold_value(hold: Hold) -> str:
     """A hold as stored: ``{gpus},{memoryGb},{until}`` (until: epoch seconds, 0 open-ended)."""
-    return f"{hold.gpus},{hold.memory_gb},{hold.until}"
+    return f"{hold.devices},{hold.memory_gb},{hold.until}"
 
 
 def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
@@ -64,10 +64,10 @@ def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
         if not name.startswith(HOLD_PREFIX):
             continue
         try:
-            gpus, memory, until = (int(part) for part in str(value).split(","))
+            devices, memory, until = (int(part) for part in str(value).split(","))
         except ValueError:
             continue
-        found.append(Hold(name[len(HOLD_PREFIX) :], gpus, memory, until))
+        found.append(Hold(name[len(HOLD_PREFIX) :], devices, memory, until))
     return tuple(sorted(found, key=lambda h: h.holder))
 
 
@@ -78,9 +78,9 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         key=key,
         document=json.loads(item["doc"]),
         etag=item["etag"],
-        gpu_total=int(item.get("gpuTotal", 0)),
+        device_total=int(item.get("gpuTotal", 0)),
         memory_gb_total=int(item.get("memoryGbTotal", 0)),
-        gpu_allocated=int(item.get("gpuAllocated", 0)),
+        devices_allocated=int(item.get("gpuAllocated", 0)),
         memory_gb_allocated=int(item.get("memoryGbAllocated", 0)),
         child_count=int(item.get("childCount", 0)),
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
@@ -155,7 +155,7 @@ class DynamoNodeRepository:
         conditions = ["memoryGbFree >= :m", "(attribute_not_exists(drainingFor) OR drainingFor = :job)"]
         values: dict[str, Any] = {
             ":p": keys.placement_partition(subscription_id, demand.kind),
-            ":g": demand.gpus,
+            ":g": demand.devices,
             ":m": demand.memory_gb,
             ":job": job_ref(for_job) if for_job else "-",
         }
@@ -210,7 +210,7 @@ class DynamoNodeRepository:
             **self._item(node),
             "gpuAllocated": 0,
             "memoryGbAllocated": 0,
-            "gpuFree": node.gpu_total,
+            "gpuFree": node.device_total,
             "memoryGbFree": node.memory_gb_total,
             "childCount": 0,
         }
@@ -238,7 +238,7 @@ class DynamoNodeRepository:
         assignments = [f"#a{i} = :v{i}" for i in range(len(settable))]
         condition = "etag = :expected"
         for total, allocated, free, value in (
-            ("gpuTotal", "gpuAllocated", "gpuFree", node.gpu_total),
+            ("gpuTotal", "gpuAllocated", "gpuFree", node.device_total),
             ("memoryGbTotal", "memoryGbAllocated", "memoryGbFree", node.memory_gb_total),
         ):
             condition += f" AND (attribute_not_exists({allocated}) OR {allocated} <= :{total})"
@@ -392,7 +392,7 @@ class DynamoNodeRepository:
             "acceleratorVendor": vendor_key(node.accelerator.vendor),
             "shapeSk": shape_sk(shape),
             "formerOwners": json.dumps(list(node.former_owners)),
-            "gpuTotal": node.gpu_total,
+            "gpuTotal": node.device_total,
             "memoryGbTotal": node.memory_gb_total,
             # the pricing, for the placement index's filter by a job's price ceiling (domain/pricing.py)
             "priceCurrency": node.terms.currency,
@@ -429,7 +429,7 @@ class DynamoNodeRepository:
                         ":t": "FleetShape",
                         ":model": shape.gpu_model,
                         ":loc": shape.location,
-                        ":g": shape.gpu_total,
+                        ":g": shape.device_total,
                         ":m": shape.memory_gb_total,
                         ":pricing": to_json(shape.terms.as_stored()) if shape.terms else "",
                         ":rg": shape.resource_group,

@@ -23,8 +23,8 @@ from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, QuotaE
 UNLIMITED = 10**15
 
 
-def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, gpus: int) -> list[dict[str, Any]]:
-    """Transaction items counting ``gpus`` into every quota of ``scope`` (conditional on each one's headroom)."""
+def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, devices: int) -> list[dict[str, Any]]:
+    """Transaction items counting ``devices`` into every quota of ``scope`` (conditional on each one's headroom)."""
     items = []
     for name in scope.names:
         items.append(
@@ -41,7 +41,7 @@ def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, gpus
                     "ExpressionAttributeValues": typed(
                         {
                             ":zero": 0,
-                            ":g": gpus,
+                            ":g": devices,
                             ":unlimited": UNLIMITED,
                             ":t": "QuotaUsage",
                             ":loc": scope.location,
@@ -55,8 +55,8 @@ def quota_charge_items(table: str, subscription_id: str, scope: QuotaScope, gpus
     return items
 
 
-def quota_release_items(table: str, subscription_id: str, scope: QuotaScope, gpus: int) -> list[dict[str, Any]]:
-    """Transaction items counting ``gpus`` out of every quota of ``scope``."""
+def quota_release_items(table: str, subscription_id: str, scope: QuotaScope, devices: int) -> list[dict[str, Any]]:
+    """Transaction items counting ``devices`` out of every quota of ``scope``."""
     return [
         {
             "Update": {
@@ -64,7 +64,7 @@ def quota_release_items(table: str, subscription_id: str, scope: QuotaScope, gpu
                 "Key": typed({"PK": keys.subscription_pk(subscription_id), "SK": keys.quota_sk(scope.location, name)}),
                 "UpdateExpression": "SET used = if_not_exists(used, :zero) - :g, "
                 "headroom = if_not_exists(headroom, :unlimited) + :g",
-                "ExpressionAttributeValues": typed({":zero": 0, ":g": gpus, ":unlimited": UNLIMITED}),
+                "ExpressionAttributeValues": typed({":zero": 0, ":g": devices, ":unlimited": UNLIMITED}),
             }
         }
         for name in scope.names

@@ -100,7 +100,7 @@ def common_attributes(workload: Workload) -> dict[str, Any]:
         "provisioningState": str(workload.state),
         "operationId": workload.operation_id or None,
         "specHash": workload.spec_hash,
-        "gpus": workload.gpus,
+        "gpus": workload.devices,
         "memoryGb": workload.memory_gb,
         "capacityReserved": workload.capacity_reserved,
         "cancelRequested": workload.cancel_requested,
@@ -131,7 +131,7 @@ def common_fields(key: ResourceKey, item: dict[str, Any]) -> dict[str, Any]:
         "state": ProvisioningState(item["provisioningState"]),
         "operation_id": item.get("operationId"),
         "spec_hash": item.get("specHash", ""),
-        "gpus": int(item.get("gpus", 0)),
+        "devices": int(item.get("gpus", 0)),
         "memory_gb": int(item.get("memoryGb", 0)),
         "capacity_reserved": bool(item.get("capacityReserved", False)),
         "cancel_requested": bool(item.get("cancelRequested", False)),
@@ -413,12 +413,12 @@ class WorkloadTable(Generic[W]):
                 ),
                 "ExpressionAttributeValues": typed(
                     {
-                        ":g": r.gpus,
+                        ":g": r.devices,
                         ":m": r.memory_gb,
                         ":available": str(Availability.AVAILABLE),
-                        ":gt": r.gpu_total,
+                        ":gt": r.device_total,
                         ":mt": r.memory_gb_total,
-                        ":gmax": r.gpu_total - r.gpus,
+                        ":gmax": r.device_total - r.devices,
                         ":mmax": r.memory_gb_total - r.memory_gb,
                         ":etag": r.etag,
                         **({":child": r.child} if r.child else {}),
@@ -443,7 +443,7 @@ class WorkloadTable(Generic[W]):
                 "UpdateExpression": expression + (" REMOVE #hold" if r.holder else ""),
                 "ConditionExpression": "attribute_exists(PK)",
                 "ExpressionAttributeValues": typed(
-                    {":g": -r.gpus, ":m": -r.memory_gb, **({":child": r.child} if r.child else {})}
+                    {":g": -r.devices, ":m": -r.memory_gb, **({":child": r.child} if r.child else {})}
                 ),
                 **({"ExpressionAttributeNames": {"#hold": hold_attribute(r.holder)}} if r.holder else {}),
             }

@@ -57,9 +57,9 @@ def stored_node(node: Node) -> Node:
         key=node.key,
         document=copy.deepcopy(node.document),
         etag=node.etag,
-        gpu_total=int(node.gpu_total),
+        device_total=int(node.device_total),
         memory_gb_total=int(node.memory_gb_total),
-        gpu_allocated=int(node.gpu_allocated),
+        devices_allocated=int(node.devices_allocated),
         memory_gb_allocated=int(node.memory_gb_allocated),
         child_count=int(node.child_count),
         former_owners=tuple(node.former_owners),
@@ -94,9 +94,9 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
     node = stored.node
     fits = (
         node.availability == Availability.AVAILABLE
-        and node.gpu_total == r.gpu_total
+        and node.device_total == r.device_total
         and node.memory_gb_total == r.memory_gb_total
-        and node.gpu_allocated <= r.gpu_total - r.gpus
+        and node.devices_allocated <= r.device_total - r.devices
         and node.memory_gb_allocated <= r.memory_gb_total - r.memory_gb
         and node.etag == r.etag
         and (r.for_job is None or stored.draining_for in (None, fold(r.for_job)))
@@ -107,7 +107,7 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
         return NodeUnavailable(str(node.availability))
     if node.etag != r.etag:
         return NodeChanged()
-    return CapacityShortfall(node.free_gpus, node.free_memory_gb)
+    return CapacityShortfall(node.free_devices, node.free_memory_gb)
 
 
 def quota_refusal(state: MemoryState, r: Reservation) -> QuotaExceeded | None:
@@ -126,18 +126,18 @@ def quota_key(subscription_id: str, location: str, name: str) -> tuple[str, str,
     return (subscription_id.lower(), location.lower(), name.lower())
 
 
-def count_quota(state: MemoryState, subscription_id: str, scope: QuotaScope, gpus: int) -> None:
-    """Add ``gpus`` (negative: give back) to every quota of ``scope``, creating its counter at its first use."""
+def count_quota(state: MemoryState, subscription_id: str, scope: QuotaScope, devices: int) -> None:
+    """Add ``devices`` (negative: give back) to every quota of ``scope``, creating its counter at its first use."""
     for name in scope.names:
         key = quota_key(subscription_id, scope.location, name)
         stored = state.quotas.setdefault(key, StoredQuota(scope.location, name))
-        stored.used += gpus
+        stored.used += devices
 
 
 def reserve(state: MemoryState, r: Reservation) -> None:
     """Take ``r`` (checked by :func:`reservation_refusal`)."""
     node = state.nodes[fold(r.node)].node
-    node.gpu_allocated += r.gpus
+    node.devices_allocated += r.devices
     node.memory_gb_allocated += r.memory_gb
     node.child_count += r.child
     if r.hold is not None:  # the node's calendar: one entry per holder (the table's SET of its attribute)
@@ -154,7 +154,7 @@ def release_refused(state: MemoryState, r: Release) -> bool:
 def release(state: MemoryState, r: Release) -> None:
     """Give ``r`` back (its node exists: :func:`release_refused`)."""
     node = state.nodes[fold(r.node)].node
-    node.gpu_allocated -= r.gpus
+    node.devices_allocated -= r.devices
     node.memory_gb_allocated -= r.memory_gb
     node.child_count += r.child
     if r.holder:
@@ -198,7 +198,7 @@ class MemoryNodeRepository:
                 FleetShape(
                     s.shape.gpu_model,
                     s.shape.location,
-                    s.shape.gpu_total,
+                    s.shape.device_total,
                     s.shape.memory_gb_total,
                     s.nodes,
                     terms=s.shape.terms,
@@ -214,7 +214,7 @@ class MemoryNodeRepository:
     ) -> list[Node]:
         """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's kind
         with at least
-        ``demand.gpus`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
+        ``demand.devices`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
         filtered by memory, model, location and drain; the first page that yields any, at most
         :data:`MAX_CANDIDATE_PAGES` pages."""
         with self._s.lock:
@@ -227,9 +227,9 @@ class MemoryNodeRepository:
                     if k[0] == subscription
                     and s.node.placeable
                     and s.node.kind.lower() == demand.kind.lower()  # the index is partitioned by kind
-                    and s.node.free_gpus >= demand.gpus
+                    and s.node.free_devices >= demand.devices
                 ),
-                key=lambda s: (s.node.free_gpus, sort_key(s.node.key)),
+                key=lambda s: (s.node.free_devices, sort_key(s.node.key)),
             )
 
             def wanted(s: StoredNode) -> bool:
@@ -272,7 +272,7 @@ class MemoryNodeRepository:
             if self._s.audit_taken(audit):
                 raise StoreError("the audit event exists")
             stored = stored_node(node)
-            stored.gpu_allocated = stored.memory_gb_allocated = stored.child_count = 0
+            stored.devices_allocated = stored.memory_gb_allocated = stored.child_count = 0
             stored.counted_shape = node.shape.sort_key
             self._s.nodes[fold(node.key)] = StoredNode(stored)
             self._s.put_audit(audit)
@@ -295,21 +295,21 @@ class MemoryNodeRepository:
             if current.etag != previous.etag:
                 raise EtagMismatch()
             if (
-                current.gpu_allocated > node.gpu_total
+                current.devices_allocated > node.device_total
                 or current.memory_gb_allocated > node.memory_gb_total
                 # work placed there asked for the devices it held: none may hold any when they change
                 or (
                     previous.held_identity != node.held_identity
-                    and (current.gpu_allocated or current.memory_gb_allocated)
+                    and (current.devices_allocated or current.memory_gb_allocated)
                 )
             ):
-                raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
+                raise CapacityInUse(current.devices_allocated, current.memory_gb_allocated, current.child_count)
             if self._s.audit_taken(audit):
                 raise StoreError("the audit event exists")
             replaced = stored_node(node)
             replaced.counted_shape = node.shape.sort_key
             replaced.backend_status = copy.deepcopy(current.backend_status)  # the sweep's, as the table keeps it
-            replaced.gpu_allocated = current.gpu_allocated
+            replaced.devices_allocated = current.devices_allocated
             replaced.memory_gb_allocated = current.memory_gb_allocated
             replaced.child_count = current.child_count
             stored.node = replaced
@@ -332,8 +332,8 @@ class MemoryNodeRepository:
             current = stored.node
             if current.etag != node.etag:
                 raise EtagMismatch()
-            if current.gpu_allocated or current.memory_gb_allocated or current.child_count:
-                raise CapacityInUse(current.gpu_allocated, current.memory_gb_allocated, current.child_count)
+            if current.devices_allocated or current.memory_gb_allocated or current.child_count:
+                raise CapacityInUse(current.devices_allocated, current.memory_gb_allocated, current.child_count)
             if self._s.audit_taken(audit):
                 raise StoreError("the audit event exists")
             del self._s.nodes[fold(node.key)]
@@ -385,7 +385,7 @@ class MemoryNodeRepository:
         entry.shape = FleetShape(
             shape.gpu_model,
             shape.location,
-            shape.gpu_total,
+            shape.device_total,
             shape.memory_gb_total,
             terms=shape.terms,
             resource_group=shape.resource_group,

@@ -238,7 +238,7 @@ class SparkOllamaInstanceService:
                 return self._accepted(winner, winner.operation_id), render(winner)
             raise AnotherOperationInProgress("Another request changed this instance at the same time; retry.") from exc
         except (SubscriptionNotWritable, CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded) as exc:
-            raise self._kernel.write_error(exc, node=key.names[0], gpus=spec.gpus, memory_gb=spec.memory_gb) from exc
+            raise self._kernel.write_error(exc, node=key.names[0], devices=spec.gpus, memory_gb=spec.memory_gb) from exc
         operation_id = str(instance.operation_id)
         self._start_provision(ctx, key, operation_id)
         return self._accepted(instance, operation_id, created=existing is None), render(instance)
@@ -299,7 +299,7 @@ class SparkOllamaInstanceService:
                 f"Slurm cluster '{node_record.backend.cluster}' reports the node '{node}' {status.get('state')}"
                 f"{': ' + str(status['reason']) if status.get('reason') else ''}; it takes no new work."
             )
-        per_gpu = node_record.gpu_memory_gb_per_gpu
+        per_gpu = node_record.memory_gb_per_device
         if per_gpu and spec.memory_gb > spec.gpus * per_gpu:
             raise InvalidParameter(
                 f"{spec.gpus} GPUs of '{node}' hold {spec.gpus * per_gpu} GiB; memoryGb {spec.memory_gb} cannot fit.",
@@ -307,7 +307,7 @@ class SparkOllamaInstanceService:
             )
         capacity = Capacity.of(node_record)
         if not capacity.fits(spec.gpus, spec.memory_gb):
-            raise insufficient(node, capacity.free_gpus, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
+            raise insufficient(node, capacity.free_devices, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
         now = datetime.fromtimestamp(self._clock(), UTC)
         budgets = covering(
             self._kernel.repositories.budgets.in_subscription(key.subscription_id), now, key.resource_group, {}
@@ -339,7 +339,7 @@ class SparkOllamaInstanceService:
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
             spec_hash=request.fingerprint,
-            gpus=spec.gpus,
+            devices=spec.gpus,
             memory_gb=spec.memory_gb,
             capacity_reserved=True,
             location=node_record.location,

@@ -316,7 +316,7 @@ class SparkJobService:
             state=ProvisioningState.ACCEPTED,
             operation_id=operation_id,
             spec_hash=fingerprint,
-            gpus=wanted.count,
+            devices=wanted.count,
             memory_gb=wanted.memory_gb or 0,
             location=normalize_location(location) if location else "",
             lease=Lease.owned(self._clock() + self._settings.workflow_start_grace_seconds),

@@ -169,14 +169,14 @@ class SparkNodeService:
             former.append(previous_owner)
         accelerator = body.properties.accelerator
         assert accelerator is not None  # the write model fills it (models/nodes.py)
-        gpus, gpu_memory = int(accelerator.count or 0), int(accelerator.memory_gb_per_device or 0)
+        devices, gpu_memory = int(accelerator.count or 0), int(accelerator.memory_gb_per_device or 0)
         return Node(
             key=key,
             document=document,
             etag=arm_rules.new_etag(),
-            gpu_total=gpus,
-            memory_gb_total=gpus * gpu_memory,
-            gpu_allocated=previous.gpu_allocated if previous else 0,
+            device_total=devices,
+            memory_gb_total=devices * gpu_memory,
+            devices_allocated=previous.devices_allocated if previous else 0,
             memory_gb_allocated=previous.memory_gb_allocated if previous else 0,
             child_count=previous.child_count if previous else 0,
             # how its platform last reported it (the sweep's bookkeeping): it keeps deciding the placement index
@@ -203,7 +203,7 @@ class SparkNodeService:
         if isinstance(exc, CapacityInUse):
             return Conflict(
                 "The node holds allocated capacity or child resources "
-                f"({exc.gpus} {display_plural(kind)}, {exc.memory_gb} GiB, {exc.instances} instances): delete its "
+                f"({exc.devices} {display_plural(kind)}, {exc.memory_gb} GiB, {exc.instances} instances): delete its "
                 "instances and jobs first."
             )
         return ResourceKernel.write_error(exc, if_match=if_match)
@@ -213,18 +213,20 @@ class SparkNodeService:
         """409 ``Conflict`` when a node whose devices are held (by instances or jobs) is given another kind, vendor or
         model: the work placed there asked for the devices it holds, as a shrink below what is held is refused. The
         repositories hold the same rule under a concurrent placement (the write is conditioned on nothing held)."""
-        if previous.held_identity == node.held_identity or not (previous.gpu_allocated or previous.memory_gb_allocated):
+        if previous.held_identity == node.held_identity or not (
+            previous.devices_allocated or previous.memory_gb_allocated
+        ):
             return
         if previous.devices == node.devices:  # its backend changed: the work runs there
             raise Conflict(
-                f"The node's backend cannot change while {previous.gpu_allocated} {display_plural(previous.kind)} of it "
+                f"The node's backend cannot change while {previous.devices_allocated} {display_plural(previous.kind)} of it "
                 "are held (the work placed there runs on it): let its jobs end and delete its instances first.",
                 target="properties.backend",
             )
         was, now = previous.accelerator, node.accelerator
         raise Conflict(
             f"The node's devices cannot change from {was.vendor} {was.kind} {was.model or '(no model)'} to "
-            f"{now.vendor} {now.kind} {now.model or '(no model)'} while {previous.gpu_allocated} "
+            f"{now.vendor} {now.kind} {now.model or '(no model)'} while {previous.devices_allocated} "
             f"{display_plural(was.kind)} and {previous.memory_gb_allocated} GiB of it are held: let its jobs end and "
             "delete its instances first (or cordon it meanwhile).",
             target="properties.accelerator",

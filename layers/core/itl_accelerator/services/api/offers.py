@@ -133,7 +133,7 @@ class OfferService:
                 "location": location,
                 "nodes": sum(s.nodes for s in shapes),
                 "availableNodes": sum(s.available_nodes for s in shapes),
-                "devicesPerNode": max(s.gpu_total for s in shapes),
+                "devicesPerNode": max(s.device_total for s in shapes),
                 "largestSingleNode": {"devices": largest, "memoryGb": memory},
                 "largestMultiNode": None
                 if budget["refusal"]
@@ -172,7 +172,7 @@ class OfferService:
         (the prices of the nodes the caller sees, in the currencies its budgets allow): a job's price ceiling is
         made of them, so placement would use no other."""
         within = tuple(priced)
-        low, high, memory = 0, max(s.gpu_total for s in shapes), 0
+        low, high, memory = 0, max(s.device_total for s in shapes), 0
         while low < high:
             wanted = (low + high + 1) // 2
             found = self._nodes.candidates(
@@ -180,13 +180,13 @@ class OfferService:
             )
             if found:
                 # the device memory a request of ``wanted`` devices may ask there: what is free, up to what its devices
-                # carry (placement's rule: memory is per device, domain/records.py per_gpu_memory_fits)
+                # carry (placement's rule: memory is per device, domain/records.py per_device_memory_fits)
                 low, memory = (
                     wanted,
                     max(
-                        min(n.free_memory_gb, wanted * n.memory_gb_total // max(n.gpu_total, 1))
+                        min(n.free_memory_gb, wanted * n.memory_gb_total // max(n.device_total, 1))
                         for n in found
-                        if n.free_gpus >= wanted
+                        if n.free_devices >= wanted
                     ),
                 )
             else:
@@ -207,7 +207,7 @@ class OfferService:
         """The largest gang of whole free nodes placed now (placement's own grouping: one model, one location, one
         price; its read of the placement index), as many as the tightest quota allows (``headroom``); None below two
         nodes (and never past the most a job may ask, :data:`MAX_GANG_NODES`)."""
-        per_node = max(s.gpu_total for s in shapes)
+        per_node = max(s.device_total for s in shapes)
         found = self._nodes.candidates(
             subscription_id,
             Demand(per_node, 0, key, location, within=tuple(priced), kind=kind, vendor=vendor),
@@ -215,7 +215,7 @@ class OfferService:
         )
         groups: dict[BillingTerms, list[Any]] = {}
         for node in found:
-            if node.free_gpus >= per_node and node.terms is not None:
+            if node.free_devices >= per_node and node.terms is not None:
                 groups.setdefault(node.terms, []).append(node)
         most = MAX_GANG_NODES if headroom is None else min(MAX_GANG_NODES, headroom["available"] // per_node)
         best = max(groups.values(), key=len, default=[])[:most]

@@ -61,7 +61,7 @@ def parse_hours(value: str | None) -> int:
     return int(value)
 
 
-def _point(totals: Totals, capacity_gpus: int | None = None, hours: int = 1) -> dict[str, Any]:
+def _point(totals: Totals, capacity_devices: int | None = None, hours: int = 1) -> dict[str, Any]:
     point: dict[str, Any] = {
         "gpuSeconds": totals.gpu_seconds,
         "gpuHours": float((Decimal(totals.gpu_seconds) / HOUR).quantize(_GPU_HOURS_QUANTUM)),
@@ -82,8 +82,8 @@ def _point(totals: Totals, capacity_gpus: int | None = None, hours: int = 1) -> 
         "tokensOut": totals.tokens_out,
         "cost": [{"amount": format(a, "f"), "currency": c} for c, a in sorted(totals.costs.items())],
     }
-    if capacity_gpus:
-        point["allocatedPercent"] = round(100 * totals.gpu_seconds / (capacity_gpus * HOUR * hours), 2)
+    if capacity_devices:
+        point["allocatedPercent"] = round(100 * totals.gpu_seconds / (capacity_devices * HOUR * hours), 2)
     return point
 
 
@@ -148,14 +148,14 @@ class UsageStatsService:
                     resource_name=node.name,
                 ),
             )
-        return self._series(subscription_id, scope, node.arm_id, hours, capacity_gpus=node.gpu_total or None)
+        return self._series(subscription_id, scope, node.arm_id, hours, capacity_devices=node.device_total or None)
 
     def subscription(self, subscription_id: str, hours: int) -> dict[str, Any]:
         """A subscription's stats (no access check: for operators and tests)."""
         return self._series(subscription_id, SUBSCRIPTION_SCOPE, f"/subscriptions/{subscription_id}", hours)
 
     def _series(
-        self, subscription_id: str, scope: str, resource_id: str, hours: int, *, capacity_gpus: int | None = None
+        self, subscription_id: str, scope: str, resource_id: str, hours: int, *, capacity_devices: int | None = None
     ) -> dict[str, Any]:
         last = window_of(self._clock())
         first = last - (hours - 1) * HOUR
@@ -164,7 +164,7 @@ class UsageStatsService:
         for start in range(first, last + HOUR, HOUR):
             hour = stored.get(hour_key(start), Totals())
             totals.merge(hour)
-            value.append({"timeStamp": _iso(start), **_point(hour, capacity_gpus)})
+            value.append({"timeStamp": _iso(start), **_point(hour, capacity_devices)})
         return {
             "id": f"{resource_id}/stats",
             "resourceId": resource_id,
@@ -172,7 +172,7 @@ class UsageStatsService:
             "interval": "PT1H",
             "hours": hours,
             "value": value,
-            "totals": _point(totals, capacity_gpus, hours),
+            "totals": _point(totals, capacity_devices, hours),
         }
 
 

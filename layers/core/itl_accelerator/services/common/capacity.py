@@ -1,5 +1,5 @@
 """Capacity arithmetic of nodes, in one place: accelerator devices of the node's one kind and their memory (GiB),
-total, allocated and free (``*_gpus``: devices, the name kept from when every node held GPUs)."""
+total, allocated and free (stored and shown under the GPU names of old: ``gpuTotal``, ``totalGpus``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ class Capacity:
     """A node's capacity: totals and what its instances and jobs hold. Devices (of ``kind``) are counts; memory is
     GiB of device memory."""
 
-    total_gpus: int = 0
-    allocated_gpus: int = 0
+    total_devices: int = 0
+    allocated_devices: int = 0
     total_memory_gb: int = 0
     allocated_memory_gb: int = 0
     kind: str = GPU
@@ -24,33 +24,33 @@ class Capacity:
     @classmethod
     def of(cls, node: Node) -> Capacity:
         """The capacity of ``node`` as read."""
-        return cls(node.gpu_total, node.gpu_allocated, node.memory_gb_total, node.memory_gb_allocated, node.kind)
+        return cls(node.device_total, node.devices_allocated, node.memory_gb_total, node.memory_gb_allocated, node.kind)
 
     @property
-    def free_gpus(self) -> int:
-        return self.total_gpus - self.allocated_gpus
+    def free_devices(self) -> int:
+        return self.total_devices - self.allocated_devices
 
     @property
     def free_memory_gb(self) -> int:
         return self.total_memory_gb - self.allocated_memory_gb
 
-    def fits(self, gpus: int, memory_gb: int) -> bool:
-        """Whether ``gpus`` and ``memory_gb`` are free now."""
-        return gpus <= self.free_gpus and memory_gb <= self.free_memory_gb
+    def fits(self, devices: int, memory_gb: int) -> bool:
+        """Whether ``devices`` and ``memory_gb`` are free now."""
+        return devices <= self.free_devices and memory_gb <= self.free_memory_gb
 
     def as_properties(self) -> dict[str, int]:
         """The read-only ``properties.capacity`` of a node: its devices (``*Accelerators``) and, on a GPU node, the
         same counts under the seed's names (``*Gpus``)."""
-        gpus = (
-            {"totalGpus": self.total_gpus, "allocatedGpus": self.allocated_gpus, "freeGpus": self.free_gpus}
+        devices = (
+            {"totalGpus": self.total_devices, "allocatedGpus": self.allocated_devices, "freeGpus": self.free_devices}
             if self.kind == GPU
             else {}
         )
         return {
-            "totalAccelerators": self.total_gpus,
-            "allocatedAccelerators": self.allocated_gpus,
-            "freeAccelerators": self.free_gpus,
-            **gpus,
+            "totalAccelerators": self.total_devices,
+            "allocatedAccelerators": self.allocated_devices,
+            "freeAccelerators": self.free_devices,
+            **devices,
             "totalMemoryGb": self.total_memory_gb,
             "allocatedMemoryGb": self.allocated_memory_gb,
             "freeMemoryGb": self.free_memory_gb,
@@ -58,10 +58,10 @@ class Capacity:
 
 
 def insufficient(
-    node: str, free_gpus: int, free_memory_gb: int, gpus: int, memory_gb: int, kind: str = GPU
+    node: str, free_devices: int, free_memory_gb: int, devices: int, memory_gb: int, kind: str = GPU
 ) -> InsufficientCapacity:
     """409 ``InsufficientCapacity`` saying what is free on ``node`` (of its ``kind``) and what was asked."""
     return InsufficientCapacity(
-        f"The node '{node}' has {free_gpus} free {kind}s and {free_memory_gb} GiB free {kind} memory; "
-        f"the request needs {gpus} {kind}s and {memory_gb} GiB."
+        f"The node '{node}' has {free_devices} free {kind}s and {free_memory_gb} GiB free {kind} memory; "
+        f"the request needs {devices} {kind}s and {memory_gb} GiB."
     )

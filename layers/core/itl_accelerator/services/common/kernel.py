@@ -47,11 +47,11 @@ from itl_accelerator.services.common.context import CallContext
 T = TypeVar("T")
 
 
-def quota_exceeded(exc: QuotaExceeded, gpus: int) -> ArmError:
+def quota_exceeded(exc: QuotaExceeded, devices: int) -> ArmError:
     """409 ``QuotaExceeded`` naming the quota, its limit and what the subscription holds against it."""
     return errors.QuotaExceeded(
         f"The GPU quota '{exc.name}' of the subscription in '{exc.location}' allows {exc.limit} GPUs and "
-        f"{exc.current} are in use; the request needs {gpus} more. Free some, or ask the provider's operators to "
+        f"{exc.current} are in use; the request needs {devices} more. Free some, or ask the provider's operators to "
         "raise the quota."
     )
 
@@ -177,16 +177,16 @@ class ResourceKernel:
 
     @staticmethod
     def write_error(
-        exc: StoreError, *, node: str = "", gpus: int = 0, memory_gb: int = 0, if_match: str | None = None
+        exc: StoreError, *, node: str = "", devices: int = 0, memory_gb: int = 0, if_match: str | None = None
     ) -> ArmError:
-        """The ARM error a caller sees for a repository's failure of a write (``node``/``gpus``/``memory_gb`` describe a
+        """The ARM error a caller sees for a repository's failure of a write (``node``/``devices``/``memory_gb`` describe a
         reservation, for capacity messages)."""
         if isinstance(exc, SubscriptionNotWritable):
             return subscription_conflict(exc)
         if isinstance(exc, CapacityShortfall):
-            return insufficient(node, exc.free_gpus, exc.free_memory_gb, gpus, memory_gb)
+            return insufficient(node, exc.free_devices, exc.free_memory_gb, devices, memory_gb)
         if isinstance(exc, QuotaExceeded):
-            return quota_exceeded(exc, gpus)
+            return quota_exceeded(exc, devices)
         if isinstance(exc, NodeUnavailable):
             return NodeNotAvailable(f"The node '{node}' is {exc.availability} and takes no new work.")
         if isinstance(exc, NodeMissing):

@@ -134,10 +134,10 @@ def reason_gist(reason: str) -> tuple[str, str]:
     return kind, named
 
 
-def best_fit_key(capacity: Capacity, gpus: int, memory_gb: int) -> tuple[int, int]:
+def best_fit_key(capacity: Capacity, devices: int, memory_gb: int) -> tuple[int, int]:
     """Sort key of best fit (domain/scheduling.py ``fit_key``, the one ordering) for a node of ``capacity``: the node
-    left with the fewest free GPUs after placing ``gpus``, then the least free GPU memory (GiB) after ``memory_gb``."""
-    return fit_key(capacity.free_gpus, capacity.free_memory_gb, gpus, memory_gb)
+    left with the fewest free GPUs after placing ``devices``, then the least free GPU memory (GiB) after ``memory_gb``."""
+    return fit_key(capacity.free_devices, capacity.free_memory_gb, devices, memory_gb)
 
 
 class Placement:
@@ -319,11 +319,12 @@ class Placement:
         until = int(self._clock()) + job.max_duration_seconds if job.max_duration_seconds else 0
         # a gang's quota is counted once, by its first part, for all its devices
         reservation = replace(
-            Reservation.on(node, job.gpus, job.memory_gb, for_job=job.key, until=until),
-            quota_gpus=job.gpus * len(parts) if more else None,
+            Reservation.on(node, job.devices, job.memory_gb, for_job=job.key, until=until),
+            quota_devices=job.devices * len(parts) if more else None,
         )
         others = tuple(
-            replace(Reservation.on(n, job.gpus, job.memory_gb, for_job=job.key, until=until), quota=None) for n in more
+            replace(Reservation.on(n, job.devices, job.memory_gb, for_job=job.key, until=until), quota=None)
+            for n in more
         )
         self._jobs.update(
             job,
@@ -381,7 +382,7 @@ class Placement:
         queue: list[tuple[Job, Within]] = []
         for job, view in waiting:
             terms = scheduling.within(job, view.currencies)
-            demand = replace(job.demand, gpus=0, memory_gb=0, within=terms)
+            demand = replace(job.demand, devices=0, memory_gb=0, within=terms)
             if demand not in read:
                 read[demand] = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key)
             nodes[job.key] = read[demand]
@@ -502,7 +503,7 @@ class Placement:
         if not scheduling.starving(job, self._clock(), self._settings.job_starvation_seconds):
             return
         nodes = self._nodes.candidates(
-            job.key.subscription_id, replace(job.demand, gpus=0, memory_gb=0), for_job=job.key
+            job.key.subscription_id, replace(job.demand, devices=0, memory_gb=0), for_job=job.key
         )
         nearest = scheduling.drain_target(job, nodes)
         if nearest is None:

@@ -77,14 +77,14 @@ def backend_status(node: Node, health: NodeHealth | None, cluster: str, now: flo
     warnings: list[str] = []
     placeable, reason = health.placeable, health.reason or None
     plural = display_plural(node.kind)
-    if count < node.gpu_total:
+    if count < node.device_total:
         placeable = False
         reason = (
-            f"The cluster's GRES for '{name}' count {count} {plural}; the node was registered with {node.gpu_total}: "
+            f"The cluster's GRES for '{name}' count {count} {plural}; the node was registered with {node.device_total}: "
             "the cluster would refuse its work."
         )
-    elif count > node.gpu_total:
-        warnings.append(f"The cluster's GRES for '{name}' count {count} {plural}; the node offers {node.gpu_total}.")
+    elif count > node.device_total:
+        warnings.append(f"The cluster's GRES for '{name}' count {count} {plural}; the node offers {node.device_total}.")
     model = model_key(node.gpu_model)
     if model and types and model not in {model_key(t) for t in types}:
         warnings.append(f"The cluster's GRES type of '{name}' is {', '.join(types)}; the node says {node.gpu_model}.")

@@ -55,7 +55,7 @@ class DeprovisionSteps(InstanceWorkflowSteps):
             self._finish_operation(inp, inp.operationId, OperationStatus.SUCCEEDED, OperationKind.DEPROVISION)
             return OutcomeResult(outcome="AlreadyDone")
         ctx = self._context(inp)
-        gpus, memory = (instance.gpus, instance.memory_gb) if instance.capacity_reserved else (0, 0)
+        devices, memory = (instance.devices, instance.memory_gb) if instance.capacity_reserved else (0, 0)
         try:
             self._instances.remove(
                 instance,
@@ -64,7 +64,7 @@ class DeprovisionSteps(InstanceWorkflowSteps):
                     INSTANCES,
                     instance.key,
                     rbac.INSTANCES_DELETE,
-                    f"Deleted instance; released {gpus} GPUs and {memory} GiB",
+                    f"Deleted instance; released {devices} GPUs and {memory} GiB",
                     instance.document,
                     None,
                 ),
@@ -85,7 +85,7 @@ class DeprovisionSteps(InstanceWorkflowSteps):
             return OutcomeResult(outcome="AlreadyDone")
         if instance.cancel_requested:
             self._finish_operation(inp, instance.operation_id, OperationStatus.CANCELED)
-        if gpus or memory:
+        if devices or memory:
             self._released(inp)
         return OutcomeResult(outcome="Deleted")
 

@@ -100,7 +100,7 @@ class InstanceSteps(InstanceWorkflowSteps):
             name=instance.arm_id,  # unique across tenants; readable on the platform's side
             node_id=node.arm_id if node else f"sparkNodes/{inp.nodeName}",
             model=instance.model,
-            gpus=instance.gpus,
+            devices=instance.devices,
             memory_gb=instance.memory_gb,
             callback_url=self._callback_url,
             accelerator=node.accelerator.for_platform() if node else None,

@@ -84,7 +84,7 @@ def with_exit_code(reason: str, exit_code: int | None) -> str:
 
 def released_words(job: Job) -> str:
     """What a job's end gives back, in an audit summary: ``released 1 GPU and 80 GiB``."""
-    devices = job.gpus * (1 + len(job.gang_nodes))
+    devices = job.devices * (1 + len(job.gang_nodes))
     memory = job.memory_gb * (1 + len(job.gang_nodes))
     return f"released {devices} {job.kind}{'' if devices == 1 else 's'} and {memory} GiB"
 
@@ -358,7 +358,7 @@ class JobSteps:
             node_id=node.arm_id
             if node
             else NODES.id(job.key.subscription_id, job.node_key.resource_group, job.node_key.names),
-            gpus=job.gpus,
+            devices=job.devices,
             memory_gb=job.memory_gb,
             workload=platform_workload(job),
             max_duration_seconds=job.max_duration_seconds,
