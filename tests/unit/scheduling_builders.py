@@ -14,7 +14,7 @@ from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage
 from itl_accelerator.domain.records import FleetShape, Job, Node
 from itl_accelerator.domain.runs import JobRun
-from itl_accelerator.domain.scheduling import Budgets, ReadCandidates, Snapshot, Unread
+from itl_accelerator.domain.scheduling import Budgets, ReadCandidates, Snapshot, Unread, Within
 from itl_accelerator.domain.states import JobStatus
 from tests.contract.builders import make_job, make_node
 
@@ -146,6 +146,18 @@ def snapshot(
     return made
 
 
+def index_answer(job: Job, fleet: Iterable[Node], within: Within) -> list[Node]:
+    """What the placement index answers for ``job`` (repositories/dynamodb/nodes.py ``candidates``): the nodes of
+    ``fleet`` with room for a part of it, billing within ``within`` (None: any terms)."""
+    return [
+        n
+        for n in fleet
+        if n.free_devices >= job.devices
+        and n.free_memory_gb >= job.memory_gb
+        and (within is None or within_terms(n.terms, within))
+    ]
+
+
 def decide(decision: Callable[[Snapshot], T], snap: Snapshot, fleet: Iterable[Node] = ()) -> T:
     """``decision`` over ``snap``, its candidates read as the placement index answers them (services/common/
     placement.py): the nodes of ``fleet`` with room for a part of the job, billing within the read's terms."""
@@ -158,11 +170,5 @@ def decide(decision: Callable[[Snapshot], T], snap: Snapshot, fleet: Iterable[No
             read = unread.part
             if not isinstance(read, ReadCandidates):
                 raise
-            room = [
-                n
-                for n in fleet
-                if n.free_devices >= job.devices
-                and n.free_memory_gb >= job.memory_gb
-                and (read.within is None or within_terms(n.terms, read.within))
-            ]
+            room = index_answer(job, fleet, read.within)
             snap = snap.with_candidates(read, room)

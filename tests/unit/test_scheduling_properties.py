@@ -21,12 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from itl_accelerator.domain import scheduling
-from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import quota_names
 from itl_accelerator.domain.scheduling import Budgets
 from itl_accelerator.domain.states import JobStatus
 from itl_accelerator.services.common.placement import reason_gist
-from tests.unit.scheduling_builders import OTHER_SUB, SUB, ceiling, decide, job, node, quota, snapshot
+from tests.unit.scheduling_builders import OTHER_SUB, SUB, ceiling, decide, index_answer, job, node, quota, snapshot
 
 PURE = settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -70,17 +69,6 @@ def jobs(draw, *, gang: bool = True, priority: st.SearchStrategy[int] = st.integ
     )
 
 
-def _room(wanted, fleet, terms):
-    """The placement index's answer: available nodes with room for a part, billing within ``terms``."""
-    return [
-        n
-        for n in fleet
-        if n.free_devices >= wanted.devices
-        and n.free_memory_gb >= wanted.memory_gb
-        and (terms is None or within_terms(n.terms, terms))
-    ]
-
-
 def _group(n):
     return (n.accelerator.key, n.shape.location, n.terms, n.backend.type, n.backend.cluster, n.backend.partition)
 
@@ -100,7 +88,7 @@ def test_best_fit_orders_every_node_a_part_fits_on_by_what_it_leaves(fleet, want
 @given(fleets(), jobs())
 def test_a_gang_gets_all_its_parts_on_one_group_or_nothing(fleet, wanted):
     terms = scheduling.within(wanted, None)
-    room = _room(wanted, fleet, terms)
+    room = index_answer(wanted, fleet, terms)
     chosen = scheduling.gang_fit(wanted, room, terms)
     matching = [n for n in room if scheduling.matches(wanted, n, terms)]
     groups = Counter(_group(n) for n in matching)
@@ -220,7 +208,7 @@ def test_a_job_admitted_on_an_empty_fleet_fits_somewhere_and_a_refused_one_nowhe
     cordoned nodes and price-only differences, and a job may wait for those.)"""
     terms = scheduling.within(wanted, None)
     refused = scheduling.inadmissible(snapshot(wanted, fleet))
-    placed = scheduling.gang_fit(wanted, _room(wanted, fleet, terms), terms)
+    placed = scheduling.gang_fit(wanted, index_answer(wanted, fleet, terms), terms)
     if placed is not None:
         assert refused is None, scheduling.render(refused)
     if refused is not None:

@@ -55,7 +55,7 @@ class Timeline:
     @classmethod
     def of(cls, node: Node, now: float) -> Timeline:
         """The node's calendar from ``now`` on (module docstring: a hold past its end ends now)."""
-        held = [h for h in node.holds]
+        held = list(node.holds)
         if node.unaccounted is not None:
             held.append(node.unaccounted)
         busy = tuple(Busy(h.devices, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf) for h in held)
@@ -123,9 +123,11 @@ def earliest(timeline: Timeline, devices: int, memory_gb: int, duration: float, 
     return None
 
 
-def _single(job: Job, timelines: Sequence[Timeline], duration: float, now: float) -> tuple[float, Timeline] | None:
+def _single(
+    job: Job, timelines: Sequence[Timeline], duration: float, now: float
+) -> tuple[float, list[Timeline]] | None:
     """The earliest start of a job of one node and the node best fit gives then (fit_key at that time; ties: the
-    index's order)."""
+    index's order), in :func:`_gang`'s shape."""
     best: tuple[tuple[float, int, int], Timeline] | None = None
     for timeline in timelines:
         start = earliest(timeline, job.devices, job.memory_gb, duration, now)
@@ -134,7 +136,7 @@ def _single(job: Job, timelines: Sequence[Timeline], duration: float, now: float
         rank = (start, *_fit_then(timeline, job, start))
         if best is None or rank < best[0]:
             best = (rank, timeline)
-    return None if best is None else (best[0][0], best[1])
+    return None if best is None else (best[0][0], [best[1]])
 
 
 def _gang(
@@ -172,11 +174,7 @@ def estimate_queue(
             estimates.append(Estimate(job.key, position, None, why=Unknown.NO_NODES))
             continue
         duration = float(job.max_duration_seconds) if job.max_duration_seconds else math.inf
-        found = (
-            _gang(job, usable, terms, duration, now)
-            if job.gang_size > 1
-            else _as_gang(_single(job, usable, duration, now))
-        )
+        found = _gang(job, usable, terms, duration, now) if job.gang_size > 1 else _single(job, usable, duration, now)
         if found is None:
             estimates.append(Estimate(job.key, position, None, why=Unknown.OPEN_ENDED))
             continue
@@ -192,10 +190,6 @@ def _fit_then(timeline: Timeline, job: Job, t: float) -> tuple[int, int]:
     """Best fit's order (domain/scheduling.py ``fit_key``) of the node at ``t``."""
     free_devices, free_memory = timeline.free_at(t)
     return fit_key(free_devices, free_memory, job.devices, job.memory_gb)
-
-
-def _as_gang(found: tuple[float, Timeline] | None) -> tuple[float, list[Timeline]] | None:
-    return None if found is None else (found[0], [found[1]])
 
 
 def moved(before: StartEstimate | None, after: StartEstimate) -> bool:
