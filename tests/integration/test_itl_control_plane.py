@@ -20,7 +20,7 @@ from itl_local.template import load_handler
 from tests.conftest import serve
 
 REGISTRATION = "ProviderRegistrationFunction"
-RESOURCE_TYPES = ["sparkNodes", "sparkNodes/sparkOllamaInstances", "sparkJobs"]
+RESOURCE_TYPES = ["sparkNodes", "sparkNodes/sparkOllamaInstances", "sparkJobs", "capacityReservations"]
 
 
 @pytest.fixture

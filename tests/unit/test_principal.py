@@ -66,7 +66,11 @@ def test_role_table():
         rbac.QUOTAS_READ.name,
         rbac.COSTS_READ.name,
         rbac.BUDGETS_READ.name,
+        rbac.RESERVATIONS_READ.name,
+        rbac.RESERVATIONS_WRITE.name,
+        rbac.RESERVATIONS_DELETE.name,
     }
+    assert {rbac.RESERVATIONS_WRITE.name, rbac.RESERVATIONS_DELETE.name} & perms(rbac.ROLE_SUPPLIER) == set()
     assert {rbac.QUOTAS_WRITE.name, rbac.BUDGETS_WRITE.name} & perms(rbac.ROLE_CONSUMER, rbac.ROLE_SUPPLIER) == set()
     assert {rbac.JOBS_WRITE.name, rbac.JOBS_CANCEL.name} & perms(rbac.ROLE_SUPPLIER) == set()
     assert rbac.JOBS_READ.name in perms(rbac.ROLE_SUPPLIER)

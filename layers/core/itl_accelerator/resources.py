@@ -142,5 +142,15 @@ JOBS = ResourceType(
     delete=rbac.JOBS_DELETE,
 )
 
+RESERVATIONS = ResourceType(
+    segment="capacityReservations",
+    singular="capacityReservation",
+    key_code="CAPRES",
+    name_param="reservationName",
+    read=rbac.RESERVATIONS_READ,
+    write=rbac.RESERVATIONS_WRITE,
+    delete=rbac.RESERVATIONS_DELETE,
+)
+
 #: Every resource type, by ARM type segment.
-RESOURCE_TYPES: dict[str, ResourceType] = {t.segment: t for t in (NODES, INSTANCES, JOBS)}
+RESOURCE_TYPES: dict[str, ResourceType] = {t.segment: t for t in (NODES, INSTANCES, JOBS, RESERVATIONS)}

@@ -116,6 +116,24 @@ BUDGETS_WRITE = _permission(
     "Set budgets",
     "Creates, changes or deletes a budget of a subscription (the provider's operators).",
 )
+RESERVATIONS_READ = _permission(
+    "capacityReservations/read",
+    "Capacity reservations",
+    "Read capacity reservation",
+    "Gets or lists capacity reservations (consumers: their own; suppliers: those booked on their nodes).",
+)
+RESERVATIONS_WRITE = _permission(
+    "capacityReservations/write",
+    "Capacity reservations",
+    "Book capacity reservation",
+    "Books accelerators for a future window (billed for every hour of it).",
+)
+RESERVATIONS_DELETE = _permission(
+    "capacityReservations/delete",
+    "Capacity reservations",
+    "Cancel capacity reservation",
+    "Cancels a capacity reservation (before its window: nothing billed; consumers: their own).",
+)
 AUDIT_READ = _permission(
     "auditEvents/read", "Audit events", "Read audit events", "Lists audit events of a subscription."
 )
@@ -151,6 +169,9 @@ PERMISSIONS: tuple[Permission, ...] = (
     COSTS_READ,
     BUDGETS_READ,
     BUDGETS_WRITE,
+    RESERVATIONS_READ,
+    RESERVATIONS_WRITE,
+    RESERVATIONS_DELETE,
     AUDIT_READ,
     REGISTER,
     SUBSCRIPTION_READ,
@@ -177,6 +198,9 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             QUOTAS_READ.name,
             COSTS_READ.name,
             BUDGETS_READ.name,
+            RESERVATIONS_READ.name,
+            RESERVATIONS_WRITE.name,
+            RESERVATIONS_DELETE.name,
             SUBSCRIPTION_READ.name,
         }
     ),
@@ -191,6 +215,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             QUOTAS_READ.name,
             COSTS_READ.name,
             BUDGETS_READ.name,
+            RESERVATIONS_READ.name,
             SUBSCRIPTION_READ.name,
         }
     ),

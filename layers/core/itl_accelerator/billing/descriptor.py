@@ -68,6 +68,9 @@ class BillingDescriptor:
     #: its FOCUS rows carry as x_AllocationId; "" on every other allocation (billed under its meter's own id)
     job_allocation_id: str = field(default="", metadata={_KEY: "allocationId", _JOB_PART: True})
     attempt: int = field(default=1, metadata={_JOB_PART: True})  # which run of a job (x_Attempt); 1 otherwise
+    #: the ARM id of the capacity reservation the allocation is (a reservation's own meter, billed for its whole
+    #: window) or runs in (a job in a reservation, billed nothing beyond it): FOCUS CapacityReservationId; "" none
+    capacity_reservation_id: str = ""
 
     def billed_fields(self) -> dict[str, Any]:
         """The descriptor's fields of this value (a meter's or a charge line's too), by name: what builds a

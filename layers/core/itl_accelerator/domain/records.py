@@ -117,6 +117,27 @@ class Hold:
     devices: int
     memory_gb: int
     until: int = 0
+    #: the capacity reservation whose booked devices these are (:func:`holder_id` of it; "": none) — a job run in a
+    #: reservation takes its devices out of the reservation's booking, not beside it (domain/calendar.py)
+    reservation: str = ""
+
+
+@dataclass(frozen=True)
+class Booking:
+    """A capacity reservation's claim on a node (issue 44): ``devices`` devices and ``memory_gb`` GiB kept for
+    ``reservation`` (:func:`holder_id` of the reservation) over ``[start, end)`` (epoch seconds, whole hours). Written
+    on the node item with the reservation, in one transaction (repositories/protocols.py ``CapacityReservationRepository.book``); placement and
+    the calendar count it as taken in its window for any work not run in that reservation."""
+
+    reservation: str
+    devices: int
+    memory_gb: int
+    start: int
+    end: int
+
+    def overlaps(self, start: float, end: float) -> bool:
+        """Whether it is in force at some time of ``[start, end)``."""
+        return self.start < end and start < self.end
 
 
 @dataclass(frozen=True)
@@ -163,6 +184,14 @@ class Node:
     #: what each workload on it holds and until when (written with each reservation and release, in the same
     #: update; a node stored before has none, and what it holds beyond them is open-ended: :attr:`unaccounted`)
     holds: tuple[Hold, ...] = ()
+    #: the capacity reservations booked on it (:class:`Booking`), written with each reservation and cancellation
+    bookings: tuple[Booking, ...] = ()
+    #: bumped by every booking and cancellation written on it (``calRev``): a placement is conditioned on the one it
+    #: read, so it cannot land beside a booking it did not see
+    calendar_revision: int = 0
+    #: bumped by every reservation and release of its devices (``holdRev``): a booking is conditioned on the one it
+    #: read, so it cannot land beside work it did not see
+    hold_revision: int = 0
 
     @property
     def unaccounted(self) -> Hold | None:
@@ -418,6 +447,9 @@ class Reservation:
     quota_devices: int | None = None
     #: the node's calendar entry it writes (:class:`Hold`; None: none — a change of an instance's size keeps its own)
     hold: Hold | None = None
+    #: the node's bookings as read (:attr:`Node.calendar_revision`): the reservation fails when a booking was
+    #: written or cancelled since (``NodeChanged``: read again and decide again)
+    calendar_revision: int = 0
 
     @property
     def quota_charge(self) -> int:
@@ -454,6 +486,7 @@ class Reservation:
             quota,
             None,
             hold,
+            node.calendar_revision,
         )
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # annotations only: the domain's modules load where they are 
         Reservation,
         ResourceKey,
     )
+    from itl_accelerator.domain.reservations import CapacityReservation
     from itl_accelerator.domain.usage import (
         BillEntry,
         CorrectionDue,
@@ -315,6 +316,33 @@ class QuotaRepository(Protocol):
         now, a create). A limit below the
         current use is allowed: new allocations are refused until enough GPUs are given back. Raises
         ``EtagMismatch``."""
+        ...
+
+
+class CapacityReservationRepository(Protocol):
+    """Capacity reservations (domain/reservations.py) and their bookings on node items, written together."""
+
+    def get(self, key: ResourceKey) -> CapacityReservation | None:
+        """The reservation (case-insensitive names), or None."""
+        ...
+
+    def page(self, scope: Any, limit: int, token: str | None) -> Page[CapacityReservation]:
+        """A page of the reservations of a resource group or a subscription (listing.py ``Scope``), by (resource
+        group, name). Raises ``InvalidSkipToken``."""
+        ...
+
+    def book(self, reservation: CapacityReservation, nodes: list[Node], meters: list[Meter], audit: AuditEvent) -> None:
+        """Create the reservation (its name free), its booking on each of ``nodes`` as read — each still at the
+        calendar and hold revisions read (``Node.calendar_revision``, ``hold_revision``), so no booking and no
+        placement landed there since — its ``meters`` (each starting at the window's start and ending at its end)
+        and its audit event: one transaction. Raises ``ItemExists`` (the name is taken), ``NodeChanged`` (a node's
+        calendar moved or it is gone or not available: read again and decide again)."""
+        ...
+
+    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, unbill: bool) -> None:
+        """Delete the reservation still at its etag, remove its bookings from its nodes (a node gone since is
+        skipped) and, when ``unbill``, delete its meters (a window not begun bills nothing) — with its audit event,
+        together. Raises ``EtagMismatch``."""
         ...
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import model_of_key, vendor_key
-from itl_accelerator.domain.records import Demand, FleetShape, Hold, Node, ResourceKey
+from itl_accelerator.domain.records import Booking, Demand, FleetShape, Hold, Node, ResourceKey
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
@@ -53,8 +53,10 @@ def hold_attribute(holder: str) -> str:
 
 
 def hold_value(hold: Hold) -> str:
-    """A hold as stored: ``{gpus},{memoryGb},{until}`` (until: epoch seconds, 0 open-ended)."""
-    return f"{hold.devices},{hold.memory_gb},{hold.until}"
+    """A hold as stored: ``{gpus},{memoryGb},{until}`` (until: epoch seconds, 0 open-ended), then
+    ``,{reservation}`` when its devices come out of a capacity reservation's booking."""
+    value = f"{hold.devices},{hold.memory_gb},{hold.until}"
+    return f"{value},{hold.reservation}" if hold.reservation else value
 
 
 def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
@@ -63,12 +65,46 @@ def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
     for name, value in item.items():
         if not name.startswith(HOLD_PREFIX):
             continue
+        parts = str(value).split(",")
         try:
-            devices, memory, until = (int(part) for part in str(value).split(","))
+            devices, memory, until = (int(part) for part in parts[:3])
         except ValueError:
             continue
-        found.append(Hold(name[len(HOLD_PREFIX) :], devices, memory, until))
+        reservation = parts[3] if len(parts) > 3 else ""
+        found.append(Hold(name[len(HOLD_PREFIX) :], devices, memory, until, reservation))
     return tuple(sorted(found, key=lambda h: h.holder))
+
+
+#: The prefix of a node item's bookings: one per capacity reservation holding devices there in a window
+#: (``book:{reservation}``, domain/records.py ``Booking``), set by the booking's transaction and removed by its
+#: cancellation; each of those bumps the item's ``calRev``, each reservation and release of devices its ``holdRev``.
+BOOK_PREFIX = "book:"
+CALENDAR_REVISION = "calRev"
+HOLD_REVISION = "holdRev"
+
+
+def booking_attribute(reservation: str) -> str:
+    """The node item's attribute of ``reservation``'s booking."""
+    return BOOK_PREFIX + reservation
+
+
+def booking_value(booking: Booking) -> str:
+    """A booking as stored: ``{devices},{memoryGb},{start},{end}`` (epoch seconds)."""
+    return f"{booking.devices},{booking.memory_gb},{booking.start},{booking.end}"
+
+
+def bookings_of(item: dict[str, Any]) -> tuple[Booking, ...]:
+    """The bookings a node item records, in start order (an unreadable one is skipped)."""
+    found = []
+    for name, value in item.items():
+        if not name.startswith(BOOK_PREFIX):
+            continue
+        try:
+            devices, memory, start, end = (int(part) for part in str(value).split(","))
+        except ValueError:
+            continue
+        found.append(Booking(name[len(BOOK_PREFIX) :], devices, memory, start, end))
+    return tuple(sorted(found, key=lambda b: (b.start, b.reservation)))
 
 
 def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
@@ -85,6 +121,9 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         child_count=int(item.get("childCount", 0)),
         former_owners=tuple(json.loads(item.get("formerOwners") or "[]")),
         holds=holds_of(item),
+        bookings=bookings_of(item),
+        calendar_revision=int(item.get(CALENDAR_REVISION, 0)),
+        hold_revision=int(item.get(HOLD_REVISION, 0)),
     )
     node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
     node.backend_status = json.loads(item["backendStatus"]) if item.get("backendStatus") else None

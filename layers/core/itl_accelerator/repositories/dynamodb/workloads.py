@@ -399,7 +399,7 @@ class WorkloadTable(Generic[W]):
         return tuple(range(start, start + len(charge)))
 
     def _node_reserve(self, r: Reservation) -> dict[str, Any]:
-        add = "gpuAllocated :g, memoryGbAllocated :m" + (", childCount :child" if r.child else "")
+        add = "gpuAllocated :g, memoryGbAllocated :m, holdRev :one" + (", childCount :child" if r.child else "")
         hold = ", #hold = :hold" if r.hold is not None else ""
         return {
             "Update": {
@@ -410,11 +410,18 @@ class WorkloadTable(Generic[W]):
                     "attribute_exists(PK) AND availability = :available AND gpuTotal = :gt AND memoryGbTotal = :mt "
                     "AND gpuAllocated <= :gmax AND memoryGbAllocated <= :mmax AND etag = :etag"
                     + (" AND (attribute_not_exists(drainingFor) OR drainingFor = :job)" if r.for_job else "")
+                    + (
+                        " AND calRev = :cal"
+                        if r.calendar_revision
+                        else " AND (attribute_not_exists(calRev) OR calRev = :cal)"
+                    )
                 ),
                 "ExpressionAttributeValues": typed(
                     {
                         ":g": r.devices,
                         ":m": r.memory_gb,
+                        ":one": 1,
+                        ":cal": r.calendar_revision,
                         ":available": str(Availability.AVAILABLE),
                         ":gt": r.device_total,
                         ":mt": r.memory_gb_total,
@@ -434,7 +441,7 @@ class WorkloadTable(Generic[W]):
         }
 
     def _node_release(self, r: Release) -> dict[str, Any]:
-        add = "gpuAllocated :g, memoryGbAllocated :m" + (", childCount :child" if r.child else "")
+        add = "gpuAllocated :g, memoryGbAllocated :m, holdRev :one" + (", childCount :child" if r.child else "")
         expression = f"ADD {add} SET gpuFree = gpuFree - :g, memoryGbFree = memoryGbFree - :m"
         return {
             "Update": {
@@ -443,7 +450,7 @@ class WorkloadTable(Generic[W]):
                 "UpdateExpression": expression + (" REMOVE #hold" if r.holder else ""),
                 "ConditionExpression": "attribute_exists(PK)",
                 "ExpressionAttributeValues": typed(
-                    {":g": -r.devices, ":m": -r.memory_gb, **({":child": r.child} if r.child else {})}
+                    {":g": -r.devices, ":m": -r.memory_gb, ":one": 1, **({":child": r.child} if r.child else {})}
                 ),
                 **({"ExpressionAttributeNames": {"#hold": hold_attribute(r.holder)}} if r.holder else {}),
             }
@@ -496,7 +503,10 @@ class WorkloadTable(Generic[W]):
                 raise NodeMissing() from exc
             if current.get("availability") != Availability.AVAILABLE:
                 raise NodeUnavailable(str(current.get("availability"))) from exc
-            if reservation is not None and current.get("etag") != reservation.etag:
+            if reservation is not None and (
+                current.get("etag") != reservation.etag
+                or int(current.get("calRev", 0)) != reservation.calendar_revision
+            ):
                 raise NodeChanged() from exc
             raise CapacityShortfall(
                 int(current.get("gpuTotal", 0)) - int(current.get("gpuAllocated", 0)),

@@ -66,6 +66,9 @@ def stored_node(node: Node) -> Node:
         counted_shape=node.counted_shape,
         backend_status=copy.deepcopy(node.backend_status),
         holds=tuple(node.holds),
+        bookings=tuple(node.bookings),
+        calendar_revision=int(node.calendar_revision),
+        hold_revision=int(node.hold_revision),
     )
 
 
@@ -99,13 +102,14 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
         and node.devices_allocated <= r.device_total - r.devices
         and node.memory_gb_allocated <= r.memory_gb_total - r.memory_gb
         and node.etag == r.etag
+        and node.calendar_revision == r.calendar_revision
         and (r.for_job is None or stored.draining_for in (None, fold(r.for_job)))
     )
     if fits:
         return quota_refusal(state, r)
     if node.availability != Availability.AVAILABLE:
         return NodeUnavailable(str(node.availability))
-    if node.etag != r.etag:
+    if node.etag != r.etag or node.calendar_revision != r.calendar_revision:
         return NodeChanged()
     return CapacityShortfall(node.free_devices, node.free_memory_gb)
 
@@ -140,6 +144,7 @@ def reserve(state: MemoryState, r: Reservation) -> None:
     node.devices_allocated += r.devices
     node.memory_gb_allocated += r.memory_gb
     node.child_count += r.child
+    node.hold_revision += 1
     if r.hold is not None:  # the node's calendar: one entry per holder (the table's SET of its attribute)
         node.holds = (*(h for h in node.holds if h.holder != r.hold.holder), r.hold)
     if r.quota is not None and r.quota_charge:
@@ -157,6 +162,7 @@ def release(state: MemoryState, r: Release) -> None:
     node.devices_allocated -= r.devices
     node.memory_gb_allocated -= r.memory_gb
     node.child_count += r.child
+    node.hold_revision += 1
     if r.holder:
         node.holds = tuple(h for h in node.holds if h.holder != r.holder)
     if r.quota is not None and r.quota_charge:
