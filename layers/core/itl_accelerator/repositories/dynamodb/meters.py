@@ -53,6 +53,7 @@ def meter_start_item(table: str, meter: Meter) -> dict[str, Any]:
         "dgxId": meter.dgx_id,
         "pricing": to_json(meter.terms.as_stored()),
         "meteredUntil": meter.start,
+        **({"end": int(meter.end)} if meter.end is not None else {}),
         **_meter_index(pk, sk, meter.start),
         "GSI3PK": open_meters_partition(meter.subscription_id),
         "GSI3SK": meter.allocation_id,

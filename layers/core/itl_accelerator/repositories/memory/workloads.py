@@ -168,7 +168,8 @@ def meter_key(subscription_id: str, allocation_id: str) -> tuple[str, str]:
 def start_meter(state: MemoryState, meter: Meter) -> None:
     """Start a meter, idempotently (the DynamoDB implementation's ``meter_start_item``: every attribute
     ``if_not_exists``): a meter already there keeps its start and figures, and goes back into the due index at
-    ``meter.start`` only if it had left it."""
+    ``meter.start`` only if it had left it. A meter whose end is known at its start (a capacity reservation's window)
+    is written with it."""
     key = meter_key(meter.subscription_id, meter.allocation_id)
     current = state.meters.get(key)
     if current is None:
@@ -179,6 +180,7 @@ def start_meter(state: MemoryState, meter: Meter) -> None:
             dgx_id=meter.dgx_id,
             terms=BillingTerms.from_pricing(meter.terms.as_stored()),
             start=int(meter.start),
+            end=None if meter.end is None else int(meter.end),
             metered_until=int(meter.start),
             due=int(meter.start),
         )
