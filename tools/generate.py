@@ -105,6 +105,11 @@ API_FUNCTIONS: tuple[ApiFunction, ...] = (
     ApiFunction('BudgetsList', 'budgets.list_budgets', 'Budgets_List', 'List the budgets of a subscription'),
     ApiFunction('BudgetsCreateOrUpdate', 'budgets.put', 'Budgets_CreateOrUpdate', "PUT a monthly budget (the provider's operators)", DELETE),
     ApiFunction('BudgetsDelete', 'budgets.delete', 'Budgets_Delete', "DELETE a budget (the provider's operators)", DELETE),
+    ApiFunction('CapacityReservationsGet', 'capacity_reservations.get', 'CapacityReservations_Get', 'GET a capacity reservation'),
+    ApiFunction('CapacityReservationsListByResourceGroup', 'capacity_reservations.list_by_resource_group', 'CapacityReservations_ListByResourceGroup', 'List the capacity reservations of a resource group'),
+    ApiFunction('CapacityReservationsListBySubscription', 'capacity_reservations.list_by_subscription', 'CapacityReservations_ListBySubscription', 'List the capacity reservations of a subscription'),
+    ApiFunction('CapacityReservationsCreateOrUpdate', 'capacity_reservations.create_or_update', 'CapacityReservations_CreateOrUpdate', 'PUT a capacity reservation - books devices for a future window (one transaction)', WRITE),
+    ApiFunction('CapacityReservationsDelete', 'capacity_reservations.delete', 'CapacityReservations_Delete', 'DELETE a capacity reservation - cancels it (unbilled before its window)', DELETE),
     ApiFunction('OffersList', 'offers.list_offers', 'Offers_List', 'List what a job could get now in a location (the placement index, quotas, budgets)'),
     ApiFunction('UsagesList', 'quotas.usages', 'Usages_List', 'List what a subscription holds against its GPU quotas in a location'),
     ApiFunction('CostsQuery', 'costs.query', 'Costs_Query', "Query what a subscription's work cost (from the roll-ups' cost days)"),
@@ -353,7 +358,7 @@ def render_state_machines(workflows: Iterable[Workflow] = WORKFLOWS) -> list[str
 
 #: The value a sample event gives each path parameter (the names the routes use).
 SAMPLE_PATH_PARAMETERS = {
-    "subscriptionId": "sub-123", "resourceGroupName": "rg1", "nodeName": "dgx-1", "instanceName": "instance-1",
+    "subscriptionId": "sub-123", "resourceGroupName": "rg1", "nodeName": "dgx-1", "instanceName": "instance-1", "reservationName": "week-1",
     "jobName": "job-1", "budgetName": "team-nlp", "location": "us-east-1", "quotaName": "gpus",
     "day": "2026-12-01", "operationId": "3f2b8c1e-7a4d-4e9b-9c61-5d0e2a7b4f13",
 }  # fmt: skip

@@ -58,6 +58,7 @@ SERVICE_OF_OPERATION = {
     "BillingExports": "billing_files",
     "Offers": "offers",
     "Budgets": "budgets",
+    "CapacityReservations": "reservations",
     "Slo": "slo_report",
 }
 #: API operations that call the DGX Platform, and why: they load the DGX client (httpx) and nothing else of the list.

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from itl_accelerator.services.api.operations import OperationService
     from itl_accelerator.services.api.quotas import QuotaService
     from itl_accelerator.services.api.rate_limits import RateLimiter
+    from itl_accelerator.services.api.reservations import CapacityReservationService
     from itl_accelerator.services.api.slo_report import SloReportService
     from itl_accelerator.services.api.subscriptions import SubscriptionService
     from itl_accelerator.services.api.usage_stats import UsageStatsService
@@ -219,6 +220,12 @@ class Wiring:
         from itl_accelerator.services.api.jobs import SparkJobService
 
         return SparkJobService(self.kernel, self.state_machines, self.settings, self.clock)
+
+    @cached_property
+    def reservations(self) -> CapacityReservationService:
+        from itl_accelerator.services.api.reservations import CapacityReservationService
+
+        return CapacityReservationService(self.kernel, self.clock)
 
     @cached_property
     def operations(self) -> OperationService:

@@ -42,6 +42,7 @@ def all_routers() -> tuple[APIRouter, ...]:
     from itl_accelerator.api.routes import (
         billing_exports,
         budgets,
+        capacity_reservations,
         costs,
         job_logs,
         offers,
@@ -67,6 +68,7 @@ def all_routers() -> tuple[APIRouter, ...]:
         costs.router,
         billing_exports.router,
         budgets.router,
+        capacity_reservations.router,
         operations.router,
         slo.router,
     )

@@ -15,6 +15,10 @@ JOBS = RESOURCE_GROUP + "/sparkJobs"
 JOBS_OF_SUBSCRIPTION = SUBSCRIPTION + "/sparkJobs"
 JOB = JOBS + "/{jobName}"
 
+RESERVATIONS = RESOURCE_GROUP + "/capacityReservations"
+RESERVATIONS_OF_SUBSCRIPTION = SUBSCRIPTION + "/capacityReservations"
+RESERVATION = RESERVATIONS + "/{reservationName}"
+
 LOCATION = SUBSCRIPTION + "/locations/{location}"
 QUOTAS = LOCATION + "/quotas"
 QUOTA = QUOTAS + "/{quotaName}"

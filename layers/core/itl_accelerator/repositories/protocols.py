@@ -635,6 +635,7 @@ class Repositories:
     leases: LeaseIndex
     quotas: QuotaRepository
     budgets: BudgetRepository
+    reservations: CapacityReservationRepository
     rate_limits: RateLimitRepository
     operations: OperationRepository
     audit: AuditRepository

@@ -22,6 +22,7 @@ _REPOSITORIES = {
     "leases": ("operations", "DynamoLeaseIndex"),
     "quotas": ("quotas", "DynamoQuotaRepository"),
     "budgets": ("budgets", "DynamoBudgetRepository"),
+    "reservations": ("reservations", "DynamoCapacityReservationRepository"),
     "rate_limits": ("rate_limits", "DynamoRateLimitRepository"),
     "operations": ("operations", "DynamoOperationRepository"),
     "audit": ("audit", "DynamoAuditRepository"),

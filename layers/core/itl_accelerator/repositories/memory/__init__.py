@@ -14,6 +14,7 @@ from itl_accelerator.repositories.memory.nodes import MemoryNodeRepository
 from itl_accelerator.repositories.memory.operations import MemoryLeaseIndex, MemoryOperationRepository
 from itl_accelerator.repositories.memory.quotas import MemoryQuotaRepository
 from itl_accelerator.repositories.memory.rate_limits import MemoryRateLimitRepository
+from itl_accelerator.repositories.memory.reservations import MemoryCapacityReservationRepository
 from itl_accelerator.repositories.memory.state import MemoryState
 from itl_accelerator.repositories.memory.subscriptions import MemorySubscriptionRepository
 from itl_accelerator.repositories.memory.usage import MemoryUsageRepository
@@ -32,6 +33,7 @@ def memory_repositories(state: MemoryState | None = None) -> Repositories:
         leases=MemoryLeaseIndex(state),
         quotas=MemoryQuotaRepository(state),
         budgets=MemoryBudgetRepository(state),
+        reservations=MemoryCapacityReservationRepository(state),
         rate_limits=MemoryRateLimitRepository(state),
         operations=MemoryOperationRepository(state),
         audit=MemoryAuditRepository(state),

@@ -21,6 +21,7 @@ from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.billing.rollup import CostDay, CostMonth, Totals
 from itl_accelerator.domain.budgets import Budget
 from itl_accelerator.domain.records import FleetShape, Node, Operation, ResourceKey, Workload
+from itl_accelerator.domain.reservations import CapacityReservation
 from itl_accelerator.domain.usage import BillEntry, ExportDay, UsageRecord
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.errors import InvalidSkipToken, ItemTooLarge
@@ -156,6 +157,8 @@ class MemoryState:
     shapes: dict[tuple[str, str], StoredShape] = field(default_factory=dict)
     #: instances and jobs (the type segment is part of the key)
     workloads: dict[FoldKey, Workload] = field(default_factory=dict)
+    #: capacity reservations (their bookings are on :attr:`nodes`)
+    reservations: dict[FoldKey, CapacityReservation] = field(default_factory=dict)
     #: (subscription (lower), operation id (lower)) → operation
     operations: dict[tuple[str, str], Operation] = field(default_factory=dict)
     #: (subscription (lower), ``{timestamp}#{eventId}``) → event

@@ -1,0 +1,147 @@
+"""The capacity reservation repository's contract (repositories/protocols.py ``CapacityReservationRepository``) on both
+stores: a booking writes the reservation, its booking on each node and its meters together, or nothing — refused when
+a node's calendar (a booking, a cancellation) or holds (a placement, a release) moved since it was read; a placement
+is refused when a booking landed since its node was read; a cancellation removes the bookings and, before the
+window, the meters."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from itl_accelerator.billing.reservations import reservation_meters
+from itl_accelerator.domain.records import Booking, Reservation, ResourceKey
+from itl_accelerator.domain.reservations import CapacityReservation
+from itl_accelerator.domain.states import JobStatus
+from itl_accelerator.repositories.errors import EtagMismatch, ItemExists, NodeChanged
+from itl_accelerator.repositories.protocols import Effects, Expect, Repositories, Scope
+from tests.contract.builders import (
+    PROVIDER,
+    TERMS,
+    create_node,
+    make_audit,
+    make_job,
+    make_node,
+    names_of,
+)
+from tests.contract.test_jobs import submit
+
+START, END = 1_900_000_800, 1_900_008_000  # two whole hours
+
+
+def make_reservation(sub: str, name: str, nodes: tuple[ResourceKey, ...], devices: int = 4) -> CapacityReservation:
+    key = ResourceKey(sub, "rg1", "capacityReservations", (name,))
+    return CapacityReservation(
+        key=key,
+        document={
+            "id": f"/subscriptions/{sub}/resourceGroups/rg1/providers/{PROVIDER}/capacityReservations/{name}",
+            "name": name,
+            "type": f"{PROVIDER}/capacityReservations",
+            "location": "eastus",
+            "systemData": {"createdAt": "2030-03-17T00:00:00Z"},
+            "properties": {"provisioningState": "Succeeded"},
+        },
+        etag=f"e-{name}",
+        kind="GPU",
+        model="H100",
+        location="eastus",
+        devices=devices,
+        memory_gb=devices * 80,
+        start=START,
+        end=END,
+        nodes=nodes,
+        terms=TERMS,
+        booked_by="ann",
+        allocation_id=f"alloc-{name}",
+        suppliers=("supplier-1",),
+    )
+
+
+def booked(repos: Repositories, reservation: CapacityReservation, sub: str) -> None:
+    nodes = [repos.nodes.get(k) for k in reservation.nodes]
+    assert all(nodes)
+    read = [n for n in nodes if n is not None]
+    repos.reservations.book(reservation, read, reservation_meters(reservation, read), make_audit(sub))
+
+
+def meters_of(repos: Repositories, reservation: CapacityReservation) -> list[tuple[int, int, int | None]]:
+    from itl_accelerator.domain.usage import MeterRef
+
+    found = [repos.meters.get(MeterRef(reservation.key.subscription_id, m)) for m in reservation.meter_ids]
+    return [(m.gpus, m.start, m.end) for m in found if m is not None]
+
+
+def test_a_booking_writes_the_reservation_its_bookings_and_meters_together(repos: Repositories, sub: str) -> None:
+    one, two = create_node(repos, make_node(sub, "n1")), create_node(repos, make_node(sub, "n2"))
+    reservation = make_reservation(sub, "week-1", (one.key, two.key))
+    booked(repos, reservation, sub)
+    assert repos.reservations.get(reservation.key) == reservation
+    for key in (one.key, two.key):
+        stored = repos.nodes.get(key)
+        assert stored is not None
+        assert stored.bookings == (Booking("capacityReservations/rg1/week-1", 4, 320, START, END),)
+        assert stored.calendar_revision == 1
+    assert meters_of(repos, reservation) == [(4, START, END), (4, START, END)]
+    assert names_of(repos.reservations.page(Scope(sub), 10, None).items) == ["week-1"]
+    assert names_of(repos.reservations.page(Scope(sub, "rg2"), 10, None).items) == []
+    with pytest.raises(ItemExists):
+        booked(repos, reservation, sub)
+
+
+def test_a_booking_on_a_node_whose_calendar_or_holds_moved_writes_nothing(repos: Repositories, sub: str) -> None:
+    one, two = create_node(repos, make_node(sub, "n1")), create_node(repos, make_node(sub, "n2"))
+    first = make_reservation(sub, "first", (two.key,))
+    booked(repos, first, sub)  # n2's calendar moves after "second" read it
+    second = make_reservation(sub, "second", (one.key, two.key))
+    with pytest.raises(NodeChanged):
+        repos.reservations.book(second, [one, two], reservation_meters(second, [one, two]), make_audit(sub))
+    assert repos.reservations.get(second.key) is None
+    assert (repos.nodes.get(one.key) or one).bookings == ()
+    assert meters_of(repos, second) == []
+    # a placement on n1 since it was read (its holds moved) refuses a booking read before it
+    read = repos.nodes.get(one.key)
+    assert read is not None
+    job = submit(repos, make_job(sub, queued=True, devices=2, memory_gb=160))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=one.key, capacity_reserved=True)
+    repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                      effects=Effects(reservation=Reservation.on(read, 2, 160, for_job=job.key)))  # fmt: skip
+    third = make_reservation(sub, "third", (one.key,))
+    with pytest.raises(NodeChanged):
+        repos.reservations.book(third, [read], reservation_meters(third, [read]), make_audit(sub))
+
+
+def test_a_placement_on_a_node_booked_since_it_was_read_is_refused(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    read = repos.nodes.get(node.key)
+    assert read is not None
+    booked(repos, make_reservation(sub, "week-1", (node.key,)), sub)
+    job = submit(repos, make_job(sub, queued=True, devices=2, memory_gb=160))
+    placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key, capacity_reserved=True)
+    with pytest.raises(NodeChanged):
+        repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                          effects=Effects(reservation=Reservation.on(read, 2, 160, for_job=job.key)))  # fmt: skip
+    again = repos.nodes.get(node.key)
+    assert again is not None and again.devices_allocated == 0
+    # read again, it is placed
+    repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"),
+                      effects=Effects(reservation=Reservation.on(again, 2, 160, for_job=job.key)))  # fmt: skip
+    assert (repos.nodes.get(node.key) or again).devices_allocated == 2
+
+
+@pytest.mark.parametrize("unbill", [True, False])
+def test_a_cancellation_removes_the_bookings_and_before_the_window_the_meters(
+    repos: Repositories, sub: str, unbill: bool
+) -> None:
+    one, two = create_node(repos, make_node(sub, "n1")), create_node(repos, make_node(sub, "n2"))
+    reservation = make_reservation(sub, "week-1", (one.key, two.key))
+    booked(repos, reservation, sub)
+    stale = replace(reservation, etag="other")
+    with pytest.raises(EtagMismatch):
+        repos.reservations.cancel(stale, make_audit(sub), unbill=unbill)
+    repos.nodes.delete(repos.nodes.get(two.key) or two, make_audit(sub))  # a node deleted since: skipped
+    repos.reservations.cancel(reservation, make_audit(sub), unbill=unbill)
+    assert repos.reservations.get(reservation.key) is None
+    stored = repos.nodes.get(one.key)
+    assert stored is not None and stored.bookings == () and stored.calendar_revision == 2
+    assert meters_of(repos, reservation) == ([] if unbill else [(4, START, END), (4, START, END)])
