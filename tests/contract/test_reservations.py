@@ -129,19 +129,34 @@ def test_a_placement_on_a_node_booked_since_it_was_read_is_refused(repos: Reposi
     assert (repos.nodes.get(node.key) or again).devices_allocated == 2
 
 
-@pytest.mark.parametrize("unbill", [True, False])
-def test_a_cancellation_removes_the_bookings_and_before_the_window_the_meters(
-    repos: Repositories, sub: str, unbill: bool
+@pytest.mark.parametrize(
+    ("bill_until", "billed"),
+    [(START - 60, []), (None, [(START, END)] * 2), (START + 3600, [(START, START + 3600)] * 2)],
+)
+def test_a_cancellation_removes_the_bookings_and_bills_the_meters_up_to_when_it_is_told(
+    repos: Repositories, sub: str, bill_until: int | None, billed: list[tuple[int, int]]
 ) -> None:
     one, two = create_node(repos, make_node(sub, "n1")), create_node(repos, make_node(sub, "n2"))
     reservation = make_reservation(sub, "week-1", (one.key, two.key))
     booked(repos, reservation, sub)
     stale = replace(reservation, etag="other")
     with pytest.raises(EtagMismatch):
-        repos.reservations.cancel(stale, make_audit(sub), unbill=unbill)
+        repos.reservations.cancel(stale, make_audit(sub), bill_until=bill_until)
     repos.nodes.delete(repos.nodes.get(two.key) or two, make_audit(sub))  # a node deleted since: skipped
-    repos.reservations.cancel(reservation, make_audit(sub), unbill=unbill)
+    repos.reservations.cancel(reservation, make_audit(sub), bill_until=bill_until)
     assert repos.reservations.get(reservation.key) is None
     stored = repos.nodes.get(one.key)
     assert stored is not None and stored.bookings == () and stored.calendar_revision == 2
-    assert meters_of(repos, reservation) == ([] if unbill else [(4, START, END), (4, START, END)])
+    assert [(start, end) for _, start, end in meters_of(repos, reservation)] == billed
+
+
+def test_a_change_of_the_node_keeps_its_calendar_whatever_the_writer_read(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    booked(repos, make_reservation(sub, "week-1", (node.key,)), sub)
+    stored = repos.nodes.get(node.key)
+    assert stored is not None
+    # the node service writes a record made from the request: no bookings, no revisions
+    written = replace(node, document={**node.document, "tags": {"team": "a"}}, etag="n2")
+    repos.nodes.replace(stored, written, make_audit(sub))
+    after = repos.nodes.get(node.key)
+    assert after is not None and after.bookings == stored.bookings and after.calendar_revision == 1

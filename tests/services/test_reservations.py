@@ -227,3 +227,36 @@ def _quota(limit: int) -> Any:
     from itl_accelerator.models.quotas import QuotaWrite
 
     return QuotaWrite.model_validate({"properties": {"limit": {"value": limit}}})
+
+
+def test_a_node_under_a_reservation_is_not_deleted_or_cordoned_unless_forced(env: Env, node):
+    from itl_accelerator.errors import NodeReserved
+
+    book(env, "week-1", body(8))
+    admin = env.admin()
+    with pytest.raises(NodeReserved) as refused:
+        env.w.nodes.delete(admin, SUB, RG, "dgx-1")
+    assert "week-1 (2025-03-11T09:00:00Z to 2025-03-11T17:00:00Z)" in refused.value.message
+    owner = env.supplier("owner-123")
+    with pytest.raises(NodeReserved):
+        env.patch_node("dgx-1", {"properties": {"availability": "Maintenance"}}, ctx=owner)
+    # a change that breaks nothing booked goes through: a new price (the reservation's is locked)
+    env.patch_node("dgx-1", {"properties": {"pricing": {"pricePerGpuHour": 3.0}}}, ctx=owner)
+    assert env.w.reservations.get(env.consumer(), SUB, RG, "week-1")["properties"]["totalCost"]["amount"] == "160.0"
+    # forced before the window: the reservation ends unbilled, and its owner can read why in the audit
+    env.w.nodes.patch(owner, SUB, RG, "dgx-1", {"properties": {"availability": "Maintenance"}}, force=True)
+    with pytest.raises(ResourceNotFound):
+        env.w.reservations.get(env.consumer(), SUB, RG, "week-1")
+    assert not [m for m in env.state.meters.values() if m.descriptor.get("capacityReservationId")]
+    assert env.node().bookings == ()
+    said = [e.change_summary for e in env.audit() if e.resource_type == "ITL.Accelerator/capacityReservations"]
+    assert sorted(said) == ["Booked capacity reservation", f"Ended capacity reservation: its node was changed "
+                            "(billed up to 2025-03-10T08:00Z)"]  # fmt: skip
+
+
+def test_a_forced_delete_in_the_window_bills_the_reservation_up_to_then(env: Env, node):
+    book(env, "week-1", body(8, hours=8))
+    env.clock.set(NINE + 2 * HOUR + 600)
+    assert env.w.nodes.delete(env.admin(), SUB, RG, "dgx-1", force=True)
+    meters = [m for m in env.state.meters.values() if m.descriptor.get("capacityReservationId")]
+    assert [(m.start, m.end) for m in meters] == [(NINE, NINE + 2 * HOUR + 600)]

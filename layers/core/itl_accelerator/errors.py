@@ -190,6 +190,14 @@ class NodeNotAvailable(Conflict):
     code = "NodeNotAvailable"
 
 
+class NodeReserved(Conflict):
+    """409 ``NodeReserved``: the change would take a node out of service (delete it, make it unavailable, shrink or
+    change its devices) under capacity reservations not yet over; the message names them. ``?force=true`` ends them,
+    billed only for what they served."""
+
+    code = "NodeReserved"
+
+
 class LogsNotAvailable(Conflict):
     """409 ``LogsNotAvailable``: the job runs on a platform that serves no logs (a Slurm cluster: slurmrestd serves
     no output files; the message names the cluster and where the output is, docs/SLURM.md "Logs")."""

@@ -207,6 +207,7 @@ class Wiring:
             self.kernel,
             clusters=self.settings.slurm_cluster_names,
             default_backend=self.settings.default_node_backend or None,
+            reservations=self.reservations,
         )
 
     @cached_property

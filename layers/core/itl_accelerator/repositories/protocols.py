@@ -154,12 +154,19 @@ class NodeRepository(Protocol):
         ...
 
     def candidates(
-        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+        self,
+        subscription_id: str,
+        demand: Demand,
+        *,
+        for_job: ResourceKey | None = None,
+        pages: int | None = None,
+        most_free_first: bool = False,
     ) -> list[Node]:
         """``Available`` nodes that could take ``demand`` now (free GPUs and memory, model and location when given)
-        and are not drained for another job than ``for_job``, fewest free GPUs first, bounded in number whatever
-        the fleet's size: those of the first page that yields any — or, with ``pages``, of that many pages (a
-        gang's read: its nodes side by side). The index may lag: a reservation is the judge."""
+        and are not drained for another job than ``for_job``, fewest free GPUs first (``most_free_first``: the other
+        way — a booking's read, whose window is not now), bounded in number whatever the fleet's size: those of the
+        first page that yields any — or, with ``pages``, of that many pages (a gang's read: its nodes side by side).
+        The index may lag: a reservation is the judge."""
         ...
 
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
@@ -339,10 +346,11 @@ class CapacityReservationRepository(Protocol):
         calendar moved or it is gone or not available: read again and decide again)."""
         ...
 
-    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, unbill: bool) -> None:
+    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, bill_until: int | None) -> None:
         """Delete the reservation still at its etag, remove its bookings from its nodes (a node gone since is
-        skipped) and, when ``unbill``, delete its meters (a window not begun bills nothing) — with its audit event,
-        together. Raises ``EtagMismatch``."""
+        skipped) and bill it up to ``bill_until`` (epoch seconds; None: its whole window, as booked): its meters are
+        deleted when that is at or before the window's start (nothing billed), else ended there — with its audit
+        event, together. Raises ``EtagMismatch``."""
         ...
 
 

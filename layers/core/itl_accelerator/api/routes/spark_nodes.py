@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Body, Request
+from fastapi import Body, Query, Request
 from fastapi.responses import Response
 
 from itl_accelerator import errors as e
@@ -24,6 +24,16 @@ from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.common import Page
 from itl_accelerator.models.nodes import SparkNode, SparkNodeCreate, SparkNodePatch, SparkNodeWrite
+
+#: ``?force=true``: a change that takes the node out of service ends the capacity reservations booked on it (billed
+#: only for what they served) instead of being refused with 409 ``NodeReserved``.
+Force = Annotated[
+    bool,
+    Query(
+        description="End the capacity reservations booked on the node that the change would break (billed only for "
+        "what they served), instead of 409 NodeReserved."
+    ),
+]
 
 router = DeferredRouter(tags=["sparkNodes"], route_class=ArmRoute)
 
@@ -76,6 +86,7 @@ def create(
             e.ResourceNotFound,
             e.Conflict,
             e.SlurmNodeTaken,
+            e.NodeReserved,
             e.ReadOnlyDisabledSubscription,
             e.SubscriptionNotRegistered,
             e.PreconditionFailed,
@@ -92,10 +103,18 @@ def create_or_update(
     c: WiringDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
+    force: Force = False,
     api_version: ApiVersion = None,
 ) -> Any:
     node, created = c.nodes.put(
-        ctx, subscriptionId, resourceGroupName, nodeName, body, if_match=if_match, if_none_match=if_none_match
+        ctx,
+        subscriptionId,
+        resourceGroupName,
+        nodeName,
+        body,
+        if_match=if_match,
+        if_none_match=if_none_match,
+        force=force,
     )
     return resource_response(node, 201 if created else 200)
 
@@ -127,6 +146,7 @@ def get(
         e.ResourceNotFound,
         e.Conflict,
         e.SlurmNodeTaken,
+        e.NodeReserved,
         e.ReadOnlyDisabledSubscription,
         e.SubscriptionNotRegistered,
         e.PreconditionFailed,
@@ -141,9 +161,12 @@ def update(
     c: WiringDep,
     body: Annotated[SparkNodePatch, Body(openapi_examples={"pricing": {"value": PATCH_EXAMPLE}})],
     if_match: IfMatch = None,
+    force: Force = False,
     api_version: ApiVersion = None,
 ) -> Any:
-    node = c.nodes.patch(ctx, subscriptionId, resourceGroupName, nodeName, body.as_merge_patch(), if_match=if_match)
+    node = c.nodes.patch(
+        ctx, subscriptionId, resourceGroupName, nodeName, body.as_merge_patch(), if_match=if_match, force=force
+    )
     return resource_response(node)
 
 
@@ -155,9 +178,10 @@ def update(
     response_class=Response,
     responses={
         204: {"description": "The node did not exist."},
-        **errors(e.AuthorizationFailed, e.ResourceNotFound, e.Conflict, e.PreconditionFailed),
+        **errors(e.AuthorizationFailed, e.ResourceNotFound, e.Conflict, e.NodeReserved, e.PreconditionFailed),
     },
-    summary="Delete a node (synchronous): 200, or 204 when it did not exist; 409 while it holds allocations.",
+    summary="Delete a node (synchronous): 200, or 204 when it did not exist; 409 while it holds allocations, or "
+    "(NodeReserved) while capacity reservations not yet over are booked on it unless force=true ends them.",
 )
 def delete(
     subscriptionId: str,
@@ -166,9 +190,10 @@ def delete(
     ctx: ContextDep,
     c: WiringDep,
     if_match: IfMatch = None,
+    force: Force = False,
     api_version: ApiVersion = None,
 ) -> Any:
-    deleted = c.nodes.delete(ctx, subscriptionId, resourceGroupName, nodeName, if_match=if_match)
+    deleted = c.nodes.delete(ctx, subscriptionId, resourceGroupName, nodeName, if_match=if_match, force=force)
     return empty(200 if deleted else 204)
 
 

@@ -182,7 +182,13 @@ class DynamoNodeRepository:
         return shapes
 
     def candidates(
-        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+        self,
+        subscription_id: str,
+        demand: Demand,
+        *,
+        for_job: ResourceKey | None = None,
+        pages: int | None = None,
+        most_free_first: bool = False,
     ) -> list[Node]:
         """At most :data:`MAX_CANDIDATE_PAGES` pages of GSI5 (a constant number of requests whatever the fleet's
         size), filtered by memory, model, location, drain and — with ``demand.within`` — pricing as far as a filter
@@ -230,6 +236,7 @@ class DynamoNodeRepository:
             "FilterExpression": " AND ".join(conditions),
             "ExpressionAttributeValues": typed(values),
             "Limit": CANDIDATE_PAGE,
+            "ScanIndexForward": not most_free_first,
         }
         if names:
             request["ExpressionAttributeNames"] = names

@@ -9,8 +9,9 @@ window's start and ending at its end (billed whole). So of concurrent bookings f
 writes; the others fail on the node's revision and decide again on what they read then.
 
 **Cancelling** deletes the reservation at its etag, removes its booking from each of its nodes still there (one
-``GetItem`` each first, ``KEYS_ONLY``-sized: a node deleted since has nothing to remove), bumps their ``calRev``, and —
-before its window — deletes its meters, so nothing is billed.
+``GetItem`` each first: a node deleted since has nothing to remove), bumps their ``calRev``, and bills it up to when
+it is told: its meters deleted when that is before its window (nothing billed), ended there when within it, kept as
+booked otherwise.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class DynamoCapacityReservationRepository:
             }
         }
 
-    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, unbill: bool) -> None:
+    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, bill_until: int | None) -> None:
         key = reservation.key
         items: list[dict[str, Any]] = [
             {
@@ -193,13 +194,29 @@ class DynamoCapacityReservationRepository:
                     }
                 }
             )
-        if unbill:
-            pk = keys.subscription_pk(key.subscription_id)
-            items += [
-                {"Delete": {"TableName": self._t.name, "Key": typed({"PK": pk, "SK": keys.meter_sk(meter_id)})}}
-                for meter_id in reservation.meter_ids
-            ]
+        if bill_until is not None and bill_until < reservation.end:
+            items += self._unbill(reservation, bill_until)
         try:
             self._t.transact(items)
         except TransactionFailed as exc:
             raise EtagMismatch() from exc
+
+    def _unbill(self, reservation: CapacityReservation, bill_until: int) -> list[dict[str, Any]]:
+        """Its meters deleted (``bill_until`` at or before its start: nothing billed) or ended at ``bill_until``."""
+        pk = keys.subscription_pk(reservation.key.subscription_id)
+        meters = [typed({"PK": pk, "SK": keys.meter_sk(meter_id)}) for meter_id in reservation.meter_ids]
+        if bill_until <= reservation.start:
+            return [{"Delete": {"TableName": self._t.name, "Key": key}} for key in meters]
+        return [
+            {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": key,
+                    "UpdateExpression": "SET #end = :end",
+                    "ConditionExpression": "attribute_exists(PK)",
+                    "ExpressionAttributeNames": {"#end": "end"},
+                    "ExpressionAttributeValues": typed({":end": bill_until}),
+                }
+            }
+            for key in meters
+        ]

@@ -216,13 +216,19 @@ class MemoryNodeRepository:
             ]
 
     def candidates(
-        self, subscription_id: str, demand: Demand, *, for_job: ResourceKey | None = None, pages: int | None = None
+        self,
+        subscription_id: str,
+        demand: Demand,
+        *,
+        for_job: ResourceKey | None = None,
+        pages: int | None = None,
+        most_free_first: bool = False,
     ) -> list[Node]:
         """The placement index GSI5 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's kind
         with at least
-        ``demand.devices`` free, fewest free first (then by key), read a page of :data:`CANDIDATE_PAGE` at a time and
-        filtered by memory, model, location and drain; the first page that yields any, at most
-        :data:`MAX_CANDIDATE_PAGES` pages."""
+        ``demand.devices`` free, fewest free first (then by key; ``most_free_first``: the other way), read a page of
+        :data:`CANDIDATE_PAGE` at a time and filtered by memory, model, location and drain; the first page that yields
+        any, at most :data:`MAX_CANDIDATE_PAGES` pages."""
         with self._s.lock:
             subscription = subscription_id.lower()
             job = fold(for_job) if for_job else None
@@ -236,6 +242,7 @@ class MemoryNodeRepository:
                     and s.node.free_devices >= demand.devices
                 ),
                 key=lambda s: (s.node.free_devices, sort_key(s.node.key)),
+                reverse=most_free_first,
             )
 
             def wanted(s: StoredNode) -> bool:
@@ -318,6 +325,9 @@ class MemoryNodeRepository:
             replaced.devices_allocated = current.devices_allocated
             replaced.memory_gb_allocated = current.memory_gb_allocated
             replaced.child_count = current.child_count
+            # its calendar is the store's, not the writer's (the table's UpdateItem sets the node's own attributes)
+            replaced.holds, replaced.bookings = current.holds, current.bookings
+            replaced.calendar_revision, replaced.hold_revision = current.calendar_revision, current.hold_revision
             stored.node = replaced
             self._s.put_audit(audit)
             sub = node.key.subscription_id

@@ -71,7 +71,7 @@ class MemoryCapacityReservationRepository:
             for meter in meters:
                 start_meter(self._s, meter)
 
-    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, unbill: bool) -> None:
+    def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, bill_until: int | None) -> None:
         with self._s.lock:
             stored = self._s.reservations.get(fold(reservation.key))
             if stored is None or stored.etag != reservation.etag:
@@ -85,6 +85,11 @@ class MemoryCapacityReservationRepository:
                 node = node_stored.node
                 node.bookings = tuple(b for b in node.bookings if b.reservation != reservation.ref)
                 node.calendar_revision += 1
-            if unbill:
-                for meter_id in reservation.meter_ids:
-                    self._s.meters.pop(meter_key(reservation.key.subscription_id, meter_id), None)
+            if bill_until is None or bill_until >= reservation.end:
+                return
+            for meter_id in reservation.meter_ids:
+                stored_key = meter_key(reservation.key.subscription_id, meter_id)
+                if bill_until <= reservation.start:
+                    self._s.meters.pop(stored_key, None)
+                elif stored_key in self._s.meters:
+                    self._s.meters[stored_key].end = bill_until

@@ -7,16 +7,26 @@ a node holding allocated GPUs cannot be deleted, nor shrunk below its allocation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.auth import rbac
+from itl_accelerator.billing.metering import iso
 from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
 from itl_accelerator.domain.backends import NodeBackend
 from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.errors import ArmError, BadRequest, Conflict, InvalidParameter, SlurmNodeTaken, invalid_content
+from itl_accelerator.domain.states import Availability
+from itl_accelerator.errors import (
+    ArmError,
+    BadRequest,
+    Conflict,
+    InvalidParameter,
+    NodeReserved,
+    SlurmNodeTaken,
+    invalid_content,
+)
 from itl_accelerator.models.nodes import NodeBackendWrite, SparkNodeCreate, SparkNodeWrite
 from itl_accelerator.repositories.errors import (
     CapacityInUse,
@@ -32,6 +42,9 @@ from itl_accelerator.services.common.access import Target
 from itl_accelerator.services.common.capacity import Capacity
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
+
+if TYPE_CHECKING:
+    from itl_accelerator.services.api.reservations import CapacityReservationService
 
 #: Property paths a supplier may change on a node it owns.
 SUPPLIER_WRITABLE = ("properties.pricing", "properties.availability")
@@ -92,6 +105,7 @@ class SparkNodeService:
         *,
         clusters: frozenset[str] = frozenset(),
         default_backend: dict[str, str] | None = None,
+        reservations: CapacityReservationService | None = None,
     ):
         """``clusters``: the Slurm clusters the deployment configures (a node may name one); ``default_backend``: the
         backend of a node that says none (``DEFAULT_NODE_BACKEND``; None: the DGX Platform)."""
@@ -100,6 +114,7 @@ class SparkNodeService:
         self._access = kernel.access
         self._clusters = clusters
         self._default_backend = NodeBackendWrite.model_validate(default_backend or {})
+        self._reservations = reservations
 
     # ----------------------------------------------------------------------------------------------- helpers
     def _key(self, subscription_id: str, resource_group: str, name: str) -> ResourceKey:
@@ -269,6 +284,7 @@ class SparkNodeService:
         if_match: str | None = None,
         if_none_match: str | None = None,
         create_only: bool = False,
+        force: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         """Create or replace a node (ARM PUT). Returns ``(node, created)``: created → 201, replaced → 200.
 
@@ -288,6 +304,7 @@ class SparkNodeService:
             if_match=if_match,
             if_none_match=if_none_match,
             create_only=create_only,
+            force=force,
         )
 
     @staticmethod
@@ -314,6 +331,7 @@ class SparkNodeService:
         if_match: str | None,
         if_none_match: str | None,
         create_only: bool,
+        force: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         """:meth:`put` after the access check, given the node as read (``previous``) and the permission the caller
         acts with (``acting``: ``sparkNodes/write``, or a supplier's ``sparkNodes/pricing/write``)."""
@@ -345,6 +363,8 @@ class SparkNodeService:
         node = self._record(key, document, body, previous)
         if previous is not None:
             self._check_devices_unchanged_while_held(previous, node)
+            if _breaks_bookings(previous, node):
+                self._free_of_reservations(ctx, previous, force, "its node was changed")
         try:
             if previous is None:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
@@ -385,6 +405,7 @@ class SparkNodeService:
         patch: dict[str, Any],
         *,
         if_match: str | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
         """ARM PATCH: JSON merge patch inside ``properties`` and ``sku``; ``tags`` replace the whole set;
         ``location`` may only be repeated. 404 when missing; otherwise as :meth:`put` (the result is validated as a
@@ -430,15 +451,24 @@ class SparkNodeService:
             if_match=if_match,
             if_none_match=None,
             create_only=False,
+            force=force,
         )
         return node
 
     def delete(
-        self, ctx: CallContext, subscription_id: str, resource_group: str, name: str, *, if_match: str | None = None
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        resource_group: str,
+        name: str,
+        *,
+        if_match: str | None = None,
+        force: bool = False,
     ) -> bool:
         """Delete a node (synchronous). Returns False when there was nothing to delete (ARM RPC: 204).
 
-        409 ``Conflict`` when the node holds allocated GPUs or memory; 412 on a stale ``If-Match``.
+        409 ``Conflict`` when the node holds allocated GPUs or memory; 409 ``NodeReserved`` under capacity
+        reservations not yet over, unless ``force`` (:meth:`_free_of_reservations`); 412 on a stale ``If-Match``.
         """
         key = self._key(subscription_id, resource_group, name)
         self._kernel.require(ctx, NODES, key, rbac.NODES_DELETE)
@@ -448,6 +478,7 @@ class SparkNodeService:
                 arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
             return False
         arm_rules.check_preconditions(previous.etag, if_match=if_match, if_none_match=None)
+        self._free_of_reservations(ctx, previous, force, "its node was deleted")
         audit = self._audit(
             ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'", previous.document, None
         )
@@ -458,6 +489,24 @@ class SparkNodeService:
         except (CapacityInUse, EtagMismatch) as exc:
             raise self._write_error(exc, if_match=if_match, kind=previous.kind) from exc
         return True
+
+    def _free_of_reservations(self, ctx: CallContext, node: Node, force: bool, why: str) -> None:
+        """A change that takes ``node`` out of service (:func:`_breaks_bookings`, or its deletion) under capacity
+        reservations not yet over: 409 ``NodeReserved`` naming them — or, ``force``, they end first, each billed only
+        for what it served (services/api/reservations.py ``end_on_node``; issue 44: "refused unless forced"). Each
+        reservation ends in its own transaction before the node's change is written."""
+        if self._reservations is None:
+            return
+        live = self._reservations.in_the_way(node)
+        if not live:
+            return
+        if not force:
+            named = ", ".join(f"{b.reservation.rsplit('/', 1)[-1]} ({iso(b.start)} to {iso(b.end)})" for b in live)
+            raise NodeReserved(
+                f"The node '{node.name}' is booked by capacity reservations not yet over: {named}. Wait until they "
+                "end, or send force=true to end them (billed only for what they served; their owners are told)."
+            )
+        self._reservations.end_on_node(ctx, node, why)
 
     # ----------------------------------------------------------------------------------------------- RBAC detail
     def _authorize_change(
@@ -533,3 +582,14 @@ def _validate_write(data: dict[str, Any]) -> SparkNodeWrite:
         return SparkNodeWrite.model_validate(data)
     except ValidationError as exc:
         raise invalid_content(exc.errors()) from exc
+
+
+def _breaks_bookings(previous: Node, node: Node) -> bool:
+    """Whether changing ``previous`` into ``node`` would break what is booked on it: it stops taking work, its devices
+    or backend change, or it shrinks."""
+    return (
+        (previous.availability == Availability.AVAILABLE and node.availability != Availability.AVAILABLE)
+        or node.held_identity != previous.held_identity
+        or node.device_total < previous.device_total
+        or node.memory_gb_total < previous.memory_gb_total
+    )

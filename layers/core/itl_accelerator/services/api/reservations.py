@@ -2,8 +2,9 @@
 
 **Booking** (``PUT``; synchronous — 201 with the nodes that hold it, or 409): the window is on whole UTC hours, in the
 future, at most ``MAX_ADVANCE_DAYS`` ahead (models/reservations.py). The service reads the placement index's nodes of
-the asked kind, model and location whatever their room now (one ``Query``: the same page placement and the start
-estimates read), decides where it fits for the whole window (domain/reservations.py ``decide_booking``: every other
+the asked kind, model and location whatever their room now, the most free first (at most :data:`BOOKING_PAGES`
+``Query`` pages of 25: the 100 nodes most likely free, whatever the fleet's size; a fleet larger than that may answer
+409 while a node beyond them is free), decides where it fits for the whole window (domain/reservations.py ``decide_booking``: every other
 reservation's window and every workload on those nodes until its maximum duration ends — work without one holds its
 devices for good), and writes the reservation, its booking on each node and its meters in one transaction
 conditioned on each node's calendar and hold revisions as read. A concurrent booking or placement on one of those
@@ -45,7 +46,7 @@ from itl_accelerator.billing.reservations import reservation_meters
 from itl_accelerator.domain.accelerators import accelerator_key, canonical_kind, job_vendor
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
-from itl_accelerator.domain.records import Demand, Node, ResourceKey
+from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey
 from itl_accelerator.domain.reservations import (
     Ask,
     Blocker,
@@ -80,6 +81,8 @@ from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
 
 #: Reads-and-decisions of a booking whose nodes changed meanwhile (a concurrent booking or placement), before 409.
 BOOK_ATTEMPTS = 5
+#: Pages of the placement index a booking reads (25 nodes each; the most free now first): the nodes it considers.
+BOOKING_PAGES = 4
 #: Blocking nodes named in a 409's message (all are in its ``details``).
 NAMED_BLOCKERS = 5
 
@@ -278,12 +281,13 @@ class CapacityReservationService:
         )
 
     def _read_nodes(self, subscription_id: str, ask: Ask) -> list[Node]:
-        """The placement index's page of nodes of the ask's kind, model and location, whatever their room now."""
+        """The placement index's nodes of the ask's kind, model and location whatever their room now, most free first:
+        :data:`BOOKING_PAGES` pages at most (one ``Query`` each), whatever the fleet's size."""
         demand = Demand(
             0, 0, accelerator_key(ask.kind, ask.model) if ask.model else accelerator_key(ask.kind, None),
             ask.location, kind=ask.kind, vendor=ask.vendor,
         )  # fmt: skip
-        return self._nodes.candidates(subscription_id, demand)
+        return self._nodes.candidates(subscription_id, demand, pages=BOOKING_PAGES, most_free_first=True)
 
     def _reservation(
         self, ctx: CallContext, key: ResourceKey, body: CapacityReservationWrite, ask: Ask, booked: Booked
@@ -412,10 +416,46 @@ class CapacityReservationService:
         summary = "Cancelled capacity reservation" + (" (its window had begun: billed whole)" if begun else "")
         audit = self._kernel.audit(ctx, RESERVATIONS, key, RESERVATIONS.delete, summary, render(found, now), None)
         try:
-            self._reservations.cancel(found, audit, unbill=not begun)
+            self._reservations.cancel(found, audit, bill_until=None if begun else int(now))
         except EtagMismatch as exc:
             raise Conflict("The reservation changed while it was being cancelled; retry.") from exc
         return True
+
+    # ----------------------------------------------------------------------------------------------- a node going
+    def in_the_way(self, node: Node) -> list[Booking]:
+        """The bookings on ``node`` not yet over (what a change taking it out of service would break)."""
+        now = self._clock()
+        return [b for b in node.bookings if b.end > now]
+
+    def end_on_node(self, ctx: CallContext, node: Node, why: str) -> list[str]:
+        """End every reservation booked on ``node`` that is not over (its supplier or an admin forced the node out of
+        service: ``why``), billed only for what it served — up to now, nothing when its window had not begun — with
+        an audit event each. The names of those ended."""
+        now = int(self._clock())
+        ended = []
+        for booking in self.in_the_way(node):
+            key = reservation_key(node.key.subscription_id, booking.reservation)
+            found = self._reservations.get(key) if key is not None else None
+            if found is None:
+                continue
+            audit = self._kernel.audit(
+                ctx, RESERVATIONS, found.key, RESERVATIONS.delete,
+                f"Ended capacity reservation: {why} (billed up to {_hour(now)})", render(found, now), None,
+            )  # fmt: skip
+            try:
+                self._reservations.cancel(found, audit, bill_until=now)
+            except EtagMismatch:
+                continue  # cancelled meanwhile
+            ended.append(found.key.name)
+        return ended
+
+
+def reservation_key(subscription_id: str, ref: str) -> ResourceKey | None:
+    """The key of the reservation a node's booking names (``capacityReservations/{rg}/{name}``), None if unreadable."""
+    parts = ref.split("/")
+    if len(parts) != 3 or parts[0] != RESERVATIONS.segment:
+        return None
+    return ResourceKey(subscription_id, parts[1], RESERVATIONS.segment, (parts[2],))
 
 
 def _money(amount: Decimal) -> str:
