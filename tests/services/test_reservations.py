@@ -250,7 +250,7 @@ def test_a_node_under_a_reservation_is_not_deleted_or_cordoned_unless_forced(env
     assert not [m for m in env.state.meters.values() if m.descriptor.get("capacityReservationId")]
     assert env.node().bookings == ()
     said = [e.change_summary for e in env.audit() if e.resource_type == "ITL.Accelerator/capacityReservations"]
-    assert sorted(said) == ["Booked capacity reservation", f"Ended capacity reservation: its node was changed "
+    assert sorted(said) == ["Booked capacity reservation", "Ended capacity reservation: its node was changed "
                             "(billed up to 2025-03-10T08:00Z)"]  # fmt: skip
 
 
