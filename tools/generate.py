@@ -88,9 +88,9 @@ _JOB = {"JOB_STATE_MACHINE_ARN": "!Ref JobLifecycleStateMachine"}
 #: and one row here.
 API_FUNCTIONS: tuple[ApiFunction, ...] = (
     ApiFunction('SparkNodesCreate', 'spark_nodes.create', 'SparkNodes_Create', 'POST to the sparkNodes collection (ITL form: name in body)', WRITE),
-    ApiFunction('SparkNodesCreateOrUpdate', 'spark_nodes.create_or_update', 'SparkNodes_CreateOrUpdate', 'PUT a sparkNode (create or replace)', WRITE),
+    ApiFunction('SparkNodesCreateOrUpdate', 'spark_nodes.create_or_update', 'SparkNodes_CreateOrUpdate', 'PUT a sparkNode (create or replace; force=true ends the capacity reservations it would break)', DELETE),
     ApiFunction('SparkNodesGet', 'spark_nodes.get', 'SparkNodes_Get', 'GET a sparkNode'),
-    ApiFunction('SparkNodesUpdate', 'spark_nodes.update', 'SparkNodes_Update', 'PATCH a sparkNode', (*READ, 'TableUpdatePolicy')),
+    ApiFunction('SparkNodesUpdate', 'spark_nodes.update', 'SparkNodes_Update', 'PATCH a sparkNode (force=true ends the capacity reservations it would break)', (*READ, 'TableUpdatePolicy', 'TableDeletePolicy')),
     ApiFunction('SparkNodesDelete', 'spark_nodes.delete', 'SparkNodes_Delete', 'DELETE a sparkNode', (*READ, 'TableDeletePolicy', 'TableUpdatePolicy')),
     ApiFunction('SparkNodesListByResourceGroup', 'spark_nodes.list_by_resource_group', 'SparkNodes_ListByResourceGroup', 'List sparkNodes of a resource group'),
     ApiFunction('SparkNodesListBySubscription', 'spark_nodes.list_by_subscription', 'SparkNodes_ListBySubscription', 'List sparkNodes of a subscription'),
