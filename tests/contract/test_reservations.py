@@ -160,3 +160,15 @@ def test_a_change_of_the_node_keeps_its_calendar_whatever_the_writer_read(repos:
     repos.nodes.replace(stored, written, make_audit(sub))
     after = repos.nodes.get(node.key)
     assert after is not None and after.bookings == stored.bookings and after.calendar_revision == 1
+
+
+def test_a_booking_removes_the_bookings_of_its_nodes_that_ended_long_ago(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    booked(repos, make_reservation(sub, "old", (node.key,)), sub)
+    later = replace(make_reservation(sub, "later", (node.key,)), start=END + 7200, end=END + 10800)
+    read = repos.nodes.get(node.key)
+    assert read is not None
+    repos.reservations.book(later, [read], reservation_meters(later, [read]), make_audit(sub), expired_before=END + 1)
+    stored = repos.nodes.get(node.key)
+    assert stored is not None and [b.reservation for b in stored.bookings] == ["capacityReservations/rg1/later"]
+    assert repos.reservations.get(make_reservation(sub, "old", (node.key,)).key) is not None  # the record stays

@@ -338,12 +338,22 @@ class CapacityReservationRepository(Protocol):
         group, name). Raises ``InvalidSkipToken``."""
         ...
 
-    def book(self, reservation: CapacityReservation, nodes: list[Node], meters: list[Meter], audit: AuditEvent) -> None:
+    def book(
+        self,
+        reservation: CapacityReservation,
+        nodes: list[Node],
+        meters: list[Meter],
+        audit: AuditEvent,
+        *,
+        expired_before: int = 0,
+    ) -> None:
         """Create the reservation (its name free), its booking on each of ``nodes`` as read — each still at the
         calendar and hold revisions read (``Node.calendar_revision``, ``hold_revision``), so no booking and no
         placement landed there since — its ``meters`` (each starting at the window's start and ending at its end)
-        and its audit event: one transaction. Raises ``ItemExists`` (the name is taken), ``NodeChanged`` (a node's
-        calendar moved or it is gone or not available: read again and decide again)."""
+        and its audit event: one transaction. The bookings of those nodes that ended before ``expired_before``
+        (epoch seconds) are removed in the same updates, so a node's calendar holds what is to come, not its history
+        (the reservations themselves stay, ``Expired``). Raises ``ItemExists`` (the name is taken), ``NodeChanged`` (a
+        node's calendar moved or it is gone or not available: read again and decide again)."""
         ...
 
     def cancel(self, reservation: CapacityReservation, audit: AuditEvent, *, bill_until: int | None) -> None:

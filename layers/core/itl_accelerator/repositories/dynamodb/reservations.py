@@ -103,7 +103,15 @@ class DynamoCapacityReservationRepository:
     def page(self, scope: Scope, limit: int, token: str | None) -> Page[CapacityReservation]:
         return self._lister.page(scope, limit, token)
 
-    def book(self, reservation: CapacityReservation, nodes: list[Node], meters: list[Meter], audit: AuditEvent) -> None:
+    def book(
+        self,
+        reservation: CapacityReservation,
+        nodes: list[Node],
+        meters: list[Meter],
+        audit: AuditEvent,
+        *,
+        expired_before: int = 0,
+    ) -> None:
         key = reservation.key
         item = {
             **keys.item_key(key),
@@ -127,7 +135,7 @@ class DynamoCapacityReservationRepository:
             self._t.audit_put(audit),
             self._t.subscription_check(key.subscription_id),
         ]
-        items += [self._booking(reservation, node) for node in nodes]
+        items += [self._booking(reservation, node, expired_before) for node in nodes]
         items += [meter_start_item(self._t.name, meter) for meter in meters]
         try:
             self._t.transact(items)
@@ -138,12 +146,15 @@ class DynamoCapacityReservationRepository:
                 raise SubscriptionNotWritable(str(exc.failed[2].get("state", "Unregistered"))) from exc
             raise NodeChanged() from exc
 
-    def _booking(self, reservation: CapacityReservation, node: Node) -> dict[str, Any]:
+    def _booking(self, reservation: CapacityReservation, node: Node, expired_before: int) -> dict[str, Any]:
+        expired = [b.reservation for b in node.bookings if b.end < expired_before and b.reservation != reservation.ref]
+        names = {f"#x{i}": booking_attribute(ref) for i, ref in enumerate(expired)}
+        remove = f" REMOVE {', '.join(names)}" if names else ""
         return {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed(keys.item_key(node.key)),
-                "UpdateExpression": f"SET #book = :book ADD {CALENDAR_REVISION} :one",
+                "UpdateExpression": f"SET #book = :book ADD {CALENDAR_REVISION} :one{remove}",
                 "ConditionExpression": " AND ".join(
                     (
                         "attribute_exists(PK) AND availability = :available AND etag = :etag",
@@ -151,7 +162,7 @@ class DynamoCapacityReservationRepository:
                         _revision_condition(HOLD_REVISION, ":held", node.hold_revision),
                     )
                 ),
-                "ExpressionAttributeNames": {"#book": booking_attribute(reservation.ref)},
+                "ExpressionAttributeNames": {"#book": booking_attribute(reservation.ref), **names},
                 "ExpressionAttributeValues": typed(
                     {
                         ":book": booking_value(reservation.booking),

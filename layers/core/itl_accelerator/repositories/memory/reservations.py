@@ -44,7 +44,15 @@ class MemoryCapacityReservationRepository:
             ]
             return paging.page(entries, f"reservations|{paging.scope_id(scope)}", limit, token)
 
-    def book(self, reservation: CapacityReservation, nodes: list[Node], meters: list[Meter], audit: AuditEvent) -> None:
+    def book(
+        self,
+        reservation: CapacityReservation,
+        nodes: list[Node],
+        meters: list[Meter],
+        audit: AuditEvent,
+        *,
+        expired_before: int = 0,
+    ) -> None:
         with self._s.lock:
             if fold(reservation.key) in self._s.reservations:
                 raise ItemExists()
@@ -65,7 +73,7 @@ class MemoryCapacityReservationRepository:
             self._s.put_audit(audit)
             for read in nodes:
                 node = self._s.nodes[fold(read.key)].node
-                others = tuple(b for b in node.bookings if b.reservation != reservation.ref)
+                others = tuple(b for b in node.bookings if b.reservation != reservation.ref and b.end >= expired_before)
                 node.bookings = tuple(sorted((*others, reservation.booking), key=lambda b: (b.start, b.reservation)))
                 node.calendar_revision += 1
             for meter in meters:

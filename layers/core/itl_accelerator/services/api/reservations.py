@@ -83,6 +83,9 @@ from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
 BOOK_ATTEMPTS = 5
 #: Pages of the placement index a booking reads (25 nodes each; the most free now first): the nodes it considers.
 BOOKING_PAGES = 4
+#: How long a booking stays on its nodes' calendars after its window (seconds): past it, the next booking on the node
+#: removes it (a job of the reservation stopped at the window's end releases its devices within the grace period).
+EXPIRED_KEPT_SECONDS = 3600
 #: Blocking nodes named in a 409's message (all are in its ``details``).
 NAMED_BLOCKERS = 5
 
@@ -234,6 +237,7 @@ class CapacityReservationService:
                         None,
                         render(reservation, now),
                     ),
+                    expired_before=int(now) - EXPIRED_KEPT_SECONDS,
                 )
             except NodeChanged:
                 continue
