@@ -16,6 +16,7 @@ from itl_accelerator.repositories.memory.workloads import start_meter
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.schedules.budget_monitor import BudgetMonitor
 from tests.services.conftest import RG, SUB, Env
+from tests.services.fakes import iso
 from tests.services.test_billing_files import billing_file
 from tests.services.test_budgets import Events, put_budget, status
 from tests.services.test_costs import one_day, query, rows_of
@@ -116,6 +117,35 @@ def billed_through_the_day(env: Env) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ usage sync
+def test_a_reservation_is_billed_each_hour_as_it_passes_never_ahead_nor_past_its_end(booked: Env):
+    env = booked
+    # Given the window has just begun: its first half hour is billed, not the hours to come
+    sync(env, f"{DAY}T10:30:00")
+    found = records(env, RESERVATION_ALLOCATION, f"{DAY}T09:00:00", f"{DAY}T15:00:00")
+    assert [(r.hour, r.gpu_seconds, str(r.cost), r.final) for r in found] == [
+        (f"{DAY}T10", 14400, "10.000000", False),
+    ]
+    # When the sync runs every 5 minutes until long after the end (a duplicate delivery now and then)
+    at = t(f"{DAY}T10:35:00")
+    while at <= t(f"{DAY}T18:00:00"):
+        sync(env, iso(at))
+        env.w.usage_sync.run()
+        at += 300
+    # Then each hour of the window is billed once, whole, and nothing after 13:00
+    found = records(env, RESERVATION_ALLOCATION, f"{DAY}T09:00:00", f"{DAY}T18:00:00")
+    assert [(r.hour, r.gpu_seconds, str(r.cost), r.final) for r in found] == [
+        (f"{DAY}T10", 28800, "20.000000", True),
+        (f"{DAY}T11", 28800, "20.000000", True),
+        (f"{DAY}T12", 28800, "20.000000", True),
+    ]
+    assert sum((r.cost for r in found), Decimal(0)) == Decimal("60.000000")  # 8 x 3 x 2.50
+    # and its meter closed once its late period was over: nothing more is read
+    assert env.meter(RESERVATION_ALLOCATION).active is False
+    # and the job in it was recorded, billed nothing
+    (job_hour,) = records(env, JOB_ALLOCATION, f"{DAY}T09:00:00", f"{DAY}T18:00:00")
+    assert (job_hour.hour, job_hour.gpu_seconds, job_hour.cost) == (f"{DAY}T11", 14400, Decimal(0))
+
+
 def test_a_reservation_booked_ahead_bills_nothing_before_its_window(env: Env):
     env.add_node("dgx-1", price=2.50, owner="sup-a")
     reserve(env, start=f"{DAY}T20:00:00", end=f"{NEXT_DAY}T02:00:00")
@@ -186,3 +216,11 @@ def test_the_cost_query_the_suppliers_earnings_and_the_budget_count_the_reservat
     # the budget's spend: 60.00 once (the meters closed and settled; nothing counted open as well)
     BudgetMonitor(env.repos, env.w.jobs, env.w.instances, publish=Events(), clock=env.clock).run()
     assert status(env)["currentSpend"] == {"amount": "60.000000", "unit": "USD"}
+
+
+def test_the_budget_counts_a_running_reservation_up_to_now(booked: Env):
+    env = booked
+    put_budget(env, amount="100")
+    env.clock.set(f"{DAY}T11:30:00")  # an hour and a half into the window: 8 x 1.5 x 2.50, not the whole 60.00
+    BudgetMonitor(env.repos, env.w.jobs, env.w.instances, publish=Events(), clock=env.clock).run()
+    assert status(env)["currentSpend"] == {"amount": "30.000000", "unit": "USD"}
