@@ -5,7 +5,8 @@ A day is exported in four steps, each safe to repeat, so a run cut off anywhere 
 1. **Close** the day (repositories/dynamodb/billing.py: the cursor moves past it in the same transaction that records it as
    ``Closed``); from then on usage for it can only arrive as a correction.
 2. **Claim** every usage record of the day for this export (``billed`` = what it is now: its segments and
-   descriptor), and every queued
+   descriptor; a capacity reservation's hour also with the device-seconds jobs in it used on its node then, read
+   from the same hour's records: :func:`as_claimed`, docs/BILLING.md "Capacity reservations"), and every queued
    correction: what changed in a record since it was billed becomes a *correction line* of this day.
 3. **Write** the object from the claims alone — never from records as they are now — streamed through a temporary
    file (constant memory) and uploaded; then the manifest (rows, totals, SHA-256) is written **last**. A rerun
@@ -297,7 +298,9 @@ class BillingExport:
         return manifest
 
     def _claim_usage(self, day: str, time_left: Callable[[], float] | None = None) -> int:
-        """Claim every record of ``day`` not yet claimed (each as it is when claimed)."""
+        """Claim every record of ``day`` not yet claimed (each as it is when claimed; a reservation's hour
+        :func:`as_claimed`). An hour's records are read once and held while they are claimed (the use of each
+        reservation is summed over them first): memory grows with the allocations of one hour, not of the day."""
         claimed = 0
         for hour in hours_of_day(day):
             _check_time(time_left)
