@@ -18,6 +18,13 @@ What focus-validator 2.2.1 needs, and what this runner does about it:
   invoiced") passes, yet ``C-005`` is reported failed — its condition is not modelled, so every FOCUS file with an
   InvoiceId column fails one of the two. Such failures are shown, named with the passing OR rule (read from the
   bundled model), and not counted. Every other failure fails the run.
+- Its bundled model writes two conditions in a shape it does not compile: ``CapacityReservationStatus-C-003-C``
+  ("null when CapacityReservationId is null") and ``-C-004-C`` ("not null when CapacityReservationId is not null and
+  ChargeCategory is Usage") have ``{"AND": ...}`` without a ``CheckFunction``, which it reads as no condition — so it
+  requires the status null on every row, and not null on every row, and every file holding rows of a capacity
+  reservation and rows of none fails one of them. The runner gives it a copy of the model with those conditions
+  written as it reads them (:func:`corrected_model`, ``--rule-set-path``): the rules are checked as FOCUS states
+  them, not excused.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from itl_accelerator.billing.focus import FOCUS_APPLICABILITY_CRITERIA
 
@@ -118,6 +126,32 @@ def _or_parents(model_file: Path) -> dict[str, list[str]]:
     return parents
 
 
+def _condition_as_read(condition: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"AND": check}`` or ``{"AND": [checks]}`` (no ``CheckFunction``) as the validator compiles it: the check, or
+    ``{"CheckFunction": "AND", "Items": [checks]}``; None for any other condition (left as it is)."""
+    if "CheckFunction" in condition or set(condition) != {"AND"}:
+        return None
+    inner = condition["AND"]
+    if isinstance(inner, dict):
+        return inner
+    return {"CheckFunction": "AND", "Items": list(inner)}
+
+
+def corrected_model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The bundled ``model`` with each condition the validator would read as none written as it reads it (module
+    docstring), and the ids of the rules changed."""
+    fixed = json.loads(json.dumps(model))
+    changed = []
+    for rule_id, rule in fixed["ModelRules"].items():
+        criteria = rule.get("ValidationCriteria") or {}
+        condition = criteria.get("Condition")
+        read = _condition_as_read(condition) if isinstance(condition, dict) and condition else None
+        if read is not None:
+            criteria["Condition"] = read
+            changed.append(rule_id)
+    return fixed, sorted(changed)
+
+
 def parse(command: list[str], returncode: int, output: str, stderr: str, model_file: Path) -> Report:
     report = Report(command=command, returncode=returncode, output=output, stderr=stderr)
     summary = _SUMMARY.search(output)
@@ -151,7 +185,13 @@ def validate(
                 shutil.copyfileobj(src, dst, 1 << 20)
         else:
             plain = data_file
+        rules = Path(tmp) / "rules"
+        rules.mkdir()
+        model_name = f"model-{MODEL_VERSION}.json"
+        fixed, _ = corrected_model(json.loads((cwd / "focus_validator" / "rules" / model_name).read_text()))
+        (rules / model_name).write_text(json.dumps(fixed))
         command = [str(venv / "bin" / "focus-validator"), "--block-download", "--validate-version", MODEL_VERSION]
+        command += ["--rule-set-path", str(rules)]
         if not any(o.startswith("--applicability-criteria") for o in options) and criteria:
             command += ["--applicability-criteria", ",".join(criteria)]
         command += [*options, "--data-file", str(plain)]

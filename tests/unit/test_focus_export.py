@@ -31,6 +31,7 @@ from itl_accelerator.billing.focus import (
     ChargeLine,
     focus_row,
     manifest,
+    split_reserved,
     write_focus_csv_gz,
 )
 from itl_local import focus_validate
@@ -38,6 +39,8 @@ from tests.conftest import REPO_ROOT
 
 INSTANCE_TYPE = "ITL.Accelerator/sparkNodes/sparkOllamaInstances"
 JOB_TYPE = "ITL.Accelerator/sparkJobs"
+RESERVATION_TYPE = "ITL.Accelerator/capacityReservations"
+RESERVATION_ID = f"/subscriptions/sub-a/resourceGroups/rg-ml/providers/{RESERVATION_TYPE}/week-1"
 COST_QUANTUM = Decimal("0.000001")
 NUMERIC_COLUMNS = (
     "BilledCost",
@@ -193,12 +196,17 @@ def charge(
     cost: Decimal | None = None,
     tags: dict[str, str] | None = None,
     correction: bool = False,
+    reservation: str = "",
+    status: str = "",
+    gpus: int = 0,
 ) -> ChargeLine:
     start = start or _hour(30, 10)
     billable = used if billable is None else billable
     node_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/sparkNodes/{node}"
     if service == "instances":
         resource_id, resource_type = f"{node_id}/sparkOllamaInstances/{name}", INSTANCE_TYPE
+    elif service == "reservations":
+        resource_id, resource_type = reservation, RESERVATION_TYPE
     else:
         resource_id, resource_type = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{JOB_TYPE}/{name}", JOB_TYPE
     return ChargeLine(
@@ -223,6 +231,9 @@ def charge(
         cost=_cost(billable, Decimal(price)) if cost is None else cost,
         tags={} if tags is None else tags,
         correction=correction,
+        capacity_reservation_id=reservation,
+        capacity_reservation_status=status,
+        gpus=gpus,
     )
 
 
@@ -296,7 +307,18 @@ def sample_lines() -> list[ChargeLine]:
             used=3600,
             cost=Decimal("1E-6"),
         ),
-    ]
+        # sub-a: capacity reservation week-1 of 8 GPUs on dgx-2 at 2.50: its 10:00 hour split, 4 GPUs used by a job
+        # in it (its own row at price 0, carrying the reservation's id), the rest unused; its 11:00 hour unused.
+        *split_reserved(
+            charge(name="week-1", service="reservations", node="dgx-2", reservation=RESERVATION_ID, gpus=8,
+                   used=28800, status="Used"),
+            14400,
+        ),
+        charge(name="in-week-1", service="jobs", node="dgx-2", reservation=RESERVATION_ID, status="Used", gpus=4,
+               used=14400, price="0"),
+        charge(name="week-1", service="reservations", node="dgx-2", reservation=RESERVATION_ID, gpus=8,
+               start=_hour(30, 11), used=28800, status="Unused"),
+    ]  # fmt: skip
 
 
 def write(lines: list[ChargeLine]) -> tuple[bytes, focus.ExportSummary]:
@@ -539,8 +561,50 @@ def test_focus_validator_accepts_the_export(tmp_path: Path, exported: Any) -> No
     # Only the validator's known false failure is discounted (module docstring of itl_local.focus_validate).
     assert report.excused == {"InvoiceId-C-005-C": "InvoiceId-C-003-C"}
     for rule in ("BilledCost-C-000-M", "ChargePeriodEnd-C-000-M", "Tags-C-000-C", "ConsumedQuantity-C-000-C",
-                 "PricingUnit-C-000-M", "ServiceSubcategory-C-004-M", "SubAccountId-C-000-C", "ChargeClass-C-005-C"):  # fmt: skip
+                 "PricingUnit-C-000-M", "ServiceSubcategory-C-004-M", "SubAccountId-C-000-C", "ChargeClass-C-005-C",
+                 "CapacityReservationId-C-000-C", "CapacityReservationStatus-C-000-C",
+                 "CapacityReservationStatus-C-003-C", "CapacityReservationStatus-C-004-C",
+                 "CapacityReservationStatus-C-006-M"):  # fmt: skip
         assert report.results.get(rule) == "PASS", rule
+
+
+def test_the_runner_gives_the_validator_the_two_reservation_conditions_as_it_reads_them() -> None:
+    model = MODEL or {
+        "ModelRules": {
+            "CapacityReservationStatus-C-003-C": {"ValidationCriteria": {"Condition": {"AND": {"CheckFunction": "X"}}}},
+            "CapacityReservationStatus-C-004-C": {
+                "ValidationCriteria": {"Condition": {"AND": [{"CheckFunction": "X"}, {"CheckFunction": "Y"}]}}
+            },
+            "Other-C-000-C": {"ValidationCriteria": {"Condition": {"CheckFunction": "AND", "Items": []}}},
+        }
+    }
+    fixed, changed = focus_validate.corrected_model(model)
+    assert changed == ["CapacityReservationStatus-C-003-C", "CapacityReservationStatus-C-004-C"]
+    conditions = {r: fixed["ModelRules"][r]["ValidationCriteria"]["Condition"] for r in changed}
+    assert all("CheckFunction" in c for c in conditions.values())
+    assert conditions["CapacityReservationStatus-C-004-C"]["CheckFunction"] == "AND"
+    unchanged = {k: v for k, v in fixed["ModelRules"].items() if k not in changed}
+    assert unchanged == {k: v for k, v in model["ModelRules"].items() if k not in changed}
+
+
+@needs_validator
+@pytest.mark.parametrize(
+    ("old", "new", "failed"),
+    [
+        (",Unused,", ",,", "CapacityReservationStatus-C-004-C"),  # a reservation's row without its status
+        (",,Usage,", ",Used,Usage,", "CapacityReservationStatus-C-003-C"),  # a status on a row of no reservation
+    ],
+)
+def test_the_validator_fails_a_reservation_status_that_breaks_focus(
+    tmp_path: Path, exported: Any, old: str, new: str, failed: str
+) -> None:
+    _, data, _, _ = exported
+    text = gzip.decompress(data).decode()
+    assert old in text
+    path = tmp_path / "broken.csv"
+    path.write_text(text.replace(old, new, 1), newline="")
+    report = focus_validate.validate(path)
+    assert not report.ok and failed in report.failures, report.verdict()
 
 
 @needs_validator
@@ -565,6 +629,86 @@ def test_focus_validate_fails_a_broken_file(tmp_path: Path, exported: Any, capsy
     assert focus_validate.main([str(path)]) == 1  # ./dev focus-validate's exit status
     verdict = capsys.readouterr().out.splitlines()[-1]
     assert "FAILED" in verdict and "counted failures: ChargeFrequency-C-000-O, ChargeFrequency-C-003-M" in verdict
+
+
+# ------------------------------------------------------------------------------------------------ reservations
+def _reservation_descriptor(**extra: Any) -> dict[str, Any]:
+    """A capacity reservation's descriptor as its meter stores it (8 GPUs on dgx-2), plus ``extra`` keys."""
+    line = charge(name="week-1", service="reservations", node="dgx-2", reservation=RESERVATION_ID, gpus=8,
+                  status="Unused")  # fmt: skip
+    return {**line.as_stored(), **extra}
+
+
+def _segment(used: int, price: str = "2.50", start: datetime | None = None) -> dict[str, Any]:
+    begin = int((start or _hour(30, 10)).timestamp())
+    return {"start": begin, "end": begin + 3600, "gpuSeconds": used, "billableGpuSeconds": used,
+            "pricePerGpuHour": price, "currency": "USD", "cost": format(_cost(used, Decimal(price)), "f")}  # fmt: skip
+
+
+def test_a_reservations_hour_is_split_into_its_used_and_unused_portions_adding_up_exactly() -> None:
+    # an hour of 8 GPUs at 2.50 (20.00), 4 of them used by jobs in it for 45 minutes: 10,800 device-seconds
+    descriptor = _reservation_descriptor(**{focus.USED_GPU_SECONDS_KEY: 10800})
+    rows = [focus_row(line) for line in focus.billed_lines("alloc-week-1", descriptor, [_segment(28800)])]
+    assert [(r["CapacityReservationStatus"], r["BilledCost"], r["x_ConsumedGpuSeconds"]) for r in rows] == [
+        ("Used", "7.500000", "10800"),
+        ("Unused", "12.500000", "18000"),
+    ]
+    assert {r["CapacityReservationId"] for r in rows} == {RESERVATION_ID}
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("20.000000")
+    assert [r["ChargeDescription"] for r in rows] == [
+        "GPU time reserved by capacity reservation week-1 on node dgx-2 (DGX-H100-8GPU), 8 GPUs booked: used by jobs "
+        "in it",
+        "GPU time reserved by capacity reservation week-1 on node dgx-2 (DGX-H100-8GPU), 8 GPUs booked: unused",
+    ]
+    assert {r["ServiceName"] for r in rows} == {"ITL Accelerator Capacity Reservations"}
+
+
+@pytest.mark.parametrize(
+    ("used", "statuses"), [(0, ["Unused"]), (28800, ["Used"]), (99999, ["Used"]), (None, ["Unused"])]
+)
+def test_a_reservations_hour_wholly_used_or_unused_is_one_row(used: int | None, statuses: list[str]) -> None:
+    extra = {} if used is None else {focus.USED_GPU_SECONDS_KEY: used}
+    lines = list(focus.billed_lines("alloc-week-1", _reservation_descriptor(**extra), [_segment(28800)]))
+    assert [line.capacity_reservation_status for line in lines] == statuses
+    assert [line.cost for line in lines] == [Decimal("20.000000")]
+
+
+def test_an_odd_split_never_bills_a_micro_unit_more_than_the_hour() -> None:
+    # 1 device-second used of 3 at a price whose thirds have no finite decimal
+    descriptor = _reservation_descriptor(**{focus.USED_GPU_SECONDS_KEY: 1})
+    lines = list(focus.billed_lines("a", descriptor, [_segment(3, price="1")]))
+    assert [line.cost for line in lines] == [Decimal("0.000278"), Decimal("0.000555")]
+    assert sum(line.cost for line in lines) == _cost(3, Decimal(1))
+
+
+def test_a_job_in_a_reservation_is_used_capacity_billed_nothing_more() -> None:
+    row = focus_row(charge(name="in-week-1", service="jobs", node="dgx-2", reservation=RESERVATION_ID,
+                           status="Used", used=14400, price="0"))  # fmt: skip
+    assert (row["CapacityReservationId"], row["CapacityReservationStatus"], row["BilledCost"]) == (
+        RESERVATION_ID,
+        "Used",
+        "0.000000",
+    )
+    assert row["ChargeDescription"] == (
+        "GPU time of job in-week-1 on node dgx-2 (DGX-H100-8GPU) in capacity reservation week-1 "
+        "(billed by the reservation)"
+    )
+    # and billed_lines says so from its descriptor alone
+    stored = {**charge(service="jobs", reservation=RESERVATION_ID, status="Used").as_stored()}
+    (line,) = focus.billed_lines("a", stored, [_segment(3600, price="0")])
+    assert line.capacity_reservation_status == "Used"
+
+
+def test_rows_of_no_reservation_have_both_columns_null(exported: Any) -> None:
+    _, _, _, rows = exported
+    plain = [r for r in rows if not r["CapacityReservationId"]]
+    assert plain and all(r["CapacityReservationStatus"] == "" for r in plain)
+
+
+@pytest.mark.parametrize(("reservation", "status"), [("", "Used"), (RESERVATION_ID, ""), (RESERVATION_ID, "Idle")])
+def test_a_reservation_status_that_does_not_fit_its_id_is_refused(reservation: str, status: str) -> None:
+    with pytest.raises(ValueError, match="capacity_reservation_status"):
+        charge(service="jobs", reservation=reservation, status=status)
 
 
 # ------------------------------------------------------------------------------------------------ (7) memory

@@ -5,7 +5,9 @@ The descriptor (``descriptor`` on a meter or usage record, ``billed.descriptor``
 and on a bill entry) is persisted, and the daily FOCUS file and each subscription's billing file are written from
 it, so its stored shapes are a contract: commit c8d9ec2's first 14 keys, + ``resourceCreatedAt``/``nodeCreatedAt``
 (8532c71), + ``submittedBy`` (65a0f2e), + ``acceleratorKind``/``acceleratorModel`` (a391660), + ``allocationId``/
-``attempt`` on a job's later attempt or node part. The items below are copied from what the repositories write
+``attempt`` on a job's later attempt or node part, + ``capacityReservationId`` on a capacity reservation's own
+allocation and a job's in it (issue 44) — and on a reservation's claimed descriptor only, the device-seconds jobs in
+it used in the hour (``capacityReservationUsedGpuSeconds``, billing/focus.py ``USED_GPU_SECONDS_KEY``). The items below are copied from what the repositories write
 (repositories/dynamodb/usage.py ``_usage_put``, meters.py ``meter_start_item``, billing.py) and the expected cells
 were read from the code before the descriptor became a type (docs/BILLING.md, "Columns")."""
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from decimal import Decimal
 from typing import Any, cast
 
 import pytest
@@ -112,6 +115,43 @@ ATTEMPT_PART_SHAPE: dict[str, Any] = {
 }
 
 
+#: Today's shape of a capacity reservation's own allocation on a node (its meter's descriptor): 8 GPUs booked, billed
+#: under the reservations service, its own ARM id as ``capacityReservationId``.
+RESERVATION_ID = "/subscriptions/sub-c/resourceGroups/ml/providers/ITL.Accelerator/capacityReservations/week-1"
+RESERVATION_SHAPE: dict[str, Any] = {
+    "subscriptionId": "sub-c",
+    "resourceGroup": "ml",
+    "resourceId": RESERVATION_ID,
+    "resourceName": "week-1",
+    "resourceType": "ITL.Accelerator/capacityReservations",
+    "service": "reservations",
+    "nodeResourceGroup": "fleet",
+    "nodeName": "dgx-3",
+    "nodeId": "/subscriptions/sub-c/resourceGroups/fleet/providers/ITL.Accelerator/sparkNodes/dgx-3",
+    "supplier": "acme",
+    "region": "eastus",
+    "sku": "DGX-H100-8GPU",
+    "gpus": 8,
+    "tags": {},
+    "resourceCreatedAt": "2026-02-20T09:00:00.000000Z",
+    "nodeCreatedAt": "2026-01-01T00:00:00.000000Z",
+    "submittedBy": "carol",
+    "acceleratorKind": "GPU",
+    "acceleratorModel": "H100",
+    "capacityReservationId": RESERVATION_ID,
+}
+#: Today's shape of a job's first attempt running in that reservation (on its node, 4 GPUs, billed at price 0).
+IN_RESERVATION_SHAPE: dict[str, Any] = {
+    **RESERVATION_SHAPE,
+    "resourceId": "/subscriptions/sub-c/resourceGroups/ml/providers/ITL.Accelerator/sparkJobs/eval-1",
+    "resourceName": "eval-1",
+    "resourceType": "ITL.Accelerator/sparkJobs",
+    "service": "jobs",
+    "gpus": 4,
+    "capacityReservationId": RESERVATION_ID,
+}
+
+
 def _json(value: Any) -> str:
     """As the repositories store JSON (repositories/dynamodb/codec.py ``to_json``)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -144,6 +184,42 @@ ATTEMPT_PART_RECORD: dict[str, Any] = {
     "billed": _json({"day": "2026-03-01", "segments": _PART_HOUR, "hash": "h4", "descriptor": ATTEMPT_PART_SHAPE}),
 }
 RECORDS = (FIRST_SHAPE_RECORD, SUBMITTER_SHAPE_RECORD, KINDS_SHAPE_RECORD, ATTEMPT_PART_RECORD)
+
+_RESERVED_HOUR = [{"start": 1772395200, "end": 1772398800, "gpuSeconds": 28800, "billableGpuSeconds": 28800,
+                   "pricePerGpuHour": "2.50", "currency": "USD", "cost": "20.000000"}]  # fmt: skip
+_IN_RESERVATION_HALF_HOUR = [{"start": 1772395200, "end": 1772397000, "gpuSeconds": 7200, "billableGpuSeconds": 7200,
+                              "pricePerGpuHour": "0", "currency": "USD", "cost": "0.000000"}]  # fmt: skip
+#: The reservation's 20:00 hour, claimed with the 7,200 device-seconds the job in it used then.
+RESERVATION_RECORD: dict[str, Any] = {
+    "PK": "SYS#USAGE#2026-03-01T20#5",
+    "SK": "op-week-1.dgx-3",
+    "windowStart": 1772395200,
+    "descriptor": _json(RESERVATION_SHAPE),
+    "segments": _json(_RESERVED_HOUR),
+    "final": True,
+    "contentHash": "c0ffee",
+    "billed": _json(
+        {
+            "day": "2026-03-01",
+            "segments": _RESERVED_HOUR,
+            "hash": "h5",
+            "descriptor": {**RESERVATION_SHAPE, "capacityReservationUsedGpuSeconds": 7200},
+        }
+    ),
+}
+#: The job's half hour in it (4 GPUs, 20:00-20:30), claimed with its descriptor.
+IN_RESERVATION_RECORD: dict[str, Any] = {
+    "PK": "SYS#USAGE#2026-03-01T20#1",
+    "SK": "op-eval-1",
+    "windowStart": 1772395200,
+    "descriptor": _json(IN_RESERVATION_SHAPE),
+    "segments": _json(_IN_RESERVATION_HALF_HOUR),
+    "final": True,
+    "contentHash": "c0ffee",
+    "billed": _json(
+        {"day": "2026-03-01", "segments": _IN_RESERVATION_HALF_HOUR, "hash": "h6", "descriptor": IN_RESERVATION_SHAPE}
+    ),
+}
 
 #: Correction lines as billing.py stores them (``line``: the record's descriptor as it was and its deltas per
 #: price): one queued before lines kept their allocation (no ``allocationId``: billed as ``unknown``), of the first
@@ -457,7 +533,11 @@ def test_only_the_fields_metering_began_with_are_required_so_a_new_field_reads_o
     assert declared <= {f.name for f in fields(Meter)} and declared <= {f.name for f in fields(ChargeLine)}
 
 
-@pytest.mark.parametrize("stored", [json.loads(FIRST_SHAPE_RECORD["descriptor"]), KINDS_SHAPE, ATTEMPT_PART_SHAPE])
+@pytest.mark.parametrize(
+    "stored",
+    [json.loads(FIRST_SHAPE_RECORD["descriptor"]), KINDS_SHAPE, ATTEMPT_PART_SHAPE, RESERVATION_SHAPE,
+     IN_RESERVATION_SHAPE],
+)  # fmt: skip
 def test_a_descriptor_read_then_written_is_todays_shape_and_reads_back_the_same(stored: dict[str, Any]) -> None:
     from itl_accelerator.billing.descriptor import from_stored
 
@@ -468,3 +548,50 @@ def test_a_descriptor_read_then_written_is_todays_shape_and_reads_back_the_same(
     assert list(written)[:14] == list(json.loads(FIRST_SHAPE_RECORD["descriptor"]))
     assert ("allocationId" in written) == ("allocationId" in stored)
     assert from_stored(written) == billed
+
+
+def test_a_reservations_hour_and_a_job_in_it_bill_as_stored() -> None:
+    # Given the reservation's hour claimed with what the job in it used, and the job's half hour, as stored
+    export = BillingExport(
+        cast(Any, _Usage((RESERVATION_RECORD, IN_RESERVATION_RECORD))), cast(Any, _Billing(())), None, cast(Any, None)
+    )
+    # When the day's file is written from them
+    rows = [focus_row(line) for line in export.lines("2026-03-01")]
+    # Then the reservation's hour is its used and unused portions, the job's row used and billed nothing
+    wanted = ("ResourceName", "ServiceName", "CapacityReservationId", "CapacityReservationStatus", "BilledCost",
+              "x_ConsumedGpuSeconds", "ChargeDescription")  # fmt: skip
+    assert sorted(tuple(r[c] for c in wanted) for r in rows) == [
+        ("eval-1", "ITL Accelerator Jobs", RESERVATION_ID, "Used", "0.000000", "7200",
+         "GPU time (H100) of job eval-1 on node dgx-3 (DGX-H100-8GPU) in capacity reservation week-1 (billed by the "
+         "reservation)"),
+        ("week-1", "ITL Accelerator Capacity Reservations", RESERVATION_ID, "Unused", "15.000000", "21600",
+         "GPU time (H100) reserved by capacity reservation week-1 on node dgx-3 (DGX-H100-8GPU), 8 GPUs booked: unused"),
+        ("week-1", "ITL Accelerator Capacity Reservations", RESERVATION_ID, "Used", "5.000000", "7200",
+         "GPU time (H100) reserved by capacity reservation week-1 on node dgx-3 (DGX-H100-8GPU), 8 GPUs booked: used "
+         "by jobs in it"),
+    ]  # fmt: skip
+    # and a subscription's bill entries of them give the same rows
+    entries = [
+        BillEntry(f"B#{r['SK']}", str(r["SK"]), int(r["windowStart"]), json.loads(r["billed"])["descriptor"],
+                  json.loads(r["billed"])["segments"])
+        for r in (RESERVATION_RECORD, IN_RESERVATION_RECORD)
+    ]  # fmt: skip
+    from_entries = [focus_row(c) for e in entries for c in billed_lines(e.allocation_id, e.descriptor, e.segments)]
+    assert sorted(map(str, from_entries)) == sorted(map(str, rows))
+
+
+def test_a_reservations_meter_stores_its_id_and_its_end_from_its_start() -> None:
+    from itl_accelerator.billing.descriptor import from_stored
+    from itl_accelerator.billing.metering import BillingTerms
+
+    meter = Meter(
+        **from_stored(RESERVATION_SHAPE).billed_fields(),
+        allocation_id="op-week-1.dgx-3",
+        terms=BillingTerms(price_per_gpu_hour=Decimal("2.50"), currency="USD"),
+        start=1772388000,
+        end=1772398800,
+    )
+    values = meter_start_item("t", meter)["Update"]["ExpressionAttributeValues"]
+    stored = [v.get("S") for v in values.values()]
+    assert _json(RESERVATION_SHAPE) in stored  # the descriptor, byte for byte, capacityReservationId last
+    assert {"N": "1772398800"} in values.values()  # its end, known from its start

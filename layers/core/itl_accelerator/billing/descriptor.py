@@ -49,8 +49,8 @@ class BillingDescriptor:
     resource_group: str  # the resource's group (SubAccountId, SubAccountName)
     resource_id: str  # ARM id of the instance or job (ResourceId)
     resource_name: str  # (ResourceName)
-    resource_type: str  # "ITL.Accelerator/sparkNodes/sparkOllamaInstances" or "ITL.Accelerator/sparkJobs"
-    service: str  # "instances" | "jobs": the provider's service it is billed under (billing/focus.py SERVICES)
+    resource_type: str  # "ITL.Accelerator/sparkNodes/sparkOllamaInstances", ".../sparkJobs", ".../capacityReservations"
+    service: str  # "instances" | "jobs" | "reservations": the service it is billed under (billing/focus.py SERVICES)
     node_resource_group: str = ""  # the node's resource group: with node_name, the node's key
     node_name: str  # (x_NodeName)
     node_id: str  # ARM id of the node it ran on (x_NodeId)

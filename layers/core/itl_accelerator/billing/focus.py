@@ -2,7 +2,8 @@
 
 One :class:`ChargeLine` is one allocation's GPU time in one UTC window of at most an hour (or a correction of an
 earlier-exported line): what the allocation is billed as (billing/descriptor.py ``BillingDescriptor``, which it
-extends) and that window's charge. It becomes one FOCUS row, whose columns are one table, :data:`COLUMNS`: each
+extends) and that window's charge (a capacity reservation's hour is two: its used and unused portions, below). It
+becomes one FOCUS row, whose columns are one table, :data:`COLUMNS`: each
 column's name and how its cell is computed from the line. docs/BILLING.md lists every column; the choices are these.
 
 **Format: CSV, gzipped, not Parquet.** Costs must reach the reader as the exact decimal text metering computed, and
@@ -50,8 +51,20 @@ holding ``window_start`` (end = the first instant of the next month), also for a
   and quantities are the delta (may be negative); its price, SKU and periods are those of the line it corrects.
 - ``ServiceCategory`` "AI and Machine Learning"; ``ServiceName`` / ``ServiceSubcategory`` per service: instances →
   "ITL Accelerator Ollama Instances" / "Generative AI" (LLM serving); jobs → "ITL Accelerator Jobs" / "Machine
-  Learning" (training, batch inference).
-- ``ResourceId`` / ``ResourceName`` / ``ResourceType`` the ARM id, name and type of the instance or job; ``SkuId``
+  Learning" (training, batch inference); capacity reservations → "ITL Accelerator Capacity Reservations" /
+  "Machine Learning" (devices held for that work; FOCUS allows under "AI and Machine Learning" only "AI
+  Platforms", "Bots", "Generative AI", "Machine Learning", "Natural Language Processing" and "Other").
+- ``CapacityReservationId`` / ``CapacityReservationStatus`` (FOCUS 1.2; docs/BILLING.md, "Capacity reservations"):
+  null / null on a line of no reservation. A reservation is billed every hour of its window at its locked price, by
+  its own meters (one per node); a job in it is metered at price 0 and carries its id, so it is billed nothing
+  more. A job's line: the reservation's id / "Used". A reservation's hour: its id, split by the device-seconds that
+  jobs in it used on its node in that hour (recorded when the export claims the hour,
+  :data:`USED_GPU_SECONDS_KEY`) into a "Used" line of those and an "Unused" line of the rest, whose costs add up to
+  the hour's exactly (:func:`split_reserved`) — FOCUS: unused capacity is shown as rows "Unused", consumption as
+  rows "Used". So a file's ``BilledCost`` of a reservation is devices x hours x price, once; its "Unused" rows are
+  what nothing used.
+- ``ResourceId`` / ``ResourceName`` / ``ResourceType`` the ARM id, name and type of the instance, job or capacity
+  reservation; ``SkuId``
   the node's SKU name; ``RegionId`` and ``RegionName`` the node's location (nodes have no other region name).
 - ``Tags`` the resource's ARM tags as a JSON object (keys sorted), null when it has none: ARM tags are the one
   user-defined scheme, so keys carry no prefix; the provider defines no tags of its own.
@@ -70,8 +83,8 @@ holding ``window_start`` (end = the first instant of the next month), also for a
   of a job retried on failure the row is of (1, 2, ...; 1 for every other row), each attempt metered on its own.
 
 **Applicability criteria** (:data:`FOCUS_APPLICABILITY_CRITERIA`, passed to focus-validator): the provider bills
-provisioned resources, has regions, resource types, sub accounts (resource groups) and tags, and measures usage.
-Not given: account naming, availability zones, capacity reservations, commitment discounts, several pricing
+provisioned resources, has capacity reservations, regions, resource types, sub accounts (resource groups) and tags,
+and measures usage. Not given: account naming, availability zones, commitment discounts, several pricing
 categories / sub account types / billing account types, negotiated pricing, pricing in another currency than the
 billing one, virtual currency, and a public price list — prices are each node's, set by its supplier; there is no
 provider-wide list and no price ids (so no ``SkuPriceId``, ``SkuMeter``, ``SkuPriceDetails``). Nor
@@ -88,13 +101,14 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from functools import lru_cache
 from typing import Any, BinaryIO
 
 from itl_accelerator.billing.descriptor import REQUIRED_FIELDS, BillingDescriptor, stored_fields
+from itl_accelerator.billing.metering import cost_of
 
 FOCUS_VERSION = "1.2"
 PROVIDER_NAME = "ITL Accelerator"
@@ -116,6 +130,7 @@ GZIP_LEVEL = 6
 #: What this provider supports, in focus-validator's terms (``--applicability-criteria``); see the module docstring.
 FOCUS_APPLICABILITY_CRITERIA: tuple[str, ...] = (
     "BILLING_BASED_ON_PROVISIONED_RESOURCES_SUPPORTED",
+    "CAPACITY_RESERVATION_SUPPORTED",
     "REGION_SUPPORTED",
     "RESOURCE_TYPE_ASSIGNMENT_SUPPORTED",
     "SUB_ACCOUNT_SUPPORTED",
@@ -131,10 +146,21 @@ class _Service:
     noun: str
 
 
+#: The service key of capacity reservations: a reservation's own meters bill under it (its whole window).
+RESERVATIONS = "reservations"
+
 SERVICES: dict[str, _Service] = {
     "instances": _Service("ITL Accelerator Ollama Instances", "Generative AI", "Ollama instance"),
     "jobs": _Service("ITL Accelerator Jobs", "Machine Learning", "job"),
+    RESERVATIONS: _Service("ITL Accelerator Capacity Reservations", "Machine Learning", "capacity reservation"),
 }
+
+#: FOCUS CapacityReservationStatus values.
+USED, UNUSED = "Used", "Unused"
+#: The key, in a reservation's claimed descriptor (``billed.descriptor`` and its bill entry: never on a meter), of
+#: the device-seconds that jobs in the reservation used on its node in the hour (services/schedules/billing_export.py
+#: records it when it claims the hour): how much of the hour's charge is the used portion.
+USED_GPU_SECONDS_KEY = "capacityReservationUsedGpuSeconds"
 
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 #: Wide enough that products and sums of bounded money and quantities are exact (the default context keeps 28 digits).
@@ -159,6 +185,9 @@ class ChargeLine(BillingDescriptor):
     currency: str  # ISO 4217 (BillingCurrency)
     cost: Decimal  # billable_gpu_seconds * price / 3600, rounded by metering; written as given (BilledCost)
     correction: bool = False  # a delta of an earlier-exported line (ChargeClass "Correction"); may be negative
+    #: with capacity_reservation_id: "Used" (a job in the reservation; the used portion of the reservation's hour)
+    #: or "Unused" (its unused portion); "" on a line of no reservation (CapacityReservationStatus)
+    capacity_reservation_status: str = ""
 
     def __post_init__(self) -> None:
         # An invalid line is the caller's bug: refuse it here, before any byte of a file is written.
@@ -188,6 +217,12 @@ class ChargeLine(BillingDescriptor):
             raise ValueError(f"ChargeLine.tags must map str to str: {self.tags!r}")
         if not isinstance(self.currency, str) or not _CURRENCY.match(self.currency):
             raise ValueError(f"ChargeLine.currency must be an ISO 4217 code: {self.currency!r}")
+        allowed = (USED, UNUSED) if self.capacity_reservation_id else ("",)
+        if self.capacity_reservation_status not in allowed:
+            raise ValueError(
+                f"ChargeLine.capacity_reservation_status must be one of {allowed} with capacity_reservation_id "
+                f"{self.capacity_reservation_id!r}, not {self.capacity_reservation_status!r}"
+            )
 
 
 def _utc(epoch: int) -> datetime:
@@ -205,16 +240,24 @@ def billed_lines(
     ``gpuSeconds``, ``billableGpuSeconds``, ``pricePerGpuHour``, ``currency``, ``cost``) — or, with
     ``correction_of`` (the hour's start, epoch seconds), of a correction's deltas (the same keys but the window's),
     each over that hour. ``descriptor``: what the allocation is billed as, as stored (billing/descriptor.py: every
-    shape it has had reads as it did; ``KeyError`` when a field without default is missing)."""
+    shape it has had reads as it did; ``KeyError`` when a field without default is missing).
+
+    A capacity reservation's own hour (``service`` :data:`RESERVATIONS`) is split by the device-seconds its claim
+    recorded as used by jobs in it (:data:`USED_GPU_SECONDS_KEY`, none when absent): a ``Used`` line of those and an
+    ``Unused`` line of the rest (:func:`split_reserved`), whose costs add up to the segment's exactly; a correction
+    of it is one line, ``Used`` when jobs used the hour, else ``Unused``. A job in a reservation is ``Used``."""
     billed = stored_fields(descriptor)
     # a job's later attempt or further node part bills under the job's allocation id (billing/descriptor.py)
     allocation = billed["job_allocation_id"] or allocation_id
+    reserved = bool(billed["capacity_reservation_id"]) and billed["service"] == RESERVATIONS
+    used_left = int(descriptor.get(USED_GPU_SECONDS_KEY) or 0) if reserved else 0
+    status = (UNUSED if reserved and used_left <= 0 else USED) if billed["capacity_reservation_id"] else ""
     for part in segments:
         if correction_of is None:
             start, end = int(part["start"]), int(part["end"])
         else:
             start, end = correction_of, correction_of + 3600
-        yield ChargeLine(
+        line = ChargeLine(
             **billed,
             allocation_id=allocation,
             window_start=_utc(start),
@@ -225,7 +268,37 @@ def billed_lines(
             currency=part["currency"],
             cost=Decimal(part["cost"]),
             correction=correction_of is not None,
+            capacity_reservation_status=status,
         )
+        if not reserved or correction_of is not None:
+            yield line
+            continue
+        used = min(used_left, line.gpu_seconds)
+        used_left -= used
+        yield from split_reserved(line, used)
+
+
+def split_reserved(line: ChargeLine, used: int) -> Iterator[ChargeLine]:
+    """A reservation's hour ``line`` as its used portion (``used`` of its device-seconds; ``Used``) and its unused
+    portion (the rest; ``Unused``), the empty one left out. The used portion bills ``min(used, billable)``
+    billable device-seconds at metering's rounding (billing/metering.py ``cost_of``), the unused one the rest of the
+    line's billable seconds and exactly the rest of its cost: the two add up to the line, never a micro-unit more."""
+    if used <= 0:
+        yield replace(line, capacity_reservation_status=UNUSED)
+        return
+    if used >= line.gpu_seconds:
+        yield replace(line, capacity_reservation_status=USED)
+        return
+    billable = min(used, line.billable_gpu_seconds)
+    cost = min(cost_of(billable, line.price_per_gpu_hour), line.cost)
+    yield replace(line, gpu_seconds=used, billable_gpu_seconds=billable, cost=cost, capacity_reservation_status=USED)
+    yield replace(
+        line,
+        gpu_seconds=line.gpu_seconds - used,
+        billable_gpu_seconds=line.billable_gpu_seconds - billable,
+        cost=line.cost - cost,
+        capacity_reservation_status=UNUSED,
+    )
 
 
 def _num(value: Decimal) -> str:
@@ -305,9 +378,19 @@ def _unit(line: ChargeLine) -> str:
 
 def _description(line: ChargeLine) -> str:
     kind, model = line.accelerator_kind, line.accelerator_model
-    what = f"{kind} time ({model}) of" if model else f"{kind} time of"
+    time = f"{kind} time ({model})" if model else f"{kind} time"
     noun = SERVICES[line.service].noun
-    description = f"{what} {noun} {line.resource_name} on node {line.node_name} ({line.sku})"
+    where = f"on node {line.node_name} ({line.sku})"
+    if line.service == RESERVATIONS:
+        booked = f"{line.gpus} {kind}{'' if line.gpus == 1 else 's'} booked"
+        portion = "used by jobs in it" if line.capacity_reservation_status == USED else "unused"
+        description = f"{time} reserved by {noun} {line.resource_name} {where}, {booked}: {portion}"
+    elif line.capacity_reservation_id:
+        reservation = line.capacity_reservation_id.rsplit("/", 1)[-1]
+        description = f"{time} of {noun} {line.resource_name} {where} in capacity reservation {reservation}"
+        description += " (billed by the reservation)"
+    else:
+        description = f"{time} of {noun} {line.resource_name} {where}"
     return f"Correction: {description}" if line.correction else description
 
 
@@ -321,6 +404,8 @@ COLUMNS: dict[str, Cell] = {
     "BillingCurrency": lambda line: line.currency,
     "BillingPeriodEnd": lambda line: _billing_period_of(line.window_start)[1],
     "BillingPeriodStart": lambda line: _billing_period_of(line.window_start)[0],
+    "CapacityReservationId": lambda line: line.capacity_reservation_id,
+    "CapacityReservationStatus": lambda line: line.capacity_reservation_status,
     "ChargeCategory": _fixed("Usage"),
     "ChargeClass": lambda line: "Correction" if line.correction else "",
     "ChargeDescription": _description,

@@ -141,6 +141,14 @@ def windows(start: int, end: int) -> Iterator[int]:
         window += HOUR
 
 
+def ended_by(end: int | None, now: int) -> int | None:
+    """An allocation's ``end`` as it stands at ``now`` (epoch seconds): the end once it has passed, else None — it
+    runs, its time counted up to ``now``. An end known ahead (a capacity reservation's window, issue 44) is thus
+    billed hour by hour as the hours pass, never ahead of them: the usage sync records an hour once it began, and
+    a budget's spend counts it then (docs/BILLING.md, "Capacity reservations")."""
+    return end if end is not None and end <= now else None
+
+
 def cost_of(billable_gpu_seconds: int, price_per_gpu_hour: Decimal) -> Decimal:
     """Billable GPU-seconds at a price per GPU-hour, rounded half up to 6 decimals."""
     return (Decimal(billable_gpu_seconds) * price_per_gpu_hour / HOUR).quantize(COST_QUANTUM, ROUND_HALF_UP)

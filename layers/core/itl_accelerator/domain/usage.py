@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from itl_accelerator.billing.descriptor import BillingDescriptor, stored_fields
-from itl_accelerator.billing.metering import HOUR, BillingTerms, window_charge, windows
+from itl_accelerator.billing.metering import HOUR, BillingTerms, ended_by, window_charge, windows
 from itl_accelerator.billing.rollup import SUBSCRIPTION_SCOPE, resource_group_scope, tag_scope
 from itl_accelerator.domain.records import ResourceKey, node_key
 
@@ -162,15 +162,17 @@ class Meter(BillingDescriptor):
     def month_charges(self, month_start: int, month_end: int, now: int) -> dict[str, Decimal]:
         """What the allocation costs in ``[month_start, month_end)`` (epoch s; its hours there) as of ``now``, by
         currency: the same window charges the usage sync records (billing/metering.py), the rounding rule included
-        once it ended. Nothing before its start or after its end (or ``now``)."""
-        until = min(self.end if self.end is not None else now, month_end)
+        once it ended. Nothing before its start or after its end (or ``now``: an end still ahead, a capacity
+        reservation's, counts up to ``now`` until it passes — billing/metering.py ``ended_by``)."""
+        end = ended_by(self.end, now)
+        until = min(end if end is not None else now, month_end)
         hours = list(windows(max(self.start, month_start), until))
         if not hours:
             return {}
 
         def charge(window: int) -> Decimal:
             return window_charge(
-                self.terms, gpus=self.gpus, start=self.start, end=self.end, now=now, window_start=window
+                self.terms, gpus=self.gpus, start=self.start, end=end, now=now, window_start=window
             ).cost
 
         # every hour between the first and the last is covered whole at the one locked price: the same charge
@@ -184,8 +186,10 @@ class Meter(BillingDescriptor):
         return {self.terms.currency: total}
 
     def months(self, now: int) -> list[str]:
-        """The months (``YYYY-MM``, UTC) its charges fall in, up to its end (or ``now``), oldest first."""
-        until = self.end if self.end is not None else now
+        """The months (``YYYY-MM``, UTC) its charges fall in, up to its end (or ``now``, as :meth:`month_charges`),
+        oldest first."""
+        end = ended_by(self.end, now)
+        until = end if end is not None else now
         found: list[str] = []
         for window in windows(self.start, until):
             month = hour_key(window)[:7]

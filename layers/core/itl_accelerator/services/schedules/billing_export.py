@@ -5,7 +5,8 @@ A day is exported in four steps, each safe to repeat, so a run cut off anywhere 
 1. **Close** the day (repositories/dynamodb/billing.py: the cursor moves past it in the same transaction that records it as
    ``Closed``); from then on usage for it can only arrive as a correction.
 2. **Claim** every usage record of the day for this export (``billed`` = what it is now: its segments and
-   descriptor), and every queued
+   descriptor; a capacity reservation's hour also with the device-seconds jobs in it used on its node then, read
+   from the same hour's records: :func:`as_claimed`, docs/BILLING.md "Capacity reservations"), and every queued
    correction: what changed in a record since it was billed becomes a *correction line* of this day.
 3. **Write** the object from the claims alone — never from records as they are now — streamed through a temporary
    file (constant memory) and uploaded; then the manifest (rows, totals, SHA-256) is written **last**. A rerun
@@ -24,13 +25,20 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from itl_accelerator.billing.focus import ChargeLine, billed_lines, manifest, write_focus_csv_gz
+from itl_accelerator.billing.focus import (
+    RESERVATIONS,
+    USED_GPU_SECONDS_KEY,
+    ChargeLine,
+    billed_lines,
+    manifest,
+    write_focus_csv_gz,
+)
 from itl_accelerator.billing.metering import HOUR
 from itl_accelerator.domain.usage import CorrectionDue, UsageRecord, day_of, hours_of_day
 from itl_accelerator.repositories.protocols import BillingRepository, UsageRepository
@@ -63,6 +71,33 @@ class CorrectionRequeued(Exception):
 class ExportRefused(Exception):
     """A day that cannot be exported now: not a day, not begun yet, or not the next one (days are closed and
     exported one after the other)."""
+
+
+def reservations_used(records: Iterable[UsageRecord]) -> dict[tuple[str, str], int]:
+    """Device-seconds that jobs in capacity reservations used in an hour, from the hour's usage ``records``: per
+    (reservation ARM id, node ARM id), the sum of the records of allocations running in a reservation (a
+    ``capacityReservationId`` on a descriptor of another service than the reservations' own)."""
+    used: dict[tuple[str, str], int] = {}
+    for record in records:
+        d = record.descriptor
+        reservation = d.get("capacityReservationId")
+        if reservation and d.get("service") != RESERVATIONS and record.gpu_seconds > 0:
+            where = (str(reservation), str(d.get("nodeId", "")))
+            used[where] = used.get(where, 0) + record.gpu_seconds
+    return used
+
+
+def as_claimed(record: UsageRecord, used: dict[tuple[str, str], int]) -> UsageRecord:
+    """``record`` as the export claims it: a capacity reservation's own hour with the device-seconds jobs in it used
+    on its node then (``used``: :func:`reservations_used` of the hour), at most its own, in its claimed descriptor
+    (billing/focus.py :data:`USED_GPU_SECONDS_KEY`: what splits its FOCUS rows into Used and Unused); any other
+    record as it is. The descriptor is no part of the record's content or billing hash, so the claim's checks and
+    later corrections see the record they would without it."""
+    d = record.descriptor
+    if d.get("service") != RESERVATIONS or not d.get("capacityReservationId"):
+        return record
+    seconds = min(used.get((str(d["capacityReservationId"]), str(d.get("nodeId", ""))), 0), record.gpu_seconds)
+    return replace(record, descriptor={**d, USED_GPU_SECONDS_KEY: seconds})
 
 
 def _next_day(day: str) -> str:
@@ -263,14 +298,18 @@ class BillingExport:
         return manifest
 
     def _claim_usage(self, day: str, time_left: Callable[[], float] | None = None) -> int:
-        """Claim every record of ``day`` not yet claimed (each as it is when claimed)."""
+        """Claim every record of ``day`` not yet claimed (each as it is when claimed; a reservation's hour
+        :func:`as_claimed`). An hour's records are read once and held while they are claimed (the use of each
+        reservation is summed over them first): memory grows with the allocations of one hour, not of the day."""
         claimed = 0
         for hour in hours_of_day(day):
             _check_time(time_left)
-            for record in self._usage.hour_records(hour):
+            records = list(self._usage.hour_records(hour))
+            used = reservations_used(records)
+            for record in records:
                 current: UsageRecord | None = record
                 while current is not None and current.billed is None:
-                    if self._billing.claim(current, day):
+                    if self._billing.claim(as_claimed(current, used), day):
                         claimed += 1
                         break
                     current = self._usage.get(current.allocation_id, current.window_start)
@@ -314,6 +353,8 @@ class BillingExport:
         if record is None:
             self._billing.drop_correction(due)
             return 0
+        if record.descriptor.get("service") == RESERVATIONS:  # a reservation's hour: how much of it jobs used
+            record = as_claimed(record, reservations_used(self._usage.hour_records(due.hour)))
         # usage of the day being exported (billed in it, or never billed) is claimed again as it is now and goes
         # out with the day's own rows; a line as well would bill the change twice
         # (usage of an earlier day billed by a correction line of this day is not: a change to it after that

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from itl_accelerator.billing.metering import HOUR, WindowCharge, iso, window_charge, window_of, windows
+from itl_accelerator.billing.metering import HOUR, WindowCharge, ended_by, iso, window_charge, window_of, windows
 from itl_accelerator.dgx.errors import DgxError, DgxPermanentError
 from itl_accelerator.domain.budgets import month_bounds
 from itl_accelerator.domain.usage import Meter, MeterRef, UsageRecord, day_of
@@ -150,15 +150,17 @@ class UsageSync:
         ``usage_late_windows`` hours (late metrics), the hours after an end learned late (rewritten, empty), and
         hours whose metrics could not be read (for :data:`METRICS_RETRY_SECONDS`). Billing always advances: a
         metrics read that fails never holds usage back. Closes the meter once it ended and its last hour is past
-        the late period."""
+        the late period. An end still ahead (a capacity reservation's window) is not an end yet: the meter is
+        recorded up to ``now``, as a live one, until it passes (billing/metering.py ``ended_by``)."""
         late = self._settings.usage_late_windows
-        until = meter.end if meter.end is not None else now
+        ended = ended_by(meter.end, now)
+        until = ended if ended is not None else now
         # Late hours are re-read on a meter's first sync of a new hour (and on every sync of an ended meter, which
         # has two: module docstring); between, a live meter's sync reads its current hour only.
-        new_hour = meter.end is not None or window_of(now) > window_of(meter.metered_until)
+        new_hour = ended is not None or window_of(now) > window_of(meter.metered_until)
         resync_from = meter.metered_until - late * HOUR if new_hour else meter.metered_until
-        if meter.end is not None and meter.end < meter.metered_until:
-            resync_from = min(resync_from, meter.end - 1)  # an end learned late: rewrite from its hour on
+        if ended is not None and ended < meter.metered_until:
+            resync_from = min(resync_from, ended - 1)  # an end learned late: rewrite from its hour on
         retry = meter.metrics_retry_from
         if retry is not None and retry >= now - METRICS_RETRY_SECONDS:
             resync_from = min(resync_from, retry)
@@ -170,7 +172,7 @@ class UsageSync:
         failed_at: int | None = None
         for start in starts:
             charge = window_charge(
-                meter.terms, gpus=meter.gpus, start=meter.start, end=meter.end, now=now, window_start=start
+                meter.terms, gpus=meter.gpus, start=meter.start, end=ended, now=now, window_start=start
             )
             metrics, ok = self._metrics(meter, max(meter.start, start), min(until, start + HOUR))
             if not ok:
@@ -182,11 +184,10 @@ class UsageSync:
                 descriptor=meter.descriptor(),
                 segments=segments_of(charge),
                 metrics=metrics if ok else (stored[start].metrics if start in stored else None),
-                final=meter.end is not None or start + HOUR <= now,
+                final=ended is not None or start + HOUR <= now,
             )
             self._write(record, stored.get(start), report)
         reached = min(until, starts[-1] + HOUR) if capped and starts else until
-        ended = meter.end
         settled = ended is not None and not capped and now >= ended + late * HOUR
         closing = ended is not None and settled and (failed_at is None or now >= ended + METRICS_RETRY_SECONDS)
         due = None if closing else now + max(1, self._settings.usage_sync_interval_seconds // 2)
