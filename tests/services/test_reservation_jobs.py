@@ -193,3 +193,14 @@ def test_a_waiting_job_is_unaffected_by_bookings_of_no_window_in_its_way(env: En
     env.submit("j", 8, 640, maxDurationMinutes=60)
     env.run()
     assert env.status("j") == "Running"
+
+
+# ----------------------------------------------------------------------------------------------- instances
+def test_an_instance_is_refused_devices_a_future_booking_needs_naming_the_window(env: Env, node):
+    book(env, OTHER_REF, 6)
+    with pytest.raises(ArmError) as refused:
+        env.provision("llama", devices=4, memory_gb=320)
+    assert refused.value.status == 409 and refused.value.code == "CapacityReserved"
+    assert f"from {iso(WINDOW[0])} to {iso(WINDOW[1])} (6 GPUs)" in refused.value.message
+    accepted, _ = env.provision("small", devices=2, memory_gb=160)  # the 2 no booking needs are its
+    assert accepted is not None

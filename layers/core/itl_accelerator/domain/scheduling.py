@@ -647,6 +647,17 @@ def has_room(job: Job, node: Node, now: float) -> bool:
     return devices >= job.devices and memory >= job.memory_gb
 
 
+def open_ended_refusal(node: Node, devices: int, memory_gb: int, now: float) -> tuple[Booking, ...]:
+    """The bookings on ``node`` that work held open-ended from ``now`` (an instance: services/api/instances.py) of
+    ``devices``/``memory_gb`` would take devices from — every booking not over, what its reservation's work does not
+    hold of it kept aside (:func:`booked_unused`) — when what is left is too little; () when it fits beside them."""
+    ahead = blocking(node, now, math.inf)
+    aside = [booked_unused(node, b) for b in ahead]
+    free_devices = node.free_devices - sum(d for d, _ in aside)
+    free_memory = node.free_memory_gb - sum(m for _, m in aside)
+    return ahead if free_devices < devices or free_memory < memory_gb else ()
+
+
 def reservation_nodes(snapshot: Snapshot) -> tuple[Node, ...]:
     """The nodes of the capacity reservation the job runs in, each holding its booking: those the reservation names
     (read one by one), or — no reservation store to ask — the placement index's candidates holding its booking."""
