@@ -174,3 +174,14 @@ def test_a_job_of_a_reservation_starts_at_its_window_inside_its_booking_not_coun
     running = [with_booking(node("n1"), REF, 8, NOW - HOUR, NOW + 3 * HOUR, hold)]
     assert starts([of_reservation(job("more", devices=4))], running) == [NOW]  # 8 booked, 4 held: 4 left
     assert starts([job("other", devices=1, max_duration_seconds=HOUR)], running) == [NOW + 3 * HOUR]  # none for others
+
+
+def test_the_earliest_window_of_a_shape_counts_holds_and_bookings_and_a_gang_needs_one_group_at_once():
+    a = held("a", (8, NOW + HOUR))
+    b = with_booking(node("b"), "capacityReservations/rg9/other", 8, NOW + HOUR, NOW + 2 * HOUR)
+    far = node("far", location="westus")
+    assert calendar.earliest_window([a, b], 8, HOUR, NOW) == (NOW, (b.key,))  # b until its window opens
+    assert calendar.earliest_window([a, b], 8, 2 * HOUR, NOW) == (NOW + HOUR, (a.key,))
+    assert calendar.earliest_window([a, b], 8, HOUR, NOW, gang=2) == (NOW + 2 * HOUR, (a.key, b.key))
+    assert calendar.earliest_window([a, far], 8, HOUR, NOW, gang=2) is None  # never one group
+    assert calendar.earliest_window([held("c", (8, 0))], 1, HOUR, NOW) is None  # open-ended work

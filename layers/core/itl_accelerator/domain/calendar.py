@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from itl_accelerator.arm import normalize_location
 from itl_accelerator.domain.records import Booking, Job, Node, ResourceKey, StartEstimate
 from itl_accelerator.domain.scheduling import Within, fit_key, gang_groups, matches, own_booking
 
@@ -232,6 +233,30 @@ def _usable(
         if booking is not None:
             since, deadline = max(since, float(booking.start)), min(deadline, float(booking.end))
     return usable, since, deadline
+
+
+def earliest_window(
+    nodes: Iterable[Node], devices: int, duration: float, now: float, gang: int = 1
+) -> tuple[float, tuple[ResourceKey, ...]] | None:
+    """The earliest time from ``now`` (epoch seconds) ``devices`` devices are free for ``duration`` seconds on each of
+    ``gang`` nodes of ``nodes`` of one group (a gang's: one model, location, price and platform — domain/scheduling.py
+    ``gang_groups``), by each node's calendar (its holds and bookings: :meth:`Timeline.of`), and those nodes (best fit
+    at that time first: the fewest free devices left); None when never (open-ended work in the way, or too few nodes). What a capacity offer says
+    of a shape and a duration (services/api/offers.py ``earliestStart``)."""
+    timelines = [Timeline.of(n, now) for n in nodes if n.device_total >= devices]
+    times = sorted({now, *(e for t in timelines for e in t.ends(now))})
+    for start in times:
+        groups: dict[tuple[object, ...], list[Timeline]] = {}
+        for t in timelines:
+            if t.fits(devices, 0, start, start + duration):
+                n = t.node
+                where = (n.accelerator.key, normalize_location(n.location), n.terms, n.backend.type, n.backend.cluster)
+                groups.setdefault((*where, n.backend.partition), []).append(t)
+        for group in groups.values():
+            if len(group) >= gang:
+                chosen = sorted(group, key=lambda t: t.free_at(start)[0] - devices)[:gang]
+                return start, tuple(t.node.key for t in chosen)
+    return None
 
 
 def _fit_then(timeline: Timeline, job: Job, t: float) -> tuple[int, int]:
