@@ -13,7 +13,6 @@ from itl_accelerator.api.deps import ApiVersion, ContextDep, WiringDep
 from itl_accelerator.api.responses import errors, page_response
 from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
-from itl_accelerator.models.jobs import MAX_DURATION_MINUTES
 from itl_accelerator.models.offers import OfferList
 from itl_accelerator.services.api.offers import WindowAsked
 
@@ -27,6 +26,10 @@ ResourceGroup = Annotated[
         description="The resource group the job would go to: the budgets covering work there decide what is allowed.",
     ),
 ]
+
+#: The longest ``durationMinutes``: a job's longest ``maxDurationMinutes`` (models/jobs.py ``MAX_DURATION_MINUTES``, 30
+#: days; not imported: this route's function loads no job model — tests/unit/test_cold_start_imports.py)
+MAX_DURATION_MINUTES = 30 * 24 * 60
 
 Devices = Annotated[
     int | None,
