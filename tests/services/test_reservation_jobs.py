@@ -204,3 +204,37 @@ def test_an_instance_is_refused_devices_a_future_booking_needs_naming_the_window
     assert f"from {iso(WINDOW[0])} to {iso(WINDOW[1])} (6 GPUs)" in refused.value.message
     accepted, _ = env.provision("small", devices=2, memory_gb=160)  # the 2 no booking needs are its
     assert accepted is not None
+
+
+# ----------------------------------------------------------------------------------------------- preemptible work
+def test_preemptible_work_borrows_booked_devices_and_is_preempted_when_the_reservations_job_needs_them(env: Env, node):
+    reservation(env, devices=8)
+    grace = env.settings.job_preemption_grace_seconds
+    # Given a preemptible job placed on the booked devices though it would run into the window
+    borrowed = env.submit("borrower", 8, 640, ctx=env.consumer("bob"), maxDurationMinutes=600, preemptible=True)
+    env.submit("steady", 1, 80, maxDurationMinutes=600)  # not preemptible: the booking keeps the node from it
+    env.run()
+    assert env.status("borrower") == "Running" and env.status("steady") == "Pending"
+    # And the reservation's job, submitted before the window, waiting for it
+    env.submit("mine", 8, 640, maxDurationMinutes=60, capacityReservationId=RESERVATION_ID)
+    env.run()
+    assert env.status("mine") == "Pending"
+    # When the window opens and the waiting jobs are served again
+    env.clock.set(WINDOW[0])
+    env.w.reconciler.run()
+    env.run(advance=0)
+    # Then the borrower is told why it is preempted, with its grace period, whatever its priority
+    props = props_of(env, "borrower")
+    assert props["statusReason"] == (
+        f"Preempted: the devices it holds are booked by a capacity reservation from {iso(WINDOW[0])} to "
+        f"{iso(WINDOW[1])}, whose job needs them now: asked to stop with a {grace} s grace period."
+    )
+    assert props_of(env, "mine")["statusReason"] == (
+        "Waiting for room in its capacity reservation: 'week' books 8 GPUs per node; preemptible work holds them "
+        "until it stops."
+    )
+    # And once its grace period is over, it ended Preempted, billed to then, and the reservation's job runs
+    env.run(advance=grace + 10)
+    assert env.status("borrower") == "Preempted"
+    assert env.meter(borrowed.operation_id).end == WINDOW[0] + grace
+    assert env.status("mine") == "Running" and env.status("steady") == "Pending"

@@ -552,3 +552,24 @@ def test_without_a_reservation_store_its_nodes_are_the_candidates_holding_its_bo
     seen = replace(snapshot(waiting, fleet), reservation=ReservationSeen(None, known=False), now=NOW)
     assert decide(scheduling.inadmissible, seen, fleet) is None
     assert [n.name for n in decide(scheduling.reservation_fit, seen, fleet)] == ["n1"]
+
+
+def test_preemptible_work_counts_no_booking_and_a_reservations_job_may_stop_it_whatever_its_priority():
+    fleet_node = booked(node("n1", used=8), (REF, 8, NOW - HOUR, NOW + HOUR))
+    borrower = job("borrower", devices=8, priority=9, preemptible=True, on=fleet_node, status=JobStatus.RUNNING)
+    assert scheduling.room(job(devices=8, preemptible=True), booked(node("n2"), (REF, 8, NOW, NOW + HOUR)), NOW)[0] == 8
+    mine = in_reservation(job(devices=8, priority=0))
+    seen = replace(
+        snapshot(mine, [fleet_node], preemptible=[borrower]), reservation=ReservationSeen(_reservation()), now=NOW
+    )
+    targets = decide(scheduling.preemption_targets, seen, [fleet_node])
+    assert (
+        targets is not None and targets.node == fleet_node.key and [v.key.name for v in targets.victims] == ["borrower"]
+    )
+    # its own reservation's work is never its victim, nor is anything outside its window
+    own = replace(
+        borrower,
+        document={**borrower.document, "properties": {**borrower.properties, "capacityReservationId": RESERVATION_ID}},
+    )
+    assert decide(scheduling.preemption_targets, replace(seen, preemptible=(own,)), [fleet_node]) is None
+    assert decide(scheduling.preemption_targets, replace(seen, now=NOW + HOUR), [fleet_node]) is None

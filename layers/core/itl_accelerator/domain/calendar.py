@@ -34,7 +34,7 @@ from enum import StrEnum
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.domain.records import Booking, Job, Node, ResourceKey, StartEstimate
-from itl_accelerator.domain.scheduling import Within, fit_key, gang_groups, matches, own_booking
+from itl_accelerator.domain.scheduling import Within, fit_key, gang_groups, matches, own_booking, squats
 
 #: An estimate moved by less than this (seconds) is not written again: figures alone do not rewrite a job.
 ESTIMATE_TOLERANCE_SECONDS = 60
@@ -204,9 +204,19 @@ def estimate_queue(
         start, chosen = found
         for timeline in chosen:  # the jobs behind it see it there
             taken = timeline.taking(Busy(job.devices, job.memory_gb, start, min(start + duration, deadline)))
-            timelines[(timeline.node.key, job.reservation)] = taken
+            timelines[(timeline.node.key, job.reservation or ("*" if squats(job) else ""))] = taken
         estimates.append(Estimate(job.key, position, start, tuple(t.node.key for t in chosen)))
     return estimates
+
+
+def _timeline(node: Node, booking: Booking | None, now: float, squatting: bool) -> Timeline:
+    """The calendar a job sees on ``node``: its reservation's ``booking`` (:meth:`Timeline.within`), or the node's — for
+    a preemptible job (``squatting``) without the bookings it may borrow (domain/scheduling.py ``squats``)."""
+    if booking is not None:
+        return Timeline.within(node, booking, now)
+    if squatting:
+        return Timeline.of(replace(node, bookings=()), now)
+    return Timeline.of(node, now)
 
 
 def _usable(
@@ -225,9 +235,9 @@ def _usable(
         booking = own_booking(node, job.reservation)
         if job.reservation and (booking is None or booking.end <= now):
             continue
-        key = (node.key, job.reservation)
+        key = (node.key, job.reservation or ("*" if squats(job) else ""))
         if key not in timelines:
-            timelines[key] = Timeline.within(node, booking, now) if booking else Timeline.of(node, now)
+            timelines[key] = _timeline(node, booking, now, squats(job))
         if matches(job, node, None if booking else terms):
             usable.append(timelines[key])
         if booking is not None:

@@ -362,12 +362,14 @@ class BeforeWindow:
 @dataclass(frozen=True)
 class ReservationFull:
     """Waiting: the reservation ``reservation`` books ``devices`` devices of ``kind`` per node, and its other jobs
-    hold too many of them now for this one."""
+    hold too many of them now for this one — or (``squatted``) preemptible work holds them until it stops."""
 
     wait: ClassVar[Wait] = Wait.RESERVATION
     kind: str
     reservation: str
     devices: int
+    #: its booking has room, but preemptible work holds the node's devices until it stops (:func:`squats`)
+    squatted: bool = False
 
 
 @dataclass(frozen=True)
@@ -489,6 +491,10 @@ def _reservation_waiting_words(reason: RunsIntoBooking | BeforeWindow | Reservat
             )
         case BeforeWindow(reservation=name, starts=starts):
             return f"{reason.wait}: '{name}' opens at {utc(starts)}."
+        case ReservationFull(kind=kind, reservation=name, devices=devices, squatted=True):
+            return (
+                f"{reason.wait}: '{name}' books {devices} {kind}s per node; preemptible work holds them until it stops."
+            )
         case ReservationFull(kind=kind, reservation=name, devices=devices):
             return (
                 f"{reason.wait}: '{name}' books {devices} {kind}s per node and its other jobs hold too many of them "
@@ -627,11 +633,11 @@ def room(job: Job, node: Node, now: float) -> tuple[int, int]:
     what is free now, less what every other capacity reservation's booking in force at any time of the job's
     :func:`run_span` keeps aside (:func:`booked_unused`) — so a job that ends before a window opens may use its devices
     and one that would run into it may not. A job of a reservation takes only out of that reservation's booking on
-    the node, inside its window (0, 0 outside it)."""
+    the node, inside its window (0, 0 outside it). A preemptible job counts no booking (:func:`squats`)."""
     span = run_span(job, node, now)
     if span is None:
         return 0, 0
-    aside = [booked_unused(node, b) for b in blocking(node, *span, own=job.reservation)]
+    aside = [booked_unused(node, b) for b in blocking(node, *span, own=job.reservation) if not squats(job)]
     devices = node.free_devices - sum(d for d, _ in aside)
     memory = node.free_memory_gb - sum(m for _, m in aside)
     own = own_booking(node, job.reservation)
@@ -639,6 +645,13 @@ def room(job: Job, node: Node, now: float) -> tuple[int, int]:
         own_devices, own_memory = booked_unused(node, own)
         devices, memory = min(devices, own_devices), min(memory, own_memory)
     return devices, memory
+
+
+def squats(job: Job) -> bool:
+    """Whether ``job`` may hold booked devices whatever the windows (issue 44: booked capacity serves preemptible work
+    until its reservation's work needs it, which then preempts it — :func:`preemption_targets`): a preemptible job
+    not itself run in a reservation."""
+    return job.run.preemptible and not job.reservation
 
 
 def has_room(job: Job, node: Node, now: float) -> bool:
@@ -727,10 +740,14 @@ def _reservation_waiting(snapshot: Snapshot) -> WaitingReason:
     found = snapshot.reservation_seen().found
     if found is not None and now < found.start:
         return BeforeWindow(name, found.start)
-    bookings = [b for n in reservation_nodes(snapshot) if (b := own_booking(n, job.reservation)) is not None]
+    nodes = reservation_nodes(snapshot)
+    bookings = [b for n in nodes if (b := own_booking(n, job.reservation)) is not None]
     if bookings and now < min(b.start for b in bookings):
         return BeforeWindow(name, min(b.start for b in bookings))
-    return ReservationFull(job.kind, name, max((b.devices for b in bookings), default=0))
+    booked = max((b.devices for b in bookings), default=0)
+    unused = [booked_unused(n, b) for n in nodes if (b := own_booking(n, job.reservation)) is not None]
+    squatted = any(d >= job.devices and m >= job.memory_gb for d, m in unused)
+    return ReservationFull(job.kind, name, booked, squatted)
 
 
 def reservation_name(ref: str) -> str:
@@ -959,14 +976,20 @@ class PreemptionTargets:
     victims: tuple[Job, ...]
 
 
+#: The bound a job of a capacity reservation reads preemption candidates below: above every priority (0-9) — in the
+#: index's sort-key text order too (``"9#..." < "90"``) — since it may stop any preemptible work on its booking.
+ANY_PRIORITY = 90
+
+
 def may_preempt(job: Job, budgets: Budgets) -> bool:
     """Whether ``job`` (waiting, as read) may preempt now (domain/preemption.py): of one node (a gang neither preempts
-    nor is preempted), priority above 0 (nothing is lower), its budgets allowing it, no node held for it already."""
+    nor is preempted), priority above 0 (nothing is lower) — or run in a capacity reservation, whose booked devices
+    preemptible work only borrows — its budgets allowing it, no node held for it already."""
     return (
         job.drain_node is None
         and budgets.refusal is None
         and job.status == JobStatus.PENDING
-        and job.priority > 0
+        and (job.priority > 0 or bool(job.reservation))
         and job.gang_size == 1
     )
 
@@ -974,12 +997,13 @@ def may_preempt(job: Job, budgets: Budgets) -> bool:
 def preemptible_by(job: Job, found: Iterable[Job]) -> list[Job]:
     """The workloads among ``found`` (the index's candidates, in its order) ``job`` may stop: they said they may be
     preempted and hold capacity now (``Job.preemption_candidate``), their priority is strictly lower, they are
-    ``Scheduled`` or ``Running`` and of its subscription (the index holds only those; checked again here)."""
+    ``Scheduled`` or ``Running`` and of its subscription (the index holds only those; checked again here). A job of a
+    capacity reservation may stop any of them not run in its reservation, whatever their priority."""
     return [
         v
         for v in found
         if v.preemption_candidate
-        and v.priority < job.priority
+        and (v.priority < job.priority or (bool(job.reservation) and v.reservation != job.reservation))
         and v.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
         and v.key.subscription_id == job.key.subscription_id
     ]
@@ -993,6 +1017,8 @@ def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
     job, budgets = snapshot.job, snapshot.budgets_seen()
     if not may_preempt(job, budgets):
         return None
+    if job.reservation:
+        return _reservation_targets(snapshot)
     victims = preemptible_by(job, snapshot.preemption_candidates())
     terms = within(job, budgets.currencies)
     rooms: list[preemption.Room] = []
@@ -1014,13 +1040,44 @@ def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
     return PreemptionTargets(chosen[0].node, tuple(by_key[v.key] for v in chosen[1]))
 
 
+def _reservation_targets(snapshot: Snapshot) -> PreemptionTargets | None:
+    """For a job of a capacity reservation, in its window: the node of its reservation and the preemptible work there
+    (:func:`squats`) whose stopping gives it room in its booking (domain/preemption.py ``choose``: the fewest victims);
+    None when its booking has no room for it there whatever is stopped (its reservation's other jobs hold it)."""
+    job, now = snapshot.job, snapshot.now
+    rooms: list[preemption.Room] = []
+    nodes = [n for n in reservation_nodes(snapshot) if n.placeable and matches(job, n, None)]
+    for node in nodes[: preemption.MAX_NODES]:
+        booking = own_booking(node, job.reservation)
+        if booking is None or not booking.start <= now < booking.end:
+            continue
+        unused_devices, unused_memory = booked_unused(node, booking)
+        if unused_devices < job.devices or unused_memory < job.memory_gb:
+            continue
+        aside = [booked_unused(node, b) for b in blocking(node, now, booking.end, own=job.reservation)]
+        free_devices = node.free_devices - sum(d for d, _ in aside)
+        rooms.append(preemption.Room(node.key, free_devices, node.free_memory_gb - sum(m for _, m in aside)))
+    victims = [
+        (v, room.node)
+        for v in preemptible_by(job, snapshot.preemption_candidates())
+        for room in rooms
+        if room.node.same(v.node_key)
+    ]
+    candidates = [preemption.Victim(v.key, node, v.devices, v.memory_gb, v.priority) for v, node in victims]
+    chosen = preemption.choose(job.devices, job.memory_gb, rooms, candidates)
+    if chosen is None or not chosen[1]:
+        return None
+    by_key = {v.key: v for v, _ in victims}
+    return PreemptionTargets(chosen[0].node, tuple(by_key[v.key] for v in chosen[1]))
+
+
 # ----------------------------------------------------------------------------------------------- starvation
 def starving(job: Job, now: float, starvation_seconds: float) -> bool:
     """Whether ``job`` (the first waiting, as read) starves (placement.py, "No starvation"): of one node (a gang cannot
-    use one drained node), no node held for it yet, not ended, and waiting ``starvation_seconds`` since it was
+    use one drained node), not run in a capacity reservation, no node held for it yet, not ended, and waiting ``starvation_seconds`` since it was
     submitted, at ``now`` (epoch seconds)."""
-    if job.drain_node is not None or job.status.final or job.gang_size > 1:
-        return False
+    if job.drain_node is not None or job.status.final or job.gang_size > 1 or job.reservation:
+        return False  # a job of a capacity reservation waits for its window and its booking, never another node
     submitted = datetime.fromisoformat(job.submitted_at.replace("Z", "+00:00")).timestamp()
     return now - submitted >= starvation_seconds
 

@@ -208,7 +208,8 @@ class Placement:
             case ReadNode(key=key):
                 return snapshot.with_node(key, self._nodes.get(key))
             case ReadPreemptible():
-                found = self._jobs.preemptible(subscription, job.kind, job.priority, preemption.MAX_CANDIDATES)
+                below = scheduling.ANY_PRIORITY if job.reservation else job.priority
+                found = self._jobs.preemptible(subscription, job.kind, below, preemption.MAX_CANDIDATES)
                 return replace(snapshot, preemptible=tuple(found))
             case ReadReservation():
                 named = reservation_key(job.capacity_reservation_id)
@@ -418,7 +419,11 @@ class Placement:
                     )
                 continue
             waiting.append((job, view))
-        told = sum(self._tell(ctx, job, view, refresh) for job, view in waiting)  # after every placement
+        told = 0
+        for at, (job, view) in enumerate(waiting):  # after every placement
+            now_told = self._tell(ctx, job, view, refresh)
+            if now_told is not job:  # as written: what preempting for it is conditioned on
+                told, waiting[at] = told + 1, (now_told, view)
         # preemption for the first waiting jobs in order that may preempt (a gang, a job of priority 0 or one its
         # budget refuses never does: it must not shield the work behind it), at most PREEMPTION_TRIES of them
         tries = [(job, view) for job, view in waiting if may_preempt(job, self._seen(view))][:PREEMPTION_TRIES]
@@ -477,7 +482,7 @@ class Placement:
         if not self._jobs.note(job, held, expect=Expect(etag=job.etag, status=(JobStatus.PENDING,))):
             self._nodes.set_draining(node, None)
             return False
-        stopped = sum(self._preempt(ctx, victim, job) for victim in targets.victims)
+        stopped = sum(self._preempt(ctx, victim, job, self._preempted_why(job, node)) for victim in targets.victims)
         if not stopped:  # every victim changed meanwhile (a stale index entry, a cancel): let the node go again
             self._nodes.set_draining(node, None)
             self._jobs.note(held, replace(held, drain_node=None), expect=Expect(etag=job.etag))
@@ -487,7 +492,21 @@ class Placement:
         )
         return True
 
-    def _preempt(self, ctx: CallContext, victim: Job, job: Job) -> bool:
+    def _preempted_why(self, job: Job, node: ResourceKey) -> str | None:
+        """What a victim of ``job`` is told when ``job`` runs in a capacity reservation (the window it booked on
+        ``node``); None otherwise (:meth:`_preempt` says the priorities)."""
+        if not job.reservation:
+            return None
+        held = self._nodes.get(node)
+        booking = scheduling.own_booking(held, job.reservation) if held is not None else None
+        window = f" from {scheduling.utc(booking.start)} to {scheduling.utc(booking.end)}" if booking else ""
+        grace = self._settings.job_preemption_grace_seconds
+        return (
+            f"Preempted: the devices it holds are booked by a capacity reservation{window}, whose job needs them now: "
+            f"asked to stop with a {grace} s grace period."
+        )
+
+    def _preempt(self, ctx: CallContext, victim: Job, job: Job, why: str | None = None) -> bool:
         """Tell ``victim`` (as read) it is preempted by ``job``: an audited change saying by which job and why, its
         grace period and when (``preemptedBy``, ``preemptedAt``, ``statusReason``), conditioned on the victim as
         read and on no cancel being under way; then its execution is resumed at once with its end, ``Preempted``
@@ -496,7 +515,7 @@ class Placement:
         grace = self._settings.job_preemption_grace_seconds
         # the job that preempted it is named in preemptedBy, which only admins see (services/common/job_access.py):
         # a consumer may not learn of another user's job; its priority is what the rule needs said
-        reason = (
+        reason = why or (
             f"Preempted by a job of priority {job.priority} of the subscription (this job's: {victim.priority}), which "
             f"needs its node: asked to stop with a {grace} s grace period."
         )
@@ -531,17 +550,17 @@ class Placement:
             self._state_machines.complete_task(current.task_token, StepOutcome(end=end).as_output())
         return True
 
-    def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> int:
+    def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> Job:
         """Write why ``job`` (waiting, as read) waits now, when that changed in kind or in what it names (a budget,
         a quota) — or, with ``refresh``, at all: an audited change of its ``statusReason``, conditioned on the job as
         read. Otherwise figures in a reason (GPUs in use, the lowest price above the ceiling) are as of when it was
         told: they alone do not rewrite the job on every release of GPUs (each rewrite is an audit item and a new
-        etag). 1 when told, 0 otherwise."""
+        etag). The job as written when told, ``job`` itself otherwise."""
         decided = self._why_waiting(job, view)
         reason = render(decided)
         told = job.properties.get("statusReason") or ""  # a job keeps only the words it was told
         if told == reason or (not refresh and reason_gist(told) == gist(decided)):
-            return 0
+            return job
         told_now = arm_rules.changed(ctx, job, {"statusReason": reason})
         try:
             self._jobs.update(
@@ -551,8 +570,8 @@ class Placement:
                 expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
             )
         except WorkloadChanged:
-            return 0  # placed, canceled or told meanwhile: its own step says why now
-        return 1
+            return job  # placed, canceled or told meanwhile: its own step says why now
+        return told_now
 
     def _drain_for_if_starving(self, job: Job) -> None:
         """No starvation (module docstring): when ``job`` (the first waiting, as read) starves, drain the node nearest
