@@ -238,3 +238,21 @@ def test_preemptible_work_borrows_booked_devices_and_is_preempted_when_the_reser
     assert env.status("borrower") == "Preempted"
     assert env.meter(borrowed.operation_id).end == WINDOW[0] + grace
     assert env.status("mine") == "Running" and env.status("steady") == "Pending"
+
+
+def test_a_job_waiting_for_a_reservation_cancelled_meanwhile_fails_saying_so(env: Env, node):
+    store = reservation(env)
+    env.submit("waiting", 2, 160, maxDurationMinutes=60, capacityReservationId=RESERVATION_ID)
+    env.run()
+    assert env.status("waiting") == "Pending"
+    # When the reservation is cancelled (its bookings gone with it) and the waiting jobs are served again
+    store.found.clear()
+    env.state.nodes[fold(node_key(SUB, RG, "dgx-1"))].node.bookings = ()
+    env.clock.advance(env.settings.job_placement_retry_seconds + 1)
+    env.w.reconciler.run()
+    env.run(advance=0)
+    props = props_of(env, "waiting")
+    assert props["status"] == "Failed"
+    assert props["statusReason"] == (
+        "Inadmissible: The capacity reservation 'week' the job names does not exist (cancelled, or never booked)."
+    )

@@ -717,19 +717,29 @@ def reservation_misfit(job: Job, reservation: CapacityReservation) -> str | None
     return None
 
 
-def _reservation_inadmissible(snapshot: Snapshot) -> Inadmissible | None:
-    """Why a job of a capacity reservation can never run in it (None: it may): the reservation is gone, its window
-    is over, or the job asks for more than it books. Unknown (no reservation store to ask): admissible."""
+def reservation_refusal(snapshot: Snapshot) -> ReservationGone | WindowOver | None:
+    """Why a waiting job of a capacity reservation can no longer run in it (None: it still may): the reservation is
+    gone (cancelled), or its window is over. Unknown (no reservation store to ask, or no reservation named): None."""
+    if not snapshot.job.reservation:
+        return None
     seen = snapshot.reservation_seen()
     name = reservation_name(snapshot.job.reservation)
     if not seen.known:
         return None
     if seen.found is None:
         return ReservationGone(name)
-    if snapshot.now >= seen.found.end:
-        return WindowOver(name, seen.found.end)
-    misfit = reservation_misfit(snapshot.job, seen.found)
-    return None if misfit is None else OutsideReservation(name, misfit)
+    return WindowOver(name, seen.found.end) if snapshot.now >= seen.found.end else None
+
+
+def _reservation_inadmissible(snapshot: Snapshot) -> Inadmissible | None:
+    """Why a job of a capacity reservation can never run in it (None: it may): :func:`reservation_refusal`, or the
+    job asks for more than it books. Unknown (no reservation store to ask): admissible."""
+    refused = reservation_refusal(snapshot)
+    found = snapshot.reservation_seen().found
+    if refused is not None or found is None:
+        return refused
+    misfit = reservation_misfit(snapshot.job, found)
+    return None if misfit is None else OutsideReservation(reservation_name(snapshot.job.reservation), misfit)
 
 
 def _reservation_waiting(snapshot: Snapshot) -> WaitingReason:

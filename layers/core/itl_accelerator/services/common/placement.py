@@ -411,6 +411,8 @@ class Placement:
             if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
                 continue
             view = self._budget_view(job, budgets)
+            if job.reservation and self._end_if_reservation_gone(job):
+                continue
             if self.place(ctx, job, view) is not None:
                 placed += 1
                 if not self._state_machines.complete_task(job.task_token, StepOutcome(placed=True).as_output()):
@@ -433,18 +435,43 @@ class Placement:
         self.estimate_starts(waiting)
         return Dispatched(placed, told)
 
+    def _reservation_nodes(self, job: Job) -> list[Node]:
+        """The nodes of the capacity reservation ``job`` runs in, as they are now (none when it is gone)."""
+        named = reservation_key(job.capacity_reservation_id)
+        found = self._reservations.get(named) if self._reservations is not None and named is not None else None
+        return [n for k in (found.nodes if found is not None else ()) if (n := self._nodes.get(k)) is not None]
+
+    def _end_if_reservation_gone(self, job: Job) -> bool:
+        """A waiting job whose capacity reservation is gone (cancelled) or whose window ended before it got room can
+        never run in it: its execution is resumed with its end, Failed, "Inadmissible: <why>" (as at admission,
+        job_steps.py ``place``). True when so."""
+        decided = self._decide(scheduling.reservation_refusal, self._snapshot(job))
+        if decided is None or not job.task_token:
+            return False
+        end = JobEnd(status=JobStatus.FAILED, reason=f"Inadmissible: {render(decided)}")
+        self._state_machines.complete_task(job.task_token, StepOutcome(end=end, placed=False).as_output())
+        return True
+
     # ----------------------------------------------------------------------------------------------- start estimates
     def estimate_starts(self, waiting: list[tuple[Job, BudgetView]]) -> int:
         """Estimate when each of ``waiting`` (the subscription's waiting jobs as read, in the order they are served,
         each with the budgets covering it) will start (domain/calendar.py: the rules) and record each estimate that
         moved on its job — bookkeeping apart from its document and etag, only while it is still Pending. Reads the
         placement index's page of nodes once per distinct demand (kind, model, location, vendor, price terms),
-        whatever their room. Returns how many estimates were written."""
+        whatever their room — for a job of a capacity reservation, its reservation's nodes (its reservation and one
+        ``GetItem`` per node, once per reservation). Returns how many estimates were written."""
         nodes: dict[ResourceKey, list[Node]] = {}
         read: dict[Demand, list[Node]] = {}
         queue: list[tuple[Job, Within]] = []
+        booked: dict[str, list[Node]] = {}
         for job, view in waiting:
             terms = scheduling.within(job, view.currencies)
+            if job.reservation and self._reservations is not None:
+                if job.reservation not in booked:
+                    booked[job.reservation] = self._reservation_nodes(job)
+                nodes[job.key] = booked[job.reservation]
+                queue.append((job, terms))
+                continue
             demand = replace(job.demand, devices=0, memory_gb=0, within=terms)
             if demand not in read:
                 read[demand] = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key)
