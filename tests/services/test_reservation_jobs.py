@@ -256,3 +256,15 @@ def test_a_job_waiting_for_a_reservation_cancelled_meanwhile_fails_saying_so(env
     assert props["statusReason"] == (
         "Inadmissible: The capacity reservation 'week' the job names does not exist (cancelled, or never booked)."
     )
+
+
+def test_a_booking_written_between_placements_read_and_its_write_keeps_its_window(env: Env, node):
+    # When a reservation books the node after placement read its candidates (the booking's transaction bumps the
+    # node's calendar revision, so the placement's conditional write fails and it reads the node again)
+    env.nodes_hooks.after["candidates"] = lambda _: book(env, OTHER_REF, 8)
+    env.submit("long", 8, 640, maxDurationMinutes=180)
+    env.run()
+    # Then the job does not land beside the window it would run into: it waits, saying so
+    props = props_of(env, "long")
+    assert props["status"] == "Pending" and "booked by a capacity reservation" in props["statusReason"]
+    assert env.node().devices_allocated == 0

@@ -296,9 +296,9 @@ class SparkJobService:
                 "ITL.Accelerator/capacityReservations/{name}).",
                 target=target,
             )
-        found = self._reservations.get(key) if self._reservations is not None else None
         if self._reservations is None:
             return
+        found = self._reservations.get(key)
         if found is None:
             raise InvalidParameter(f"The capacity reservation '{key.name}' does not exist.", target=target)
         if self._clock() >= found.end:

@@ -290,6 +290,8 @@ class Placement:
                     refreshed = self._nodes.get(node.key)
                     if refreshed is None or not scheduling.matches(job, refreshed, within):
                         break
+                    if not scheduling.has_room(job, refreshed, self._clock()):
+                        break  # a booking written since keeps its room (a reservation's window it would run into)
                     node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
                 except (CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded):
                     break  # the index was behind, or the node's quotas are full: the next candidate
