@@ -573,3 +573,14 @@ def test_preemptible_work_counts_no_booking_and_a_reservations_job_may_stop_it_w
     )
     assert decide(scheduling.preemption_targets, replace(seen, preemptible=(own,)), [fleet_node]) is None
     assert decide(scheduling.preemption_targets, replace(seen, now=NOW + HOUR), [fleet_node]) is None
+
+
+def test_a_gang_in_a_reservation_gets_its_reservations_nodes_or_none():
+    window = (REF, 8, NOW - HOUR, NOW + HOUR)
+    fleet = [booked(node("n1"), window), booked(node("n2"), window), node("n3")]
+    gang = in_reservation(job(devices=4, gang=2))
+    found = _reservation(nodes=("n1", "n2"), devices=8, start=NOW - HOUR, end=NOW + HOUR)
+    seen = replace(snapshot(gang, fleet), reservation=ReservationSeen(found), now=NOW)
+    assert sorted(n.name for n in decide(scheduling.reservation_fit, seen, fleet)) == ["n1", "n2"]
+    three = in_reservation(job(devices=4, gang=3))
+    assert decide(scheduling.reservation_fit, replace(seen, job=three), fleet) == []  # n3 holds no booking of it
