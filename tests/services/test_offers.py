@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
+from itl_accelerator.domain.records import Booking, node_key
 from itl_accelerator.errors import AuthorizationFailed, InvalidParameter, ResourceNotFound
 from itl_accelerator.models.quotas import QuotaWrite
-from tests.services.conftest import SUB, Env
+from itl_accelerator.repositories.memory.state import fold
+from itl_accelerator.services.api.offers import WindowAsked
+from tests.services.conftest import START, SUB, Env
+from tests.services.fakes import iso
 from tests.services.test_budgets import put_budget
 
 WHERE = "eastus"
@@ -163,3 +167,34 @@ def test_asking_for_the_offers_of_a_resource_group_one_does_not_hold_names_that_
     ann = fleet.consumer("ann", scopes=[f"/subscriptions/{SUB}/resourceGroups/rg1"])
     with pytest.raises(ResourceNotFound, match="The resource group 'rg2' was not found in the subscription"):
         fleet.w.offers.in_location(ann, fleet.sub, WHERE, "rg2")
+
+
+# ----------------------------------------------------------------------------------------------- the earliest window
+def earliest(env: Env, devices: int, minutes: int, nodes: int | None = None) -> dict[str, Any]:
+    window = WindowAsked.of(devices, minutes, nodes)
+    found = env.w.offers.in_location(env.consumer("ann"), env.sub, WHERE, None, window)
+    return {o["name"]: o["properties"] for o in found}["gpu-h100"]["earliestStart"]
+
+
+def test_an_offer_says_the_earliest_window_for_a_shape_and_a_duration_reservations_blocking_theirs(env: Env):
+    env.add_node("h-1")
+    env.submit("running", 6, 480, maxDurationMinutes=60)
+    env.run()
+    assert earliest(env, 2, 120)["startTime"] == iso(START)  # the 2 free now
+    ends = iso(START + 3600)
+    assert earliest(env, 8, 30) == {"devices": 8, "nodes": 1, "durationMinutes": 30, "startTime": ends, "reason": None}
+    # a capacity reservation's window from 09:30 to 11:00 on all 8: a 30-minute job of 8 fits from 09:00 to 09:30,
+    # a longer one only after the window
+    stored = env.state.nodes[fold(node_key(SUB, "rg1", "h-1"))].node
+    stored.bookings = (Booking("capacityReservations/rg9/r", 8, 640, int(START) + 5400, int(START) + 3 * 3600),)
+    assert earliest(env, 8, 30)["startTime"] == ends
+    assert earliest(env, 8, 60)["startTime"] == iso(START + 3 * 3600)
+    assert earliest(env, 8, 60, nodes=2)["startTime"] is None  # one node: never two at once
+
+
+def test_the_earliest_window_is_asked_with_devices_and_a_duration_together():
+    with pytest.raises(InvalidParameter):
+        WindowAsked.of(4, None, None)
+    with pytest.raises(InvalidParameter):
+        WindowAsked.of(None, None, 2)
+    assert WindowAsked.of(None, None, None) is None

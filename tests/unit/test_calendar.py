@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from itl_accelerator.domain import calendar
 from itl_accelerator.domain.calendar import Estimate, Unknown, estimate_queue
-from itl_accelerator.domain.records import Hold, StartEstimate
+from itl_accelerator.domain.records import Booking, Hold, StartEstimate
 from tests.unit.scheduling_builders import ceiling, job, node
 
 NOW = 1_800_000_000
@@ -130,3 +130,58 @@ def test_the_free_capacity_of_a_calendar_over_time():
     assert timeline.free_at(NOW) == (2, 160)
     assert timeline.free_at(NOW + HOUR) == (4, 320)
     assert timeline.fits(4, 320, NOW + HOUR, math.inf) and not timeline.fits(4, 320, NOW, NOW + 1)
+
+
+# ----------------------------------------------------------------------------------------------- capacity reservations
+REF = "capacityReservations/rg1/week"
+RESERVATION_ID = "/subscriptions/sub-a/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/week"
+
+
+def with_booking(made, ref, devices, start, end, *holds):
+    return replace(
+        made,
+        bookings=(Booking(ref, devices, 80 * devices, start, end),),
+        holds=tuple(holds),
+        devices_allocated=sum(h.devices for h in holds),
+        memory_gb_allocated=sum(h.memory_gb for h in holds),
+    )
+
+
+def of_reservation(made):
+    made.document["properties"]["capacityReservationId"] = RESERVATION_ID
+    return made
+
+
+def test_a_booking_blocks_its_window_for_a_job_that_cannot_end_before_it():
+    fleet = [with_booking(node("n1"), "capacityReservations/rg9/other", 8, NOW + 2 * HOUR, NOW + 5 * HOUR)]
+    short = job("short", devices=4, max_duration_seconds=2 * HOUR)
+    long = job("long", devices=4, max_duration_seconds=3 * HOUR)
+    assert starts([short], fleet) == [NOW]  # ends as the window opens
+    assert starts([long], fleet) == [NOW + 5 * HOUR]  # after the window ends
+    assert starts([job("endless", devices=4, max_duration_seconds=0)], fleet) == [NOW + 5 * HOUR]  # after it, for good
+
+
+def test_a_job_of_a_reservation_starts_at_its_window_inside_its_booking_not_counted_twice():
+    hold = Hold("sparkJobs/rg1/first", 4, 320, NOW + 3 * HOUR, reservation=REF)
+    fleet = [with_booking(node("n1"), REF, 6, NOW + HOUR, NOW + 3 * HOUR)]
+    mine = of_reservation(job("mine", devices=4, max_duration_seconds=10 * HOUR))
+    assert starts([mine], fleet) == [NOW + HOUR]  # the window's start, however long its maximum duration
+    # two of the reservation's jobs of 4 in a booking of 6: the second after the first (its run bounded by the window)
+    second = of_reservation(job("second", devices=4, max_duration_seconds=HOUR))
+    estimates = estimate([mine, second], fleet)
+    assert [e.start for e in estimates] == [NOW + HOUR, None]
+    assert estimates[1].why == Unknown.WINDOW_FULL
+    running = [with_booking(node("n1"), REF, 8, NOW - HOUR, NOW + 3 * HOUR, hold)]
+    assert starts([of_reservation(job("more", devices=4))], running) == [NOW]  # 8 booked, 4 held: 4 left
+    assert starts([job("other", devices=1, max_duration_seconds=HOUR)], running) == [NOW + 3 * HOUR]  # none for others
+
+
+def test_the_earliest_window_of_a_shape_counts_holds_and_bookings_and_a_gang_needs_one_group_at_once():
+    a = held("a", (8, NOW + HOUR))
+    b = with_booking(node("b"), "capacityReservations/rg9/other", 8, NOW + HOUR, NOW + 2 * HOUR)
+    far = node("far", location="westus")
+    assert calendar.earliest_window([a, b], 8, HOUR, NOW) == (NOW, (b.key,))  # b until its window opens
+    assert calendar.earliest_window([a, b], 8, 2 * HOUR, NOW) == (NOW + HOUR, (a.key,))
+    assert calendar.earliest_window([a, b], 8, HOUR, NOW, gang=2) == (NOW + 2 * HOUR, (a.key, b.key))
+    assert calendar.earliest_window([a, far], 8, HOUR, NOW, gang=2) is None  # never one group
+    assert calendar.earliest_window([held("c", (8, 0))], 1, HOUR, NOW) is None  # open-ended work

@@ -6,11 +6,15 @@ its snapshot (tests/unit/scheduling_builders.py builds them)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
 
+from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain import scheduling
+from itl_accelerator.domain.records import Booking, Hold, ResourceKey
+from itl_accelerator.domain.reservations import CapacityReservation
 from itl_accelerator.domain.scheduling import (
     BeyondQuota,
     Budgets,
@@ -27,6 +31,8 @@ from itl_accelerator.domain.scheduling import (
     ReadPreemptible,
     ReadQuotas,
     ReadShapes,
+    ReservationSeen,
+    RunsIntoBooking,
     Snapshot,
     TooLarge,
     Unread,
@@ -35,7 +41,7 @@ from itl_accelerator.domain.scheduling import (
     render,
 )
 from itl_accelerator.domain.states import JobStatus
-from tests.unit.scheduling_builders import OTHER_SUB, ceiling, decide, job, node, quota, snapshot
+from tests.unit.scheduling_builders import OTHER_SUB, SUB, ceiling, decide, job, node, quota, snapshot
 
 
 # ----------------------------------------------------------------------------------------------- admission
@@ -376,3 +382,205 @@ def test_preemption_reads_each_victims_node_as_it_is_now():
     assert unread.value.part == ReadNode(a.key)
     gone = bare.with_node(a.key, None)  # deleted meanwhile: passed over
     assert scheduling.preemption_targets(gone) is None
+
+
+# ----------------------------------------------------------------------------------------------- capacity reservations
+NOW = 1_800_000_000  # a whole hour
+HOUR = 3600
+RESERVATION_ID = f"/subscriptions/{SUB}/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/week"
+REF = "capacityReservations/rg1/week"
+
+
+def booked(made, *bookings, holds=()):
+    """``made`` with ``bookings`` ((ref, devices, start, end); 80 GiB a device) and ``holds`` on it (its allocation
+    counting them)."""
+    entries = tuple(Booking(ref, d, 80 * d, start, end) for ref, d, start, end in bookings)
+    return replace(
+        made,
+        bookings=entries,
+        holds=tuple(holds),
+        devices_allocated=made.devices_allocated + sum(h.devices for h in holds),
+        memory_gb_allocated=made.memory_gb_allocated + sum(h.memory_gb for h in holds),
+    )
+
+
+def in_reservation(made, reservation_id=RESERVATION_ID):
+    made.document["properties"]["capacityReservationId"] = reservation_id
+    return made
+
+
+@pytest.mark.parametrize(
+    ("max_minutes", "window", "room"),
+    [
+        (60, (NOW + 2 * HOUR, NOW + 4 * HOUR), 8),  # ends before the window opens: backfill on all 8
+        (120, (NOW + 2 * HOUR, NOW + 4 * HOUR), 8),  # ends exactly as it opens ([start, end) windows)
+        (180, (NOW + 2 * HOUR, NOW + 4 * HOUR), 2),  # would run into it: the 6 booked are kept aside
+        (0, (NOW + 200 * HOUR, NOW + 201 * HOUR), 2),  # no maximum duration: every booking from now on counts
+        (60, (NOW - HOUR, NOW + HOUR), 2),  # in force now
+        (60, (NOW - 2 * HOUR, NOW), 8),  # over
+    ],
+)
+def test_a_nodes_room_is_what_is_free_less_the_bookings_the_job_would_run_into(max_minutes, window, room):
+    fleet_node = booked(node("n1"), ("capacityReservations/rg9/other", 6, *window))
+    waiting = job(max_duration_seconds=max_minutes * 60)
+    assert scheduling.room(waiting, fleet_node, NOW)[0] == room
+
+
+def test_a_booking_keeps_aside_only_what_its_reservations_work_does_not_hold():
+    hold = Hold("sparkJobs/rg1/in-it", 4, 320, NOW + HOUR, reservation=REF)
+    fleet_node = booked(node("n1"), (REF, 6, NOW - HOUR, NOW + 3 * HOUR), holds=[hold])
+    assert scheduling.room(job(devices=1), fleet_node, NOW) == (2, 160)  # 8 - 4 held - 2 still booked
+    mine = in_reservation(job(devices=2))
+    assert scheduling.room(mine, fleet_node, NOW) == (2, 160)  # the booking's 6 less the 4 its other job holds
+    assert scheduling.room(in_reservation(job(devices=3)), fleet_node, NOW)[0] < 3
+
+
+@pytest.mark.parametrize(
+    ("window", "room"),
+    [
+        ((NOW + HOUR, NOW + 3 * HOUR), (0, 0)),  # not open yet
+        ((NOW - HOUR, NOW + 3 * HOUR), (6, 480)),  # open: its booking, not the node's 8
+        ((NOW - 3 * HOUR, NOW), (0, 0)),  # over
+    ],
+)
+def test_a_job_of_a_reservation_takes_out_of_its_booking_only_inside_its_window(window, room):
+    fleet_node = booked(node("n1"), (REF, 6, *window))
+    assert scheduling.room(in_reservation(job(devices=2)), fleet_node, NOW) == room
+
+
+def test_best_fit_passes_over_nodes_whose_room_is_booked_and_waits_saying_which_window():
+    later = (NOW + 2 * HOUR, NOW + 4 * HOUR)
+    fleet = [booked(node("n1"), ("capacityReservations/rg9/other", 8, *later))]
+    short, long = job(devices=4, max_duration_seconds=HOUR), job(devices=4, max_duration_seconds=3 * HOUR)
+    assert [n.name for n in scheduling.best_fit(short, fleet, now=NOW)] == ["n1"]
+    assert scheduling.best_fit(long, fleet, now=NOW) == []
+    reason = decide(scheduling.waiting, replace(snapshot(long, fleet), now=NOW), fleet)
+    assert reason == RunsIntoBooking("GPU", 4, NOW + 2 * HOUR, 180)
+    assert render(reason) == (
+        "Waiting for capacity: the nodes with 4 free GPUs now are booked by a capacity reservation from "
+        "2027-01-15T10:00:00Z, and the job, with its maximum duration of 180 minutes, would run into that window."
+    )
+    assert gist(reason) == (Wait.CAPACITY, "")
+
+
+def test_a_gang_counts_the_bookings_on_each_of_its_nodes():
+    later = (NOW + HOUR, NOW + 2 * HOUR)
+    fleet = [node("a"), booked(node("b"), ("capacityReservations/rg9/other", 8, *later)), node("c")]
+    gang = job(devices=4, gang=2, max_duration_seconds=2 * HOUR)
+    assert [n.name for n in scheduling.gang_fit(gang, fleet, None, now=NOW) or []] == ["a", "c"]
+    assert scheduling.gang_fit(job(devices=4, gang=3, max_duration_seconds=2 * HOUR), fleet, None, now=NOW) is None
+    assert len(scheduling.gang_fit(job(devices=4, gang=3, max_duration_seconds=HOUR), fleet, None, now=NOW) or []) == 3
+
+
+def _reservation(nodes=("n1",), *, devices=6, start=NOW + HOUR, end=NOW + 3 * HOUR, kind="GPU", model="h100"):
+    key = ResourceKey(SUB, "rg1", "capacityReservations", ("week",))
+    terms = BillingTerms(Decimal("2.5"), "EUR")
+    node_keys = tuple(node(n).key for n in nodes)
+    return CapacityReservation(
+        key,
+        {"id": RESERVATION_ID},
+        "e",
+        kind,
+        model,
+        "eastus",
+        devices,
+        80 * devices,
+        start,
+        end,
+        node_keys,
+        terms,
+        "x",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reservation", "asked", "said"),
+    [
+        (None, {}, "The capacity reservation 'week' the job names does not exist (cancelled, or never booked)."),
+        (_reservation(end=NOW), {}, "The window of its capacity reservation 'week' ended at 2027-01-15T08:00:00Z."),
+        (
+            _reservation(devices=2),
+            {"devices": 4},
+            "The job asks for more than its capacity reservation 'week' books: it books 2 GPUs and 160 GiB per node, "
+            "the job asks for 4 and 320 GiB.",
+        ),
+        (
+            _reservation(),
+            {"gang": 2},
+            "The job asks for more than its capacity reservation 'week' books: it books 1 node, the job asks for 2.",
+        ),
+        (
+            _reservation(model="a100"),
+            {"model": "h100"},
+            "The job asks for more than its capacity reservation 'week' books: it books GPU model a100, the job asks "
+            "for h100.",
+        ),
+    ],
+)
+def test_a_job_is_inadmissible_when_its_reservation_is_gone_over_or_too_small(reservation, asked, said):
+    waiting = in_reservation(job(**asked))
+    seen = replace(snapshot(waiting, [node("n1")]), reservation=ReservationSeen(reservation), now=NOW)
+    assert render(decide(scheduling.inadmissible, seen)) == said
+
+
+def test_a_job_of_a_reservation_waits_for_its_window_then_for_room_in_it():
+    booking = (REF, 6, NOW + HOUR, NOW + 3 * HOUR)
+    fleet = [booked(node("n1"), booking)]
+    waiting = in_reservation(job(devices=4))
+    seen = replace(snapshot(waiting, fleet), reservation=ReservationSeen(_reservation()), now=NOW)
+    reason = decide(scheduling.waiting, seen, fleet)
+    assert render(reason) == "Waiting for the window of its capacity reservation: 'week' opens at 2027-01-15T09:00:00Z."
+    assert gist(reason) == (Wait.WINDOW, "week")
+    assert decide(scheduling.reservation_fit, seen, fleet) == []
+    opened = replace(seen, now=NOW + HOUR)
+    assert [n.name for n in decide(scheduling.reservation_fit, opened, fleet)] == ["n1"]
+    hold = Hold("sparkJobs/rg1/first", 4, 320, NOW + 2 * HOUR, reservation=REF)
+    full = [booked(node("n1"), booking, holds=[hold])]
+    crowded = replace(snapshot(waiting, full), reservation=ReservationSeen(_reservation()), now=NOW + HOUR)
+    assert decide(scheduling.reservation_fit, crowded, full) == []  # 6 booked, 4 held by the other: 2 left
+    said = render(decide(scheduling.waiting, crowded, full))
+    assert said == (
+        "Waiting for room in its capacity reservation: 'week' books 6 GPUs per node and its other jobs hold too many "
+        "of them now."
+    )
+    assert scheduling.room(in_reservation(job(devices=2)), full[0], NOW + HOUR) == (2, 160)  # shared by its jobs
+
+
+def test_without_a_reservation_store_its_nodes_are_the_candidates_holding_its_booking():
+    fleet = [node("n0"), booked(node("n1"), (REF, 6, NOW - HOUR, NOW + HOUR))]
+    waiting = in_reservation(job(devices=2))
+    seen = replace(snapshot(waiting, fleet), reservation=ReservationSeen(None, known=False), now=NOW)
+    assert decide(scheduling.inadmissible, seen, fleet) is None
+    assert [n.name for n in decide(scheduling.reservation_fit, seen, fleet)] == ["n1"]
+
+
+def test_preemptible_work_counts_no_booking_and_a_reservations_job_may_stop_it_whatever_its_priority():
+    fleet_node = booked(node("n1", used=8), (REF, 8, NOW - HOUR, NOW + HOUR))
+    borrower = job("borrower", devices=8, priority=9, preemptible=True, on=fleet_node, status=JobStatus.RUNNING)
+    assert scheduling.room(job(devices=8, preemptible=True), booked(node("n2"), (REF, 8, NOW, NOW + HOUR)), NOW)[0] == 8
+    mine = in_reservation(job(devices=8, priority=0))
+    seen = replace(
+        snapshot(mine, [fleet_node], preemptible=[borrower]), reservation=ReservationSeen(_reservation()), now=NOW
+    )
+    targets = decide(scheduling.preemption_targets, seen, [fleet_node])
+    assert (
+        targets is not None and targets.node == fleet_node.key and [v.key.name for v in targets.victims] == ["borrower"]
+    )
+    # its own reservation's work is never its victim, nor is anything outside its window
+    own = replace(
+        borrower,
+        document={**borrower.document, "properties": {**borrower.properties, "capacityReservationId": RESERVATION_ID}},
+    )
+    assert decide(scheduling.preemption_targets, replace(seen, preemptible=(own,)), [fleet_node]) is None
+    assert decide(scheduling.preemption_targets, replace(seen, now=NOW + HOUR), [fleet_node]) is None
+
+
+def test_a_gang_in_a_reservation_gets_its_reservations_nodes_or_none():
+    window = (REF, 8, NOW - HOUR, NOW + HOUR)
+    fleet = [booked(node("n1"), window), booked(node("n2"), window), node("n3")]
+    gang = in_reservation(job(devices=4, gang=2))
+    found = _reservation(nodes=("n1", "n2"), devices=8, start=NOW - HOUR, end=NOW + HOUR)
+    seen = replace(snapshot(gang, fleet), reservation=ReservationSeen(found), now=NOW)
+    assert sorted(n.name for n in decide(scheduling.reservation_fit, seen, fleet)) == ["n1", "n2"]
+    three = in_reservation(job(devices=4, gang=3))
+    assert decide(scheduling.reservation_fit, replace(seen, job=three), fleet) == []  # n3 holds no booking of it

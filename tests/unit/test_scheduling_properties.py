@@ -80,7 +80,13 @@ def test_best_fit_orders_every_node_a_part_fits_on_by_what_it_leaves(fleet, want
     chosen = scheduling.best_fit(wanted, fleet)
     keys = [scheduling.fit_key(n.free_devices, n.free_memory_gb, wanted.devices, wanted.memory_gb) for n in chosen]
     assert keys == sorted(keys)
-    fits = {n.key for n in fleet if n.memory_gb_total * wanted.devices >= wanted.memory_gb * n.device_total}
+    fits = {
+        n.key
+        for n in fleet
+        if n.memory_gb_total * wanted.devices >= wanted.memory_gb * n.device_total
+        and n.free_devices >= wanted.devices  # room now (no bookings here: all that is free)
+        and n.free_memory_gb >= wanted.memory_gb
+    }
     assert {n.key for n in chosen} == fits and len(chosen) == len(fits)
 
 

@@ -155,6 +155,13 @@ class InsufficientCapacity(Conflict):
     code = "InsufficientCapacity"
 
 
+class CapacityReserved(Conflict):
+    """409 ``CapacityReserved``: the node has the devices free now, but capacity reservations booked them for a window
+    to come, and what was asked holds them open-ended (an instance); the message names the windows (issue 44)."""
+
+    code = "CapacityReserved"
+
+
 class AcceleratorNotSupported(Conflict):
     """409 ``AcceleratorNotSupported``: what was asked cannot run on the node's kind of accelerator — an Ollama
     instance on a node that holds no NVIDIA or AMD GPUs (domain/accelerators.py ``runs_ollama``); the message says

@@ -159,7 +159,8 @@ def describe(
     devices (``node_owner``: what it earns is theirs), or for a gang job's further ``part`` (2, 3, ...) the owner of
     that part's node; "unknown" when neither is known, as are a gone node's region (the workload's location, if any)
     and SKU. A job's later ``attempt`` (domain/retries.py) or further ``part`` is billed under the job's own
-    allocation id, its operation id (services/common/metering.py names each one's meter)."""
+    allocation id, its operation id (services/common/metering.py names each one's meter). A job run in a capacity
+    reservation names it (``capacity_reservation_id``: the reservation's ARM id)."""
     where = where or workload.node_key
     return BillingDescriptor(
         subscription_id=workload.key.subscription_id,
@@ -183,6 +184,9 @@ def describe(
         accelerator_model=(node.accelerator.model if node else "") or "",
         job_allocation_id=str(workload.operation_id) if attempt > 1 or part > 1 else "",
         attempt=attempt,
+        # a job run in a capacity reservation: its devices are the reservation's, billed whole with it (its own terms
+        # are priced 0, services/common/placement.py ``Placement._terms``)
+        capacity_reservation_id=(workload.capacity_reservation_id or "") if isinstance(workload, Job) else "",
     )
 
 

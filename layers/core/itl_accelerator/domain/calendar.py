@@ -14,6 +14,11 @@ The rules (Slurm's backfill scheduler's expected start times, ``squeue --start``
 - **The same constraints as placement.** Only nodes the job may use (domain/scheduling.py ``matches``: its kind,
   vendor, model, location, memory per device, price ceiling and budget currencies); a gang needs its size of nodes of
   one group (``gang_groups``) free together for its whole duration.
+- **Capacity reservations block their windows** (issue 44). A booking on a node is taken over its window ``[start,
+  end)`` for any job not run in its reservation (the work run in it holds devices out of the booking, so it is not
+  counted again); so a job that cannot end before a window opens starts after it ends. A job run in a reservation
+  sees only its booking — the booking's devices, less what the reservation's other work holds — from the window's
+  start (at the earliest), for at most what is left of the window.
 - **Unknown is said.** No time when open-ended work holds every node that could take it, when it has no maximum
   duration of its own behind open-ended work it waits on, or when no node it may use was read; the reason says which.
 - **Bounded.** The nodes are the placement index's page of the job's kind, model and location whatever their room (one
@@ -27,8 +32,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from itl_accelerator.domain.records import Job, Node, ResourceKey, StartEstimate
-from itl_accelerator.domain.scheduling import Within, fit_key, gang_groups, matches
+from itl_accelerator.arm import normalize_location
+from itl_accelerator.domain.records import Booking, Job, Node, ResourceKey, StartEstimate
+from itl_accelerator.domain.scheduling import Within, fit_key, gang_groups, matches, own_booking, squats
 
 #: An estimate moved by less than this (seconds) is not written again: figures alone do not rewrite a job.
 ESTIMATE_TOLERANCE_SECONDS = 60
@@ -54,12 +60,23 @@ class Timeline:
 
     @classmethod
     def of(cls, node: Node, now: float) -> Timeline:
-        """The node's calendar from ``now`` on (module docstring: a hold past its end ends now)."""
-        held = list(node.holds)
+        """The node's calendar from ``now`` on (module docstring: a hold past its end ends now; each booking taken over
+        its window, the holds of the work run in it within it)."""
+        booked = {b.reservation for b in node.bookings}
+        held = [h for h in node.holds if h.reservation not in booked]
         if node.unaccounted is not None:
             held.append(node.unaccounted)
-        busy = tuple(Busy(h.devices, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf) for h in held)
-        return cls(node, busy)
+        busy = tuple(Busy(h.devices, h.memory_gb, now, _hold_end(h.until, now)) for h in held)
+        windows = tuple(Busy(b.devices, b.memory_gb, b.start, b.end) for b in node.bookings if b.end > now)
+        return cls(node, busy + windows)
+
+    @classmethod
+    def within(cls, node: Node, booking: Booking, now: float) -> Timeline:
+        """The calendar a job run in ``booking``'s reservation sees on ``node``: a node of the booking's size, taken
+        by the holds of the reservation's work (module docstring)."""
+        held = [h for h in node.holds if h.reservation == booking.reservation]
+        busy = tuple(Busy(h.devices, h.memory_gb, now, _hold_end(h.until, now)) for h in held)
+        return cls(replace(node, device_total=booking.devices, memory_gb_total=booking.memory_gb), busy)
 
     def free_at(self, t: float) -> tuple[int, int]:
         """Free devices and GiB at ``t``."""
@@ -87,6 +104,11 @@ class Timeline:
         return replace(self, busy=(*self.busy, busy))
 
 
+def _hold_end(until: int, now: float) -> float:
+    """When a hold ends as the calendar sees it: ``until`` (0 open-ended), a past one now."""
+    return max(float(until), now) if until else math.inf
+
+
 class Unknown(StrEnum):
     """Why a waiting job's start cannot be known."""
 
@@ -95,6 +117,7 @@ class Unknown(StrEnum):
         "could take it"
     )
     NO_NODES = "no node it may use now was found (all cordoned, drained, above its price ceiling, or none read)"
+    WINDOW_FULL = "the work of its capacity reservation holds the devices it books until its window ends"
 
 
 @dataclass(frozen=True)
@@ -161,29 +184,89 @@ def estimate_queue(
     """The estimates of ``waiting`` (the subscription's waiting jobs in the order they are served, each with the
     terms a node taking it must bill within: domain/scheduling.py ``within``), over ``nodes`` (by job: the nodes read
     for it), at ``now`` (epoch seconds). Module docstring: the rules."""
-    timelines: dict[ResourceKey, Timeline] = {}
+    timelines: dict[tuple[ResourceKey, str], Timeline] = {}
     estimates = []
     for position, (job, terms) in enumerate(waiting, 1):
-        usable = []
-        for node in nodes.get(job.key, ()):
-            if node.key not in timelines:
-                timelines[node.key] = Timeline.of(node, now)
-            if matches(job, node, terms):
-                usable.append(timelines[node.key])
+        usable, since, deadline = _usable(job, terms, nodes.get(job.key, ()), timelines, now)
         if not usable:
             estimates.append(Estimate(job.key, position, None, why=Unknown.NO_NODES))
             continue
-        duration = float(job.max_duration_seconds) if job.max_duration_seconds else math.inf
-        found = _gang(job, usable, terms, duration, now) if job.gang_size > 1 else _single(job, usable, duration, now)
-        if found is None:
-            estimates.append(Estimate(job.key, position, None, why=Unknown.OPEN_ENDED))
+        duration = min(float(job.max_duration_seconds) if job.max_duration_seconds else math.inf, deadline - since)
+        found = (
+            _gang(job, usable, None if job.reservation else terms, duration, since)
+            if job.gang_size > 1
+            else _single(job, usable, duration, since)
+        )
+        if found is None or found[0] >= deadline:
+            why = Unknown.OPEN_ENDED if found is None and deadline == math.inf else Unknown.WINDOW_FULL
+            estimates.append(Estimate(job.key, position, None, why=why))
             continue
         start, chosen = found
         for timeline in chosen:  # the jobs behind it see it there
-            taken = timeline.taking(Busy(job.devices, job.memory_gb, start, start + duration))
-            timelines[timeline.node.key] = taken
+            taken = timeline.taking(Busy(job.devices, job.memory_gb, start, min(start + duration, deadline)))
+            timelines[(timeline.node.key, job.reservation or ("*" if squats(job) else ""))] = taken
         estimates.append(Estimate(job.key, position, start, tuple(t.node.key for t in chosen)))
     return estimates
+
+
+def _timeline(node: Node, booking: Booking | None, now: float, squatting: bool) -> Timeline:
+    """The calendar a job sees on ``node``: its reservation's ``booking`` (:meth:`Timeline.within`), or the node's — for
+    a preemptible job (``squatting``) without the bookings it may borrow (domain/scheduling.py ``squats``)."""
+    if booking is not None:
+        return Timeline.within(node, booking, now)
+    if squatting:
+        return Timeline.of(replace(node, bookings=()), now)
+    return Timeline.of(node, now)
+
+
+def _usable(
+    job: Job,
+    terms: Within,
+    nodes: Iterable[Node],
+    timelines: dict[tuple[ResourceKey, str], Timeline],
+    now: float,
+) -> tuple[list[Timeline], float, float]:
+    """The timelines ``job`` may start on (made and kept in ``timelines`` as first met), from when, and by when it must
+    end (epoch seconds; ``math.inf``: no bound): from ``now``; a job of a capacity reservation only on its booking's
+    nodes (whatever their price), from its window's start, ending by its end."""
+    usable = []
+    since, deadline = now, math.inf
+    for node in nodes:
+        booking = own_booking(node, job.reservation)
+        if job.reservation and (booking is None or booking.end <= now):
+            continue
+        key = (node.key, job.reservation or ("*" if squats(job) else ""))
+        if key not in timelines:
+            timelines[key] = _timeline(node, booking, now, squats(job))
+        if matches(job, node, None if booking else terms):
+            usable.append(timelines[key])
+        if booking is not None:
+            since, deadline = max(since, float(booking.start)), min(deadline, float(booking.end))
+    return usable, since, deadline
+
+
+def earliest_window(
+    nodes: Iterable[Node], devices: int, duration: float, now: float, gang: int = 1
+) -> tuple[float, tuple[ResourceKey, ...]] | None:
+    """The earliest time from ``now`` (epoch seconds) ``devices`` devices are free for ``duration`` seconds on each of
+    ``gang`` nodes of ``nodes`` of one group (a gang's: one model, location, price and platform — domain/scheduling.py
+    ``gang_groups``), by each node's calendar (its holds and bookings: :meth:`Timeline.of`), and those nodes (best fit
+    at that time first: the fewest free devices left); None when never (open-ended work in the way, or too few nodes). What a capacity offer says
+    of a shape and a duration (services/api/offers.py ``earliestStart``)."""
+    timelines = [Timeline.of(n, now) for n in nodes if n.device_total >= devices]
+    times = sorted({now, *(e for t in timelines for e in t.ends(now))})
+    for start in times:
+        groups: dict[tuple[object, ...], list[Timeline]] = {}
+        for t in timelines:
+            if t.fits(devices, 0, start, start + duration):
+                n = t.node
+                where = (n.accelerator.key, normalize_location(n.location), n.terms, n.backend.type, n.backend.cluster)
+                groups.setdefault((*where, n.backend.partition), []).append(t)
+        for group in groups.values():
+            if len(group) >= gang:
+                chosen = sorted(group, key=lambda t: t.free_at(start)[0] - devices)[:gang]
+                return start, tuple(t.node.key for t in chosen)
+    return None
 
 
 def _fit_then(timeline: Timeline, job: Job, t: float) -> tuple[int, int]:

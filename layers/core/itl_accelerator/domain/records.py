@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from itl_accelerator.arm import normalize_location
+from itl_accelerator.arm import normalize_location, parse_resource_id
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import (
     GPU,
@@ -155,6 +155,23 @@ class StartEstimate:
 def holder_id(key: ResourceKey) -> str:
     """How a node's calendar names the workload of ``key`` (``sparkJobs/rg1/train``; names lower case, as in keys)."""
     return "/".join((key.type_segment, key.resource_group.lower(), *(n.lower() for n in key.names)))
+
+
+def reservation_key(arm_id: str | None) -> ResourceKey | None:
+    """The key of the capacity reservation of ARM id ``arm_id``; None when ``arm_id`` is None or not the id of a
+    ``capacityReservations`` resource of this provider."""
+    parsed = parse_resource_id(arm_id or "")
+    if parsed is None or len(parsed[2]) != 1 or parsed[2][0][0].lower() != "capacityreservations":
+        return None
+    sub, rg, [(_, name)] = parsed
+    return ResourceKey(sub, rg, "capacityReservations", (name,))
+
+
+def reservation_ref(arm_id: str | None) -> str:
+    """:func:`holder_id` of the capacity reservation of ARM id ``arm_id`` (``capacityReservations/{rg}/{name}``,
+    lower case); "" when it is not one (:func:`reservation_key`)."""
+    key = reservation_key(arm_id)
+    return "" if key is None else holder_id(key)
 
 
 @dataclass
@@ -743,6 +760,24 @@ class Job(Workload):
         the most recently submitted (the least work lost: Kueue's order), then its key."""
         submitted = int(datetime.fromisoformat(self.submitted_at.replace("Z", "+00:00")).timestamp())
         return f"{self.priority}#{10**10 - submitted:010d}#{self.key.resource_group.lower()}#{self.key.name.lower()}"
+
+    @property
+    def capacity_reservation_id(self) -> str | None:
+        """The ARM id of the capacity reservation it runs in (``properties.capacityReservationId``; None: none)."""
+        return self.properties.get("capacityReservationId") or None
+
+    @property
+    def reservation(self) -> str:
+        """How node calendars name the reservation it runs in (:func:`holder_id`; "": none, or an id not of a
+        ``capacityReservations`` resource — refused at submission)."""
+        return reservation_ref(self.capacity_reservation_id)
+
+    @property
+    def window_end(self) -> float | None:
+        """When the window of the capacity reservation it runs in ends (epoch seconds; ``capacityReservationEndsAt``,
+        written when it is placed): it is stopped then (services/schedules/job_tracker.py). None: no such bound."""
+        ends = self.properties.get("capacityReservationEndsAt")
+        return datetime.fromisoformat(str(ends).replace("Z", "+00:00")).timestamp() if ends else None
 
     @property
     def price_ceiling(self) -> PriceCeiling | None:

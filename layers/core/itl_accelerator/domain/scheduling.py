@@ -17,9 +17,10 @@ alone, and the requests per placement stay what they were (benchmarks/placement.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import ClassVar
@@ -27,18 +28,20 @@ from typing import ClassVar
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, MAX_PRICE_PER_GPU_HOUR, BillingTerms
 from itl_accelerator.domain import preemption
-from itl_accelerator.domain.accelerators import model_of_key, vendor_key
+from itl_accelerator.domain.accelerators import model_key, model_of_key, vendor_key
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, describe_terms
 from itl_accelerator.domain.pricing import within as within_terms
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import (
     GANG_CANDIDATE_PAGES,
+    Booking,
     FleetShape,
     Job,
     Node,
     ResourceKey,
     per_device_memory_fits,
 )
+from itl_accelerator.domain.reservations import CapacityReservation
 from itl_accelerator.domain.states import Availability, JobStatus
 
 #: The terms a node must bill within: a job's price ceiling in its budgets' currencies (None: any terms).
@@ -97,7 +100,22 @@ class ReadPreemptible:
     ``domain/preemption.py`` ``MAX_CANDIDATES``)."""
 
 
-Read = ReadBudgets | ReadShapes | ReadQuotas | ReadCandidates | ReadNode | ReadPreemptible
+@dataclass(frozen=True)
+class ReadReservation:
+    """The capacity reservation the job runs in (one ``GetItem``; then its nodes, one ``GetItem`` each, at most
+    ``MAX_GANG_NODES``)."""
+
+
+@dataclass(frozen=True)
+class ReservationSeen:
+    """The job's capacity reservation as read: ``found`` (None: gone — cancelled, or never booked); ``known`` False
+    when no reservation store could be asked (its nodes are then the candidates holding its booking)."""
+
+    found: CapacityReservation | None
+    known: bool = True
+
+
+Read = ReadBudgets | ReadShapes | ReadQuotas | ReadCandidates | ReadNode | ReadPreemptible | ReadReservation
 
 
 class Unread(Exception):
@@ -121,6 +139,10 @@ class Snapshot:
     candidates: Mapping[ReadCandidates, tuple[Node, ...]] = field(default_factory=dict)
     nodes: Mapping[ResourceKey, Node | None] = field(default_factory=dict)
     preemptible: tuple[Job, ...] | None = None
+    #: the capacity reservation the job runs in, as read (None: not read yet)
+    reservation: ReservationSeen | None = None
+    #: when the decision is made (epoch seconds): bookings count from then on (:func:`room`)
+    now: float = 0.0
 
     def budgets_seen(self) -> Budgets:
         if self.budgets is None:
@@ -152,6 +174,11 @@ class Snapshot:
             raise Unread(ReadPreemptible())
         return self.preemptible
 
+    def reservation_seen(self) -> ReservationSeen:
+        if self.reservation is None:
+            raise Unread(ReadReservation())
+        return self.reservation
+
     def with_quotas(self, location: str, limited: Iterable[QuotaUsage]) -> Snapshot:
         return replace(self, quotas={**self.quotas, location: {u.name: u for u in limited if u.limit is not None}})
 
@@ -170,6 +197,8 @@ class Wait(StrEnum):
     QUOTA = "Waiting for quota"
     CAPACITY = "Waiting for capacity"
     PRICE = "Waiting for a node within its price ceiling"
+    WINDOW = "Waiting for the window of its capacity reservation"
+    RESERVATION = "Waiting for room in its capacity reservation"
 
 
 @dataclass(frozen=True)
@@ -307,8 +336,81 @@ class PricedOut:
     currency_refused: bool
 
 
-Inadmissible = NoNodes | NoSuchNodes | TooLarge | GangTooWide | BeyondQuota | PricedNowhere
-WaitingReason = BudgetSpent | QuotaFull | NoRoom | GangNoRoom | PricedOut
+@dataclass(frozen=True)
+class RunsIntoBooking:
+    """Waiting: nodes have ``devices`` free now, but a capacity reservation booked them from ``starts`` (epoch
+    seconds, the earliest such window) and the job, ending by its maximum duration (``max_minutes``; 0: none), would
+    run into it (:func:`room`)."""
+
+    wait: ClassVar[Wait] = Wait.CAPACITY
+    kind: str
+    devices: int
+    starts: int
+    max_minutes: int
+
+
+@dataclass(frozen=True)
+class BeforeWindow:
+    """Waiting: the window of the capacity reservation ``reservation`` (its name) it runs in opens at ``starts``
+    (epoch seconds)."""
+
+    wait: ClassVar[Wait] = Wait.WINDOW
+    reservation: str
+    starts: int
+
+
+@dataclass(frozen=True)
+class ReservationFull:
+    """Waiting: the reservation ``reservation`` books ``devices`` devices of ``kind`` per node, and its other jobs
+    hold too many of them now for this one — or (``squatted``) preemptible work holds them until it stops."""
+
+    wait: ClassVar[Wait] = Wait.RESERVATION
+    kind: str
+    reservation: str
+    devices: int
+    #: its booking has room, but preemptible work holds the node's devices until it stops (:func:`squats`)
+    squatted: bool = False
+
+
+@dataclass(frozen=True)
+class ReservationGone:
+    """Inadmissible: the capacity reservation ``reservation`` (its name) it names does not exist (cancelled, or never
+    booked)."""
+
+    reservation: str
+
+
+@dataclass(frozen=True)
+class WindowOver:
+    """Inadmissible: the window of its capacity reservation ``reservation`` ended at ``ended`` (epoch seconds)."""
+
+    reservation: str
+    ended: int
+
+
+@dataclass(frozen=True)
+class OutsideReservation:
+    """Inadmissible: the job asks for more than its capacity reservation ``reservation`` books (``why``: in words,
+    :func:`reservation_misfit`)."""
+
+    reservation: str
+    why: str
+
+
+Inadmissible = (
+    NoNodes
+    | NoSuchNodes
+    | TooLarge
+    | GangTooWide
+    | BeyondQuota
+    | PricedNowhere
+    | ReservationGone
+    | WindowOver
+    | OutsideReservation
+)
+WaitingReason = (
+    BudgetSpent | QuotaFull | NoRoom | GangNoRoom | PricedOut | RunsIntoBooking | BeforeWindow | ReservationFull
+)
 Reason = Inadmissible | WaitingReason
 
 
@@ -333,8 +435,19 @@ def render(reason: Reason) -> str:
             return f"The job asks for {total} {kind}s; {said}."
         case PricedNowhere():
             return _priced_nowhere(reason)
+        case ReservationGone(reservation=name):
+            return f"The capacity reservation '{name}' the job names does not exist (cancelled, or never booked)."
+        case WindowOver(reservation=name, ended=ended):
+            return f"The window of its capacity reservation '{name}' ended at {utc(ended)}."
+        case OutsideReservation(reservation=name, why=why):
+            return f"The job asks for more than its capacity reservation '{name}' books: {why}."
         case _:
             return _waiting(reason)
+
+
+def utc(epoch: float) -> str:
+    """``epoch`` (seconds) as reasons say a time: UTC ISO 8601 to the second (``2026-12-10T09:00:00Z``)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _waiting(reason: WaitingReason) -> str:
@@ -362,6 +475,31 @@ def _waiting(reason: WaitingReason) -> str:
             )
         case PricedOut():
             return _priced_out(reason)
+        case _:
+            return _reservation_waiting_words(reason)
+
+
+def _reservation_waiting_words(reason: RunsIntoBooking | BeforeWindow | ReservationFull) -> str:
+    """A waiting reason of capacity reservations in words (:func:`_waiting`): another's window in the way (not named:
+    it may be another consumer's), or its own reservation's window not open yet or full."""
+    match reason:
+        case RunsIntoBooking(kind=kind, devices=devices, starts=starts, max_minutes=minutes):
+            ending = f"with its maximum duration of {minutes} minutes" if minutes else "without a maximum duration"
+            return (
+                f"{reason.wait}: the nodes with {devices} free {kind}s now are booked by a capacity reservation from "
+                f"{utc(starts)}, and the job, {ending}, would run into that window."
+            )
+        case BeforeWindow(reservation=name, starts=starts):
+            return f"{reason.wait}: '{name}' opens at {utc(starts)}."
+        case ReservationFull(kind=kind, reservation=name, devices=devices, squatted=True):
+            return (
+                f"{reason.wait}: '{name}' books {devices} {kind}s per node; preemptible work holds them until it stops."
+            )
+        case ReservationFull(kind=kind, reservation=name, devices=devices):
+            return (
+                f"{reason.wait}: '{name}' books {devices} {kind}s per node and its other jobs hold too many of them "
+                "now."
+            )
 
 
 def gist(reason: WaitingReason) -> tuple[str, str]:
@@ -375,6 +513,8 @@ def gist(reason: WaitingReason) -> tuple[str, str]:
             return reason.wait, quota.name
         case PricedOut(budgets=budgets, currency_refused=True) if budgets.names:
             return reason.wait, budgets.names[0]
+        case BeforeWindow(reservation=name) | ReservationFull(reservation=name):
+            return reason.wait, name
         case _:
             return reason.wait, ""
 
@@ -439,13 +579,201 @@ def fit_key(free_devices: int, free_memory_gb: int, devices: int, memory_gb: int
     return free_devices - devices, free_memory_gb - memory_gb
 
 
-def best_fit(job: Job, nodes: Iterable[Node]) -> list[Node]:
+def best_fit(job: Job, nodes: Iterable[Node], *, now: float = 0.0) -> list[Node]:
     """The nodes among ``nodes`` (the placement index's candidates: room now, as read) a part of ``job`` fits on (its
-    memory per device), best fit first (:func:`fit_key`; ties keep the index's order)."""
+    memory per device, and its :func:`room` at ``now`` beside the nodes' bookings), best fit first (:func:`fit_key`
+    over that room; ties keep the index's order)."""
     fitting = [
-        n for n in nodes if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+        n
+        for n in nodes
+        if per_device_memory_fits(n.device_total, n.memory_gb_total, job.devices, job.memory_gb)
+        and has_room(job, n, now)
     ]
-    return sorted(fitting, key=lambda n: fit_key(n.free_devices, n.free_memory_gb, job.devices, job.memory_gb))
+    return sorted(fitting, key=lambda n: fit_key(*room(job, n, now), job.devices, job.memory_gb))
+
+
+# ----------------------------------------------------------------------------------------------- bookings (issue 44)
+def own_booking(node: Node, reservation: str) -> Booking | None:
+    """The booking of the capacity reservation ``reservation`` (domain/records.py ``holder_id`` of it) on ``node``;
+    None when it has none there (or ``reservation`` is "")."""
+    return next((b for b in node.bookings if reservation and b.reservation == reservation), None)
+
+
+def booked_unused(node: Node, booking: Booking) -> tuple[int, int]:
+    """What of ``booking`` the work run in its reservation does not hold on ``node`` now (devices, GiB): that work's
+    holds (``Hold.reservation``) are in the node's allocation already, so the booking keeps only the rest aside."""
+    used = [h for h in node.holds if h.reservation == booking.reservation]
+    return (
+        max(booking.devices - sum(h.devices for h in used), 0),
+        max(booking.memory_gb - sum(h.memory_gb for h in used), 0),
+    )
+
+
+def blocking(node: Node, start: float, end: float, own: str = "") -> tuple[Booking, ...]:
+    """The bookings on ``node`` other than ``own``'s (a reservation's ref) in force at some time of ``[start, end)``
+    (epoch seconds; ``end`` ``math.inf``: from ``start`` on)."""
+    return tuple(b for b in node.bookings if b.reservation != own and b.overlaps(start, end))
+
+
+def run_span(job: Job, node: Node, now: float) -> tuple[float, float] | None:
+    """``[now, end)``: what ``job`` would hold ``node`` for if placed there at ``now`` — until its maximum duration
+    (``math.inf`` without one: Slurm's time limit); a job of a capacity reservation at most until its window's end,
+    and only inside it (None: the window is not open on ``node`` at ``now``, or ``node`` holds no booking of it)."""
+    duration = float(job.max_duration_seconds) if job.max_duration_seconds else math.inf
+    if not job.reservation:
+        return now, now + duration
+    booking = own_booking(node, job.reservation)
+    if booking is None or not booking.start <= now < booking.end:
+        return None
+    return now, min(now + duration, float(booking.end))
+
+
+def room(job: Job, node: Node, now: float) -> tuple[int, int]:
+    """Free devices and GiB ``job`` may take on ``node`` at ``now`` (issue 44, "Jobs in a reservation", backfill):
+    what is free now, less what every other capacity reservation's booking in force at any time of the job's
+    :func:`run_span` keeps aside (:func:`booked_unused`) — so a job that ends before a window opens may use its devices
+    and one that would run into it may not. A job of a reservation takes only out of that reservation's booking on
+    the node, inside its window (0, 0 outside it). A preemptible job counts no booking (:func:`squats`)."""
+    span = run_span(job, node, now)
+    if span is None:
+        return 0, 0
+    aside = [booked_unused(node, b) for b in blocking(node, *span, own=job.reservation) if not squats(job)]
+    devices = node.free_devices - sum(d for d, _ in aside)
+    memory = node.free_memory_gb - sum(m for _, m in aside)
+    own = own_booking(node, job.reservation)
+    if own is not None:
+        own_devices, own_memory = booked_unused(node, own)
+        devices, memory = min(devices, own_devices), min(memory, own_memory)
+    return devices, memory
+
+
+def squats(job: Job) -> bool:
+    """Whether ``job`` may hold booked devices whatever the windows (issue 44: booked capacity serves preemptible work
+    until its reservation's work needs it, which then preempts it — :func:`preemption_targets`): a preemptible job
+    not itself run in a reservation."""
+    return job.run.preemptible and not job.reservation
+
+
+def has_room(job: Job, node: Node, now: float) -> bool:
+    """Whether a part of ``job`` fits in its :func:`room` on ``node`` at ``now``."""
+    devices, memory = room(job, node, now)
+    return devices >= job.devices and memory >= job.memory_gb
+
+
+def open_ended_refusal(node: Node, devices: int, memory_gb: int, now: float) -> tuple[Booking, ...]:
+    """The bookings on ``node`` that work held open-ended from ``now`` (an instance: services/api/instances.py) of
+    ``devices``/``memory_gb`` would take devices from — every booking not over, what its reservation's work does not
+    hold of it kept aside (:func:`booked_unused`) — when what is left is too little; () when it fits beside them."""
+    ahead = blocking(node, now, math.inf)
+    aside = [booked_unused(node, b) for b in ahead]
+    free_devices = node.free_devices - sum(d for d, _ in aside)
+    free_memory = node.free_memory_gb - sum(m for _, m in aside)
+    return ahead if free_devices < devices or free_memory < memory_gb else ()
+
+
+def reservation_nodes(snapshot: Snapshot) -> tuple[Node, ...]:
+    """The nodes of the capacity reservation the job runs in, each holding its booking: those the reservation names
+    (read one by one), or — no reservation store to ask — the placement index's candidates holding its booking."""
+    job = snapshot.job
+    seen = snapshot.reservation_seen()
+    if not seen.known:
+        nodes: Iterable[Node | None] = snapshot.candidates_for(ReadCandidates())
+    elif seen.found is None:
+        return ()
+    else:
+        nodes = [snapshot.node(key) for key in seen.found.nodes]
+    return tuple(n for n in nodes if n is not None and own_booking(n, job.reservation) is not None)
+
+
+def reservation_fit(snapshot: Snapshot) -> list[Node]:
+    """Where a job of a capacity reservation may go now: its reservation's nodes that may take work, meet its
+    constraints (whatever their price: it pays through the reservation) and have :func:`room` for a part, best fit
+    first (a gang: the first ``gang_size`` of them; none when fewer)."""
+    job = snapshot.job
+    usable = [n for n in reservation_nodes(snapshot) if n.placeable and matches(job, n, None)]
+    fitting = best_fit(job, usable, now=snapshot.now)
+    if job.gang_size > 1:
+        return fitting[: job.gang_size] if len(fitting) >= job.gang_size else []
+    return fitting
+
+
+def reservation_misfit(job: Job, reservation: CapacityReservation) -> str | None:
+    """How ``job``'s request exceeds what ``reservation`` books, in words (None: it fits): its kind and model, devices
+    and GiB per node, and nodes (a gang: at most the reservation's node count)."""
+    kind = reservation.kind
+    wanted = model_of_key(job.gpu_model)
+    if job.kind.lower() != kind.lower():
+        return f"it books {kind}s, the job asks for {job.kind}s"
+    if wanted and reservation.model and model_key(reservation.model) != model_key(wanted):
+        return f"it books {kind} model {reservation.model}, the job asks for {wanted}"
+    if job.devices > reservation.devices or job.memory_gb > reservation.memory_gb:
+        return (
+            f"it books {reservation.devices} {kind}s and {reservation.memory_gb} GiB per node, the job asks for "
+            f"{job.devices} and {job.memory_gb} GiB"
+        )
+    if job.gang_size > len(reservation.nodes):
+        count = len(reservation.nodes)
+        return f"it books {count} node{'s' if count != 1 else ''}, the job asks for {job.gang_size}"
+    return None
+
+
+def reservation_refusal(snapshot: Snapshot) -> ReservationGone | WindowOver | None:
+    """Why a waiting job of a capacity reservation can no longer run in it (None: it still may): the reservation is
+    gone (cancelled), or its window is over. Unknown (no reservation store to ask, or no reservation named): None."""
+    if not snapshot.job.reservation:
+        return None
+    seen = snapshot.reservation_seen()
+    name = reservation_name(snapshot.job.reservation)
+    if not seen.known:
+        return None
+    if seen.found is None:
+        return ReservationGone(name)
+    return WindowOver(name, seen.found.end) if snapshot.now >= seen.found.end else None
+
+
+def _reservation_inadmissible(snapshot: Snapshot) -> Inadmissible | None:
+    """Why a job of a capacity reservation can never run in it (None: it may): :func:`reservation_refusal`, or the
+    job asks for more than it books. Unknown (no reservation store to ask): admissible."""
+    refused = reservation_refusal(snapshot)
+    found = snapshot.reservation_seen().found
+    if refused is not None or found is None:
+        return refused
+    misfit = reservation_misfit(snapshot.job, found)
+    return None if misfit is None else OutsideReservation(reservation_name(snapshot.job.reservation), misfit)
+
+
+def _reservation_waiting(snapshot: Snapshot) -> WaitingReason:
+    """Why a job of a capacity reservation waits: its window opens later, or its reservation's other jobs hold the
+    devices it books."""
+    job, now = snapshot.job, snapshot.now
+    name = reservation_name(job.reservation)
+    found = snapshot.reservation_seen().found
+    if found is not None and now < found.start:
+        return BeforeWindow(name, found.start)
+    nodes = reservation_nodes(snapshot)
+    bookings = [b for n in nodes if (b := own_booking(n, job.reservation)) is not None]
+    if bookings and now < min(b.start for b in bookings):
+        return BeforeWindow(name, min(b.start for b in bookings))
+    booked = max((b.devices for b in bookings), default=0)
+    unused = [booked_unused(n, b) for n in nodes if (b := own_booking(n, job.reservation)) is not None]
+    squatted = any(d >= job.devices and m >= job.memory_gb for d, m in unused)
+    return ReservationFull(job.kind, name, booked, squatted)
+
+
+def reservation_name(ref: str) -> str:
+    """A reservation's name from its ref (``capacityReservations/{rg}/{name}``)."""
+    return ref.rsplit("/", 1)[-1]
+
+
+def _booked_out(job: Job, nodes: Sequence[Node], now: float) -> RunsIntoBooking | None:
+    """When ``nodes`` have room now but none beside the bookings the job would run into: why (the earliest window in
+    the way); None otherwise."""
+    if not nodes or any(has_room(job, n, now) for n in nodes):
+        return None
+    windows = [b.start for n in nodes for b in blocking(n, *(run_span(job, n, now) or (now, now)))]
+    if not windows:
+        return None
+    return RunsIntoBooking(job.kind, job.devices, min(windows), job.max_duration_seconds // 60)
 
 
 def within(job: Job, currencies: frozenset[str] | None) -> Within:
@@ -475,13 +803,18 @@ def matches(job: Job, node: Node, terms: Within) -> bool:
     )
 
 
-def gang_groups(job: Job, nodes: Iterable[Node], terms: Within) -> list[list[Node]]:
-    """The nodes among ``nodes`` a part of ``job`` fits on (:func:`matches`), grouped as a gang must be placed — one
-    accelerator model, location, price and platform (backend type, cluster, partition: on a Slurm cluster a gang is
-    one job of one partition) — each group best fit first, the groups in the order of their best node."""
+def gang_groups(job: Job, nodes: Iterable[Node], terms: Within, *, now: float | None = None) -> list[list[Node]]:
+    """The nodes among ``nodes`` a part of ``job`` fits on (:func:`matches`; with ``now``, also its :func:`room` there
+    beside the nodes' bookings), grouped as a gang must be placed — one accelerator model, location, price and
+    platform (backend type, cluster, partition: on a Slurm cluster a gang is one job of one partition) — each group
+    best fit first, the groups in the order of their best node."""
+
+    def free(n: Node) -> tuple[int, int]:
+        return (n.free_devices, n.free_memory_gb) if now is None else room(job, n, now)
+
     fitting = sorted(
-        (n for n in nodes if matches(job, n, terms)),
-        key=lambda n: fit_key(n.free_devices, n.free_memory_gb, job.devices, job.memory_gb),
+        (n for n in nodes if matches(job, n, terms) and (now is None or has_room(job, n, now))),
+        key=lambda n: fit_key(*free(n), job.devices, job.memory_gb),
     )
     groups: dict[tuple[str, str, BillingTerms, str, str, str], list[Node]] = {}
     for node in fitting:
@@ -492,10 +825,11 @@ def gang_groups(job: Job, nodes: Iterable[Node], terms: Within) -> list[list[Nod
     return list(groups.values())
 
 
-def gang_fit(job: Job, nodes: Iterable[Node], terms: Within) -> list[Node] | None:
+def gang_fit(job: Job, nodes: Iterable[Node], terms: Within, *, now: float = 0.0) -> list[Node] | None:
     """The ``job.gang_size`` nodes a gang goes to: the best of the first group (:func:`gang_groups`) with room for
-    every part; None when no group has."""
-    return next((g[: job.gang_size] for g in gang_groups(job, nodes, terms) if len(g) >= job.gang_size), None)
+    every part at ``now`` beside the nodes' bookings; None when no group has."""
+    groups = gang_groups(job, nodes, terms, now=now)
+    return next((g[: job.gang_size] for g in groups if len(g) >= job.gang_size), None)
 
 
 # ----------------------------------------------------------------------------------------------- admission
@@ -505,6 +839,8 @@ def inadmissible(snapshot: Snapshot) -> Inadmissible | None:
     for a gang, too few of one model, location and price; a quota below what it asks on every shape that could hold
     it; a price ceiling that admits no terms."""
     job = snapshot.job
+    if job.reservation and (refused := _reservation_inadmissible(snapshot)) is not None:
+        return refused
     shapes = snapshot.fleet_shapes()
     if not shapes:
         return NoNodes()
@@ -565,6 +901,8 @@ def waiting(snapshot: Snapshot) -> WaitingReason:
     budgets = snapshot.budgets_seen()
     if budgets.refusal is not None:
         return BudgetSpent(budgets.refused_by, budgets.refusal)
+    if snapshot.job.reservation:
+        return _reservation_waiting(snapshot)
     if snapshot.job.gang_size > 1:
         return _gang_waiting(snapshot, budgets)
     return _single_waiting(snapshot, budgets)
@@ -593,7 +931,7 @@ def _single_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
     else:
         if full or (not room and (full := _quota_wherever(snapshot, job.devices))):
             return QuotaFull(job.kind, QuotaSeen.of(full[0]), job.devices)
-    return NoRoom(job.kind, job.devices, job.memory_gb, job.vendor)
+    return _booked_out(job, room, snapshot.now) or NoRoom(job.kind, job.devices, job.memory_gb, job.vendor)
 
 
 def _gang_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
@@ -609,6 +947,10 @@ def _gang_waiting(snapshot: Snapshot, budgets: Budgets) -> WaitingReason:
         walls = _quota_wherever(snapshot, total)
     if walls:
         return QuotaFull(job.kind, QuotaSeen.of(walls[0]), job.devices, job.gang_size)
+    if room_for_all and not any(len(g) >= job.gang_size for g in gang_groups(job, nodes, terms, now=snapshot.now)):
+        booked = _booked_out(job, room_for_all[0], snapshot.now)
+        if booked is not None:
+            return booked
     return GangNoRoom(job.kind, job.gang_size, job.devices, job.memory_gb)
 
 
@@ -644,14 +986,20 @@ class PreemptionTargets:
     victims: tuple[Job, ...]
 
 
+#: The bound a job of a capacity reservation reads preemption candidates below: above every priority (0-9) — in the
+#: index's sort-key text order too (``"9#..." < "90"``) — since it may stop any preemptible work on its booking.
+ANY_PRIORITY = 90
+
+
 def may_preempt(job: Job, budgets: Budgets) -> bool:
     """Whether ``job`` (waiting, as read) may preempt now (domain/preemption.py): of one node (a gang neither preempts
-    nor is preempted), priority above 0 (nothing is lower), its budgets allowing it, no node held for it already."""
+    nor is preempted), priority above 0 (nothing is lower) — or run in a capacity reservation, whose booked devices
+    preemptible work only borrows — its budgets allowing it, no node held for it already."""
     return (
         job.drain_node is None
         and budgets.refusal is None
         and job.status == JobStatus.PENDING
-        and job.priority > 0
+        and (job.priority > 0 or bool(job.reservation))
         and job.gang_size == 1
     )
 
@@ -659,12 +1007,13 @@ def may_preempt(job: Job, budgets: Budgets) -> bool:
 def preemptible_by(job: Job, found: Iterable[Job]) -> list[Job]:
     """The workloads among ``found`` (the index's candidates, in its order) ``job`` may stop: they said they may be
     preempted and hold capacity now (``Job.preemption_candidate``), their priority is strictly lower, they are
-    ``Scheduled`` or ``Running`` and of its subscription (the index holds only those; checked again here)."""
+    ``Scheduled`` or ``Running`` and of its subscription (the index holds only those; checked again here). A job of a
+    capacity reservation may stop any of them not run in its reservation, whatever their priority."""
     return [
         v
         for v in found
         if v.preemption_candidate
-        and v.priority < job.priority
+        and (v.priority < job.priority or (bool(job.reservation) and v.reservation != job.reservation))
         and v.status in (JobStatus.SCHEDULED, JobStatus.RUNNING)
         and v.key.subscription_id == job.key.subscription_id
     ]
@@ -678,6 +1027,8 @@ def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
     job, budgets = snapshot.job, snapshot.budgets_seen()
     if not may_preempt(job, budgets):
         return None
+    if job.reservation:
+        return _reservation_targets(snapshot)
     victims = preemptible_by(job, snapshot.preemption_candidates())
     terms = within(job, budgets.currencies)
     rooms: list[preemption.Room] = []
@@ -699,13 +1050,44 @@ def preemption_targets(snapshot: Snapshot) -> PreemptionTargets | None:
     return PreemptionTargets(chosen[0].node, tuple(by_key[v.key] for v in chosen[1]))
 
 
+def _reservation_targets(snapshot: Snapshot) -> PreemptionTargets | None:
+    """For a job of a capacity reservation, in its window: the node of its reservation and the preemptible work there
+    (:func:`squats`) whose stopping gives it room in its booking (domain/preemption.py ``choose``: the fewest victims);
+    None when its booking has no room for it there whatever is stopped (its reservation's other jobs hold it)."""
+    job, now = snapshot.job, snapshot.now
+    rooms: list[preemption.Room] = []
+    nodes = [n for n in reservation_nodes(snapshot) if n.placeable and matches(job, n, None)]
+    for node in nodes[: preemption.MAX_NODES]:
+        booking = own_booking(node, job.reservation)
+        if booking is None or not booking.start <= now < booking.end:
+            continue
+        unused_devices, unused_memory = booked_unused(node, booking)
+        if unused_devices < job.devices or unused_memory < job.memory_gb:
+            continue
+        aside = [booked_unused(node, b) for b in blocking(node, now, booking.end, own=job.reservation)]
+        free_devices = node.free_devices - sum(d for d, _ in aside)
+        rooms.append(preemption.Room(node.key, free_devices, node.free_memory_gb - sum(m for _, m in aside)))
+    victims = [
+        (v, room.node)
+        for v in preemptible_by(job, snapshot.preemption_candidates())
+        for room in rooms
+        if room.node.same(v.node_key)
+    ]
+    candidates = [preemption.Victim(v.key, node, v.devices, v.memory_gb, v.priority) for v, node in victims]
+    chosen = preemption.choose(job.devices, job.memory_gb, rooms, candidates)
+    if chosen is None or not chosen[1]:
+        return None
+    by_key = {v.key: v for v, _ in victims}
+    return PreemptionTargets(chosen[0].node, tuple(by_key[v.key] for v in chosen[1]))
+
+
 # ----------------------------------------------------------------------------------------------- starvation
 def starving(job: Job, now: float, starvation_seconds: float) -> bool:
     """Whether ``job`` (the first waiting, as read) starves (placement.py, "No starvation"): of one node (a gang cannot
-    use one drained node), no node held for it yet, not ended, and waiting ``starvation_seconds`` since it was
+    use one drained node), not run in a capacity reservation, no node held for it yet, not ended, and waiting ``starvation_seconds`` since it was
     submitted, at ``now`` (epoch seconds)."""
-    if job.drain_node is not None or job.status.final or job.gang_size > 1:
-        return False
+    if job.drain_node is not None or job.status.final or job.gang_size > 1 or job.reservation:
+        return False  # a job of a capacity reservation waits for its window and its booking, never another node
     submitted = datetime.fromisoformat(job.submitted_at.replace("Z", "+00:00")).timestamp()
     return now - submitted >= starvation_seconds
 

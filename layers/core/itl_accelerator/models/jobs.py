@@ -192,6 +192,7 @@ _SPEC_FIELDS = (
     "retry_strategy",
     "preemptible",
     "preempt_mode",
+    "capacity_reservation_id",
 )
 _FLAT_FIELDS = {
     "status": "status",
@@ -345,8 +346,12 @@ class SparkJobPropertiesWrite(ApiModel):
     retry_strategy: RetryStrategy | None = None
     preemptible: bool = Field(strict=True, default=False)
     preempt_mode: PreemptMode | None = None
+    #: the ARM id of a capacity reservation of the subscription it runs in (issue 44): only on its nodes, inside its
+    #: window, out of its booked devices, billed nothing more (services/api/jobs.py checks it)
+    capacity_reservation_id: str | None = Field(default=None, min_length=1, max_length=1024)
     status: str | None = None
     # read-only, accepted so a GET body can be sent back
+    capacity_reservation_ends_at: str | None = None
     attempt: int | None = None
     attempts: list[dict[str, Any]] | None = None
     preempted_by: str | None = None
@@ -506,6 +511,8 @@ class SparkJobWrite(ApiModel):
             del spec["retryStrategy"]  # likewise
         else:
             spec["retryStrategy"] = p.retry_strategy.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if p.capacity_reservation_id is None:
+            del spec["capacityReservationId"]  # likewise
         if p.preemptible:
             spec["preemptMode"] = p.preempt_mode or "Cancel"
         else:  # likewise: a job that may not be preempted says nothing of it
@@ -590,6 +597,10 @@ class SparkJobProperties(ApiModel):
     preempt_mode: PreemptMode | None = None
     preempted_by: str | None = None
     preempted_at: str | None = None
+    #: the capacity reservation it runs in (its ARM id), and — once placed — when its window ends (UTC ISO 8601): the
+    #: job is stopped then, its ``statusReason`` starting ``ReservationEnded:``
+    capacity_reservation_id: str | None = None
+    capacity_reservation_ends_at: str | None = None
     logs_url: str | None = None
     cancel_requested_by: str | None = None
     cancel_requested_at: str | None = None

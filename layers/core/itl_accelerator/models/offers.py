@@ -63,6 +63,18 @@ class BudgetAllowance(ApiModel):
     excluded_currencies: list[str] = []
 
 
+class EarliestStart(ApiModel):
+    """When a job of ``devices`` per node on ``nodes`` nodes running ``durationMinutes`` would start at the earliest on
+    the offer's nodes (domain/calendar.py: running work ends by its maximum duration, capacity reservations block their
+    windows): ``startTime`` (UTC ISO 8601), null when it cannot be known — ``reason`` says why."""
+
+    devices: int
+    nodes: int
+    duration_minutes: int
+    start_time: str | None = None
+    reason: str | None = None
+
+
 class OfferProperties(ApiModel):
     accelerator: OfferAccelerator
     location: str
@@ -75,6 +87,8 @@ class OfferProperties(ApiModel):
     quota: QuotaHeadroom | None = None
     budget: BudgetAllowance
     allowed_now: int
+    #: asked with ``devices`` and ``durationMinutes`` only
+    earliest_start: EarliestStart | None = None
 
 
 class Offer(ApiModel):

@@ -14,6 +14,7 @@ from itl_accelerator.api.responses import errors, page_response
 from itl_accelerator.api.routing import ArmRoute, DeferredRouter, requires
 from itl_accelerator.auth import rbac
 from itl_accelerator.models.offers import OfferList
+from itl_accelerator.services.api.offers import WindowAsked
 
 router = DeferredRouter(tags=["offers"], route_class=ArmRoute)
 
@@ -26,6 +27,27 @@ ResourceGroup = Annotated[
     ),
 ]
 
+#: The longest ``durationMinutes``: a job's longest ``maxDurationMinutes`` (models/jobs.py ``MAX_DURATION_MINUTES``, 30
+#: days; not imported: this route's function loads no job model — tests/unit/test_cold_start_imports.py)
+MAX_DURATION_MINUTES = 30 * 24 * 60
+
+Devices = Annotated[
+    int | None,
+    Query(
+        ge=1, le=64, description="Devices per node of the job the earliest window is asked for (with durationMinutes)."
+    ),
+]
+DurationMinutes = Annotated[
+    int | None,
+    Query(
+        alias="durationMinutes",
+        ge=1,
+        le=MAX_DURATION_MINUTES,
+        description="How long that job runs (its maxDurationMinutes): each offer then says its earliestStart.",
+    ),
+]
+Nodes = Annotated[int | None, Query(ge=1, le=16, description="Nodes of that job (a gang's; default 1).")]
+
 
 @router.get(
     paths.OFFERS,
@@ -34,7 +56,8 @@ ResourceGroup = Annotated[
     response_model=OfferList,
     responses=errors(e.InvalidParameter, e.AuthorizationFailed, e.ResourceNotFound),
     summary="What a job submitted now could get in a location, per accelerator kind and model: the largest request "
-    "placed at once on one node, nodes, prices per device-hour, and what quotas and budgets allow.",
+    "placed at once on one node, nodes, prices per device-hour, and what quotas and budgets allow; with devices and "
+    "durationMinutes, the earliest a job of that shape and duration would start (earliestStart).",
 )
 def list_offers(
     subscriptionId: str,
@@ -42,6 +65,10 @@ def list_offers(
     ctx: ContextDep,
     c: WiringDep,
     resource_group: ResourceGroup = None,
+    devices: Devices = None,
+    duration_minutes: DurationMinutes = None,
+    nodes: Nodes = None,
     api_version: ApiVersion = None,
 ) -> Any:
-    return page_response(c.offers.in_location(ctx, subscriptionId, location, resource_group), None)
+    window = WindowAsked.of(devices, duration_minutes, nodes)
+    return page_response(c.offers.in_location(ctx, subscriptionId, location, resource_group, window), None)

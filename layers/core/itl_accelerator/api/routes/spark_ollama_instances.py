@@ -40,6 +40,7 @@ CREATE_ERRORS = (
     e.Conflict,
     e.AnotherOperationInProgress,
     e.InsufficientCapacity,
+    e.CapacityReserved,
     e.AcceleratorNotSupported,
     e.QuotaExceeded,
     e.BudgetExceeded,

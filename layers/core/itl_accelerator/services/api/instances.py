@@ -2,7 +2,9 @@
 
 Rules: ARM_CONTRACT.md 11-18 and DESIGN.md capacity: accepting a create reserves GPUs and GPU memory on the node
 (conditional update) in the same transaction as the instance, its operation and its audit event; a request that
-cannot fit → 409 ``InsufficientCapacity`` with what is free; a node that is not ``Available`` → 409
+cannot fit → 409 ``InsufficientCapacity`` with what is free; one that fits now but would take devices a capacity
+reservation booked for a window to come (an instance holds its devices open-ended) → 409 ``CapacityReserved`` naming
+the windows (issue 44); a node that is not ``Available`` → 409
 ``NodeNotAvailable``; a write while an operation runs → 409 ``AnotherOperationInProgress``; an identical retry of a
 create → the same operation. The work itself is done by the provision/deprovision state machines
 (services/workflows/instance_steps.py). Once the accepting transaction has committed the answer is 202 whatever
@@ -30,11 +32,13 @@ from itl_accelerator.domain.records import (
     ResourceKey,
     node_key,
 )
+from itl_accelerator.domain.scheduling import open_ended_refusal, utc
 from itl_accelerator.domain.states import INSTANCE_IN_FLIGHT, Availability, OperationKind, ProvisioningState
 from itl_accelerator.domain.usage import MeterEnd
 from itl_accelerator.errors import (
     AcceleratorNotSupported,
     AnotherOperationInProgress,
+    CapacityReserved,
     Conflict,
     InvalidParameter,
     NodeNotAvailable,
@@ -308,6 +312,13 @@ class SparkOllamaInstanceService:
         capacity = Capacity.of(node_record)
         if not capacity.fits(spec.gpus, spec.memory_gb):
             raise insufficient(node, capacity.free_devices, capacity.free_memory_gb, spec.gpus, spec.memory_gb)
+        booked = open_ended_refusal(node_record, spec.gpus, spec.memory_gb, self._clock())
+        if booked:  # an instance holds its devices open-ended: never into a capacity reservation's window (issue 44)
+            windows = ", ".join(f"{utc(b.start)} to {utc(b.end)} ({b.devices} GPUs)" for b in booked)
+            raise CapacityReserved(
+                f"The node '{node}' has {spec.gpus} GPUs free now, but capacity reservations booked its devices from "
+                f"{windows}; an instance holds its GPUs until it is deleted, so it cannot take them."
+            )
         now = datetime.fromtimestamp(self._clock(), UTC)
         budgets = covering(
             self._kernel.repositories.budgets.in_subscription(key.subscription_id), now, key.resource_group, {}

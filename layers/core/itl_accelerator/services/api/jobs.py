@@ -22,9 +22,10 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms
 from itl_accelerator.domain.accelerators import GPU, accelerator_key, job_vendor
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, undominated
-from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey
+from itl_accelerator.domain.records import Job, Lease, Operation, ResourceKey, reservation_key
 from itl_accelerator.domain.retries import RetryStrategy
 from itl_accelerator.domain.runs import JobRun
+from itl_accelerator.domain.scheduling import reservation_misfit, utc
 from itl_accelerator.domain.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -32,7 +33,13 @@ from itl_accelerator.domain.states import (
     OperationKind,
     ProvisioningState,
 )
-from itl_accelerator.errors import AnotherOperationInProgress, BadRequest, Conflict, PropertyChangeNotAllowed
+from itl_accelerator.errors import (
+    AnotherOperationInProgress,
+    BadRequest,
+    Conflict,
+    InvalidParameter,
+    PropertyChangeNotAllowed,
+)
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.models.jobs import (
     SECRET_MASK,
@@ -42,7 +49,7 @@ from itl_accelerator.models.jobs import (
     spec_fingerprint,
 )
 from itl_accelerator.repositories.errors import SubscriptionNotWritable, WorkloadChanged
-from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import CapacityReservationRepository, Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.budgets import view as budget_view
@@ -105,7 +112,9 @@ def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
 
 
 class SparkJobService:
-    """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones."""
+    """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones;
+    ``reservations``: the capacity reservations a job may name (None: not wired — a named one is then checked for its
+    shape only, and placement judges the rest)."""
 
     def __init__(
         self,
@@ -113,8 +122,10 @@ class SparkJobService:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
+        reservations: CapacityReservationRepository | None = None,
     ):
         self._kernel = kernel
+        self._reservations = reservations
         self._clock = clock
         self._jobs = kernel.repositories.jobs
         self._jobs_budgets = kernel.repositories.budgets
@@ -244,6 +255,7 @@ class SparkJobService:
         if said.refusal is not None:
             raise said.refusal
         job, operation, audit = self._submitted(ctx, key, body, spec, fingerprint, said.currencies)
+        self._check_reservation(job)
         try:
             self._jobs.submit(job, operation, audit)
         except WorkloadChanged as exc:
@@ -265,6 +277,38 @@ class SparkJobService:
             poll_after(OperationKind.JOB, 0, self._settings),
             True,
         )
+
+    def _check_reservation(self, job: Job) -> None:
+        """A job naming a capacity reservation (issue 44, "Jobs in a reservation"): 400 ``InvalidParameter`` (target
+        ``properties.capacityReservationId``) when the id is not a ``capacityReservations`` resource's of the job's
+        subscription, or — the reservation read (one ``GetItem``) — it does not exist, its window is over, or the job
+        asks for more than it books (domain/scheduling.py ``reservation_misfit``: kind, model, devices and GiB per
+        node, nodes)."""
+        named = job.capacity_reservation_id
+        if named is None:
+            return
+        target = "properties.capacityReservationId"
+        key = reservation_key(named)
+        if key is None or key.subscription_id.lower() != job.key.subscription_id.lower():
+            raise InvalidParameter(
+                f"{target} must be the ARM id of a capacity reservation of the job's subscription "
+                f"(/subscriptions/{job.key.subscription_id}/resourceGroups/{{resourceGroup}}/providers/"
+                "ITL.Accelerator/capacityReservations/{name}).",
+                target=target,
+            )
+        if self._reservations is None:
+            return
+        found = self._reservations.get(key)
+        if found is None:
+            raise InvalidParameter(f"The capacity reservation '{key.name}' does not exist.", target=target)
+        if self._clock() >= found.end:
+            raise InvalidParameter(
+                f"The window of the capacity reservation '{key.name}' ended at {utc(found.end)}.", target=target
+            )
+        if (misfit := reservation_misfit(job, found)) is not None:
+            raise InvalidParameter(
+                f"The job asks for more than the capacity reservation '{key.name}' books: {misfit}.", target=target
+            )
 
     def _submitted(
         self,
@@ -307,6 +351,11 @@ class SparkJobService:
                     "accelerator": wanted.model_dump(mode="json", by_alias=True, exclude_none=True),
                     **({"gpuModel": props.gpu_model} if props.gpu_model and wanted.kind == GPU else {}),
                     **({"maxPrice": spec["maxPrice"]} if spec.get("maxPrice") else {}),
+                    **(
+                        {"capacityReservationId": props.capacity_reservation_id}
+                        if props.capacity_reservation_id
+                        else {}
+                    ),
                     "priceCeiling": ceiling.as_properties(wanted.kind),
                     "statusReason": "Submitted; waiting for admission.",
                     "gpuSeconds": 0,

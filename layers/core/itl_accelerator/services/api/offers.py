@@ -17,12 +17,21 @@ covering work there decide (a spent budget that refuses new allocations: nothing
 only nodes billing in it are offered); without, only budgets covering every resource group do. ``largestMultiNode``:
 the most whole free nodes of one model and price a gang gets now (services/common/placement.py, "Gangs"), from one
 more read of the placement index — null below two. Needs ``sparkJobs/write``: offers are for those who submit.
+
+**The earliest window** (issue 44, "When a waiting job will start"). Asked for a shape and a duration (``devices``
+per node, ``durationMinutes``, ``nodes`` — :class:`WindowAsked`), each offer says when such a job would start at the
+earliest (``earliestStart``): the capacity calendar (domain/calendar.py ``earliest_window``: running work ends by its
+maximum duration, instances and work without one never, capacity reservations block their windows) of the placement
+index's page of the offer's nodes whatever their room, within the prices and currencies it offers — one more read per
+offer, the one placement's start estimates make; null with a reason where it cannot be known.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -32,14 +41,43 @@ from itl_accelerator.arm import parse_location, validate_resource_group, validat
 from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import kind_of_key, model_of_key, vendor_key
+from itl_accelerator.domain.calendar import earliest_window
 from itl_accelerator.domain.quotas import QuotaUsage, quota_names
 from itl_accelerator.domain.records import GANG_CANDIDATE_PAGES, MAX_GANG_NODES, Demand, FleetShape
+from itl_accelerator.domain.scheduling import utc
+from itl_accelerator.errors import InvalidParameter
 from itl_accelerator.repositories.protocols import BudgetRepository, NodeRepository, QuotaRepository
 from itl_accelerator.services.common.access import Access, Target
 from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.context import CallContext
 
 TYPE = f"{PROVIDER_NAMESPACE}/locations/offers"
+
+
+@dataclass(frozen=True)
+class WindowAsked:
+    """The shape and duration an offer's ``earliestStart`` answers for: ``devices`` per node on ``nodes`` nodes (a
+    gang's parts) for ``duration_minutes``."""
+
+    devices: int
+    duration_minutes: int
+    nodes: int = 1
+
+    @classmethod
+    def of(cls, devices: int | None, duration_minutes: int | None, nodes: int | None) -> WindowAsked | None:
+        """From the query (None: none asked); 400 ``InvalidParameter`` when ``devices`` and ``durationMinutes`` are not
+        given together, or ``nodes`` without them."""
+        if devices is None and duration_minutes is None:
+            if nodes is not None:
+                raise InvalidParameter("nodes applies with devices and durationMinutes.", target="nodes")
+            return None
+        if devices is None or duration_minutes is None:
+            missing = "devices" if devices is None else "durationMinutes"
+            raise InvalidParameter(
+                f"The earliest window is asked with devices and durationMinutes together; {missing} is missing.",
+                target=missing,
+            )
+        return cls(devices, duration_minutes, nodes or 1)
 
 
 class OfferService:
@@ -60,10 +98,16 @@ class OfferService:
         self._clock = clock
 
     def in_location(
-        self, ctx: CallContext, subscription_id: str, location: str, resource_group: str | None = None
+        self,
+        ctx: CallContext,
+        subscription_id: str,
+        location: str,
+        resource_group: str | None = None,
+        window: WindowAsked | None = None,
     ) -> list[dict[str, Any]]:
-        """The offers of ``location``, by kind then model (``{"id", "name", "type", "properties"}`` each). 400 for a
-        malformed location; 404 outside the caller's scopes; 403 (audited) without ``sparkJobs/write``."""
+        """The offers of ``location``, by kind then model (``{"id", "name", "type", "properties"}`` each), each with
+        its ``earliestStart`` for ``window`` when asked. 400 for a malformed location; 404 outside the caller's
+        scopes; 403 (audited) without ``sparkJobs/write``."""
         validate_subscription_id(subscription_id)
         where = parse_location(location)
         groups = ctx.principal.resource_groups_in(subscription_id)
@@ -91,8 +135,51 @@ class OfferService:
         offers = []
         for key, vendor in sorted(by_key, key=lambda kv: (kind_of_key(kv[0]), model_of_key(kv[0]), kv[1])):
             group = by_key[(key, vendor)]
-            offers.append(self._offer(subscription_id, where, key, group, quotas, budget, named=key in shared))
+            offer = self._offer(subscription_id, where, key, group, quotas, budget, named=key in shared)
+            if window is not None:
+                offer["properties"]["earliestStart"] = self._earliest(
+                    subscription_id, where, key, group, budget, window
+                )
+            offers.append(offer)
         return offers
+
+    def _earliest(
+        self,
+        subscription_id: str,
+        location: str,
+        key: str,
+        shapes: list[FleetShape],
+        budget: dict[str, Any],
+        window: WindowAsked,
+    ) -> dict[str, Any]:
+        """When a job of ``window``'s shape and duration would start at the earliest on the offer's nodes (module
+        docstring, "The earliest window"): ``startTime`` (UTC ISO 8601; null: ``reason`` says why) and what was asked."""
+        asked = {"devices": window.devices, "nodes": window.nodes, "durationMinutes": window.duration_minutes}
+        currencies: list[str] | None = budget["currencies"]
+        priced = tuple(
+            s.terms for s in shapes if s.terms is not None and (currencies is None or s.terms.currency in currencies)
+        )
+        kind, vendor = kind_of_key(key), next((s.vendor for s in shapes if s.vendor), None)
+        if budget["refusal"] or not priced:
+            return {
+                **asked,
+                "startTime": None,
+                "reason": budget["refusal"] or "No node it offers bills in a currency the budgets count.",
+            }
+        demand = Demand(0, 0, key, location, within=priced, kind=kind, vendor=vendor)
+        nodes = self._nodes.candidates(
+            subscription_id, demand, pages=GANG_CANDIDATE_PAGES if window.nodes > 1 else None
+        )
+        now = self._clock()
+        found = earliest_window(nodes, window.devices, window.duration_minutes * 60.0, now, window.nodes)
+        if found is None:
+            return {
+                **asked,
+                "startTime": None,
+                "reason": "Work without a maximum duration (an instance, or a job without maxDurationMinutes) holds "
+                "the nodes that could take it, or too few such nodes exist.",
+            }
+        return {**asked, "startTime": utc(math.ceil(found[0])), "reason": None}
 
     # ----------------------------------------------------------------------------------------------- one offer
     def _offer(

@@ -26,6 +26,15 @@ Rules (issue: sparkJobs, Placement):
   all reserved in one transaction or none: never half placed, nothing held while it waits. The candidates are the
   same bounded reads of the placement index (a gang of *n* needs *n* of them in one page); its quota is counted
   once, for all its devices. A gang neither preempts nor is preempted (a part stopped stops the whole).
+- **Capacity reservations** (issue 44; the pure rules: domain/scheduling.py ``room``). A node's room for a job is
+  what is free now less every other reservation's booking in force at any time of the job's run (until its maximum
+  duration; from now on without one): a job that ends before a window opens may use its devices (backfill), one that
+  would run into it waits, saying so. A job that names a reservation (``capacityReservationId``) goes only to its
+  nodes, inside its window, out of its booking (its hold says so, so the calendar does not count it twice), for at
+  most the rest of the window (``capacityReservationEndsAt``: the tracker stops it then), billed nothing more
+  (terms priced 0 in the reservation's currency; its meter names the reservation). Read: the reservation (one
+  ``GetItem``) and its nodes (one each) — or, with no reservation store wired, the index's candidates holding its
+  booking.
 - **Preemption.** Before that drain, the first waiting jobs in that order that may preempt (at most
   :data:`PREEMPTION_TRIES`: not a gang, not priority 0, not refused by a budget — so such a job never shields the work
   behind it) may stop lower-priority jobs of their subscription that agreed to it (domain/preemption.py: the rules),
@@ -38,6 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TypeVar
 
 from itl_accelerator.billing.metering import BillingTerms, terms_properties
@@ -52,6 +62,7 @@ from itl_accelerator.domain.records import (
     Node,
     Reservation,
     ResourceKey,
+    reservation_key,
 )
 from itl_accelerator.domain.scheduling import (
     Budgets,
@@ -62,7 +73,9 @@ from itl_accelerator.domain.scheduling import (
     ReadNode,
     ReadPreemptible,
     ReadQuotas,
+    ReadReservation,
     ReadShapes,
+    ReservationSeen,
     Snapshot,
     Unread,
     WaitingReason,
@@ -83,7 +96,7 @@ from itl_accelerator.repositories.errors import (
     StoreBusy,
     WorkloadChanged,
 )
-from itl_accelerator.repositories.protocols import Effects, Expect
+from itl_accelerator.repositories.protocols import CapacityReservationRepository, Effects, Expect
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.budgets import BudgetView
@@ -143,7 +156,8 @@ def best_fit_key(capacity: Capacity, devices: int, memory_gb: int) -> tuple[int,
 class Placement:
     """See the module docstring: reads a :class:`~itl_accelerator.domain.scheduling.Snapshot` (each part when a
     decision first needs it, :meth:`_decide`), asks domain/scheduling.py to decide, and writes what it decided.
-    ``clock`` returns epoch seconds."""
+    ``clock`` returns epoch seconds; ``reservations``: the capacity reservations jobs may name (None: not wired — a
+    job's reservation is then known only by the bookings on the index's candidates)."""
 
     def __init__(
         self,
@@ -151,8 +165,10 @@ class Placement:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
+        reservations: CapacityReservationRepository | None = None,
     ):
         self._kernel = kernel
+        self._reservations = reservations
         self._jobs = kernel.repositories.jobs
         self._nodes = kernel.repositories.nodes
         self._quotas = kernel.repositories.quotas
@@ -192,8 +208,20 @@ class Placement:
             case ReadNode(key=key):
                 return snapshot.with_node(key, self._nodes.get(key))
             case ReadPreemptible():
-                found = self._jobs.preemptible(subscription, job.kind, job.priority, preemption.MAX_CANDIDATES)
+                below = scheduling.ANY_PRIORITY if job.reservation else job.priority
+                found = self._jobs.preemptible(subscription, job.kind, below, preemption.MAX_CANDIDATES)
                 return replace(snapshot, preemptible=tuple(found))
+            case ReadReservation():
+                named = reservation_key(job.capacity_reservation_id)
+                if self._reservations is None or named is None:
+                    return replace(snapshot, reservation=ReservationSeen(None, known=False))
+                return replace(snapshot, reservation=ReservationSeen(self._reservations.get(named)))
+
+    def _snapshot(
+        self, job: Job, *, budgets: Budgets | None = None, shapes: tuple[FleetShape, ...] | None = None
+    ) -> Snapshot:
+        """A snapshot of ``job`` at the clock's now, with its ``budgets`` or fleet ``shapes`` read already."""
+        return Snapshot(job, budgets=budgets, shapes=shapes, now=self._clock())
 
     def _seen(self, view: BudgetView) -> Budgets:
         """``view`` as the scheduler sees it (domain/scheduling.py ``Budgets``): the refusing budget named."""
@@ -217,7 +245,7 @@ class Placement:
     def inadmissible(self, job: Job, shapes: list[FleetShape] | None = None) -> str | None:
         """Why no node of the subscription could ever hold ``job`` (None when one could), judged on the
         subscription's fleet ``shapes`` (read when not given: one ``Query``; domain/scheduling.py ``inadmissible``)."""
-        snapshot = Snapshot(job, shapes=None if shapes is None else tuple(shapes))
+        snapshot = self._snapshot(job, shapes=None if shapes is None else tuple(shapes))
         decided = self._decide(scheduling.inadmissible, snapshot)
         return None if decided is None else render(decided)
 
@@ -227,14 +255,16 @@ class Placement:
         return render(self._why_waiting(job, view or self._budget_view(job)))
 
     def _why_waiting(self, job: Job, view: BudgetView) -> WaitingReason:
-        return self._decide(scheduling.waiting, Snapshot(job, budgets=self._seen(view)))
+        return self._decide(scheduling.waiting, self._snapshot(job, budgets=self._seen(view)))
 
     # ----------------------------------------------------------------------------------------------- best fit
     def candidates(self, job: Job, within: Within = None) -> list[Node]:
         """Nodes that can take ``job`` now, billing within ``within`` when given (domain/scheduling.py ``within``),
         best fit first (domain/scheduling.py ``best_fit``)."""
+        if job.reservation:
+            return self._decide(scheduling.reservation_fit, self._snapshot(job))
         read = ReadCandidates(within)
-        return self._decide(lambda s: scheduling.best_fit(job, s.candidates_for(read)), Snapshot(job))
+        return self._decide(lambda s: scheduling.best_fit(job, s.candidates_for(read), now=s.now), self._snapshot(job))
 
     def place(self, ctx: CallContext, job: Job, view: BudgetView | None = None) -> Placed | None:
         """Reserve ``job``'s GPUs on the best-fitting node within its price ceiling and move it Pending → Scheduled,
@@ -244,7 +274,8 @@ class Placement:
         view = view or self._budget_view(job)
         if view.refusal is not None:
             return None
-        within = scheduling.within(job, view.currencies)
+        # a job of a capacity reservation pays through it: any price of its nodes
+        within = None if job.reservation else scheduling.within(job, view.currencies)
         if job.gang_size > 1:
             return self._place_gang(ctx, job, within)
         for node in self.candidates(job, within)[:MAX_ATTEMPTS]:
@@ -259,6 +290,8 @@ class Placement:
                     refreshed = self._nodes.get(node.key)
                     if refreshed is None or not scheduling.matches(job, refreshed, within):
                         break
+                    if not scheduling.has_room(job, refreshed, self._clock()):
+                        break  # a booking written since keeps its room (a reservation's window it would run into)
                     node = refreshed  # its pricing or shape changed since it was read: lock what is in force now
                 except (CapacityShortfall, NodeUnavailable, NodeMissing, QuotaExceeded):
                     break  # the index was behind, or the node's quotas are full: the next candidate
@@ -272,7 +305,7 @@ class Placement:
         placement index) — in one transaction, or nothing. None when no such set has room now, or the job changed."""
         read = ReadCandidates(within, GANG_CANDIDATE_PAGES)
         for _ in range(3):  # again on a busy store, or on the nodes as they are now
-            chosen = self._decide(lambda s: scheduling.gang_fit(job, s.candidates_for(read), within), Snapshot(job))
+            chosen = self._decide(lambda s: self._gang_fit(s, read, within), self._snapshot(job))
             if chosen is None:
                 return None
             try:
@@ -283,17 +316,32 @@ class Placement:
                 return None
         return None
 
+    @staticmethod
+    def _gang_fit(snapshot: Snapshot, read: ReadCandidates, within: Within) -> list[Node] | None:
+        """A gang's nodes: its reservation's (domain/scheduling.py ``reservation_fit``) or the index's best group."""
+        job = snapshot.job
+        if job.reservation:
+            return scheduling.reservation_fit(snapshot) or None
+        return scheduling.gang_fit(job, snapshot.candidates_for(read), within, now=snapshot.now)
+
     def _reserve(self, ctx: CallContext, job: Job, node: Node, more: tuple[Node, ...] = ()) -> Placed:
         """Reserve on ``node`` as read (and, for a gang, on each of ``more`` too, in the same transaction): the
         reservation is conditioned on the node's etag, so the billing terms the job locks are the ones in force at
         the moment of the reservation (billing/metering.py). Raises the repositories' typed errors
         (:class:`NodeChanged` when the node was written since it was read)."""
-        placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=node.terms)
+        placed = Placed(node=node.key, node_id=node.arm_id, owner=node.owner, terms=self._terms(job, node))
         parts = (node, *more)
         names = ", ".join(n.name for n in parts)
         backend = node.backend  # a gang's nodes share one platform (domain/scheduling.py gang_groups)
         platform = f"Slurm cluster '{backend.cluster}'" if backend.is_slurm else "the DGX Platform"
         reason = f"Placed on {names}; submitting to {platform}."
+        # the nodes' calendars: it holds them until its maximum duration from now (Slurm's start plus time limit;
+        # open-ended without one) — what a waiting job's estimated start reads (domain/calendar.py); a job of a
+        # capacity reservation at most until its window ends (it is stopped then)
+        until = int(self._clock()) + job.max_duration_seconds if job.max_duration_seconds else 0
+        window = scheduling.own_booking(node, job.reservation)
+        if window is not None:
+            until = min(until, window.end) if until else window.end
         scheduled = arm_rules.changed(
             ctx,
             job,
@@ -302,6 +350,7 @@ class Placement:
                 "assignedNode": placed.node_id,
                 "billingTerms": terms_properties(placed.terms, ctx.now_iso(), node.kind),
                 **({"assignedNodes": [n.arm_id for n in parts]} if more else {}),
+                **({"capacityReservationEndsAt": scheduling.utc(window.end)} if window is not None else {}),
             },
             status=JobStatus.SCHEDULED,
             capacity_reserved=True,
@@ -314,18 +363,11 @@ class Placement:
             gang_nodes=tuple(n.key for n in more),
             lease=Lease.owned(self._clock() + self._settings.workflow_lease_grace_seconds),
         )
-        # the nodes' calendars: it holds them until its maximum duration from now (Slurm's start plus time limit;
-        # open-ended without one) — what a waiting job's estimated start reads (domain/calendar.py)
-        until = int(self._clock()) + job.max_duration_seconds if job.max_duration_seconds else 0
         # a gang's quota is counted once, by its first part, for all its devices
         reservation = replace(
-            Reservation.on(node, job.devices, job.memory_gb, for_job=job.key, until=until),
-            quota_devices=job.devices * len(parts) if more else None,
+            self._reservation_on(job, node, until), quota_devices=job.devices * len(parts) if more else None
         )
-        others = tuple(
-            replace(Reservation.on(n, job.devices, job.memory_gb, for_job=job.key, until=until), quota=None)
-            for n in more
-        )
+        others = tuple(replace(self._reservation_on(job, n, until), quota=None) for n in more)
         self._jobs.update(
             job,
             scheduled,
@@ -336,6 +378,25 @@ class Placement:
         if job.drain_node is not None:
             self._nodes.set_draining(job.drain_node, None)
         return placed
+
+    @staticmethod
+    def _reservation_on(job: Job, node: Node, until: int) -> Reservation:
+        """``job``'s reservation of devices on ``node`` held ``until`` (epoch s; 0 open-ended); its hold names the
+        capacity reservation it runs in, whose booking its devices come out of (domain/records.py ``Hold``)."""
+        taken = Reservation.on(node, job.devices, job.memory_gb, for_job=job.key, until=until)
+        if not job.reservation or taken.hold is None:
+            return taken
+        return replace(taken, hold=replace(taken.hold, reservation=job.reservation))
+
+    def _terms(self, job: Job, node: Node) -> BillingTerms:
+        """The terms ``job`` locks on ``node``: the node's — or, run in a capacity reservation, which bills its window
+        whole, its terms priced 0 (in its currency: the reservation's, read once, or the node's when no reservation
+        store is wired)."""
+        if not job.reservation:
+            return node.terms
+        key = reservation_key(job.capacity_reservation_id)
+        found = self._reservations.get(key) if self._reservations is not None and key is not None else None
+        return replace(found.terms if found is not None else node.terms, price_per_gpu_hour=Decimal(0))
 
     # ----------------------------------------------------------------------------------------------- waiting jobs
     def dispatch(self, ctx: CallContext, subscription_id: str, *, refresh: bool = False) -> Dispatched:
@@ -352,6 +413,8 @@ class Placement:
             if job is None or job.status != JobStatus.PENDING or not job.task_token or job.cancel_requested:
                 continue
             view = self._budget_view(job, budgets)
+            if job.reservation and self._end_if_reservation_gone(job):
+                continue
             if self.place(ctx, job, view) is not None:
                 placed += 1
                 if not self._state_machines.complete_task(job.task_token, StepOutcome(placed=True).as_output()):
@@ -360,7 +423,11 @@ class Placement:
                     )
                 continue
             waiting.append((job, view))
-        told = sum(self._tell(ctx, job, view, refresh) for job, view in waiting)  # after every placement
+        told = 0
+        for at, (job, view) in enumerate(waiting):  # after every placement
+            now_told = self._tell(ctx, job, view, refresh)
+            if now_told is not job:  # as written: what preempting for it is conditioned on
+                told, waiting[at] = told + 1, (now_told, view)
         # preemption for the first waiting jobs in order that may preempt (a gang, a job of priority 0 or one its
         # budget refuses never does: it must not shield the work behind it), at most PREEMPTION_TRIES of them
         tries = [(job, view) for job, view in waiting if may_preempt(job, self._seen(view))][:PREEMPTION_TRIES]
@@ -370,18 +437,43 @@ class Placement:
         self.estimate_starts(waiting)
         return Dispatched(placed, told)
 
+    def _reservation_nodes(self, job: Job) -> list[Node]:
+        """The nodes of the capacity reservation ``job`` runs in, as they are now (none when it is gone)."""
+        named = reservation_key(job.capacity_reservation_id)
+        found = self._reservations.get(named) if self._reservations is not None and named is not None else None
+        return [n for k in (found.nodes if found is not None else ()) if (n := self._nodes.get(k)) is not None]
+
+    def _end_if_reservation_gone(self, job: Job) -> bool:
+        """A waiting job whose capacity reservation is gone (cancelled) or whose window ended before it got room can
+        never run in it: its execution is resumed with its end, Failed, "Inadmissible: <why>" (as at admission,
+        job_steps.py ``place``). True when so."""
+        decided = self._decide(scheduling.reservation_refusal, self._snapshot(job))
+        if decided is None or not job.task_token:
+            return False
+        end = JobEnd(status=JobStatus.FAILED, reason=f"Inadmissible: {render(decided)}")
+        self._state_machines.complete_task(job.task_token, StepOutcome(end=end, placed=False).as_output())
+        return True
+
     # ----------------------------------------------------------------------------------------------- start estimates
     def estimate_starts(self, waiting: list[tuple[Job, BudgetView]]) -> int:
         """Estimate when each of ``waiting`` (the subscription's waiting jobs as read, in the order they are served,
         each with the budgets covering it) will start (domain/calendar.py: the rules) and record each estimate that
         moved on its job — bookkeeping apart from its document and etag, only while it is still Pending. Reads the
         placement index's page of nodes once per distinct demand (kind, model, location, vendor, price terms),
-        whatever their room. Returns how many estimates were written."""
+        whatever their room — for a job of a capacity reservation, its reservation's nodes (its reservation and one
+        ``GetItem`` per node, once per reservation). Returns how many estimates were written."""
         nodes: dict[ResourceKey, list[Node]] = {}
         read: dict[Demand, list[Node]] = {}
         queue: list[tuple[Job, Within]] = []
+        booked: dict[str, list[Node]] = {}
         for job, view in waiting:
             terms = scheduling.within(job, view.currencies)
+            if job.reservation and self._reservations is not None:
+                if job.reservation not in booked:
+                    booked[job.reservation] = self._reservation_nodes(job)
+                nodes[job.key] = booked[job.reservation]
+                queue.append((job, terms))
+                continue
             demand = replace(job.demand, devices=0, memory_gb=0, within=terms)
             if demand not in read:
                 read[demand] = self._nodes.candidates(job.key.subscription_id, demand, for_job=job.key)
@@ -403,7 +495,7 @@ class Placement:
         as read; ``view``: the budgets covering it) when stopping them gives it room on a node it may use: the
         targets are domain/scheduling.py ``preemption_targets`` (the rules and the bound on reads:
         domain/preemption.py), then :meth:`_issue_preemptions` acts. False when nothing was preempted."""
-        decided = self._decide(scheduling.preemption_targets, Snapshot(job, budgets=self._seen(view)))
+        decided = self._decide(scheduling.preemption_targets, self._snapshot(job, budgets=self._seen(view)))
         return decided is not None and self._issue_preemptions(ctx, job, decided)
 
     def _issue_preemptions(self, ctx: CallContext, job: Job, targets: PreemptionTargets) -> bool:
@@ -419,7 +511,7 @@ class Placement:
         if not self._jobs.note(job, held, expect=Expect(etag=job.etag, status=(JobStatus.PENDING,))):
             self._nodes.set_draining(node, None)
             return False
-        stopped = sum(self._preempt(ctx, victim, job) for victim in targets.victims)
+        stopped = sum(self._preempt(ctx, victim, job, self._preempted_why(job, node)) for victim in targets.victims)
         if not stopped:  # every victim changed meanwhile (a stale index entry, a cancel): let the node go again
             self._nodes.set_draining(node, None)
             self._jobs.note(held, replace(held, drain_node=None), expect=Expect(etag=job.etag))
@@ -429,7 +521,21 @@ class Placement:
         )
         return True
 
-    def _preempt(self, ctx: CallContext, victim: Job, job: Job) -> bool:
+    def _preempted_why(self, job: Job, node: ResourceKey) -> str | None:
+        """What a victim of ``job`` is told when ``job`` runs in a capacity reservation (the window it booked on
+        ``node``); None otherwise (:meth:`_preempt` says the priorities)."""
+        if not job.reservation:
+            return None
+        held = self._nodes.get(node)
+        booking = scheduling.own_booking(held, job.reservation) if held is not None else None
+        window = f" from {scheduling.utc(booking.start)} to {scheduling.utc(booking.end)}" if booking else ""
+        grace = self._settings.job_preemption_grace_seconds
+        return (
+            f"Preempted: the devices it holds are booked by a capacity reservation{window}, whose job needs them now: "
+            f"asked to stop with a {grace} s grace period."
+        )
+
+    def _preempt(self, ctx: CallContext, victim: Job, job: Job, why: str | None = None) -> bool:
         """Tell ``victim`` (as read) it is preempted by ``job``: an audited change saying by which job and why, its
         grace period and when (``preemptedBy``, ``preemptedAt``, ``statusReason``), conditioned on the victim as
         read and on no cancel being under way; then its execution is resumed at once with its end, ``Preempted``
@@ -438,7 +544,7 @@ class Placement:
         grace = self._settings.job_preemption_grace_seconds
         # the job that preempted it is named in preemptedBy, which only admins see (services/common/job_access.py):
         # a consumer may not learn of another user's job; its priority is what the rule needs said
-        reason = (
+        reason = why or (
             f"Preempted by a job of priority {job.priority} of the subscription (this job's: {victim.priority}), which "
             f"needs its node: asked to stop with a {grace} s grace period."
         )
@@ -473,17 +579,17 @@ class Placement:
             self._state_machines.complete_task(current.task_token, StepOutcome(end=end).as_output())
         return True
 
-    def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> int:
+    def _tell(self, ctx: CallContext, job: Job, view: BudgetView, refresh: bool) -> Job:
         """Write why ``job`` (waiting, as read) waits now, when that changed in kind or in what it names (a budget,
         a quota) — or, with ``refresh``, at all: an audited change of its ``statusReason``, conditioned on the job as
         read. Otherwise figures in a reason (GPUs in use, the lowest price above the ceiling) are as of when it was
         told: they alone do not rewrite the job on every release of GPUs (each rewrite is an audit item and a new
-        etag). 1 when told, 0 otherwise."""
+        etag). The job as written when told, ``job`` itself otherwise."""
         decided = self._why_waiting(job, view)
         reason = render(decided)
         told = job.properties.get("statusReason") or ""  # a job keeps only the words it was told
         if told == reason or (not refresh and reason_gist(told) == gist(decided)):
-            return 0
+            return job
         told_now = arm_rules.changed(ctx, job, {"statusReason": reason})
         try:
             self._jobs.update(
@@ -493,8 +599,8 @@ class Placement:
                 expect=Expect(etag=job.etag, status=(JobStatus.PENDING,), cancel_requested=False),
             )
         except WorkloadChanged:
-            return 0  # placed, canceled or told meanwhile: its own step says why now
-        return 1
+            return job  # placed, canceled or told meanwhile: its own step says why now
+        return told_now
 
     def _drain_for_if_starving(self, job: Job) -> None:
         """No starvation (module docstring): when ``job`` (the first waiting, as read) starves, drain the node nearest

@@ -11,7 +11,8 @@ running job is checked at least every ``JOB_POLL_MAX_INTERVAL_SECONDS`` and a li
 
 For each job due for a check (its ``TRACK`` lease ran out) it asks the DGX Platform how the job is and either resumes
 the job's execution with its end — ended on the platform, or past ``maxDurationMinutes`` (billing stops at that
-moment) — or sets the next check, waiting twice as long as the last time, up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` and
+moment), or past the end of the window of the capacity reservation it runs in (``ReservationEnded``, issue 44) —
+or sets the next check, waiting twice as long as the last time, up to ``JOB_POLL_MAX_INTERVAL_SECONDS`` and
 never past the job's deadline. A job whose execution no longer waits is finished here, with the workflow's own
 steps (services/workflows/job_steps.py).
 
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from itl_accelerator.dgx.errors import DgxError, DgxNotFound
 from itl_accelerator.dgx.models import DgxInstance, DgxJob
 from itl_accelerator.domain.records import Instance, Job, Lease, ResourceKey
+from itl_accelerator.domain.scheduling import reservation_name, utc
 from itl_accelerator.domain.states import JobStatus, LeaseKind, ProvisioningState
 from itl_accelerator.observability import logger
 from itl_accelerator.platforms.router import platform_name, platform_of
@@ -51,6 +53,20 @@ T = TypeVar("T")
 
 #: A run stops starting a new page when less than this is left of its Lambda's time (seconds).
 TIME_RESERVE_SECONDS = 10.0
+
+
+def window_ended(job: Job, ended: float) -> JobEnd:
+    """The end of ``job`` (running in a capacity reservation) when its reservation's window ended at ``ended`` (epoch
+    seconds): stopped (with the preemption grace period: job_steps.py ``stop``), billing bounded by the window, its
+    reason saying why (``ReservationEnded:``)."""
+    name = reservation_name(job.reservation)
+    return JobEnd(
+        status=JobStatus.FAILED,
+        reason=f"ReservationEnded: the window of its capacity reservation '{name}' ended at {utc(ended)}; the job was "
+        "stopped.",
+        stop=True,
+        endedAt=ended,
+    )
 
 
 class JobTracker:
@@ -243,6 +259,9 @@ class JobTracker:
         started = epoch(str(job.started_at))
         limit = job.max_duration_seconds
         deadline = started + limit if limit else None
+        window_end = job.window_end  # a job of a capacity reservation: stopped when its window ends (issue 44)
+        if window_end is not None and (deadline is None or window_end < deadline):
+            deadline, limit = window_end, 0
         # the platform lost it: a failure on the platform, which a retryStrategy may run again
         where = platform_name(job.dgx_id)
         gone = JobEnd(
@@ -260,6 +279,8 @@ class JobTracker:
         if found.ended:
             # billing stops when the job ended on the platform, not when the tracker noticed (finish bounds it)
             return platform_end(found)
+        if deadline is not None and now >= deadline and not limit:
+            return window_ended(job, deadline)
         if deadline is not None and now >= deadline:
             return JobEnd(
                 status=JobStatus.FAILED,

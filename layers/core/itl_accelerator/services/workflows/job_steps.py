@@ -489,8 +489,10 @@ class JobSteps:
         whatever asked for the stop."""
         job = self._jobs.get(inp.key)
         ours = job is not None and job.operation_id == inp.operationId
-        # a preempted job is told to stop and given its grace period (SIGTERM, then SIGKILL): the stop waits for it
-        grace = self._settings.job_preemption_grace_seconds if job and ours and job.preempted_by else 0
+        # a preempted job is told to stop and given its grace period (SIGTERM, then SIGKILL): the stop waits for it;
+        # so is one whose capacity reservation's window ended (issue 44: stopped with the preemption grace period)
+        window_over = job is not None and job.window_end is not None and self._clock() >= job.window_end
+        grace = self._settings.job_preemption_grace_seconds if job and ours and (job.preempted_by or window_over) else 0
         deadline = deadline or self._clock() + inp.stopTimeoutSeconds + grace
         # what is left of the grace period, counted from the first call (the stop's deadline): a platform that keeps
         # no deadline of its own (a Slurm cluster) is told to kill once none is left
