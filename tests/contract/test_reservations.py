@@ -172,3 +172,25 @@ def test_a_booking_removes_the_bookings_of_its_nodes_that_ended_long_ago(repos: 
     stored = repos.nodes.get(node.key)
     assert stored is not None and [b.reservation for b in stored.bookings] == ["capacityReservations/rg1/later"]
     assert repos.reservations.get(make_reservation(sub, "old", (node.key,)).key) is not None  # the record stays
+
+
+def test_beside_a_booking_a_placement_on_holds_that_moved_since_it_read_them_is_refused(
+    repos: Repositories, sub: str
+) -> None:
+    """Room beside a booking is judged on the holds read: two placements that read the same devices free there
+    cannot both take them (without a booking, placements on one node do not wait for each other)."""
+    node = create_node(repos, make_node(sub))
+    booked(repos, make_reservation(sub, "week-1", (node.key,)), sub)
+    read = repos.nodes.get(node.key)
+    assert read is not None
+    first, second = (submit(repos, make_job(sub, name, queued=True, devices=2, memory_gb=160)) for name in ("a", "b"))
+    for job in (first, second):
+        placed = replace(job, status=JobStatus.SCHEDULED, etag="j2", queued=False, node=node.key,
+                         capacity_reserved=True)  # fmt: skip
+        effects = Effects(reservation=Reservation.on(read, 2, 160, for_job=job.key))
+        if job is first:
+            repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"), effects=effects)
+        else:
+            with pytest.raises(NodeChanged):
+                repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"), effects=effects)
+    assert (repos.nodes.get(node.key) or read).devices_allocated == 2

@@ -4,12 +4,11 @@ that would run into it waits, saying so, with an estimate after the window; a jo
 for its window, runs in it out of its booking (shared with the reservation's other jobs), is billed nothing more and
 is stopped when the window ends; an instance is refused capacity a future booking needs.
 
-The bookings are written on the nodes of the in-memory store directly (the booking API is another change); the
-reservation store is a small stand-in answering ``get``."""
+A reservation and its bookings are written into the in-memory store directly (the booking's own rules are
+tests/services/test_reservations.py's): a window of this test's day, in EUR, whatever the nodes' prices now."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -30,17 +29,6 @@ REF = "capacityReservations/rg1/week"
 OTHER_REF = "capacityReservations/rg9/someone-elses"
 
 
-@dataclass
-class Reservations:
-    """The reservation store as placement and the job service ask it (repositories/protocols.py
-    ``CapacityReservationRepository.get``): what is booked, by key."""
-
-    found: dict[str, CapacityReservation] = field(default_factory=dict)
-
-    def get(self, key: ResourceKey) -> CapacityReservation | None:
-        return self.found.get(key.name.lower())
-
-
 def book(env: Env, ref: str, devices: int, window: tuple[int, int] = WINDOW, node: str = "dgx-1") -> None:
     """A booking of ``devices`` (80 GiB each) on ``node`` over ``window``, as the booking transaction writes it."""
     stored = env.state.nodes[fold(node_key(SUB, RG, node))].node
@@ -48,14 +36,14 @@ def book(env: Env, ref: str, devices: int, window: tuple[int, int] = WINDOW, nod
     stored.calendar_revision += 1
 
 
-def reservation(env: Env, devices: int = 8, window: tuple[int, int] = WINDOW, nodes=("dgx-1",)) -> Reservations:
-    """The reservation 'week' of ``devices`` per node on ``nodes`` over ``window`` at 2 EUR, booked, and the store
-    that answers it wired where wiring.py will pass it."""
+def reservation(env: Env, devices: int = 8, window: tuple[int, int] = WINDOW, nodes=("dgx-1",)) -> CapacityReservation:
+    """The reservation 'week' of ``devices`` per node on ``nodes`` over ``window`` at 2 EUR, booked by ann: in the
+    store with its bookings, as the booking transaction writes them."""
     for name in nodes:
         book(env, REF, devices, window, name)
     booked = CapacityReservation(
         ResourceKey(SUB, RG, "capacityReservations", ("week",)),
-        {"id": RESERVATION_ID},
+        {"id": RESERVATION_ID, "name": "week", "properties": {}},
         "etag-1",
         "GPU",
         "h100",
@@ -67,10 +55,8 @@ def reservation(env: Env, devices: int = 8, window: tuple[int, int] = WINDOW, no
         BillingTerms(Decimal("2"), "EUR"),
         "ann",
     )
-    store = Reservations({"week": booked})
-    env.w.placement._reservations = store  # what wiring.py passes once the reservation store is merged
-    env.w.jobs._reservations = store
-    return store
+    env.state.reservations[fold(booked.key)] = booked
+    return booked
 
 
 def props_of(env: Env, name: str) -> dict[str, Any]:
@@ -177,9 +163,11 @@ def test_a_job_naming_a_reservation_it_cannot_use_is_refused_at_submission(env: 
 
 
 def test_a_job_whose_reservation_was_cancelled_fails_at_admission_saying_so(env: Env, node):
-    store = reservation(env)
+    reservation(env)
     env.submit("late", 2, 160, capacityReservationId=RESERVATION_ID)
-    store.found.clear()  # cancelled between its submission and its admission
+    assert env.w.reservations.cancel(
+        env.consumer("ann"), SUB, RG, "week"
+    )  # cancelled between its submission and its admission
     env.run()
     props = props_of(env, "late")
     assert props["status"] == "Failed"
@@ -241,12 +229,12 @@ def test_preemptible_work_borrows_booked_devices_and_is_preempted_when_the_reser
 
 
 def test_a_job_waiting_for_a_reservation_cancelled_meanwhile_fails_saying_so(env: Env, node):
-    store = reservation(env)
+    reservation(env)
     env.submit("waiting", 2, 160, maxDurationMinutes=60, capacityReservationId=RESERVATION_ID)
     env.run()
     assert env.status("waiting") == "Pending"
     # When the reservation is cancelled (its bookings gone with it) and the waiting jobs are served again
-    store.found.clear()
+    assert env.w.reservations.cancel(env.consumer("ann"), SUB, RG, "week")
     env.state.nodes[fold(node_key(SUB, RG, "dgx-1"))].node.bookings = ()
     env.clock.advance(env.settings.job_placement_retry_seconds + 1)
     env.w.reconciler.run()

@@ -467,6 +467,10 @@ class Reservation:
     #: the node's bookings as read (:attr:`Node.calendar_revision`): the reservation fails when a booking was
     #: written or cancelled since (``NodeChanged``: read again and decide again)
     calendar_revision: int = 0
+    #: the node's holds as read (:attr:`Node.hold_revision`), when it has bookings (None otherwise): room beside a
+    #: booking is judged on the holds read, so the reservation fails when another reservation or release landed since
+    #: — two placements that each read the same devices free beside a window cannot both take them
+    hold_revision: int | None = None
 
     @property
     def quota_charge(self) -> int:
@@ -504,6 +508,7 @@ class Reservation:
             None,
             hold,
             node.calendar_revision,
+            node.hold_revision if node.bookings else None,
         )
 
 

@@ -415,6 +415,13 @@ class WorkloadTable(Generic[W]):
                         if r.calendar_revision
                         else " AND (attribute_not_exists(calRev) OR calRev = :cal)"
                     )
+                    + (
+                        ""
+                        if r.hold_revision is None
+                        else " AND holdRev = :held"
+                        if r.hold_revision
+                        else " AND (attribute_not_exists(holdRev) OR holdRev = :held)"
+                    )
                 ),
                 "ExpressionAttributeValues": typed(
                     {
@@ -422,6 +429,7 @@ class WorkloadTable(Generic[W]):
                         ":m": r.memory_gb,
                         ":one": 1,
                         ":cal": r.calendar_revision,
+                        **({":held": r.hold_revision} if r.hold_revision is not None else {}),
                         ":available": str(Availability.AVAILABLE),
                         ":gt": r.device_total,
                         ":mt": r.memory_gb_total,
@@ -506,6 +514,10 @@ class WorkloadTable(Generic[W]):
             if reservation is not None and (
                 current.get("etag") != reservation.etag
                 or int(current.get("calRev", 0)) != reservation.calendar_revision
+                or (
+                    reservation.hold_revision is not None
+                    and int(current.get("holdRev", 0)) != reservation.hold_revision
+                )
             ):
                 raise NodeChanged() from exc
             raise CapacityShortfall(

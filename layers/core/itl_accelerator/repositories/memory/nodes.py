@@ -103,13 +103,18 @@ def reservation_refusal(state: MemoryState, r: Reservation) -> StoreError | None
         and node.memory_gb_allocated <= r.memory_gb_total - r.memory_gb
         and node.etag == r.etag
         and node.calendar_revision == r.calendar_revision
+        and (r.hold_revision is None or node.hold_revision == r.hold_revision)
         and (r.for_job is None or stored.draining_for in (None, fold(r.for_job)))
     )
     if fits:
         return quota_refusal(state, r)
     if node.availability != Availability.AVAILABLE:
         return NodeUnavailable(str(node.availability))
-    if node.etag != r.etag or node.calendar_revision != r.calendar_revision:
+    if (
+        node.etag != r.etag
+        or node.calendar_revision != r.calendar_revision
+        or (r.hold_revision is not None and node.hold_revision != r.hold_revision)
+    ):
         return NodeChanged()
     return CapacityShortfall(node.free_devices, node.free_memory_gb)
 

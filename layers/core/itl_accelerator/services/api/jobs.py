@@ -49,7 +49,7 @@ from itl_accelerator.models.jobs import (
     spec_fingerprint,
 )
 from itl_accelerator.repositories.errors import SubscriptionNotWritable, WorkloadChanged
-from itl_accelerator.repositories.protocols import CapacityReservationRepository, Effects, Expect, Page, Scope
+from itl_accelerator.repositories.protocols import Effects, Expect, Page, Scope
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.budgets import view as budget_view
@@ -112,9 +112,7 @@ def _with_stored_secrets(spec: dict[str, Any], existing: Job) -> dict[str, Any]:
 
 
 class SparkJobService:
-    """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones;
-    ``reservations``: the capacity reservations a job may name (None: not wired — a named one is then checked for its
-    shape only, and placement judges the rest)."""
+    """Job operations over the shared kernel; ``state_machines`` starts executions and resumes waiting ones."""
 
     def __init__(
         self,
@@ -122,10 +120,9 @@ class SparkJobService:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
-        reservations: CapacityReservationRepository | None = None,
     ):
         self._kernel = kernel
-        self._reservations = reservations
+        self._reservations = kernel.repositories.reservations
         self._clock = clock
         self._jobs = kernel.repositories.jobs
         self._jobs_budgets = kernel.repositories.budgets
@@ -296,8 +293,6 @@ class SparkJobService:
                 "ITL.Accelerator/capacityReservations/{name}).",
                 target=target,
             )
-        if self._reservations is None:
-            return
         found = self._reservations.get(key)
         if found is None:
             raise InvalidParameter(f"The capacity reservation '{key.name}' does not exist.", target=target)

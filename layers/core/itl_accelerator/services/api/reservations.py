@@ -4,7 +4,7 @@
 future, at most ``MAX_ADVANCE_DAYS`` ahead (models/reservations.py). The service reads the placement index's nodes of
 the asked kind, model and location whatever their room now, the most free first (at most :data:`BOOKING_PAGES`
 ``Query`` pages of 25: the 100 nodes most likely free, whatever the fleet's size; a fleet larger than that may answer
-409 while a node beyond them is free), decides where it fits for the whole window (domain/reservations.py ``decide_booking``: every other
+409 while a node beyond them is free), decides where it fits for the whole window (domain/booking.py ``decide_booking``: every other
 reservation's window and every workload on those nodes until its maximum duration ends — work without one holds its
 devices for good), and writes the reservation, its booking on each node and its meters in one transaction
 conditioned on each node's calendar and hold revisions as read. A concurrent booking or placement on one of those
@@ -44,17 +44,11 @@ from itl_accelerator.auth.principal import Principal
 from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms, iso, terms_properties
 from itl_accelerator.billing.reservations import reservation_meters
 from itl_accelerator.domain.accelerators import accelerator_key, canonical_kind, job_vendor
+from itl_accelerator.domain.booking import Ask, Blocker, Booked, Unbookable, decide_booking
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey
-from itl_accelerator.domain.reservations import (
-    Ask,
-    Blocker,
-    Booked,
-    CapacityReservation,
-    Unbookable,
-    decide_booking,
-)
+from itl_accelerator.domain.reservations import CapacityReservation
 from itl_accelerator.errors import (
     BadRequest,
     BudgetCurrencyMismatch,

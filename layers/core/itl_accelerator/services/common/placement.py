@@ -96,7 +96,7 @@ from itl_accelerator.repositories.errors import (
     StoreBusy,
     WorkloadChanged,
 )
-from itl_accelerator.repositories.protocols import CapacityReservationRepository, Effects, Expect
+from itl_accelerator.repositories.protocols import Effects, Expect
 from itl_accelerator.resources import JOBS
 from itl_accelerator.services.common import arm_rules
 from itl_accelerator.services.common.budgets import BudgetView
@@ -165,10 +165,9 @@ class Placement:
         state_machines: StateMachines,
         settings: Settings,
         clock: Callable[[], float] = time.time,
-        reservations: CapacityReservationRepository | None = None,
     ):
         self._kernel = kernel
-        self._reservations = reservations
+        self._reservations = kernel.repositories.reservations
         self._jobs = kernel.repositories.jobs
         self._nodes = kernel.repositories.nodes
         self._quotas = kernel.repositories.quotas
@@ -213,7 +212,7 @@ class Placement:
                 return replace(snapshot, preemptible=tuple(found))
             case ReadReservation():
                 named = reservation_key(job.capacity_reservation_id)
-                if self._reservations is None or named is None:
+                if named is None:
                     return replace(snapshot, reservation=ReservationSeen(None, known=False))
                 return replace(snapshot, reservation=ReservationSeen(self._reservations.get(named)))
 
@@ -390,12 +389,11 @@ class Placement:
 
     def _terms(self, job: Job, node: Node) -> BillingTerms:
         """The terms ``job`` locks on ``node``: the node's — or, run in a capacity reservation, which bills its window
-        whole, its terms priced 0 (in its currency: the reservation's, read once, or the node's when no reservation
-        store is wired)."""
+        whole, its terms priced 0 (in its currency: the reservation's, read once; the node's once it is gone)."""
         if not job.reservation:
             return node.terms
         key = reservation_key(job.capacity_reservation_id)
-        found = self._reservations.get(key) if self._reservations is not None and key is not None else None
+        found = self._reservations.get(key) if key is not None else None
         return replace(found.terms if found is not None else node.terms, price_per_gpu_hour=Decimal(0))
 
     # ----------------------------------------------------------------------------------------------- waiting jobs
@@ -440,7 +438,7 @@ class Placement:
     def _reservation_nodes(self, job: Job) -> list[Node]:
         """The nodes of the capacity reservation ``job`` runs in, as they are now (none when it is gone)."""
         named = reservation_key(job.capacity_reservation_id)
-        found = self._reservations.get(named) if self._reservations is not None and named is not None else None
+        found = self._reservations.get(named) if named is not None else None
         return [n for k in (found.nodes if found is not None else ()) if (n := self._nodes.get(k)) is not None]
 
     def _end_if_reservation_gone(self, job: Job) -> bool:
@@ -468,7 +466,7 @@ class Placement:
         booked: dict[str, list[Node]] = {}
         for job, view in waiting:
             terms = scheduling.within(job, view.currencies)
-            if job.reservation and self._reservations is not None:
+            if job.reservation:
                 if job.reservation not in booked:
                     booked[job.reservation] = self._reservation_nodes(job)
                 nodes[job.key] = booked[job.reservation]
