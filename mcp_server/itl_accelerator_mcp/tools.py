@@ -729,7 +729,8 @@ async def _reservation_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[
             continue
         price = _pricing(node)
         if stated and (
-            price["currency"] != str(stated.get("currency", "")).upper() or price["pricePerGpuHour"] > ceiling
+            price["currency"] != str(stated.get("currency", "")).upper()
+            or (ceiling is not None and price["pricePerGpuHour"] > float(ceiling))
         ):
             continue  # the API never books above the stated maxPrice
         candidates.append(node)

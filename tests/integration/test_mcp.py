@@ -691,3 +691,37 @@ def test_a_reservation_is_booked_only_with_an_accepted_quote_and_a_taken_window_
     assert out["cancelled"].structured_content["status"] == "cancelled"
     assert payload(out["gone"])["error"]["code"] == "ResourceNotFound"
     assert admin.get(path).status_code == 404
+
+
+def test_a_reservation_under_a_max_price_below_every_node_is_quoted_no_price_and_cannot_be_accepted(
+    mcp_url, make_token, admin, sub, with_node
+):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    start, end = _window(hours=2)
+    args = {
+        "resourceGroup": "rg1",
+        "name": "cheap",
+        "location": node_body()["location"],
+        "accelerator": {"kind": "GPU", "count": 1},
+        "startTime": start,
+        "endTime": end,
+        "maxPrice": {"pricePerAcceleratorHour": 1.0, "currency": "USD"},  # dgx-1 is 2.5
+    }
+
+    async def main() -> tuple[Any, Any]:
+        async with http_session(mcp_url, token) as client:
+            quote = await client.call_tool("book_reservation", args)
+            quote_id = quote.structured_content["quote"]["quoteId"]
+            return quote, await client.call_tool("book_reservation", {**args, "quoteId": quote_id})
+
+    quote, accepted = run(main)
+    assert quote.structured_content["quote"]["estimatedCost"] == []
+    assert quote.structured_content["quote"]["candidateNodes"] == []
+    assert "no price known" in quote.structured_content["quote"]["summary"]
+    assert payload(accepted)["error"]["code"] == "QuoteNotValid"
+    assert (
+        admin.get(
+            f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/cheap"
+        ).status_code
+        == 404
+    )
