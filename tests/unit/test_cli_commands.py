@@ -410,6 +410,16 @@ def test_reservation_create_puts_the_booking_and_prints_its_nodes_and_cost():
     assert "dgx-1 (8), dgx-2 (8)" in row and "320.00 USD" in row
 
 
+def test_reservation_create_of_the_same_booking_again_says_nothing_changed():
+    args = ["reservation", "create", "r-1", "--kind", "GPU", "--count", "8", "--start", "2026-12-08T09:00:00Z",
+            "--end", "2026-12-08T17:00:00Z", "-l", "us-east-1"]  # fmt: skip
+    first = run(args, routes({f"PUT {RESERVATIONS}/r-1": echo(201, reservation())}))
+    again = run(args, routes({f"PUT {RESERVATIONS}/r-1": echo(200, reservation())}))
+    assert first.code == again.code == 0 and first.json() == again.json() == reservation()
+    assert "booked already" not in first.err
+    assert "reservation r-1 was booked already, as asked: nothing changed." in again.err
+
+
 def test_reservation_create_of_a_taken_window_says_which_nodes_block_it():
     message = "No capacity for 2026-12-08T09:00:00Z..2026-12-08T17:00:00Z: dgx-1 is reserved by r-0."
     api = routes({f"PUT {RESERVATIONS}/r-1": arm_error(409, "InsufficientCapacity", message)})

@@ -51,8 +51,9 @@ def reservation() -> None:
 def create(s: Session, name: str, **o: Any) -> None:
     """Book reservation NAME: --count devices of --kind (on --nodes nodes at once) from --start to --end.
 
-    Prints the reservation with the nodes that hold it and its total cost (every hour of the window, used or not).
-    When the window is taken: ERROR: InsufficientCapacity naming the nodes that block it, exit 1."""
+    Prints the reservation with the nodes that hold it and its total cost (every hour of the window, used or not);
+    the same booking again prints it as it is, and says so. When the window is taken: ERROR: InsufficientCapacity
+    naming the nodes that block it, exit 1."""
     if (o["max_price"] is None) != (o["currency"] is None):
         raise click.UsageError("--max-price and --currency go together.")
     accelerator: dict[str, Any] = {"kind": o["kind"], "count": o["count"]}
@@ -70,7 +71,10 @@ def create(s: Session, name: str, **o: Any) -> None:
         body["tags"] = o["tags"]
     body["properties"] = properties
     path = paths.reservations(s.need_subscription(), s.need_resource_group(), name)
-    emit(s.output, "reservation", s.client.send("PUT", path, json=body).json())
+    response = s.client.send("PUT", path, json=body)
+    if response.status_code == 200:  # the same booking again: nothing was booked twice, nothing changed
+        click.echo(f"reservation {name} was booked already, as asked: nothing changed.", err=True)
+    emit(s.output, "reservation", response.json())
 
 
 @reservation.command("list")
