@@ -162,7 +162,7 @@ class Reservations extends View {
       const r = this.booked.reservation;
       const p = r.properties;
       const id = parseId(r.id);
-      return html`<p class="ok booked" role="status">Reservation <a href=${link('reservations')} data-name=${r.name}>${r.name}</a> ${this.booked.again ? 'was booked already, as asked' : 'booked'}
+      return html`<p class="ok booked" role="status">Reservation <strong>${r.name}</strong> ${this.booked.again ? 'was booked already, as asked' : 'booked'}
         (${id.rg}) on ${(p.reservedNodes || []).map((n) => parseId(n.id).name).join(', ')}: ${p.hours} hours at ${p.billingTerms.pricePerAcceleratorHour ?? p.billingTerms.pricePerGpuHour} ${p.billingTerms.currency} per device-hour, ${p.totalCost.amount} ${p.totalCost.currency} in all.</p>`;
     }
     if (this.cancelled) {
