@@ -22,6 +22,7 @@ from itlc_accelerator.commands.limits import budget, cost, offer, quota
 from itlc_accelerator.commands.mcp import mcp
 from itlc_accelerator.commands.nodes import node
 from itlc_accelerator.commands.operations import operation
+from itlc_accelerator.commands.reservations import reservation
 from itlc_accelerator.commands.slo import slo
 from itlc_accelerator.commands.usage import usage
 
@@ -29,7 +30,7 @@ from itlc_accelerator.commands.usage import usage
 @click.group("accelerator", context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="itlc-accelerator")
 def accelerator() -> None:
-    """ITL Accelerator: GPU nodes, Ollama instances, GPU jobs, their usage, logs and audit; quotas, budgets, costs; the API's SLOs.
+    """ITL Accelerator: GPU nodes, Ollama instances, GPU jobs, capacity reservations, their usage, logs and audit; quotas, budgets, costs; the API's SLOs.
 
     Every command takes --api-url (CONTROLPLANE_API_URL), --token (CONTROLPLANE_TOKEN), --subscription
     (CONTROLPLANE_SUBSCRIPTION), --resource-group/-g (CONTROLPLANE_RESOURCE_GROUP) and -o json|table|id.
@@ -37,7 +38,7 @@ def accelerator() -> None:
     """
 
 
-for group in (node, instance, job, usage, quota, offer, budget, cost, audit, operation, slo, mcp):
+for group in (node, instance, job, reservation, usage, quota, offer, budget, cost, audit, operation, slo, mcp):
     accelerator.add_command(group)
 
 

@@ -110,6 +110,30 @@ def _cost(item: dict[str, Any]) -> str | None:
     return f"{cost.get('amount')} {cost.get('currency', '')}".strip() if isinstance(cost, dict) else None
 
 
+def _window(item: dict[str, Any]) -> str | None:
+    """A reservation's window, ``start .. end`` (UTC, the end exclusive)."""
+    props = item.get("properties") or {}
+    start, end = props.get("startTime"), props.get("endTime")
+    return f"{start} .. {end}" if start and end else None
+
+
+def _reserved_nodes(item: dict[str, Any]) -> str | None:
+    """The nodes a reservation holds, by name, each with its devices: ``dgx-1 (8), dgx-2 (8)``."""
+    held = field("properties.reservedNodes")(item)
+    if not isinstance(held, list):
+        return None
+    return ", ".join(
+        f"{str(n.get('id') or '').rstrip('/').rsplit('/', 1)[-1]} ({n.get('devices')})"
+        for n in held
+        if isinstance(n, dict)
+    )
+
+
+def _total_cost(item: dict[str, Any]) -> str | None:
+    cost = field("properties.totalCost")(item)
+    return f"{cost.get('amount')} {cost.get('currency', '')}".strip() if isinstance(cost, dict) else None
+
+
 COLUMNS: dict[str, list[tuple[str, Getter]]] = {
     "node": [
         ("Name", field("name")),
@@ -145,6 +169,14 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         # while it waits: when it is expected to start (Slurm's squeue --start START_TIME)
         ("Expected start", field("properties.estimatedStartTime")),
         ("Reason", field("properties.statusReason")),
+    ],
+    "reservation": [
+        ("Name", field("name")),
+        ("State", field("properties.state")),
+        ("Accelerators", _accelerator(True)),
+        ("Window (UTC)", _window),
+        ("Nodes", _reserved_nodes),
+        ("Total cost", _total_cost),
     ],
     "operation": [
         ("Name", field("name")),

@@ -3,7 +3,8 @@ commands send against it).
 
 Shapes: nodes ``/subscriptions/{sub}/resourceGroups/{rg}/providers/ITL.Accelerator/sparkNodes[/{name}]``; instances
 ``.../sparkNodes/{node}/sparkOllamaInstances[/{name}]``; jobs ``.../sparkJobs[/{name}]`` and the subscription's
-``/subscriptions/{sub}/providers/ITL.Accelerator/sparkJobs``; operations
+``/subscriptions/{sub}/providers/ITL.Accelerator/sparkJobs``; capacity reservations ``.../capacityReservations[/{name}]``
+and the subscription's ``/subscriptions/{sub}/providers/ITL.Accelerator/capacityReservations``; operations
 ``/subscriptions/{sub}/providers/ITL.Accelerator/locations/{loc}/operationStatuses/{id}``.
 """
 
@@ -45,6 +46,12 @@ def instances(subscription: str, resource_group: str, node: str, name: str | Non
 def jobs(subscription: str, resource_group: str | None, name: str | None = None) -> str:
     """The jobs of a resource group (or, without one, of the subscription), or one job."""
     base = provider(subscription, resource_group) + "/sparkJobs"
+    return f"{base}/{_seg(name)}" if name else base
+
+
+def reservations(subscription: str, resource_group: str | None, name: str | None = None) -> str:
+    """The capacity reservations of a resource group (or, without one, of the subscription), or one reservation."""
+    base = provider(subscription, resource_group) + "/capacityReservations"
     return f"{base}/{_seg(name)}" if name else base
 
 

@@ -1,7 +1,7 @@
 """Handler of the table's stream that publishes state-change events (itl_accelerator/events.py) and archives
 the audit events whose retention ended (services/streams/audit_archive.py): the second and last event source mapping
 on the table's stream (template.yaml ``StateEventsFunction``; DynamoDB Streams advises at most two readers a shard),
-filtered to instance, job and node items and to DynamoDB's TTL deletions of audit items.
+filtered to instance, job, node and capacity reservation items and to DynamoDB's TTL deletions of audit items.
 
 A batch is delivered at least once, in order per item; when EventBridge does not take every event of it, the handler
 raises and the batch comes again (split in halves, up to ``MaximumRetryAttempts``, then its position goes to the

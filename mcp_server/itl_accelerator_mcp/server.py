@@ -38,10 +38,12 @@ INSTRUCTIONS = (
     "Tools of the ITL Accelerator Resource Provider (ARM namespace ITL.Accelerator): GPU nodes, Ollama instances "
     "on them, GPU jobs, usage and audit, acting as the signed-in user with the user's own roles. Resources are "
     "addressed by subscriptionId and resourceGroup (get_my_access lists the user's). Results are the API's bodies "
-    "with ARM ids. provision_instance and submit_job spend money: the first call returns a quote; show the quote "
+    "with ARM ids. provision_instance, submit_job and book_reservation spend money: the first call returns a quote; "
+    "show the quote "
     "to the user and call again with its quoteId only when the user accepts. list_jobs with mine=true and "
     "status=['Pending'] answers which of the user's jobs wait; properties.statusReason says why and "
-    "properties.estimatedStartTime when each is expected to start."
+    "properties.estimatedStartTime when each is expected to start. list_reservations shows capacity booked for "
+    "future windows."
 )
 
 

@@ -5,7 +5,8 @@ what the API refuses, the tool refuses, with the API's ARM error code and messag
 built from the API's own models (:mod:`.schemas`); results are the API's own bodies, so they carry the ARM ids a
 user can follow up with in the CLI or the portal.
 
-Tools that spend money (:data:`SPENDING`: provision an instance, submit a job) answer a quote first and act only
+Tools that spend money (:data:`SPENDING`: provision an instance, submit a job, book a capacity reservation) answer a
+quote first and act only
 when called again with that quote's id (:mod:`.quotes`). In read-only mode the write tools are not listed and
 refuse to run.
 """
@@ -26,7 +27,7 @@ from itl_accelerator_mcp.schemas import field as api_field
 from itl_accelerator_mcp.schemas import model, model_schema, obj
 
 #: Tools that spend money: answered with a quote first, acting only with the quote's id.
-SPENDING = ("provision_instance", "submit_job")
+SPENDING = ("provision_instance", "submit_job", "book_reservation")
 
 
 class ToolRefused(Exception):
@@ -88,6 +89,10 @@ class ToolCall:
 
     def job_path(self, name: str | None = None) -> str:
         base = provider_path(self.subscription(), self.resource_group()) + "/sparkJobs"
+        return f"{base}/{seg(name)}" if name else base
+
+    def reservation_path(self, name: str | None = None) -> str:
+        base = provider_path(self.subscription(), self.resource_group()) + "/capacityReservations"
         return f"{base}/{seg(name)}" if name else base
 
     def instance_path(self, node: str, name: str | None = None) -> str:
@@ -664,6 +669,159 @@ async def delete_job(call: ToolCall) -> Result:
     return Result({"status": "deleted"})
 
 
+# ----------------------------------------------------------------------------------------------------- reservations
+async def list_reservations(call: ToolCall) -> Result:
+    path = provider_path(call.subscription(), call.resource_group(required=False)) + "/capacityReservations"
+    page = await call.api.list(path, max_items=call.args.get("maxItems", 100))
+    states = call.args.get("state")
+    if states:
+        page["value"] = [r for r in page["value"] if (r.get("properties") or {}).get("state") in states]
+    return Result(page)
+
+
+async def get_reservation(call: ToolCall) -> Result:
+    return Result(await call.api.get(call.reservation_path(call.args["name"])))
+
+
+def _window_hours(args: dict[str, Any]) -> int:
+    """Whole hours of the window ``[startTime, endTime)``; ``ToolRefused`` for a time that is not ISO 8601 with an
+    offset (the API then checks whole hours, the future and the limits: models/reservations.py)."""
+    try:
+        start = datetime.fromisoformat(str(args["startTime"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(args["endTime"]).replace("Z", "+00:00"))
+        seconds = (end - start).total_seconds()
+    except (TypeError, ValueError):
+        raise ToolRefused(
+            "InvalidRequestContent", "startTime and endTime are ISO 8601 UTC, e.g. 2026-12-08T09:00:00Z.", "startTime"
+        ) from None
+    if seconds < 3600:
+        raise ToolRefused("InvalidRequestContent", "endTime must be at least one hour after startTime.", "endTime")
+    return math.ceil(seconds / 3600)
+
+
+async def _reservation_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The quote of a booking: the nodes the caller sees that could hold it (kind, model, vendor, location, devices
+    and memory per node), per currency the highest price among them per device-hour, and the window's cost at it —
+    hours x devices per node x nodes x price, billed whole used or not (services/api/reservations.py)."""
+    args = call.args
+    wanted = args["accelerator"]
+    kind, count = str(wanted["kind"]), int(wanted["count"])
+    model_wanted, memory = _key(wanted.get("model")), int(wanted.get("memoryGb") or 0)
+    parts = int(wanted.get("nodes") or 1)
+    hours = _window_hours(args)
+    stated = args.get("maxPrice") or {}
+    ceiling = stated.get("pricePerAcceleratorHour", stated.get("pricePerGpuHour"))
+    nodes = await call.api.list(provider_path(call.subscription()) + "/sparkNodes", max_items=1000)
+    candidates = []
+    for node in nodes["value"]:
+        props = node.get("properties") or {}
+        capacity = props.get("capacity") or {}
+        held = props.get("accelerator") or {"kind": "GPU", "model": (props.get("hardwareSpecs") or {}).get("gpuModel")}
+        if _key(held.get("kind")) != _key(kind) or (model_wanted and _key(held.get("model")) != model_wanted):
+            continue
+        vendor = job_vendor(kind, model_wanted, wanted.get("vendor"))
+        if vendor and _key(held.get("vendor") or "NVIDIA") != _key(vendor):
+            continue
+        if _key(node.get("location")) != _key(args["location"]):
+            continue
+        total = capacity.get("totalAccelerators", capacity.get("totalGpus", 0))
+        if total < count or capacity.get("totalMemoryGb", 0) < memory:
+            continue
+        price = _pricing(node)
+        if stated and (
+            price["currency"] != str(stated.get("currency", "")).upper()
+            or (ceiling is not None and price["pricePerGpuHour"] > float(ceiling))
+        ):
+            continue  # the API never books above the stated maxPrice
+        candidates.append(node)
+    bounds = _bounds([_pricing(node) for node in candidates])
+    estimated = [
+        {
+            "amount": _money(Decimal(str(bound["pricePerGpuHour"])) * count * parts * hours),
+            "currency": cur,
+            "basis": f"the whole window ({hours} hours), billed used or not",
+        }
+        for cur, bound in sorted(bounds.items())
+    ]
+    prices = {float(p["pricePerGpuHour"]) for p in (_pricing(n) for n in candidates)}
+    notes = [
+        "A reservation is billed for every hour of its window, used or not, at the price per device-hour locked when "
+        "it is booked (billingTerms). Cancelled before the window starts, nothing is billed; once it has started, "
+        "the window is billed whole.",
+        "The provider picks the nodes when it books (those free for the whole window): the estimate is at the "
+        "highest price among the nodes you can see that could hold it. With one currency the booking is sent with "
+        "that price as its maxPrice, so it is never locked above the quote.",
+        "Whether the window is free is known only when booking: a window taken answers InsufficientCapacity naming "
+        "the nodes that block it, and nothing is billed.",
+    ]
+    if not candidates:
+        notes.append("No node you can see could hold this reservation: the API will refuse it (InsufficientCapacity).")
+    each = f"{count} {kind}s" + (f" on each of {parts} nodes" if parts > 1 else "")
+    window = f"{args['startTime']} to {args['endTime']}"
+    if estimated:
+        costs = ", ".join(f"{e['amount']} {e['currency']}" for e in estimated)
+        summary = f"Reservation {args['name']}: {each} from {window} ({hours} hours) costs {costs}" + (
+            " at most." if len(prices) > 1 else "."
+        )
+    else:
+        summary = f"Reservation {args['name']}: {each} from {window}; no price known (no node fits)."
+    body: dict[str, Any] = {
+        "summary": summary,
+        "gpus": count * parts,
+        "memoryGb": memory * parts,
+        "node": None,
+        "candidateNodes": [n.get("id") for n in candidates],
+        "prices": [bounds[cur] for cur in sorted(bounds)],
+        "maxDurationMinutes": hours * 60,
+        "estimatedCost": estimated,
+        "upperBound": len(prices) > 1,
+        "notes": notes,
+    }
+    if len(bounds) == 1:
+        (bound,) = bounds.values()
+        body["maxPrice"] = {"pricePerAcceleratorHour": bound["pricePerGpuHour"], "currency": bound["currency"]}
+    return body, {e["currency"]: e["amount"] for e in estimated}
+
+
+async def book_reservation(call: ToolCall) -> Result:
+    accepted = _accepted_quote(call, "book_reservation")
+    body, terms = await _reservation_quote_body(call)
+    if accepted is None or not _within(accepted.terms, terms):
+        quote = _quote(call, "book_reservation", terms, body)
+        note = body["summary"] + " Nothing was booked: show this quote to the user, and call again with quoteId"
+        note += " once they accept." if accepted is None else " (prices rose since the last quote)."
+        return Result({"status": "quote", "quote": quote}, note)
+    if not accepted.terms:
+        raise ToolRefused(
+            "QuoteNotValid",
+            "The quote named no price: no node you can see could hold this reservation, so there is nothing to "
+            "accept. Change it (devices, model, location) and ask for a new quote.",
+            "quoteId",
+        )
+    _spend(call, accepted)
+    properties: dict[str, Any] = {k: call.args[k] for k in ("accelerator", "startTime", "endTime")}
+    if body.get("maxPrice"):
+        properties["maxPrice"] = body["maxPrice"]  # the quoted price is the booking's ceiling
+    payload: dict[str, Any] = {"location": call.args["location"], "properties": properties}
+    if call.args.get("tags") is not None:
+        payload["tags"] = call.args["tags"]
+    response = await call.api.request("PUT", call.reservation_path(call.args["name"]), json=payload)
+    return Result(
+        {"status": "booked", "reservation": response.json()},
+        "Booked: reservedNodes are the nodes that hold it, totalCost what its window costs (billed used or not).",
+    )
+
+
+async def cancel_reservation(call: ToolCall) -> Result:
+    response = await call.api.request("DELETE", call.reservation_path(call.args["name"]))
+    if response.status_code == 204:
+        return Result({"status": "notFound"}, "There is no such reservation (nothing to cancel).")
+    return Result(
+        {"status": "cancelled"},
+        "Cancelled. Before its window nothing is billed; once the window has started it is billed whole.",
+    )
+
+
 # ----------------------------------------------------------------------------------------------------- the list
 def _scoped(*properties: tuple[str, dict[str, Any]], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return obj(dict(properties), list(required))
@@ -678,10 +836,15 @@ _RG_OPTIONAL = (
 _MAX = ("maxItems", MAX_ITEMS)
 _NODE = ("node", _name("node (sparkNode)"))
 _JOB_STATUS = api_field("SparkJobProperties", "status")
+_RESERVATION_STATE = api_field("CapacityReservationProperties", "state")
 
 
 def _time_filter(name: str) -> dict[str, Any]:
     return {"type": "string", "maxLength": 64, "description": f"{name}: ISO 8601 UTC, inclusive."}
+
+
+def _hour(description: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": 64, "description": description}
 
 
 def _outcome(*branches: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -832,6 +995,34 @@ def build_tools() -> list[ToolSpec]:
             list_offers,
         ),
         ToolSpec(
+            "list_reservations",
+            "List capacity reservations",
+            "List capacity reservations (devices booked for a future window) of a resource group or the whole "
+            "subscription: each with its window (startTime..endTime, UTC, end exclusive), state (Scheduled before the "
+            "window, Active in it, Expired after), reservedNodes (the nodes that hold it and their devices), the "
+            "locked price (billingTerms) and totalCost. Consumers see their own; suppliers those booked on their "
+            "nodes (what they sold); admins all. state filters the listed ones, e.g. ['Scheduled'].",
+            _scoped(
+                _SUB,
+                _RG_OPTIONAL,
+                ("state", {"type": "array", "items": _RESERVATION_STATE, "description": "Keep only these states."}),
+                _MAX,
+            ),
+            _page("CapacityReservation"),
+            READ,
+            list_reservations,
+        ),
+        ToolSpec(
+            "get_reservation",
+            "Show a capacity reservation",
+            "One capacity reservation: what it books, its window and state, the nodes that hold it, the price per "
+            "device-hour locked at booking, hours and totalCost, who booked it and when.",
+            _scoped(_SUB, _RG, ("name", _name("reservation")), required=("resourceGroup", "name")),
+            model_schema("CapacityReservation"),
+            READ,
+            get_reservation,
+        ),
+        ToolSpec(
             "list_audit_events",
             "Audit trail",
             "The subscription's audit events (admins), oldest first: who changed what, when, the outcome (Succeeded "
@@ -966,6 +1157,43 @@ def build_tools() -> list[ToolSpec]:
             _outcome(("job", model("SparkJob"))),
             CHANGE,
             cancel_job,
+        ),
+        ToolSpec(
+            "book_reservation",
+            "Book a capacity reservation (quote first)",
+            "Book devices for a future window (a capacity reservation): accelerator (kind, count per node, "
+            "optionally model, vendor, memoryGb per node, nodes for several nodes at once) in location, from "
+            "startTime to endTime on whole UTC hours (e.g. 2026-12-08T09:00:00Z; at most 56 days ahead, at most 28 "
+            "days long). Billed for every hour of the window, used or not, at the price locked when booked. Without "
+            "quoteId it only returns a quote (the window's cost at the highest price of the nodes that could hold "
+            "it): show it to the user and call again with the same arguments and quoteId when they accept. A window "
+            "that is taken: InsufficientCapacity naming the nodes that block it.",
+            _scoped(
+                _SUB,
+                _RG,
+                ("name", _name("reservation")),
+                ("location", api_field("CapacityReservationWrite", "location")),
+                ("tags", api_field("CapacityReservationWrite", "tags")),
+                ("accelerator", model("JobAccelerator")),
+                ("startTime", _hour("The window's start, a whole UTC hour: 2026-12-08T09:00:00Z.")),
+                ("endTime", _hour("The window's end (exclusive), a whole UTC hour after startTime.")),
+                ("maxPrice", model("MaxPrice")),
+                ("quoteId", QUOTE_ID),
+                required=("resourceGroup", "name", "location", "accelerator", "startTime", "endTime"),
+            ),
+            _outcome(("quote", QUOTE), ("reservation", model("CapacityReservation"))),
+            CREATE,
+            book_reservation,
+        ),
+        ToolSpec(
+            "cancel_reservation",
+            "Cancel a capacity reservation",
+            "Cancel a capacity reservation (consumers: their own). Before its window starts nothing is billed; once "
+            "it has started the window is billed whole and its devices are free for others.",
+            _scoped(_SUB, _RG, ("name", _name("reservation")), required=("resourceGroup", "name")),
+            _outcome(),
+            CHANGE,
+            cancel_reservation,
         ),
         ToolSpec(
             "delete_job",

@@ -115,6 +115,8 @@ export const paths = {
   instance: (sub, rg, node, name) => `${paths.instances(sub, rg, node)}/${enc(name)}`,
   jobs: (sub, rg) => (rg ? `${paths.rg(sub, rg)}/sparkJobs` : `${paths.sub(sub)}/sparkJobs`),
   job: (sub, rg, name) => `${paths.rg(sub, rg)}/sparkJobs/${enc(name)}`,
+  reservations: (sub, rg) => (rg ? `${paths.rg(sub, rg)}/capacityReservations` : `${paths.sub(sub)}/capacityReservations`),
+  reservation: (sub, rg, name) => `${paths.rg(sub, rg)}/capacityReservations/${enc(name)}`,
   audit: (sub) => `${paths.sub(sub)}/auditEvents`,
   offers: (sub, location) => `${paths.sub(sub)}/locations/${enc(location)}/offers`,
   billingExport: (sub, day) => `${paths.sub(sub)}/billingExports/${enc(day)}`,
@@ -124,11 +126,12 @@ function enc(s) {
   return encodeURIComponent(s);
 }
 
-/** The parts of an ARM id: {sub, rg, node, name, kind} for nodes, instances and jobs. */
+/** The parts of an ARM id: {sub, rg, node, name, kind} for nodes, instances, jobs and capacity reservations. */
 export function parseId(id) {
-  const m = /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/ITL\.Accelerator\/(sparkNodes|sparkJobs)\/([^/]+)(?:\/sparkOllamaInstances\/([^/]+))?/i.exec(id || '');
+  const m = /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/ITL\.Accelerator\/(sparkNodes|sparkJobs|capacityReservations)\/([^/]+)(?:\/sparkOllamaInstances\/([^/]+))?/i.exec(id || '');
   if (!m) return null;
   const [, sub, rg, type, first, child] = m.map((x) => (x === undefined ? x : decodeURIComponent(x)));
   if (child) return { sub, rg, node: first, name: child, kind: 'instance' };
-  return { sub, rg, name: first, node: type === 'sparkNodes' ? first : undefined, kind: type === 'sparkNodes' ? 'node' : 'job' };
+  const kind = { sparknodes: 'node', sparkjobs: 'job', capacityreservations: 'reservation' }[type.toLowerCase()];
+  return { sub, rg, name: first, node: kind === 'node' ? first : undefined, kind };
 }

@@ -8,6 +8,7 @@ import './views/overview.js';
 import './views/nodes.js';
 import './views/instances.js';
 import './views/jobs.js';
+import './views/reservations.js';
 import './views/usage.js';
 import './views/costs.js';
 import './views/activity.js';
@@ -17,6 +18,7 @@ const VIEWS = [
   ['nodes', 'Nodes'],
   ['instances', 'Instances'],
   ['jobs', 'Jobs'],
+  ['reservations', 'Reservations'],
   ['usage', 'Usage and cost'],
   ['costs', 'Costs'],
   ['activity', 'Activity log'],
@@ -200,6 +202,8 @@ class App extends View {
         return a.length >= 3 ? make('itl-instance-detail', { rg: a[0], node: a[1], name: a[2] }) : make('itl-instances');
       case 'jobs':
         return a.length >= 2 ? make('itl-job-detail', { rg: a[0], name: a[1] }) : make('itl-jobs', { mine: q.mine === '1' });
+      case 'reservations':
+        return make('itl-reservations', { book: q.book === '1' ? { kind: q.kind || '', model: q.model || '', location: q.location || '' } : null });
       case 'usage':
         return make('itl-usage', { resourceId: q.resource || '', hours: q.hours || '24' });
       case 'costs':

@@ -17,6 +17,8 @@ export const ACTIONS = {
   'jobs/submit': [[ADMIN, CONSUMER], 'consumers and admins', 'Submitting a job'],
   'jobs/cancel': [[ADMIN, CONSUMER], 'the job’s submitter and admins', 'Cancelling a job'],
   'jobs/delete': [[ADMIN, CONSUMER], 'the job’s submitter and admins', 'Deleting a job'],
+  'reservations/book': [[ADMIN, CONSUMER], 'consumers and admins', 'Booking capacity'],
+  'reservations/cancel': [[ADMIN, CONSUMER], 'the reservation’s owner and admins', 'Cancelling a reservation'],
   'budgets/write': [[ADMIN], 'admins', 'Setting a budget'],
   'quotas/write': [[ADMIN], 'admins', 'Setting a quota'],
   // reads some roles are refused (403, audited): never asked for those roles

@@ -198,16 +198,18 @@ def test_ctrl_c_leaves_the_provisioning_running_and_operation_wait_resumes(stack
 
 def test_readme_cli_example_runs_as_written(stack: Stack):
     """Given the README's command-line walkthrough, run verbatim with bash (only the port and the location of the
-    venv's commands differ), then every step succeeds: node, instance, job, my jobs, cost, audit, clean-up."""
+    venv's commands differ), then every step succeeds: node, instance, job, my jobs, cost, a reservation booked and cancelled, audit,
+    clean-up."""
     done = run_readme_block(stack, "<!-- worked-example-cli -->")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "instance llama-1: Succeeded" in done.stderr and "job train-1: Succeeded" in done.stderr
     assert "'currency': 'USD'" in done.stdout
     assert done.stdout.count('"name": "train-1"') >= 1
+    assert '"state": "Scheduled"' in done.stdout and "reservation tomorrow cancelled." in done.stderr
 
 
 def test_the_venv_has_the_command_and_its_help_names_every_noun():
     assert Path(CLI).exists(), "./dev installs cli/ into .venv"
     done = subprocess.run([CLI, "--help"], capture_output=True, text=True, check=True)
-    for noun in ("node", "instance", "job", "usage", "audit", "operation"):
+    for noun in ("node", "instance", "job", "reservation", "usage", "audit", "operation"):
         assert f"\n  {noun} " in done.stdout

@@ -1492,6 +1492,11 @@ def test_every_view_passes_axe_in_the_users_colour_scheme(stack: Stack, portal, 
     month = datetime.now(UTC).strftime("%Y-%m-01T00:00:00Z")
     budget = {"properties": {"amount": "50", "currency": "USD", "timePeriod": {"startDate": month}}}
     assert admin.http.put(f"{admin.sub}/budgets/a11y", json=budget).status_code == 201
+    start = (datetime.now(UTC) + timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
+    window = {"startTime": start.strftime("%Y-%m-%dT%H:00:00Z"),
+              "endTime": (start + timedelta(hours=4)).strftime("%Y-%m-%dT%H:00:00Z")}  # fmt: skip
+    booking = {"location": "us-east-1", "properties": {"accelerator": {"kind": "GPU", "count": 1}, **window}}
+    assert admin.http.put(f"{admin.rg}/capacityReservations/a11y", json=booking).status_code == 201
     page = portal("ada", (ADMIN,), sub, viewport=(width, height), color_scheme=scheme)
     assert page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
     views = {
@@ -1501,6 +1506,7 @@ def test_every_view_passes_axe_in_the_users_colour_scheme(stack: Stack, portal, 
         "#/instances": "Instances",
         "#/jobs": "Jobs",
         "#/jobs/rg1/a11y-job": "Job a11y-job",
+        "#/reservations": "Reservations",
         "#/usage": "Usage and cost",
         "#/costs": "Costs",
         "#/activity": "Activity log",
@@ -1515,6 +1521,9 @@ def test_every_view_passes_axe_in_the_users_colour_scheme(stack: Stack, portal, 
             expect(page.locator(".estimate")).to_be_visible()
         if hash_ == "#/costs":
             page.get_by_role("button", name="Set a budget").click()
+        if hash_ == "#/reservations":
+            page.get_by_role("button", name="Book capacity").click()
+            expect(page.get_by_role("figure", name="Reservations by node")).to_be_visible()
         if hash_ == "#/jobs/rg1/a11y-job":
             expect(page.get_by_role("log", name="Job log")).to_be_visible(timeout=LONG)
         found[hash_] = axe_violations(page)

@@ -43,6 +43,8 @@ READ_TOOLS = {
     "get_job",
     "get_usage",
     "list_offers",
+    "list_reservations",
+    "get_reservation",
     "list_audit_events",
     "get_operation",
 }
@@ -55,6 +57,8 @@ WRITE_TOOLS = {
     "submit_job",
     "cancel_job",
     "delete_job",
+    "book_reservation",
+    "cancel_reservation",
 }
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 
@@ -618,3 +622,106 @@ def test_an_assistant_reads_the_offers_it_quotes_from_before_submitting(mcp_url,
     (offer,) = run(main)["value"]
     assert offer["name"] == "gpu-h100" and offer["properties"]["largestSingleNode"]["devices"] == 8
     assert offer["properties"]["pricePerAcceleratorHour"] == [{"currency": "USD", "min": "2.5", "max": "2.5"}]
+
+
+# ----------------------------------------------------------------------------------------------- reservations
+def _window(days_ahead: int = 1, hours: int = 3) -> tuple[str, str]:
+    """A window on whole UTC hours starting ``days_ahead`` days after the next hour."""
+    start = (int(time.time()) // 3600 + 1 + 24 * days_ahead) * 3600
+    at = lambda epoch: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))  # noqa: E731
+    return at(start), at(start + hours * 3600)
+
+
+def test_a_reservation_is_booked_only_with_an_accepted_quote_and_a_taken_window_names_its_node(
+    mcp_url, make_token, admin, sub, with_node
+):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    start, end = _window(hours=3)
+    args = {
+        "resourceGroup": "rg1",
+        "name": "tuesday",
+        "location": node_body()["location"],
+        "accelerator": {"kind": "GPU", "count": 4, "model": "H100"},
+        "startTime": start,
+        "endTime": end,
+    }
+    path = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/tuesday"
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with http_session(mcp_url, token) as client:
+            out["quote"] = await client.call_tool("book_reservation", args)
+            quote_id = out["quote"].structured_content["quote"]["quoteId"]
+            out["other"] = await client.call_tool("book_reservation", {**args, "endTime": start, "quoteId": quote_id})
+            out["before"] = admin.get(path).status_code
+            out["booked"] = await client.call_tool("book_reservation", {**args, "quoteId": quote_id})
+            out["again"] = await client.call_tool("book_reservation", {**args, "quoteId": quote_id})
+            # the rest of the node's 8 GPUs in the same window: quoted, accepted, and refused by the API
+            more = {**args, "name": "too-many", "accelerator": {"kind": "GPU", "count": 8, "model": "H100"}}
+            second = (await client.call_tool("book_reservation", more)).structured_content["quote"]["quoteId"]
+            out["taken"] = await client.call_tool("book_reservation", {**more, "quoteId": second})
+            out["listed"] = await client.call_tool("list_reservations", {"subscriptionId": sub})
+            out["cancelled"] = await client.call_tool("cancel_reservation", {"resourceGroup": "rg1", "name": "tuesday"})
+            out["gone"] = await client.call_tool("get_reservation", {"resourceGroup": "rg1", "name": "tuesday"})
+        return out
+
+    out = run(main)
+    # The first call only quotes: 4 GPUs x 3 hours at the node's 2.5 USD, billed whole
+    quote = out["quote"].structured_content["quote"]
+    assert out["quote"].structured_content["status"] == "quote" and "show this quote" in out["quote"].content[0].text
+    assert quote["estimatedCost"] == [
+        {"amount": "30.000000", "currency": "USD", "basis": "the whole window (3 hours), billed used or not"}
+    ]
+    assert quote["upperBound"] is False and quote["maxPrice"] == {"pricePerAcceleratorHour": 2.5, "currency": "USD"}
+    # Other arguments are refused, and nothing is booked until the quote is accepted
+    assert payload(out["other"])["error"]["code"] == "QuoteNotValid" and out["before"] == 404
+    # Accepted: booked on dgx-1 at the quoted price, for the quoted total; the quote pays for one booking only
+    booked = out["booked"].structured_content
+    assert booked["status"] == "booked"
+    props = booked["reservation"]["properties"]
+    assert [n["id"].rsplit("/", 1)[-1] for n in props["reservedNodes"]] == ["dgx-1"]
+    assert float(props["totalCost"]["amount"]) == 30 and props["totalCost"]["currency"] == "USD"
+    assert (props["startTime"], props["endTime"], props["bookedBy"]) == (start, end, "bob")
+    assert payload(out["again"])["error"]["code"] == "QuoteNotValid"
+    # A window taken: the API's 409 naming the node that blocks it
+    taken = payload(out["taken"])["error"]
+    assert taken["code"] == "InsufficientCapacity" and "dgx-1" in taken["message"]
+    assert [r["name"] for r in payload(out["listed"])["value"]] == ["tuesday"]
+    # Cancelled before its window: gone
+    assert out["cancelled"].structured_content["status"] == "cancelled"
+    assert payload(out["gone"])["error"]["code"] == "ResourceNotFound"
+    assert admin.get(path).status_code == 404
+
+
+def test_a_reservation_under_a_max_price_below_every_node_is_quoted_no_price_and_cannot_be_accepted(
+    mcp_url, make_token, admin, sub, with_node
+):
+    token = make_token("bob", [CONSUMER], [f"/subscriptions/{sub}"])
+    start, end = _window(hours=2)
+    args = {
+        "resourceGroup": "rg1",
+        "name": "cheap",
+        "location": node_body()["location"],
+        "accelerator": {"kind": "GPU", "count": 1},
+        "startTime": start,
+        "endTime": end,
+        "maxPrice": {"pricePerAcceleratorHour": 1.0, "currency": "USD"},  # dgx-1 is 2.5
+    }
+
+    async def main() -> tuple[Any, Any]:
+        async with http_session(mcp_url, token) as client:
+            quote = await client.call_tool("book_reservation", args)
+            quote_id = quote.structured_content["quote"]["quoteId"]
+            return quote, await client.call_tool("book_reservation", {**args, "quoteId": quote_id})
+
+    quote, accepted = run(main)
+    assert quote.structured_content["quote"]["estimatedCost"] == []
+    assert quote.structured_content["quote"]["candidateNodes"] == []
+    assert "no price known" in quote.structured_content["quote"]["summary"]
+    assert payload(accepted)["error"]["code"] == "QuoteNotValid"
+    assert (
+        admin.get(
+            f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/cheap"
+        ).status_code
+        == 404
+    )

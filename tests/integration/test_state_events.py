@@ -2,18 +2,20 @@
 them: docs/EVENTS.md), when a node is registered, a job runs to its end and an instance is provisioned and deleted,
 then every change of state reaches the rule's target as an event of source ``itl.accelerator`` — in order per
 resource, each with its ARM id, old and new state, subscription, time and an id to dedupe by — and nothing else
-does (a price change, a lease renewal)."""
+does (a price change, a lease renewal). A capacity reservation's booking and cancellation reach a rule of its owner's
+(``detail.bookedBy``)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 
-from tests.conftest import EVENT_BUS, SEED_NODE, nodes_path
+from tests.conftest import CONSUMER, EVENT_BUS, SEED_NODE, nodes_path
 from tests.integration.instance_helpers import SEED_INSTANCE, instances_path, wait_for, wait_gone, wait_state
 from tests.integration.test_jobs import jobs_path, wait_job
 
@@ -133,3 +135,40 @@ def test_an_instances_life_and_a_nodes_changes_reach_the_target(admin, sub, dgx,
     assert states[-2:] == [("Succeeded", "Deleting"), ("Deleting", "Deleted")]
     kinds = {e["detail-type"] for e in subscriber.received}
     assert kinds == {"Node State Changed", "Instance State Changed"}
+
+
+def test_a_reservation_booked_and_cancelled_reaches_its_owners_rule(caller, admin, sub, dgx, aws):
+    # Given the consumer's own rule: her reservations' events, whatever the subscription's other events
+    owners = Subscriber(
+        f"booker-{sub}",
+        {"source": ["itl.accelerator"], "detail-type": ["Capacity Reservation State Changed"],
+         "detail": {"subscriptionId": [sub], "bookedBy": ["cora"]}},
+    )  # fmt: skip
+    try:
+        assert admin.post(nodes_path(sub), json=SEED_NODE).status_code == 201
+        cora = caller([CONSUMER], [f"/subscriptions/{sub}"], subject="cora")
+        start = (int(time.time()) // 3600 + 25) * 3600  # tomorrow, on a whole hour
+        at = lambda epoch: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))  # noqa: E731
+        body = {
+            "location": SEED_NODE["location"],
+            "properties": {
+                "accelerator": {"kind": "GPU", "count": 4},
+                "startTime": at(start),
+                "endTime": at(start + 7200),
+            },
+        }
+        path = f"/subscriptions/{sub}/resourceGroups/rg1/providers/ITL.Accelerator/capacityReservations/tuesday"
+        # When she books a window, and cancels it before it starts
+        assert cora.put(path, json=body).status_code == 201
+        assert owners.wait_until(path, "Scheduled") == [(None, "Scheduled")]
+        assert cora.delete(path).status_code == 200
+        # Then her rule received both, each saying whose it is, its window and the node that held it
+        assert owners.wait_until(path, "Deleted") == [(None, "Scheduled"), ("Scheduled", "Deleted")]
+        for event in owners.received:
+            detail = event["detail"]
+            assert event["detail-type"] == "Capacity Reservation State Changed" and detail["bookedBy"] == "cora"
+            assert (detail["startTime"], detail["endTime"]) == (at(start), at(start + 7200))
+            assert detail["reservedNodes"] == [nodes_path(sub, name="dgx-1")]
+            assert detail["resourceType"] == "ITL.Accelerator/capacityReservations" and detail["name"] == "tuesday"
+    finally:
+        owners.close()

@@ -10,7 +10,19 @@ from typing import Any
 import httpx
 
 from itlc_accelerator.commands.audit import to_time
-from tests.unit.cli_support import RG_PATH, SUB, accepted, job, jwt, node, operation, routes, run, status_path
+from tests.unit.cli_support import (
+    RG_PATH,
+    SUB,
+    accepted,
+    arm_error,
+    job,
+    jwt,
+    node,
+    operation,
+    routes,
+    run,
+    status_path,
+)
 
 NODES = f"{RG_PATH}/sparkNodes"
 JOBS = f"{RG_PATH}/sparkJobs"
@@ -343,3 +355,103 @@ def test_cost_export_says_its_summary_in_words_at_a_terminal(tmp_path):
     done = run(["cost", "export", "2026-11-30", "--out", str(out), "-o", "table"], api, tty=True)
     assert done.code == 0, done.err
     assert done.out.strip() == f"{out}: 1 rows, 1.5 USD"  # at a terminal, a sentence; piped (JSON), the summary
+
+
+RESERVATIONS = f"{RG_PATH}/capacityReservations"
+
+
+def reservation(state: str = "Scheduled") -> dict[str, Any]:
+    """A reservation as the API returns it (models/reservations.py), on two nodes."""
+    return {
+        "id": f"{RESERVATIONS}/r-1",
+        "name": "r-1",
+        "type": "ITL.Accelerator/capacityReservations",
+        "location": "us-east-1",
+        "properties": {
+            "accelerator": {"kind": "GPU", "model": "H100", "count": 8, "nodes": 2},
+            "startTime": "2026-12-08T09:00:00Z",
+            "endTime": "2026-12-08T17:00:00Z",
+            "provisioningState": "Succeeded",
+            "state": state,
+            "reservedNodes": [
+                {"id": f"{RG_PATH}/sparkNodes/dgx-1", "devices": 8, "memoryGb": 640},
+                {"id": f"{RG_PATH}/sparkNodes/dgx-2", "devices": 8, "memoryGb": 640},
+            ],
+            "hours": 8,
+            "totalCost": {"amount": "320.00", "currency": "USD"},
+        },
+    }
+
+
+def test_reservation_create_puts_the_booking_and_prints_its_nodes_and_cost():
+    done = run(
+        [
+            "reservation", "create", "r-1", "--kind", "GPU", "--count", "8", "--model", "H100", "--nodes", "2",
+            "--start", "2026-12-08T09:00:00Z", "--end", "2026-12-08T17:00:00Z", "-l", "us-east-1",
+            "--max-price", "2.5", "--currency", "usd", "--tag", "team=ml", "-o", "table",
+        ],
+        routes({f"PUT {RESERVATIONS}/r-1": echo(201, reservation())}),
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    assert sent(done.requests[0]) == {
+        "location": "us-east-1",
+        "tags": {"team": "ml"},
+        "properties": {
+            "accelerator": {"kind": "GPU", "count": 8, "model": "H100", "nodes": 2},
+            "startTime": "2026-12-08T09:00:00Z",
+            "endTime": "2026-12-08T17:00:00Z",
+            "maxPrice": {"pricePerAcceleratorHour": 2.5, "currency": "USD"},
+        },
+    }
+    header, _, row = done.out.splitlines()
+    assert header.split() == ["Name", "State", "Accelerators", "Window", "(UTC)", "Nodes", "Total", "cost"]
+    assert "r-1" in row and "Scheduled" in row and "GPU:H100=8" in row
+    assert "2026-12-08T09:00:00Z .. 2026-12-08T17:00:00Z" in row
+    assert "dgx-1 (8), dgx-2 (8)" in row and "320.00 USD" in row
+
+
+def test_reservation_create_of_the_same_booking_again_says_nothing_changed():
+    args = ["reservation", "create", "r-1", "--kind", "GPU", "--count", "8", "--start", "2026-12-08T09:00:00Z",
+            "--end", "2026-12-08T17:00:00Z", "-l", "us-east-1"]  # fmt: skip
+    first = run(args, routes({f"PUT {RESERVATIONS}/r-1": echo(201, reservation())}))
+    again = run(args, routes({f"PUT {RESERVATIONS}/r-1": echo(200, reservation())}))
+    assert first.code == again.code == 0 and first.json() == again.json() == reservation()
+    assert "booked already" not in first.err
+    assert "reservation r-1 was booked already, as asked: nothing changed." in again.err
+
+
+def test_reservation_create_of_a_taken_window_says_which_nodes_block_it():
+    message = "No capacity for 2026-12-08T09:00:00Z..2026-12-08T17:00:00Z: dgx-1 is reserved by r-0."
+    api = routes({f"PUT {RESERVATIONS}/r-1": arm_error(409, "InsufficientCapacity", message)})
+    done = run(
+        ["reservation", "create", "r-1", "--kind", "GPU", "--count", "8", "--start", "2026-12-08T09:00:00Z",
+         "--end", "2026-12-08T17:00:00Z", "-l", "us-east-1"],
+        api,
+    )  # fmt: skip
+    assert done.code == 1
+    assert f"InsufficientCapacity: {message}" in done.err
+
+
+def test_reservation_max_price_needs_its_currency():
+    done = run(
+        ["reservation", "create", "r-1", "--kind", "GPU", "--count", "8", "--start", "2026-12-08T09:00:00Z",
+         "--end", "2026-12-08T17:00:00Z", "-l", "us-east-1", "--max-price", "2"],
+    )  # fmt: skip
+    assert done.code == 2 and "--max-price and --currency go together" in done.err
+    assert done.requests == []
+
+
+def test_reservation_list_without_a_resource_group_lists_the_subscription():
+    path = f"/subscriptions/{SUB}/providers/ITL.Accelerator/capacityReservations"
+    api = routes({f"GET {path}": echo(body={"value": [reservation("Active")]})})
+    done = run(["reservation", "list", "-o", "table"], api, env={"CONTROLPLANE_RESOURCE_GROUP": None})
+    assert done.code == 0, done.err
+    assert done.paths() == [f"GET {path}"]
+    assert "Active" in done.out.splitlines()[2]
+
+
+def test_reservation_cancel_says_whether_there_was_one():
+    gone = run(["reservation", "cancel", "r-1"], routes({f"DELETE {RESERVATIONS}/r-1": httpx.Response(200)}))
+    assert gone.code == 0 and "reservation r-1 cancelled" in gone.err
+    none = run(["reservation", "cancel", "r-1"], routes({f"DELETE {RESERVATIONS}/r-1": httpx.Response(204)}))
+    assert none.code == 0 and "did not exist: nothing cancelled" in none.err

@@ -182,6 +182,9 @@ def _mapping_filters(function_id: str) -> list:
         ("MODIFY", "INSTANCE#dgx-1#llama", {"leaseUntil": {"N": "5000"}, "bookkeeping": {"BOOL": True}}, False),
         ("MODIFY", "JOB#train", {"bookkeeping": {"BOOL": True}}, False),
         ("MODIFY", "METER#op-1", {"meteredUntil": {"N": "1"}}, False),
+        # a capacity reservation booked and cancelled
+        ("INSERT", "CAPRES#rg1#tuesday", {"etag": {"S": "x"}}, True),
+        ("REMOVE", "CAPRES#rg1#tuesday", None, True),
     ],
 )
 def test_the_state_events_filter_passes_state_changes_not_bookkeeping(event_name, sk, new_image, passes):
@@ -202,3 +205,78 @@ def test_a_refused_entry_is_sent_again_after_a_pause_growing_with_each_attempt()
         )
     assert slept == pytest.approx([0.5, 1.0, 1.5])  # none after the last attempt
     assert [len(c) for c in bridge.calls] == [2, 1, 1, 1]
+
+
+def test_the_state_events_filter_names_every_kind_the_decoder_publishes():
+    from itl_accelerator.repositories.dynamodb.streams import STATE_EVENT_PREFIXES
+
+    for pattern in _mapping_filters("StateEventsFunction")[:2]:
+        named = {p["prefix"] for p in pattern["dynamodb"]["Keys"]["SK"]["S"]}
+        assert named == set(STATE_EVENT_PREFIXES)
+
+
+# ------------------------------------------------------------------------------------------ capacity reservations
+RESERVATION = ("CAPRES#rg1#tuesday", f"{SUB_ID}/capacityReservations/tuesday")
+#: 2025-12-01T10:00Z, the records' ApproximateCreationDateTime; the window is 2025-12-02 09:00-17:00 UTC
+WINDOW = {"startTime": "2025-12-02T09:00:00Z", "endTime": "2025-12-02T17:00:00Z"}
+
+
+def reservation_image(**extra: Any) -> dict[str, Any]:
+    doc = {
+        "id": RESERVATION[1],
+        "name": "tuesday",
+        "properties": {
+            **WINDOW,
+            "bookedBy": "cora",
+            "provisioningState": "Succeeded",
+            "reservedNodes": [{"id": f"{SUB_ID}/sparkNodes/dgx-1", "devices": 8, "memoryGb": 640}],
+        },
+    }
+    values = {"PK": "SUB#sub-a", "SK": RESERVATION[0], "resourceGroup": "RG1", "doc": json.dumps(doc), **extra}
+    return {k: {"S": v} for k, v in values.items()}
+
+
+def reservation_record(event_id: str, old: bool, new: bool, at: int = 1764583200) -> dict[str, Any]:
+    change: dict[str, Any] = {
+        "Keys": {"PK": {"S": "SUB#sub-a"}, "SK": {"S": RESERVATION[0]}},
+        "SequenceNumber": "200" + event_id[-1],
+        "ApproximateCreationDateTime": at,
+    }
+    if old:
+        change["OldImage"] = reservation_image()
+    if new:
+        change["NewImage"] = reservation_image(etag="e2")
+    return {"eventID": event_id, "eventName": "MODIFY", "dynamodb": change}
+
+
+def test_a_booked_reservation_is_an_event_to_its_owner_with_its_window_and_nodes():
+    booked = state_change(reservation_record("r1", old=False, new=True))
+    assert booked is not None and booked.detail_type == "Capacity Reservation State Changed"
+    assert booked.detail() == {
+        "eventId": "r1",
+        "sequenceNumber": "2001",
+        "resourceId": RESERVATION[1],
+        "resourceType": "ITL.Accelerator/capacityReservations",
+        "subscriptionId": "Sub-A",
+        "resourceGroup": "RG1",
+        "name": "tuesday",
+        "previousState": None,
+        "state": "Scheduled",  # booked ahead of its window
+        "time": "2025-12-01T10:00:00Z",
+        "bookedBy": "cora",  # its owner: what a rule matches to tell her
+        **WINDOW,
+        "reservedNodes": [f"{SUB_ID}/sparkNodes/dgx-1"],
+    }
+
+
+def test_a_cancelled_reservation_says_what_it_was_when_cancelled_and_other_writes_make_no_event():
+    before = state_change(reservation_record("r2", old=True, new=False))  # 2025-12-01T10:00Z: before the window
+    during = state_change(reservation_record("r3", old=True, new=False, at=1764669600 + 3600))  # 2025-12-02T11:00Z
+    assert before and (before.previous_state, before.state, before.detail()["bookedBy"]) == (
+        "Scheduled",
+        "Deleted",
+        "cora",
+    )
+    assert during and (during.previous_state, during.state) == ("Active", "Deleted")
+    # a write of the item that neither books nor cancels it changes no state (its state follows the clock)
+    assert state_change(reservation_record("r4", old=True, new=True)) is None

@@ -134,7 +134,11 @@ class Jobs extends View {
         if (p.largestMultiNode) parts.push(html`or ${p.largestMultiNode.nodes} nodes × ${p.largestMultiNode.devicesPerNode} at once`);
         parts.push(`${p.availableNodes} of ${p.nodes} nodes taking work`);
         if (prices) parts.push(`${prices} per device-hour`);
-        return html`<li class="offer" data-offer=${o.name}>${what}: ${parts.map((part, i) => html`${i ? ', ' : ''}${part}`)}${limit}${excludedText(p.budget)}</li>`;
+        // the same devices for a later window: the booking form of the reservations view, filled in with this offer
+        const later = this.app.may('reservations/book')
+          ? html` <a class="small book-later" href=${`#/reservations?${new URLSearchParams({ book: '1', kind: p.accelerator.kind, model: p.accelerator.model || '', location })}`}>Book ${what} for a later window</a>`
+          : nothing;
+        return html`<li class="offer" data-offer=${o.name}>${what}: ${parts.map((part, i) => html`${i ? ', ' : ''}${part}`)}${limit}${excludedText(p.budget)}${later}</li>`;
       })}</ul></div>`;
   }
 

@@ -7,6 +7,7 @@ import { time, costs } from '../format.js';
 import { fitStats, statsCurrencies } from '../chart.js';
 import { mayReadNodeStats } from '../permissions.js';
 import '../chart.js';
+import { reservationTimeline, reservationState } from './reservations.js';
 
 /** A node's accelerator kind (`GPU` for one stored before kinds existed). */
 class Nodes extends View {
@@ -128,12 +129,13 @@ class Nodes extends View {
 customElements.define('itl-nodes', Nodes);
 
 class NodeDetail extends View {
-  static properties = { rg: {}, name: {}, node: { state: true }, instances: { state: true }, stats: { state: true }, hours: { state: true }, deleted: { state: true }, message: { state: true } };
+  static properties = { rg: {}, name: {}, node: { state: true }, instances: { state: true }, reservations: { state: true }, stats: { state: true }, hours: { state: true }, deleted: { state: true }, message: { state: true } };
 
   constructor() {
     super();
     this.node = null;
     this.instances = [];
+    this.reservations = [];
     this.stats = null;
     this.hours = 24;
   }
@@ -163,8 +165,21 @@ class NodeDetail extends View {
     await this.track('node', async () => (this.node = await this.api.get(this.path)));
     if (!this.node) return;
     this.track('instances', async () => (this.instances = await this.api.all(paths.instances(this.ctx.sub, this.rg, this.name))));
+    this.loadReservations();
     // a node's figures are its supplier's and the admins' (docs/RBAC.md): nobody else's roles are asked for them
     if (mayReadNodeStats(this.app.auth.identity, this.node)) this.loadStats();
+  }
+
+  /** The reservations on this node the caller may see (docs/RBAC.md: a supplier those booked on its nodes, what it
+   *  sold; a consumer its own; admins all), from the subscription's list (a reservation lives in its booker's resource
+   *  group, not the node's) — or the node's resource group's for a token holding only some of them. */
+  loadReservations() {
+    const rg = this.app.holdsSubscription() ? '' : this.rg;
+    return this.track('reservations', async () => {
+      const all = await this.api.all(paths.reservations(this.ctx.sub, rg), { $top: 1000 });
+      const id = this.node.id.toLowerCase();
+      this.reservations = all.filter((r) => (r.properties.reservedNodes || []).some((n) => n.id.toLowerCase() === id));
+    });
   }
 
   loadStats() {
@@ -247,7 +262,27 @@ class NodeDetail extends View {
           : this.instancesLoading ? nothing : html`<p class="empty">None.</p>`}
         ${this.app.may('instances/provision') ? html`<a href="#/instances">Provision an instance</a>` : nothing}
       </section>
+      ${this.renderReservations(n)}
       ${this.renderFigures(p)}`;
+  }
+
+  /** The windows booked on this node: a time line and a list (a supplier sees what it sold). */
+  renderReservations(n) {
+    const sold = n.properties.owner === this.app.auth.identity.subject;
+    const title = sold ? 'Reservations on this node (what you sold)' : 'Reservations on this node';
+    return html`<section class="card" aria-label="Reservations on this node">
+      <h2>${title}</h2>
+      ${loading(this.reservationsLoading && !this.reservations.length, 'Loading reservations')} ${error(this.reservationsError)}
+      ${this.reservations.length
+        ? html`${reservationTimeline(this.reservations, { onlyNode: n.id, label: `Reservations on ${n.name} in time` })}
+          <ul class="node-reservations">${this.reservations.map((r) => {
+            const p = r.properties;
+            const held = p.reservedNodes.find((x) => x.id.toLowerCase() === n.id.toLowerCase());
+            return html`<li data-reservation=${r.name}><a href=${link('reservations')}>${r.name}</a> ${reservationState(p.state)} ${held.devices} ${kindOf(p)}s,
+              ${time(p.startTime, true)} – ${time(p.endTime, true)} (${p.hours} h), booked by ${p.bookedBy}</li>`;
+          })}</ul>`
+        : this.reservationsLoading ? nothing : html`<p class="empty">None you may see.</p>`}
+    </section>`;
   }
 
   /** Utilisation and earnings for whoever may read them (admins, the node's supplier); for others the reason, and a

@@ -1,5 +1,5 @@
-"""State-change events (docs/EVENTS.md): what a change of state of an Ollama instance, a job or a node says, as the
-provider publishes it on EventBridge. Which table writes are state changes is the stream decoder's
+"""State-change events (docs/EVENTS.md): what a change of state of an Ollama instance, a job, a node or a capacity
+reservation says, as the provider publishes it on EventBridge. Which table writes are state changes is the stream decoder's
 (repositories/dynamodb/streams.py); putting them on the bus is events.py's."""
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ DELETED = "Deleted"
 INSTANCE_STATE_CHANGED = "Instance State Changed"
 JOB_STATE_CHANGED = "Job State Changed"
 NODE_STATE_CHANGED = "Node State Changed"
-DETAIL_TYPES: tuple[str, ...] = (INSTANCE_STATE_CHANGED, JOB_STATE_CHANGED, NODE_STATE_CHANGED)
+RESERVATION_STATE_CHANGED = "Capacity Reservation State Changed"
+DETAIL_TYPES: tuple[str, ...] = (
+    INSTANCE_STATE_CHANGED,
+    JOB_STATE_CHANGED,
+    NODE_STATE_CHANGED,
+    RESERVATION_STATE_CHANGED,
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,8 @@ class StateChange:
         """The event's ``detail``: ``eventId`` (dedupe by it), ``sequenceNumber`` (order per resource),
         ``resourceId`` (the ARM id), ``resourceType``, ``subscriptionId``, ``resourceGroup``, ``name``,
         ``previousState`` (null when created), ``state`` (``Deleted`` when removed), ``time`` (ISO 8601 UTC, when
-        the change was committed), and for jobs ``submittedBy`` and ``statusReason``."""
+        the change was committed), for jobs ``submittedBy`` and ``statusReason``, and for capacity reservations
+        ``bookedBy``, ``startTime``, ``endTime`` and ``reservedNodes`` (the ARM ids of the nodes that hold it)."""
         return {
             "eventId": self.event_id,
             "sequenceNumber": self.sequence_number,

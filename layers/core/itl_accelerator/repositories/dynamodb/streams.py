@@ -9,9 +9,17 @@ A stream record (NEW_AND_OLD_IMAGES) becomes an event when its item's state attr
 | ``INSTANCE#...`` | ``provisioningState`` (Accepted, Provisioning, Succeeded, Failed, Deleting, Canceled) | ``Instance State Changed`` |
 | ``JOB#...`` | ``status`` (Pending, Scheduled, Running, Succeeded, Failed, Canceled, Preempted) | ``Job State Changed`` |
 | ``NODE#...`` | ``availability`` (Available, Cordoned, Maintenance, Offline) | ``Node State Changed`` |
+| ``CAPRES#...`` | none stored: its ``state`` at the change (Scheduled, Active, Expired) | ``Capacity Reservation State Changed`` |
 
 An item written for the first time has ``previousState`` null; an item removed has ``state`` ``Deleted``. Every other
 change of these items (a lease renewed, a price changed, capacity reserved) is no state change and makes no event.
+
+A capacity reservation stores no state: ``Scheduled``, ``Active`` and ``Expired`` follow from the clock and its window
+(models/reservations.py), and the clock writes nothing. So its events are its booking (the item written: ``state``
+what it was then, ``Scheduled`` — a window is booked ahead) and its cancellation (the item removed: ``previousState``
+what it was when cancelled, ``Scheduled`` or ``Active``, ``state`` ``Deleted``); its window opening and ending make
+none. Its ``detail`` adds ``bookedBy`` (its owner, for a rule to match on), ``startTime``, ``endTime`` and
+``reservedNodes``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from itl_accelerator.domain.events import (
     INSTANCE_STATE_CHANGED,
     JOB_STATE_CHANGED,
     NODE_STATE_CHANGED,
+    RESERVATION_STATE_CHANGED,
     StateChange,
 )
 from itl_accelerator.domain.records import FleetShape, LimitChange, NodeChange, NodeState
@@ -104,10 +113,11 @@ def limit_changes(records: list[dict[str, Any]]) -> list[LimitChange]:
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of item whose state changes are published: its sort-key prefix, state attribute and detail-type."""
+    """One kind of item whose state changes are published: its sort-key prefix, state attribute (None: a
+    reservation's, whose state is not stored but read from its window at the change) and detail-type."""
 
     key_prefix: str
-    state_attribute: str
+    state_attribute: str | None
     detail_type: str
     resource_type: str
 
@@ -121,23 +131,71 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind("JOB#", "status", JOB_STATE_CHANGED, f"{PROVIDER_NAMESPACE}/sparkJobs"),
     Kind("NODE#", "availability", NODE_STATE_CHANGED, f"{PROVIDER_NAMESPACE}/sparkNodes"),
+    Kind(
+        f"{keys.TYPE_CODES['capacityReservations']}{keys.SEP}",
+        None,
+        RESERVATION_STATE_CHANGED,
+        f"{PROVIDER_NAMESPACE}/capacityReservations",
+    ),
 )
+#: Sort-key prefixes of the items whose changes are state events (template.yaml ``StateEventsFunction``'s filter
+#: names the same; a unit test holds them equal).
+STATE_EVENT_PREFIXES: tuple[str, ...] = tuple(k.key_prefix for k in KINDS)
 
 
 def _kind_of(sort_key: str) -> Kind | None:
     return next((k for k in KINDS if sort_key.startswith(k.key_prefix)), None)
 
 
-def _iso(moment: Any) -> str:
+def _moment(moment: Any) -> datetime:
     """A stream record's ``ApproximateCreationDateTime`` — epoch seconds from Lambda, a datetime from boto3 (the
-    local poller) — as ISO 8601 UTC with ``Z``; now when absent."""
+    local poller) — as a UTC datetime; now when absent."""
     if isinstance(moment, datetime):
-        value = moment.astimezone(UTC)
-    elif moment is not None:
-        value = datetime.fromtimestamp(float(moment), UTC)
-    else:
-        value = datetime.now(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return moment.astimezone(UTC)
+    if moment is not None:
+        return datetime.fromtimestamp(float(moment), UTC)
+    return datetime.now(UTC)
+
+
+def _iso(moment: Any) -> str:
+    """:func:`_moment` as ISO 8601 UTC with ``Z``."""
+    return _moment(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _window_state(properties: dict[str, Any], at: datetime) -> str:
+    """A reservation's ``state`` at ``at`` from its window (domain/reservations.py's rule: before the start
+    ``Scheduled``, from it to the end ``Active``, then ``Expired``)."""
+    start = datetime.fromisoformat(str(properties["startTime"]).replace("Z", "+00:00"))
+    end = datetime.fromisoformat(str(properties["endTime"]).replace("Z", "+00:00"))
+    return "Scheduled" if at < start else "Active" if at < end else "Expired"
+
+
+def _attribute_change(change: dict[str, Any], attribute: str) -> tuple[str | None, str, dict[str, Any]] | None:
+    """``(previousState, state, item)`` of a record whose item stores its state in ``attribute``; None when the
+    state is as it was (or the new image has none)."""
+    old = plain(change["OldImage"]) if change.get("OldImage") else None
+    new = plain(change["NewImage"]) if change.get("NewImage") else None
+    before = str(old[attribute]) if old and old.get(attribute) is not None else None
+    after = DELETED if new is None else (str(new[attribute]) if new.get(attribute) else None)
+    if after is None or before == after:
+        return None
+    item = new or old
+    assert item is not None
+    return before, after, item
+
+
+def _reservation_change(change: dict[str, Any]) -> tuple[str | None, str, dict[str, Any]] | None:
+    """``(previousState, state, item)`` of a reservation's record: booked (written) or cancelled (removed); None for
+    any other write of it, which changes no state."""
+    old = plain(change["OldImage"]) if change.get("OldImage") else None
+    new = plain(change["NewImage"]) if change.get("NewImage") else None
+    if (old is None) == (new is None):
+        return None
+    item = new or old
+    assert item is not None
+    at = _moment(change.get("ApproximateCreationDateTime"))
+    state = _window_state(json.loads(str(item["doc"]))["properties"], at)
+    return (None, state, item) if old is None else (state, DELETED, item)
 
 
 def _id_parts(resource_id: str) -> tuple[str, str]:
@@ -157,14 +215,13 @@ def state_change(record: dict[str, Any]) -> StateChange | None:
     kind = _kind_of(str(((change.get("Keys") or {}).get("SK") or {}).get("S", "")))
     if kind is None:
         return None
-    old = plain(change["OldImage"]) if change.get("OldImage") else None
-    new = plain(change["NewImage"]) if change.get("NewImage") else None
-    before = str(old[kind.state_attribute]) if old and old.get(kind.state_attribute) is not None else None
-    after = DELETED if new is None else (str(new[kind.state_attribute]) if new.get(kind.state_attribute) else None)
-    if after is None or before == after:
+    if kind.state_attribute is None:
+        found = _reservation_change(change)
+    else:
+        found = _attribute_change(change, kind.state_attribute)
+    if found is None:
         return None
-    item = new or old
-    assert item is not None
+    before, after, item = found
     document = json.loads(str(item["doc"]))
     resource_id = str(document["id"])
     subscription, group = _id_parts(resource_id)
@@ -172,6 +229,14 @@ def state_change(record: dict[str, Any]) -> StateChange | None:
     if kind.key_prefix == "JOB#":
         properties = document.get("properties") or {}
         extra = {"submittedBy": properties.get("submittedBy"), "statusReason": properties.get("statusReason")}
+    elif kind.state_attribute is None:  # a capacity reservation: whose it is, its window, the nodes that hold it
+        properties = document.get("properties") or {}
+        extra = {
+            "bookedBy": properties.get("bookedBy"),
+            "startTime": properties.get("startTime"),
+            "endTime": properties.get("endTime"),
+            "reservedNodes": [n.get("id") for n in properties.get("reservedNodes") or []],
+        }
     return StateChange(
         detail_type=kind.detail_type,
         resource_type=kind.resource_type,
