@@ -45,7 +45,7 @@ def test_book_overlap_race_and_cancel_through_the_api(admin, caller, sub):
     assert booked.status_code == 201, booked.text
     props = booked.json()["properties"]
     assert props["state"] == "Scheduled" and props["reservedNodes"][0]["id"].endswith("/sparkNodes/dgx-1")
-    assert props["totalCost"] == {"amount": "30.0", "currency": "USD"}  # 6 GPUs x 2 h x 2.50
+    assert props["totalCost"] == {"amount": "30.000000", "currency": "USD"}  # 6 GPUs x 2 h x 2.50
     overlap = ann.put(reservations_path(sub, "overlap"), json=reservation_body(4, hours_ahead=25))
     assert_refused(overlap, 409, "InsufficientCapacity")
     error = overlap.json()["error"]

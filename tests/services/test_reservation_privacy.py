@@ -2,11 +2,8 @@
 the names of another user's jobs or reservations (docs/RBAC.md, "Jobs": of another user's job a consumer may learn
 only that a name it tries is taken; another user's reservation answers as a missing one).
 
-Found while building the CLI, MCP and portal surfaces (issue 44 item 6), and left to the service's owner:
-services/api/reservations.py ``describe_blocker`` writes each holder's calendar id into the 409's message and
-``details`` (``8 held by sparkJobs/rg1/secret-train open-ended``, ``8 booked by capacityReservations/rg1/launch
-...``) whoever asks. Strict xfail: it fails loudly once fixed, to be unmarked. (An admin, or the holder's own
-consumer, may well be told the names; the test asks only that another consumer is not.)"""
+services/api/reservations.py ``describe_blocker`` says how many devices work holds and until when, and which windows
+other reservations booked — never whose."""
 
 from __future__ import annotations
 
@@ -23,16 +20,19 @@ def _said(refused: InsufficientCapacity) -> str:
     return refused.message + json.dumps(refused.details)
 
 
-@pytest.mark.xfail(strict=True, reason="the 409 names other users' jobs and reservations (see module)")
 def test_a_blocked_booking_does_not_name_another_consumers_job_or_reservation(env: Env, node):
+    env.add_node("dgx-2")
     ann, bob = env.consumer("ann"), env.consumer("bob")
-    book(env, "anns-launch", body(8, start=NINE + 24 * HOUR, hours=2), ctx=ann)
-    env.submit("anns-secret-train", 8, 640, ctx=ann)  # no maximum duration: holds dgx-1 for good
+    env.submit("anns-secret-train", 8, 640, ctx=ann)  # runs for up to a week on one node
     env.run()
+    held = env.job("anns-secret-train").node_key.name
+    free = ({"dgx-1", "dgx-2"} - {held}).pop()
+    book(env, "anns-launch", body(8, start=NINE + 24 * HOUR, hours=2), ctx=ann)  # on the free node
     with pytest.raises(InsufficientCapacity) as tomorrow:
-        book(env, "bobs", body(8), ctx=bob)
+        book(env, "bobs", body(8, nodes=2), ctx=bob)
     with pytest.raises(InsufficientCapacity) as day_after:
-        book(env, "bobs", body(8, start=NINE + 24 * HOUR, hours=2), ctx=bob)
+        book(env, "bobs", body(8, start=NINE + 24 * HOUR, hours=2, nodes=2), ctx=bob)
     said = _said(tomorrow.value) + _said(day_after.value)
-    assert "dgx-1" in said  # which node blocks it: the point of the answer
+    assert held in said and free in _said(day_after.value)  # which node blocks it: the point of the answer
+    assert "held by running work" in said and "booked by a reservation" in said
     assert "anns-secret-train" not in said and "anns-launch" not in said

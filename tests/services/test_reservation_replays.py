@@ -2,20 +2,14 @@
 models/reservations.py accepts with its read-only properties) gets the reservation as it is (200) — also once its
 window has begun, when a replay is most likely (a tool re-applying its desired state at 09:05).
 
-Found while building the CLI, MCP and portal surfaces (issue 44 item 6), and left to the service's owner:
-services/api/reservations.py ``book`` checks that the window is in the future (``_ask``) before it looks for the
-booked reservation (``_again``), so the same body once the window has begun is 400 ``InvalidParameter``
-("startTime must be in the future") instead of 200. Strict xfail: it fails loudly once fixed, to be unmarked."""
+services/api/reservations.py ``book`` answers a booked name (``_again``) before it judges the window (``_ask``)."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.services.conftest import RG, SUB, Env
 from tests.services.test_reservations import HOUR, NINE, body, book
 
 
-@pytest.mark.xfail(strict=True, reason="book() checks the window is ahead before it finds the booking (see module)")
 def test_the_same_booking_again_once_its_window_began_is_200_as_it_is(env: Env, node):
     first, _ = book(env, "week-1", body(8, hours=4))
     env.clock.set(NINE + HOUR)

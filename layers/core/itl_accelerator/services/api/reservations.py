@@ -41,7 +41,13 @@ from typing import Any
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.auth import rbac
 from itl_accelerator.auth.principal import Principal
-from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, BillingTerms, iso, terms_properties
+from itl_accelerator.billing.metering import (
+    COST_QUANTUM,
+    MAX_MINIMUM_BILLABLE_SECONDS,
+    BillingTerms,
+    iso,
+    terms_properties,
+)
 from itl_accelerator.billing.reservations import reservation_meters
 from itl_accelerator.domain.accelerators import accelerator_key, canonical_kind, job_vendor
 from itl_accelerator.domain.booking import Ask, Blocker, Booked, Unbookable, decide_booking
@@ -114,9 +120,11 @@ def _until(t: int) -> str:
 
 
 def describe_blocker(b: Blocker) -> str:
-    """What takes a node in a window, in words: its workloads and until when, the other reservations' windows."""
-    held = [f"{h.devices} held by {h.holder or 'earlier work'} {_until(h.until)}" for h in b.holders]
-    booked = [f"{x.devices} booked by {x.reservation} {_hour(x.start)} to {_hour(x.end)}" for x in b.bookings]
+    """What takes a node in a window, in words: how many devices work holds there and until when, and how many other
+    reservations booked and over which windows — never whose they are (another user's job or reservation is not the
+    caller's to learn of: docs/RBAC.md)."""
+    held = [f"{h.devices} held by running work {_until(h.until)}" for h in b.holders]
+    booked = [f"{x.devices} booked by a reservation {_hour(x.start)} to {_hour(x.end)}" for x in b.bookings]
     return f"{b.node.name} ({b.node.device_total} in all: {'; '.join(held + booked) or 'too small'})"
 
 
@@ -206,9 +214,9 @@ class CapacityReservationService:
         arm_rules.check_preconditions(
             existing.etag if existing else None, if_match=if_match, if_none_match=if_none_match
         )
-        ask = self._ask(body)
-        if existing is not None:
+        if existing is not None:  # a replay (also once its window began) is answered before the window is judged
             return self._again(ctx, existing, body), False
+        ask = self._ask(body)
         for _ in range(BOOK_ATTEMPTS):
             now = self._clock()
             decided = decide_booking(ask, self._read_nodes(subscription_id, ask), now)
@@ -308,7 +316,7 @@ class CapacityReservationService:
             "reservedNodes": [{"id": n.arm_id, "devices": ask.devices, "memoryGb": ask.memory_gb} for n in nodes],
             "billingTerms": terms_properties(terms, booked_at, ask.kind),
             "hours": hours,
-            "totalCost": {"amount": format(total, "f"), "currency": terms.currency},
+            "totalCost": {"amount": format(total.quantize(COST_QUANTUM), "f"), "currency": terms.currency},
             "bookedBy": ctx.principal.subject,
             "bookedAt": booked_at,
         }
