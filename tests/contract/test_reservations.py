@@ -194,3 +194,25 @@ def test_beside_a_booking_a_placement_on_holds_that_moved_since_it_read_them_is_
             with pytest.raises(NodeChanged):
                 repos.jobs.update(job, placed, make_audit(sub), expect=Expect(etag="j1"), effects=effects)
     assert (repos.nodes.get(node.key) or read).devices_allocated == 2
+
+
+def test_the_booking_calendar_index_reads_the_nodes_no_booking_holds_from_a_start_on(
+    repos: Repositories, sub: str
+) -> None:
+    from itl_accelerator.domain.records import Demand
+
+    one, two = create_node(repos, make_node(sub, "n1")), create_node(repos, make_node(sub, "n2"))
+    create_node(repos, make_node(sub, "w1", location="westus"))
+    booked(repos, make_reservation(sub, "week-1", (one.key,)), sub)
+    demand = Demand(0, 0, "h100", "eastus")
+    assert names_of(repos.nodes.bookable(sub, demand, START, pages=2)) == ["n2"]  # n1 is booked from START
+    assert names_of(repos.nodes.bookable(sub, demand, END, pages=2)) == ["n2", "n1"]  # the longest free first
+    stored = repos.nodes.get(one.key)
+    assert stored is not None and stored.booked_until == END
+    # a change of the node keeps its place in the index; a node that stops taking work leaves it
+    repos.nodes.replace(stored, replace(stored, document={**stored.document, "tags": {"a": "b"}}, etag="n2"),
+                        make_audit(sub))  # fmt: skip
+    assert (repos.nodes.get(one.key) or stored).booked_until == END
+    cordoned = make_node(sub, "n2", availability="Cordoned", etag="n3")
+    repos.nodes.replace(repos.nodes.get(two.key) or two, cordoned, make_audit(sub))
+    assert names_of(repos.nodes.bookable(sub, demand, END, pages=2)) == ["n1"]

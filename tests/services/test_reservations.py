@@ -120,10 +120,10 @@ def test_twenty_concurrent_bookings_for_the_last_8_devices_exactly_one_wins(env:
 
 def test_a_booking_that_meets_a_concurrent_one_decides_again_on_what_it_then_reads(env: Env, node):
     def concurrent(_: Any) -> None:
-        env.nodes_hooks.after.pop("candidates", None)
+        env.nodes_hooks.after.pop("bookable", None)
         book(env, "first", body(8, hours=1))
 
-    env.nodes_hooks.after["candidates"] = concurrent
+    env.nodes_hooks.after["bookable"] = concurrent
     with pytest.raises(InsufficientCapacity):
         book(env, "second", body(8, hours=1))
     assert [b.reservation for b in env.node().bookings] == ["capacityReservations/rg1/first"]

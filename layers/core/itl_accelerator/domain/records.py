@@ -209,6 +209,10 @@ class Node:
     #: bumped by every reservation and release of its devices (``holdRev``): a booking is conditioned on the one it
     #: read, so it cannot land beside work it did not see
     hold_revision: int = 0
+    #: the end of its last booking (epoch seconds; 0: none): the booking calendar index's sort key (``bookedUntil``,
+    #: GSI6). Set by each booking; a cancellation leaves it (later than the truth: the node is then read by the other
+    #: read of a booking). None: a node stored before the index, in it from its next change.
+    booked_until: int | None = None
 
     @property
     def unaccounted(self) -> Hold | None:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
-from itl_accelerator.domain.records import Booking, ResourceKey, holder_id
+from itl_accelerator.domain.records import Booking, Node, ResourceKey, holder_id
 
 #: A reservation's window is on whole hours (seconds).
 HOUR = 3600
@@ -98,3 +98,11 @@ class CapacityReservation:
     def in_window(self, start: float, end: float) -> bool:
         """Whether ``[start, end)`` lies inside its window."""
         return self.start <= start and end <= self.end
+
+
+def booked_until(node: Node, reservation: CapacityReservation, expired_before: int) -> int:
+    """``node``'s end of its last booking once ``reservation`` is booked on it and its bookings that ended before
+    ``expired_before`` are removed (the booking calendar index's sort key: repositories/dynamodb/nodes.py
+    ``BOOKED_UNTIL``)."""
+    kept = [b.end for b in node.bookings if b.end >= expired_before and b.reservation != reservation.ref]
+    return max([*kept, reservation.end])

@@ -169,6 +169,13 @@ class NodeRepository(Protocol):
         The index may lag: a reservation is the judge."""
         ...
 
+    def bookable(self, subscription_id: str, demand: Demand, start: int, *, pages: int) -> list[Node]:
+        """``Available`` nodes of the demand's kind (model, vendor and location when given) that no booking holds from
+        ``start`` (epoch seconds) on, those free the longest first: at most ``pages`` pages of the booking calendar
+        index, whatever the fleet's size (a booking's first read). A node stored before the index is not in it until
+        it next changes."""
+        ...
+
     def set_draining(self, node: ResourceKey, for_job: ResourceKey | None, *, unless_held: bool = False) -> bool:
         """Drain ``node`` for ``for_job`` (no other job is placed there until it is) or end its drain (None).
         Placement's bookkeeping, not a change of the node (no audit). ``unless_held``: not when the node is held for

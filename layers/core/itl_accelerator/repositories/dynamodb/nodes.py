@@ -81,6 +81,8 @@ def holds_of(item: dict[str, Any]) -> tuple[Hold, ...]:
 BOOK_PREFIX = "book:"
 CALENDAR_REVISION = "calRev"
 HOLD_REVISION = "holdRev"
+#: The booking calendar index's sort key (GSI6, partition ``GSI5PK``): the end of the node's last booking, 0 for none.
+BOOKED_UNTIL = "bookedUntil"
 
 
 def booking_attribute(reservation: str) -> str:
@@ -124,6 +126,7 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
         bookings=bookings_of(item),
         calendar_revision=int(item.get(CALENDAR_REVISION, 0)),
         hold_revision=int(item.get(HOLD_REVISION, 0)),
+        booked_until=int(item[BOOKED_UNTIL]) if BOOKED_UNTIL in item else None,
     )
     node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
     node.backend_status = json.loads(item["backendStatus"]) if item.get("backendStatus") else None
@@ -250,6 +253,44 @@ class DynamoNodeRepository:
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found
 
+    def bookable(self, subscription_id: str, demand: Demand, start: int, *, pages: int) -> list[Node]:
+        """At most ``pages`` pages of the booking calendar index GSI6 (:data:`CANDIDATE_PAGE` keys each): the
+        ``Available`` nodes of the demand's kind no booking holds from ``start`` on (``bookedUntil <= start``), the
+        longest free first, filtered by model, vendor and location; then their items (``BatchGetItem``, consistent).
+        A constant number of requests whatever the fleet."""
+        values: dict[str, Any] = {":p": keys.placement_partition(subscription_id, demand.kind), ":s": start}
+        conditions, names = [], {}
+        if model_of_key(demand.gpu_model):
+            conditions.append("gpuModelKey = :model")
+            values[":model"] = demand.gpu_model
+        if demand.vendor:
+            conditions.append("(attribute_not_exists(acceleratorVendor) OR acceleratorVendor = :vendor)")
+            values[":vendor"] = vendor_key(demand.vendor)
+        if demand.location:
+            conditions.append("#loc = :loc")
+            names["#loc"] = "location"
+            values[":loc"] = demand.location
+        request: dict[str, Any] = {
+            "TableName": self._t.name,
+            "IndexName": "GSI6",
+            "KeyConditionExpression": f"GSI5PK = :p AND {BOOKED_UNTIL} <= :s",
+            "ExpressionAttributeValues": typed(values),
+            "Limit": CANDIDATE_PAGE,
+        }
+        if conditions:
+            request["FilterExpression"] = " AND ".join(conditions)
+        if names:
+            request["ExpressionAttributeNames"] = names
+        wanted: list[dict[str, str]] = []
+        for _ in range(pages):
+            response = self._t.client.query(**request)
+            wanted += [{"PK": i["PK"], "SK": i["SK"]} for i in map(plain, response.get("Items", []))]
+            if "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        found = [node_from_item(key_of(item, subscription_id, TYPE), item) for item in self._t.batch_get(wanted)]
+        return [n for n in found if n.placeable]
+
     # ----------------------------------------------------------------------------------------------- writes
     def create(self, node: Node, audit: AuditEvent) -> None:
         item = {
@@ -259,6 +300,7 @@ class DynamoNodeRepository:
             "gpuFree": node.device_total,
             "memoryGbFree": node.memory_gb_total,
             "childCount": 0,
+            BOOKED_UNTIL: 0,
         }
         items = [
             {
@@ -296,6 +338,8 @@ class DynamoNodeRepository:
             condition += " AND (attribute_not_exists(gpuAllocated) OR gpuAllocated = :zero)"
             condition += " AND (attribute_not_exists(memoryGbAllocated) OR memoryGbAllocated = :zero)"
             values[":zero"] = 0
+        assignments.append(f"{BOOKED_UNTIL} = if_not_exists({BOOKED_UNTIL}, :zeroBooked)")  # into the calendar index
+        values[":zeroBooked"] = 0
         expression = "SET " + ", ".join(assignments)
         removed = ([] if available else ["GSI5PK"]) + ([] if node.backend.is_slurm else ["GSI1PK", "GSI1SK"])
         if removed:

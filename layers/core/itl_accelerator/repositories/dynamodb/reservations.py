@@ -21,7 +21,7 @@ from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.domain.reservations import CapacityReservation
+from itl_accelerator.domain.reservations import CapacityReservation, booked_until
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.domain.usage import Meter
 from itl_accelerator.models.audit import AuditEvent
@@ -30,6 +30,7 @@ from itl_accelerator.repositories.dynamodb.codec import to_json, typed
 from itl_accelerator.repositories.dynamodb.listing import Lister
 from itl_accelerator.repositories.dynamodb.meters import meter_start_item
 from itl_accelerator.repositories.dynamodb.nodes import (
+    BOOKED_UNTIL,
     CALENDAR_REVISION,
     HOLD_REVISION,
     booking_attribute,
@@ -150,11 +151,12 @@ class DynamoCapacityReservationRepository:
         expired = [b.reservation for b in node.bookings if b.end < expired_before and b.reservation != reservation.ref]
         names = {f"#x{i}": booking_attribute(ref) for i, ref in enumerate(expired)}
         remove = f" REMOVE {', '.join(names)}" if names else ""
+        until = booked_until(node, reservation, expired_before)
         return {
             "Update": {
                 "TableName": self._t.name,
                 "Key": typed(keys.item_key(node.key)),
-                "UpdateExpression": f"SET #book = :book ADD {CALENDAR_REVISION} :one{remove}",
+                "UpdateExpression": f"SET #book = :book, {BOOKED_UNTIL} = :until ADD {CALENDAR_REVISION} :one{remove}",
                 "ConditionExpression": " AND ".join(
                     (
                         "attribute_exists(PK) AND availability = :available AND etag = :etag",
@@ -166,6 +168,7 @@ class DynamoCapacityReservationRepository:
                 "ExpressionAttributeValues": typed(
                     {
                         ":book": booking_value(reservation.booking),
+                        ":until": until,
                         ":one": 1,
                         ":available": str(Availability.AVAILABLE),
                         ":etag": node.etag,

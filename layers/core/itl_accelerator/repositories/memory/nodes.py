@@ -69,6 +69,7 @@ def stored_node(node: Node) -> Node:
         bookings=tuple(node.bookings),
         calendar_revision=int(node.calendar_revision),
         hold_revision=int(node.hold_revision),
+        booked_until=node.booked_until,
     )
 
 
@@ -275,6 +276,35 @@ class MemoryNodeRepository:
                     break
             return found
 
+    def bookable(self, subscription_id: str, demand: Demand, start: int, *, pages: int) -> list[Node]:
+        """The booking calendar index GSI6 as the DynamoDB implementation reads it: ``Available`` nodes of the demand's
+        kind whose ``booked_until`` is at most ``start``, by it (then by key), :data:`CANDIDATE_PAGE` at a time for
+        ``pages`` pages, filtered by model, vendor and location; nodes stored before the index are not in it."""
+        with self._s.lock:
+            subscription = subscription_id.lower()
+            indexed = sorted(
+                (
+                    s
+                    for k, s in self._s.nodes.items()
+                    if k[0] == subscription
+                    and s.node.placeable
+                    and s.node.kind.lower() == demand.kind.lower()
+                    and s.node.booked_until is not None
+                    and s.node.booked_until <= start
+                ),
+                key=lambda s: (s.node.booked_until or 0, sort_key(s.node.key)),
+            )[: CANDIDATE_PAGE * pages]
+
+            def wanted(s: StoredNode) -> bool:
+                shape = s.node.shape
+                return (
+                    (not model_of_key(demand.gpu_model) or shape.gpu_model == demand.gpu_model)
+                    and (not demand.vendor or vendor_key(shape.vendor) == vendor_key(demand.vendor))
+                    and (not demand.location or shape.location == demand.location)
+                )
+
+            return [present(s.node, listed_key(s.node, subscription_id)) for s in indexed if wanted(s)]
+
     # ----------------------------------------------------------------------------------------------- writes
     def create(self, node: Node, audit: AuditEvent) -> None:
         """The node (allocations and instance count at 0), its audit event and its shape count — refused with
@@ -291,6 +321,9 @@ class MemoryNodeRepository:
                 raise StoreError("the audit event exists")
             stored = stored_node(node)
             stored.devices_allocated = stored.memory_gb_allocated = stored.child_count = 0
+            # a new node's calendar is empty, in the booking calendar index (the table's item has none of the record's)
+            stored.holds, stored.bookings, stored.booked_until = (), (), 0
+            stored.calendar_revision = stored.hold_revision = 0
             stored.counted_shape = node.shape.sort_key
             self._s.nodes[fold(node.key)] = StoredNode(stored)
             self._s.put_audit(audit)
@@ -333,6 +366,7 @@ class MemoryNodeRepository:
             # its calendar is the store's, not the writer's (the table's UpdateItem sets the node's own attributes)
             replaced.holds, replaced.bookings = current.holds, current.bookings
             replaced.calendar_revision, replaced.hold_revision = current.calendar_revision, current.hold_revision
+            replaced.booked_until = current.booked_until if current.booked_until is not None else 0
             stored.node = replaced
             self._s.put_audit(audit)
             sub = node.key.subscription_id

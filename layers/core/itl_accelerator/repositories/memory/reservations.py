@@ -8,7 +8,7 @@ import copy
 from dataclasses import replace
 
 from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.domain.reservations import CapacityReservation
+from itl_accelerator.domain.reservations import CapacityReservation, booked_until
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.domain.usage import Meter
 from itl_accelerator.models.audit import AuditEvent
@@ -75,6 +75,7 @@ class MemoryCapacityReservationRepository:
                 node = self._s.nodes[fold(read.key)].node
                 others = tuple(b for b in node.bookings if b.reservation != reservation.ref and b.end >= expired_before)
                 node.bookings = tuple(sorted((*others, reservation.booking), key=lambda b: (b.start, b.reservation)))
+                node.booked_until = booked_until(read, reservation, expired_before)
                 node.calendar_revision += 1
             for meter in meters:
                 start_meter(self._s, meter)

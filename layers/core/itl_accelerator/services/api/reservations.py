@@ -2,9 +2,9 @@
 
 **Booking** (``PUT``; synchronous — 201 with the nodes that hold it, or 409): the window is on whole UTC hours, in the
 future, at most ``MAX_ADVANCE_DAYS`` ahead (models/reservations.py). The service reads the placement index's nodes of
-the asked kind, model and location whatever their room now, the most free first (at most :data:`BOOKING_PAGES`
-``Query`` pages of 25: the 100 nodes most likely free, whatever the fleet's size; a fleet larger than that may answer
-409 while a node beyond them is free), decides where it fits for the whole window (domain/booking.py ``decide_booking``: every other
+the asked kind, model and location in a bounded number of requests whatever the fleet's size (:meth:`_decide`: the
+booking calendar index's nodes no booking holds from the window's start on, then the placement index's most free
+ones), decides where it fits for the whole window (domain/booking.py ``decide_booking``: every other
 reservation's window and every workload on those nodes until its maximum duration ends — work without one holds its
 devices for good), and writes the reservation, its booking on each node and its meters in one transaction
 conditioned on each node's calendar and hold revisions as read. A concurrent booking or placement on one of those
@@ -81,8 +81,10 @@ from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
 
 #: Reads-and-decisions of a booking whose nodes changed meanwhile (a concurrent booking or placement), before 409.
 BOOK_ATTEMPTS = 5
-#: Pages of the placement index a booking reads (25 nodes each; the most free now first): the nodes it considers.
-BOOKING_PAGES = 4
+#: Pages of the booking calendar index a booking reads first (25 nodes each: those no booking holds from its start).
+CALENDAR_PAGES = 2
+#: Pages of the placement index a booking reads when those cannot take it (25 nodes each; the most free now first).
+BOOKING_PAGES = 2
 #: How long a booking stays on its nodes' calendars after its window (seconds): past it, the next booking on the node
 #: removes it (a job of the reservation stopped at the window's end releases its devices within the grace period).
 EXPIRED_KEPT_SECONDS = 3600
@@ -219,7 +221,7 @@ class CapacityReservationService:
         ask = self._ask(body)
         for _ in range(BOOK_ATTEMPTS):
             now = self._clock()
-            decided = decide_booking(ask, self._read_nodes(subscription_id, ask), now)
+            decided = self._decide(subscription_id, ask, now)
             if isinstance(decided, Unbookable):
                 raise unbookable(ask, decided)
             reservation = self._reservation(ctx, key, body, ask, decided)
@@ -286,14 +288,22 @@ class CapacityReservationService:
             ceiling=ceiling,
         )
 
-    def _read_nodes(self, subscription_id: str, ask: Ask) -> list[Node]:
-        """The placement index's nodes of the ask's kind, model and location whatever their room now, most free first:
-        :data:`BOOKING_PAGES` pages at most (one ``Query`` each), whatever the fleet's size."""
+    def _decide(self, subscription_id: str, ask: Ask, now: float) -> Booked | Unbookable:
+        """Where ``ask`` books (domain/booking.py), over two bounded reads of the subscription's nodes of its kind,
+        model and location: first the booking calendar index's nodes no booking holds from the window's start on
+        (:data:`CALENDAR_PAGES` pages, the longest free first: at any fleet size, the nodes most likely to take it);
+        when those cannot, also the placement index's, most free now first (:data:`BOOKING_PAGES` pages: nodes booked
+        around the window, and nodes stored before the calendar index)."""
         demand = Demand(
-            0, 0, accelerator_key(ask.kind, ask.model) if ask.model else accelerator_key(ask.kind, None),
-            ask.location, kind=ask.kind, vendor=ask.vendor,
-        )  # fmt: skip
-        return self._nodes.candidates(subscription_id, demand, pages=BOOKING_PAGES, most_free_first=True)
+            0, 0, accelerator_key(ask.kind, ask.model or None), ask.location, kind=ask.kind, vendor=ask.vendor
+        )
+        first = self._nodes.bookable(subscription_id, demand, ask.start, pages=CALENDAR_PAGES)
+        decided = decide_booking(ask, first, now)
+        if isinstance(decided, Booked):
+            return decided
+        more = self._nodes.candidates(subscription_id, demand, pages=BOOKING_PAGES, most_free_first=True)
+        seen = {n.key for n in first}
+        return decide_booking(ask, [*first, *(n for n in more if n.key not in seen)], now)
 
     def _reservation(
         self, ctx: CallContext, key: ResourceKey, body: CapacityReservationWrite, ask: Ask, booked: Booked
