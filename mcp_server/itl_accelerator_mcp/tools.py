@@ -626,22 +626,44 @@ def _runs(args: dict[str, Any]) -> int:
     return int((args.get("retryStrategy") or {}).get("attempts") or 1)
 
 
-async def submit_job(call: ToolCall) -> Result:
-    accepted = _accepted_quote(call, "submit_job")
-    body, terms = await _job_quote_body(call)
+def _quote_or_spend(
+    call: ToolCall,
+    tool: str,
+    accepted: QuoteClaims | None,
+    quoted: tuple[dict[str, Any], dict[str, Any]],
+    did: str,
+    what: str,
+    change: str,
+) -> Result | None:
+    """The single-use quote flow of a paid tool (``submit_job``, ``book_reservation``), after the quote the caller
+    sent was checked (``accepted``: :func:`_accepted_quote`, refusing another call's first) and the call quoted now
+    (``quoted``: its body and terms): a quote to show (none accepted yet, or prices rose above the accepted one:
+    nothing ``did``), 409 ``QuoteNotValid`` for an accepted quote that named no price (no node could hold ``what``:
+    ``change`` it), else the accepted quote spent and None."""
+    body, terms = quoted
     if accepted is None or not _within(accepted.terms, terms):
-        quote = _quote(call, "submit_job", terms, body)
-        note = body["summary"] + " Nothing was submitted: show this quote to the user, and call again with quoteId"
+        quote = _quote(call, tool, terms, body)
+        note = body["summary"] + f" Nothing was {did}: show this quote to the user, and call again with quoteId"
         note += " once they accept." if accepted is None else " (prices rose since the last quote)."
         return Result({"status": "quote", "quote": quote}, note)
     if not accepted.terms:
         raise ToolRefused(
             "QuoteNotValid",
-            "The quote named no price: no node you can see could hold this job, so there is nothing to accept. "
-            "Change the job (GPUs, memory, gpuModel, location) and ask for a new quote.",
+            f"The quote named no price: no node you can see could hold this {what}, so there is nothing to accept. "
+            f"Change {change} and ask for a new quote.",
             "quoteId",
         )
     _spend(call, accepted)
+    return None
+
+
+async def submit_job(call: ToolCall) -> Result:
+    accepted = _accepted_quote(call, "submit_job")
+    body, terms = await _job_quote_body(call)
+    shown = _quote_or_spend(call, "submit_job", accepted, (body, terms), "submitted", "job",
+                            "the job (GPUs, memory, gpuModel, location)")  # fmt: skip
+    if shown is not None:
+        return shown
     properties = {k: call.args[k] for k in _JOB_PROPERTIES if call.args.get(k) is not None}
     properties["maxDurationMinutes"] = body["maxDurationMinutes"]
     if body.get("maxPrice"):
@@ -786,19 +808,10 @@ async def _reservation_quote_body(call: ToolCall) -> tuple[dict[str, Any], dict[
 async def book_reservation(call: ToolCall) -> Result:
     accepted = _accepted_quote(call, "book_reservation")
     body, terms = await _reservation_quote_body(call)
-    if accepted is None or not _within(accepted.terms, terms):
-        quote = _quote(call, "book_reservation", terms, body)
-        note = body["summary"] + " Nothing was booked: show this quote to the user, and call again with quoteId"
-        note += " once they accept." if accepted is None else " (prices rose since the last quote)."
-        return Result({"status": "quote", "quote": quote}, note)
-    if not accepted.terms:
-        raise ToolRefused(
-            "QuoteNotValid",
-            "The quote named no price: no node you can see could hold this reservation, so there is nothing to "
-            "accept. Change it (devices, model, location) and ask for a new quote.",
-            "quoteId",
-        )
-    _spend(call, accepted)
+    shown = _quote_or_spend(call, "book_reservation", accepted, (body, terms), "booked", "reservation",
+                            "it (devices, model, location)")  # fmt: skip
+    if shown is not None:
+        return shown
     properties: dict[str, Any] = {k: call.args[k] for k in ("accelerator", "startTime", "endTime")}
     if body.get("maxPrice"):
         properties["maxPrice"] = body["maxPrice"]  # the quoted price is the booking's ceiling

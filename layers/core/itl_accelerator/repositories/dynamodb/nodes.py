@@ -133,6 +133,23 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
     return node
 
 
+def _shape_filter(demand: Demand, conditions: list[str], names: dict[str, str], values: dict[str, Any]) -> None:
+    """The index filter of what a demand asks of a node's devices and place — its model (the partition is the kind's
+    already), vendor and location — added to ``conditions``, ``names`` and ``values``: the placement index's and the
+    booking calendar's (both project these attributes)."""
+    if model_of_key(demand.gpu_model):
+        conditions.append("gpuModelKey = :model")
+        values[":model"] = demand.gpu_model
+    if demand.vendor:
+        # a node item stored before its vendor was written passes, and placement judges it on its document
+        conditions.append("(attribute_not_exists(acceleratorVendor) OR acceleratorVendor = :vendor)")
+        values[":vendor"] = vendor_key(demand.vendor)
+    if demand.location:
+        conditions.append("#loc = :loc")
+        names["#loc"] = "location"
+        values[":loc"] = demand.location
+
+
 def _available(node: Node) -> int:
     """1 when ``node`` is ``Available`` (it counts in its shape's available nodes), else 0."""
     return int(node.availability == Availability.AVAILABLE)
@@ -208,17 +225,7 @@ class DynamoNodeRepository:
             ":job": job_ref(for_job) if for_job else "-",
         }
         names: dict[str, str] = {}
-        if model_of_key(demand.gpu_model):  # a model named (the partition is the kind's already)
-            conditions.append("gpuModelKey = :model")
-            values[":model"] = demand.gpu_model
-        if demand.vendor:
-            # a node item stored before its vendor was written passes, and placement judges it on its document
-            conditions.append("(attribute_not_exists(acceleratorVendor) OR acceleratorVendor = :vendor)")
-            values[":vendor"] = vendor_key(demand.vendor)
-        if demand.location:
-            conditions.append("#loc = :loc")
-            names["#loc"] = "location"
-            values[":loc"] = demand.location
+        _shape_filter(demand, conditions, names, values)
         if demand.within is not None:
             bounds = []
             for i, bound in enumerate(demand.within):
@@ -259,17 +266,9 @@ class DynamoNodeRepository:
         longest free first, filtered by model, vendor and location; then their items (``BatchGetItem``, consistent).
         A constant number of requests whatever the fleet."""
         values: dict[str, Any] = {":p": keys.placement_partition(subscription_id, demand.kind), ":s": start}
-        conditions, names = [], {}
-        if model_of_key(demand.gpu_model):
-            conditions.append("gpuModelKey = :model")
-            values[":model"] = demand.gpu_model
-        if demand.vendor:
-            conditions.append("(attribute_not_exists(acceleratorVendor) OR acceleratorVendor = :vendor)")
-            values[":vendor"] = vendor_key(demand.vendor)
-        if demand.location:
-            conditions.append("#loc = :loc")
-            names["#loc"] = "location"
-            values[":loc"] = demand.location
+        conditions: list[str] = []
+        names: dict[str, str] = {}
+        _shape_filter(demand, conditions, names, values)
         request: dict[str, Any] = {
             "TableName": self._t.name,
             "IndexName": "GSI6",
