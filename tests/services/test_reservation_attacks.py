@@ -380,3 +380,51 @@ def test_a_booking_landing_while_its_node_is_taken_out_of_service_is_not_left_on
         assert refused.status == 409
         return
     assert env.node().bookings == () or str(env.node().availability) == "Available"
+
+
+# ----------------------------------------------------------------------------------------------- jobs naming one
+def test_a_job_may_not_run_free_in_another_consumers_reservation(env: Env, node):
+    """Bob names Ann's reservation: his job would run on what Ann pays for, billed nothing. It is refused as if the
+    reservation did not exist (nothing of Ann's is told)."""
+    book(env, "week", body(8, hours=8, memoryGb=640))
+    env.clock.set(NINE)
+    with pytest.raises(ArmError) as refused:
+        env.submit("bobs", 8, 640, ctx=env.consumer("bob"), capacityReservationId=RESERVATION_ID)
+    assert refused.value.status == 400 and "does not exist" in refused.value.message
+
+
+def test_a_gang_larger_than_the_reservations_nodes_is_refused_at_submission(env: Env, node):
+    book(env, "week", body(8, hours=8, memoryGb=640))
+    with pytest.raises(ArmError) as refused:
+        env.submit("gang", 16, 1280, ctx=env.consumer("ann"), capacityReservationId=RESERVATION_ID,
+                   accelerator={"kind": "GPU", "count": 8, "nodes": 2, "memoryGb": 640})  # fmt: skip
+    assert refused.value.status == 400 and "it books 1 node, the job asks for 2" in refused.value.message
+
+
+# ----------------------------------------------------------------------------------------------- scopes, preconditions
+def test_a_consumer_of_one_resource_group_cannot_book_list_or_cancel_in_another(env: Env, node):
+    book(env, "week", body(8), ctx=env.consumer("ann"))
+    scoped = env.consumer("ann", scopes=(f"/subscriptions/{SUB}/resourceGroups/rg2",))
+    for call in (
+        lambda: env.w.reservations.book(scoped, SUB, RG, "other", body(4)),
+        lambda: env.w.reservations.get(scoped, SUB, RG, "week"),
+        lambda: env.w.reservations.cancel(scoped, SUB, RG, "week"),
+    ):
+        with pytest.raises(ArmError) as refused:
+            call()
+        assert refused.value.status in (403, 404)
+    assert env.w.reservations.in_scope(scoped, SUB, RG, top=10, skip_token=None)[0] == []  # nothing of rg1's
+    assert env.node().bookings != ()
+
+
+def test_if_none_match_star_on_a_booked_name_and_if_match_on_a_missing_one_are_412(env: Env, node):
+    booked, _ = book(env, "week", body(8))
+    with pytest.raises(ArmError) as taken:
+        env.w.reservations.book(env.consumer(), SUB, RG, "week", body(8), if_none_match="*")
+    assert taken.value.status == 412
+    with pytest.raises(ArmError) as missing:
+        env.w.reservations.book(env.consumer(), SUB, RG, "other", body(4), if_match=booked["etag"])
+    assert missing.value.status == 412
+    with pytest.raises(ArmError) as stale:
+        env.w.reservations.cancel(env.consumer(), SUB, RG, "week", if_match='"stale"')
+    assert stale.value.status == 412 and env.node().bookings != ()
