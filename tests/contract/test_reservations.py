@@ -216,3 +216,33 @@ def test_the_booking_calendar_index_reads_the_nodes_no_booking_holds_from_a_star
     cordoned = make_node(sub, "n2", availability="Cordoned", etag="n3")
     repos.nodes.replace(repos.nodes.get(two.key) or two, cordoned, make_audit(sub))
     assert names_of(repos.nodes.bookable(sub, demand, END, pages=2)) == ["n1"]
+
+
+def test_a_node_booked_since_it_was_read_is_not_deleted(repos: Repositories, sub: str) -> None:
+    read = create_node(repos, make_node(sub))
+    reservation = make_reservation(sub, "week-1", (read.key,))
+    booked(repos, reservation, sub)  # lands between the delete's read and its write: same etag, calendar moved
+    with pytest.raises(EtagMismatch):
+        repos.nodes.delete(read, make_audit(sub))
+    stored = repos.nodes.get(read.key)
+    assert stored is not None and [b.reservation for b in stored.bookings] == [reservation.ref]
+    repos.reservations.cancel(reservation, make_audit(sub), bill_until=None)
+    now = repos.nodes.get(read.key)
+    assert now is not None
+    repos.nodes.delete(now, make_audit(sub))  # as read now: deleted
+    assert repos.nodes.get(read.key) is None
+
+
+def test_a_reservation_name_differing_in_case_is_the_same_item(repos: Repositories, sub: str) -> None:
+    node = create_node(repos, make_node(sub))
+    reservation = make_reservation(sub, "Week-1", (node.key,))
+    booked(repos, reservation, sub)
+    upper = ResourceKey(sub, "RG1", "capacityReservations", ("WEEK-1",))
+    found = repos.reservations.get(upper)
+    assert found is not None and found.etag == reservation.etag
+    again = replace(make_reservation(sub, "WEEK-1", (node.key,)), allocation_id="alloc-again")
+    read = [repos.nodes.get(node.key)]
+    with pytest.raises(ItemExists):
+        repos.reservations.book(
+            again, [n for n in read if n], reservation_meters(again, [n for n in read if n]), make_audit(sub)
+        )

@@ -80,17 +80,24 @@ def suits(ask: Ask, node: Node) -> bool:
 
 def window_calendar(node: Node, now: float, *, besides: str = "") -> Timeline:
     """``node``'s calendar for booking (domain/calendar.py ``Timeline``): each hold until its end as known now (an
-    overdue one ends now; open-ended ones for good) — but a job's hold inside a reservation's booking, which the booking
-    already counts — and every booking but ``besides``'s over its window."""
+    overdue one ends now; open-ended ones for good) — but a job's hold inside a reservation's booking still on the
+    node, which the booking already counts (a job whose reservation was cancelled under it holds its devices on its
+    own) — and every booking but ``besides``'s over its window."""
     busy = [
         Busy(h.devices, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf)
-        for h in node.holds
-        if not h.reservation
+        for h in unbooked_holds(node)
     ]
     if node.unaccounted is not None:
         busy.append(Busy(node.unaccounted.devices, node.unaccounted.memory_gb, now, math.inf))
     busy += [Busy(b.devices, b.memory_gb, b.start, b.end) for b in node.bookings if b.reservation != besides]
     return Timeline(node, tuple(busy))
+
+
+def unbooked_holds(node: Node) -> list[Hold]:
+    """The holds on ``node`` no booking on it counts: all but those of work run in a reservation whose booking is still
+    there (a cancelled or removed reservation's work runs on, stopped only at its window's old end)."""
+    booked = {b.reservation for b in node.bookings}
+    return [h for h in node.holds if not h.reservation or h.reservation not in booked]
 
 
 def decide_booking(ask: Ask, nodes: Iterable[Node], now: float) -> Booked | Unbookable:
@@ -123,6 +130,6 @@ def group_key(node: Node) -> tuple[Any, ...]:
 
 
 def _blocker(node: Node, ask: Ask, now: float) -> Blocker:
-    holders = tuple(h for h in node.holds if not h.reservation and (not h.until or max(h.until, now) > ask.start))
+    holders = tuple(h for h in unbooked_holds(node) if not h.until or max(h.until, now) > ask.start)
     unaccounted = (node.unaccounted,) if node.unaccounted is not None else ()
     return Blocker(node, (*holders, *unaccounted), tuple(b for b in node.bookings if b.overlaps(ask.start, ask.end)))

@@ -379,8 +379,16 @@ class DynamoNodeRepository:
                     "Delete": {
                         "TableName": self._t.name,
                         "Key": typed(keys.item_key(node.key)),
-                        "ConditionExpression": f"attribute_exists(PK) AND etag = :expected AND {idle}",
-                        "ExpressionAttributeValues": typed({":expected": node.etag, ":zero": 0}),
+                        # at the calendar revision read: a booking written since is never left on a deleted node
+                        "ConditionExpression": f"attribute_exists(PK) AND etag = :expected AND {idle} AND "
+                        + (
+                            f"{CALENDAR_REVISION} = :cal"
+                            if node.calendar_revision
+                            else f"(attribute_not_exists({CALENDAR_REVISION}) OR {CALENDAR_REVISION} = :cal)"
+                        ),
+                        "ExpressionAttributeValues": typed(
+                            {":expected": node.etag, ":zero": 0, ":cal": node.calendar_revision}
+                        ),
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
@@ -390,6 +398,7 @@ class DynamoNodeRepository:
                 ),
             ],
             expected_etag=node.etag,
+            expected_calendar=node.calendar_revision,
             subscription_checked=False,
         )
 
@@ -535,9 +544,11 @@ class DynamoNodeRepository:
         expected_etag: str | None = None,
         creating: bool = False,
         subscription_checked: bool = True,
+        expected_calendar: int | None = None,
     ) -> None:
         """Item 0 is the node, item 1 its audit event, item 2 (when ``subscription_checked``) the subscription
-        check. Failures become typed errors by position."""
+        check. Failures become typed errors by position (the node at another etag, or — ``expected_calendar`` — at
+        another booking calendar revision: ``EtagMismatch``)."""
         try:
             self._t.transact(items)
         except TransactionFailed as exc:
@@ -551,6 +562,8 @@ class DynamoNodeRepository:
             if not old:
                 raise ItemMissing() from exc
             if expected_etag is not None and old.get("etag") != expected_etag:
+                raise EtagMismatch() from exc
+            if expected_calendar is not None and int(old.get(CALENDAR_REVISION, 0)) != expected_calendar:
                 raise EtagMismatch() from exc
             raise CapacityInUse(
                 int(old.get("gpuAllocated", 0)), int(old.get("memoryGbAllocated", 0)), int(old.get("childCount", 0))

@@ -377,16 +377,17 @@ class MemoryNodeRepository:
                 self._count_shape(sub, node.shape, 0, _available(node) - _available(previous))
 
     def delete(self, node: Node, audit: AuditEvent) -> None:
-        """Remove the node at ``node.etag`` holding nothing (any subscription state). Refused with ``ItemMissing``,
-        ``EtagMismatch``, then ``CapacityInUse`` (allocations or instances as stored)."""
+        """Remove the node at ``node.etag`` and booking calendar revision holding nothing (any subscription state).
+        Refused with ``ItemMissing``, ``EtagMismatch`` (also: a booking written or cancelled since it was read), then
+        ``CapacityInUse`` (allocations or instances as stored)."""
         with self._s.lock:
             check_size(audit_size(audit))
             stored = self._s.nodes.get(fold(node.key))
             if stored is None:
                 raise ItemMissing()
             current = stored.node
-            if current.etag != node.etag:
-                raise EtagMismatch()
+            if current.etag != node.etag or current.calendar_revision != node.calendar_revision:
+                raise EtagMismatch()  # changed, or booked or cancelled on since it was read
             if current.devices_allocated or current.memory_gb_allocated or current.child_count:
                 raise CapacityInUse(current.devices_allocated, current.memory_gb_allocated, current.child_count)
             if self._s.audit_taken(audit):

@@ -252,7 +252,7 @@ class SparkJobService:
         if said.refusal is not None:
             raise said.refusal
         job, operation, audit = self._submitted(ctx, key, body, spec, fingerprint, said.currencies)
-        self._check_reservation(job)
+        self._check_reservation(job, ctx)
         try:
             self._jobs.submit(job, operation, audit)
         except WorkloadChanged as exc:
@@ -275,11 +275,12 @@ class SparkJobService:
             True,
         )
 
-    def _check_reservation(self, job: Job) -> None:
+    def _check_reservation(self, job: Job, ctx: CallContext) -> None:
         """A job naming a capacity reservation (issue 44, "Jobs in a reservation"): 400 ``InvalidParameter`` (target
         ``properties.capacityReservationId``) when the id is not a ``capacityReservations`` resource's of the job's
-        subscription, or — the reservation read (one ``GetItem``) — it does not exist, its window is over, or the job
-        asks for more than it books (domain/scheduling.py ``reservation_misfit``: kind, model, devices and GiB per
+        subscription, or — the reservation read (one ``GetItem``) — it does not exist or is not the caller's (an
+        admin may name any; a consumer only one it booked: as services/api/reservations.py ``may_change``), its window
+        is over, or the job asks for more than it books (domain/scheduling.py ``reservation_misfit``: kind, model, devices and GiB per
         node, nodes)."""
         named = job.capacity_reservation_id
         if named is None:
@@ -294,7 +295,9 @@ class SparkJobService:
                 target=target,
             )
         found = self._reservations.get(key)
-        if found is None:
+        principal = ctx.principal
+        if found is None or not (rbac.ROLE_ADMIN in principal.roles or found.booked_by == principal.subject):
+            # another consumer's: run there, the job would be billed nothing on what its booker pays for
             raise InvalidParameter(f"The capacity reservation '{key.name}' does not exist.", target=target)
         if self._clock() >= found.end:
             raise InvalidParameter(

@@ -478,7 +478,11 @@ class SparkNodeService:
                 arm_rules.check_preconditions(None, if_match=if_match, if_none_match=None)
             return False
         arm_rules.check_preconditions(previous.etag, if_match=if_match, if_none_match=None)
-        self._free_of_reservations(ctx, previous, force, "its node was deleted")
+        if self._free_of_reservations(ctx, previous, force, "its node was deleted"):
+            # the reservations ended moved its calendar: delete it as it is now (a booking written later refuses it)
+            previous = self._nodes.get(key)
+            if previous is None:
+                return False
         audit = self._audit(
             ctx, key, rbac.NODES_DELETE, f"Deleted sparkNode '{previous.document['name']}'", previous.document, None
         )
@@ -490,16 +494,16 @@ class SparkNodeService:
             raise self._write_error(exc, if_match=if_match, kind=previous.kind) from exc
         return True
 
-    def _free_of_reservations(self, ctx: CallContext, node: Node, force: bool, why: str) -> None:
+    def _free_of_reservations(self, ctx: CallContext, node: Node, force: bool, why: str) -> bool:
         """A change that takes ``node`` out of service (:func:`_breaks_bookings`, or its deletion) under capacity
         reservations not yet over: 409 ``NodeReserved`` naming them — or, ``force``, they end first, each billed only
         for what it served (services/api/reservations.py ``end_on_node``; issue 44: "refused unless forced"). Each
-        reservation ends in its own transaction before the node's change is written."""
+        reservation ends in its own transaction before the node's change is written. Whether any was ended."""
         if self._reservations is None:
-            return
+            return False
         live = self._reservations.in_the_way(node)
         if not live:
-            return
+            return False
         if not force:
             named = ", ".join(f"{b.reservation.rsplit('/', 1)[-1]} ({iso(b.start)} to {iso(b.end)})" for b in live)
             raise NodeReserved(
@@ -507,6 +511,7 @@ class SparkNodeService:
                 "end, or send force=true to end them (billed only for what they served; their owners are told)."
             )
         self._reservations.end_on_node(ctx, node, why)
+        return True
 
     # ----------------------------------------------------------------------------------------------- RBAC detail
     def _authorize_change(

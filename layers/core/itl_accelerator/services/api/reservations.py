@@ -392,7 +392,8 @@ class CapacityReservationService:
                 )
 
     def _again(self, ctx: CallContext, existing: CapacityReservation, body: CapacityReservationWrite) -> dict[str, Any]:
-        """A PUT of a booked name: the same booking again is 200 with it as it is; anything else is 409."""
+        """A PUT of a booked name: the same booking again (window, accelerator, location, maxPrice and tags) is 200 with
+        it as it is; anything else is 409."""
         if not may_change(ctx.principal, existing):
             raise Conflict(
                 f"The reservation name '{existing.key.name}' is taken in this resource group; names are unique in a "
@@ -406,6 +407,8 @@ class CapacityReservationService:
             and sent.accelerator.model_dump(mode="json", by_alias=True, exclude_none=True) | {"kind": existing.kind}
             == props["accelerator"]
             and normalize_location(body.location) == existing.location
+            and (sent.max_price.for_kind(existing.kind) if sent.max_price else None) == props.get("maxPrice")
+            and dict(body.tags or {}) == dict(existing.document.get("tags") or {})
         )
         if not same:
             raise PropertyChangeNotAllowed(
