@@ -75,12 +75,6 @@ def reprice_to(env: Env, price: float) -> Any:
     return reprice
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/api/reservations.py _ask books memory_gb = memoryGb or 0: a reservation that leaves memoryGb out "
-    "(documented as 'any') books 8 devices and 0 GiB, and jobs/_check_reservation (scheduling.reservation_misfit) "
-    "then refuses any job in it that states the memory of the devices it was sold",
-)
 def test_a_reservation_of_whole_devices_takes_a_job_that_states_their_memory(env: Env, node):
     book(env, "week", body(8, hours=8))  # memoryGb left out: any
     env.clock.set(NINE)
@@ -363,12 +357,6 @@ def test_a_booking_landing_while_its_node_is_deleted_is_never_left_on_a_deleted_
     pytest.fail("the node was deleted under the reservation booked meanwhile")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/api/nodes.py patch judges _breaks_bookings on the node as read and writes it (repositories "
-    "nodes.replace) conditioned on its etag only; a booking written meanwhile bumps calRev, not the etag, so the node "
-    "goes to Maintenance under a future reservation without force, its owner untold",
-)
 def test_a_booking_landing_while_its_node_is_taken_out_of_service_is_not_left_on_it(env: Env, node):
     def booking(_: Any) -> None:
         book(env, "week", body(8))

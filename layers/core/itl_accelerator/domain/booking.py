@@ -5,17 +5,21 @@ reservations.py reads the nodes, asks, and writes the booking conditioned on wha
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from itl_accelerator.arm import normalize_location
 from itl_accelerator.domain.accelerators import accelerator_key, model_key, vendor_key
-from itl_accelerator.domain.calendar import Busy, Timeline
+from itl_accelerator.domain.calendar import Timeline
 from itl_accelerator.domain.pricing import PriceCeiling
 from itl_accelerator.domain.records import Booking, Hold, Node, per_device_memory_fits
 from itl_accelerator.domain.scheduling import fit_key
+
+#: Bookings not yet over a node takes at most: each is an attribute of the node item (about 100 bytes), which
+#: DynamoDB bounds at 400 KB and every placement on the node reads and writes — a consumer booking hour after hour
+#: of one device must not make a node unplaceable.
+MAX_BOOKINGS_PER_NODE = 500
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class Ask:
     model: str
     location: str
     devices: int
-    memory_gb: int
+    memory_gb: int  # per node; 0: the devices' whole memory (:func:`memory_asked`)
     node_count: int
     start: int
     end: int
@@ -78,39 +82,35 @@ def suits(ask: Ask, node: Node) -> bool:
     )
 
 
-def window_calendar(node: Node, now: float, *, besides: str = "") -> Timeline:
-    """``node``'s calendar for booking (domain/calendar.py ``Timeline``): each hold until its end as known now (an
-    overdue one ends now; open-ended ones for good) — but a job's hold inside a reservation's booking still on the
-    node, which the booking already counts (a job whose reservation was cancelled under it holds its devices on its
-    own) — and every booking but ``besides``'s over its window."""
-    busy = [
-        Busy(h.devices, h.memory_gb, now, max(float(h.until), now) if h.until else math.inf)
-        for h in unbooked_holds(node)
-    ]
-    if node.unaccounted is not None:
-        busy.append(Busy(node.unaccounted.devices, node.unaccounted.memory_gb, now, math.inf))
-    busy += [Busy(b.devices, b.memory_gb, b.start, b.end) for b in node.bookings if b.reservation != besides]
-    return Timeline(node, tuple(busy))
-
-
 def unbooked_holds(node: Node) -> list[Hold]:
     """The holds on ``node`` no booking on it counts: all but those of work run in a reservation whose booking is still
-    there (a cancelled or removed reservation's work runs on, stopped only at its window's old end)."""
+    there (a cancelled or removed reservation's work runs on, stopped only at its window's old end) — the rule of
+    domain/calendar.py ``Timeline.of``, which a booking decides over."""
     booked = {b.reservation for b in node.bookings}
-    return [h for h in node.holds if not h.reservation or h.reservation not in booked]
+    return [h for h in node.holds if h.reservation not in booked]
+
+
+def memory_asked(ask: Ask, node: Node) -> int:
+    """GiB a part of ``ask`` books on ``node``: what it said, or — left out — its devices' whole memory there (a job
+    in the reservation may then state its devices' memory and fit)."""
+    return ask.memory_gb or ask.devices * node.memory_gb_per_device
 
 
 def decide_booking(ask: Ask, nodes: Iterable[Node], now: float) -> Booked | Unbookable:
-    """Where ``ask`` is booked among ``nodes`` (the placement index's nodes of its kind, model and location, whatever
-    their room now): on ``node_count`` nodes of one group each free for all of the window (devices and GiB), best
-    fit — the fewest devices left free at the window's start — first, the cheaper group first; else why not."""
+    """Where ``ask`` is booked among ``nodes`` (the nodes read of its kind, model and location, whatever their room
+    now: services/api/reservations.py ``_decide``): on ``node_count`` nodes of one group each free for all of the
+    window (devices and GiB: domain/calendar.py ``Timeline.of``) and holding fewer than
+    :data:`MAX_BOOKINGS_PER_NODE` bookings not yet over, best fit — the fewest devices left free at the window's start —
+    first, the cheaper group first; else why not."""
     suitable = [n for n in nodes if suits(ask, n)]
     fitting, blockers = [], []
     for node in suitable:
-        calendar = window_calendar(node, now)
-        if calendar.fits(ask.devices, ask.memory_gb, ask.start, ask.end):
+        calendar = Timeline.of(node, now)
+        memory = memory_asked(ask, node)
+        live = sum(1 for b in node.bookings if b.end > now)
+        if live < MAX_BOOKINGS_PER_NODE and calendar.fits(ask.devices, memory, ask.start, ask.end):
             free_devices, free_memory = calendar.free_at(ask.start)
-            fitting.append((fit_key(free_devices, free_memory, ask.devices, ask.memory_gb), node))
+            fitting.append((fit_key(free_devices, free_memory, ask.devices, memory), node))
         else:
             blockers.append(_blocker(node, ask, now))
     groups: dict[tuple[Any, ...], list[Node]] = {}

@@ -864,3 +864,15 @@ class LimitChange:
     subscription_id: str
     kind: str
     name: str
+
+
+def breaks_bookings(previous: Node, node: Node) -> bool:
+    """Whether changing ``previous`` into ``node`` would break what is booked on it: it stops taking work, its devices
+    or backend change, or it shrinks. The node service refuses it under bookings not yet over (unless forced), and the
+    repositories write it only at the calendar revision read, so a booking landing meanwhile is never left on it."""
+    return (
+        (previous.availability == Availability.AVAILABLE and node.availability != Availability.AVAILABLE)
+        or node.held_identity != previous.held_identity
+        or node.device_total < previous.device_total
+        or node.memory_gb_total < previous.memory_gb_total
+    )

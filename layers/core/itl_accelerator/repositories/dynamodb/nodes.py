@@ -14,7 +14,7 @@ from typing import Any
 
 from itl_accelerator.billing.metering import BillingTerms
 from itl_accelerator.domain.accelerators import model_of_key, vendor_key
-from itl_accelerator.domain.records import Booking, Demand, FleetShape, Hold, Node, ResourceKey
+from itl_accelerator.domain.records import Booking, Demand, FleetShape, Hold, Node, ResourceKey, breaks_bookings
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.dynamodb import keys
@@ -131,6 +131,15 @@ def node_from_item(key: ResourceKey, item: dict[str, Any]) -> Node:
     node.counted_shape = str(item.get("shapeSk") or node.shape.legacy_sort_key)
     node.backend_status = json.loads(item["backendStatus"]) if item.get("backendStatus") else None
     return node
+
+
+def _revision(attribute: str, placeholder: str, value: int) -> str:
+    """A condition: ``attribute`` still at ``value`` (0: never written)."""
+    return (
+        f"{attribute} = {placeholder}"
+        if value
+        else f"(attribute_not_exists({attribute}) OR {attribute} = {placeholder})"
+    )
 
 
 def _shape_filter(demand: Demand, conditions: list[str], names: dict[str, str], values: dict[str, Any]) -> None:
@@ -324,6 +333,9 @@ class DynamoNodeRepository:
         values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(settable.values())}
         assignments = [f"#a{i} = :v{i}" for i in range(len(settable))]
         condition = "etag = :expected"
+        if breaks_bookings(previous, node):  # at the calendar read: a booking landing meanwhile is never left on it
+            condition += f" AND {_revision(CALENDAR_REVISION, ':cal', previous.calendar_revision)}"
+            values[":cal"] = previous.calendar_revision
         for total, allocated, free, value in (
             ("gpuTotal", "gpuAllocated", "gpuFree", node.device_total),
             ("memoryGbTotal", "memoryGbAllocated", "memoryGbFree", node.memory_gb_total),
@@ -367,7 +379,11 @@ class DynamoNodeRepository:
             )
         elif _available(node) != _available(previous):
             items.append(self._shape_count(sub, node.shape, 0, _available(node) - _available(previous)))
-        self._transact(items, expected_etag=previous.etag)
+        self._transact(
+            items,
+            expected_etag=previous.etag,
+            expected_calendar=previous.calendar_revision if breaks_bookings(previous, node) else None,
+        )
 
     def delete(self, node: Node, audit: AuditEvent) -> None:
         idle = " AND ".join(

@@ -10,7 +10,7 @@ from typing import Any
 from itl_accelerator.domain.accelerators import model_of_key, vendor_key
 from itl_accelerator.domain.pricing import roughly_within
 from itl_accelerator.domain.quotas import QuotaScope
-from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey
+from itl_accelerator.domain.records import Demand, FleetShape, Node, Release, Reservation, ResourceKey, breaks_bookings
 from itl_accelerator.domain.states import Availability
 from itl_accelerator.models.audit import AuditEvent
 from itl_accelerator.repositories.errors import (
@@ -343,7 +343,9 @@ class MemoryNodeRepository:
             if stored is None:
                 raise ItemMissing()
             current = stored.node
-            if current.etag != previous.etag:
+            if current.etag != previous.etag or (
+                breaks_bookings(previous, node) and current.calendar_revision != previous.calendar_revision
+            ):
                 raise EtagMismatch()
             if (
                 current.devices_allocated > node.device_total

@@ -7,6 +7,7 @@ a node holding allocated GPUs cannot be deleted, nor shrunk below its allocation
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -16,8 +17,7 @@ from itl_accelerator.auth import rbac
 from itl_accelerator.billing.metering import iso
 from itl_accelerator.domain.accelerators import GPU, Accelerator, display_plural
 from itl_accelerator.domain.backends import NodeBackend
-from itl_accelerator.domain.records import Node, ResourceKey
-from itl_accelerator.domain.states import Availability
+from itl_accelerator.domain.records import Node, ResourceKey, breaks_bookings
 from itl_accelerator.errors import (
     ArmError,
     BadRequest,
@@ -363,8 +363,11 @@ class SparkNodeService:
         node = self._record(key, document, body, previous)
         if previous is not None:
             self._check_devices_unchanged_while_held(previous, node)
-            if _breaks_bookings(previous, node):
-                self._free_of_reservations(ctx, previous, force, "its node was changed")
+            if breaks_bookings(previous, node) and self._free_of_reservations(
+                ctx, previous, force, "its node was changed"
+            ):
+                # the reservations ended moved its calendar: write it at the calendar as it is now
+                previous = replace(previous, calendar_revision=self._calendar_now(previous))
         try:
             if previous is None:
                 audit = self._audit(ctx, key, rbac.NODES_WRITE, f"Registered sparkNode '{name}'", None, document)
@@ -494,8 +497,13 @@ class SparkNodeService:
             raise self._write_error(exc, if_match=if_match, kind=previous.kind) from exc
         return True
 
+    def _calendar_now(self, node: Node) -> int:
+        """``node``'s calendar revision as stored now (its own when it is gone: the write then finds it missing)."""
+        stored = self._nodes.get(node.key)
+        return stored.calendar_revision if stored is not None else node.calendar_revision
+
     def _free_of_reservations(self, ctx: CallContext, node: Node, force: bool, why: str) -> bool:
-        """A change that takes ``node`` out of service (:func:`_breaks_bookings`, or its deletion) under capacity
+        """A change that takes ``node`` out of service (domain/records.py :func:`breaks_bookings`, or its deletion) under capacity
         reservations not yet over: 409 ``NodeReserved`` naming them — or, ``force``, they end first, each billed only
         for what it served (services/api/reservations.py ``end_on_node``; issue 44: "refused unless forced"). Each
         reservation ends in its own transaction before the node's change is written. Whether any was ended."""
@@ -587,14 +595,3 @@ def _validate_write(data: dict[str, Any]) -> SparkNodeWrite:
         return SparkNodeWrite.model_validate(data)
     except ValidationError as exc:
         raise invalid_content(exc.errors()) from exc
-
-
-def _breaks_bookings(previous: Node, node: Node) -> bool:
-    """Whether changing ``previous`` into ``node`` would break what is booked on it: it stops taking work, its devices
-    or backend change, or it shrinks."""
-    return (
-        (previous.availability == Availability.AVAILABLE and node.availability != Availability.AVAILABLE)
-        or node.held_identity != previous.held_identity
-        or node.device_total < previous.device_total
-        or node.memory_gb_total < previous.memory_gb_total
-    )

@@ -50,7 +50,7 @@ from itl_accelerator.billing.metering import (
 )
 from itl_accelerator.billing.reservations import reservation_meters
 from itl_accelerator.domain.accelerators import accelerator_key, canonical_kind, job_vendor
-from itl_accelerator.domain.booking import Ask, Blocker, Booked, Unbookable, decide_booking
+from itl_accelerator.domain.booking import Ask, Blocker, Booked, Unbookable, decide_booking, memory_asked
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey
@@ -312,6 +312,7 @@ class CapacityReservationService:
         locked price, hours and total cost, who booked it and when)."""
         nodes = booked.nodes
         terms = nodes[0].terms
+        memory = memory_asked(ask, nodes[0])  # a gang's nodes are of one model
         hours = (ask.end - ask.start) // 3600
         total = terms.price_per_gpu_hour * ask.devices * len(nodes) * hours
         booked_at = ctx.now_iso()
@@ -323,7 +324,7 @@ class CapacityReservationService:
             "endTime": iso(ask.end),
             **({"maxPrice": props.max_price.for_kind(ask.kind)} if props.max_price else {}),
             "provisioningState": "Succeeded",
-            "reservedNodes": [{"id": n.arm_id, "devices": ask.devices, "memoryGb": ask.memory_gb} for n in nodes],
+            "reservedNodes": [{"id": n.arm_id, "devices": ask.devices, "memoryGb": memory} for n in nodes],
             "billingTerms": terms_properties(terms, booked_at, ask.kind),
             "hours": hours,
             "totalCost": {"amount": format(total.quantize(COST_QUANTUM), "f"), "currency": terms.currency},
@@ -347,7 +348,7 @@ class CapacityReservationService:
             model=ask.model,
             location=ask.location,
             devices=ask.devices,
-            memory_gb=ask.memory_gb,
+            memory_gb=memory,
             start=ask.start,
             end=ask.end,
             nodes=tuple(n.key for n in nodes),
