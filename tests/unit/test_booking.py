@@ -61,5 +61,5 @@ def test_a_node_takes_at_most_its_share_of_bookings_not_yet_over():
     )
     full = replace(node("full"), bookings=many)
     assert isinstance(decide_booking(ask(1), [full], NOW), Unbookable)
-    over = replace(full, bookings=many[1:] + (Booking("capacityReservations/rg1/old", 1, 80, NOW - 2 * HOUR, NOW),))
+    over = replace(full, bookings=(*many[1:], Booking("capacityReservations/rg1/old", 1, 80, NOW - 2 * HOUR, NOW)))
     assert names(decide_booking(ask(1), [over], NOW)) == ["full"]  # one of them is over: room for one more
