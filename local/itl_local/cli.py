@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -670,6 +670,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
                 scopes=["/subscriptions/sub-123"],
             ),
         )
+    if "${TOMORROW}" in event_text:  # a booking's window ahead (events/CapacityReservationsCreateOrUpdateFunction.json)
+        event_text = event_text.replace("${TOMORROW}", (date.today() + timedelta(days=1)).isoformat())
     event = json.loads(event_text)
     from itl_accelerator.settings import get_settings
 

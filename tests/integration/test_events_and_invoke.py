@@ -26,6 +26,16 @@ from tests.integration.instance_helpers import wait_for
 EVENTS_DIR = REPO_ROOT / "events"
 AUTHORIZER = "AuthorizerFunction"
 DEV_TOKEN = "${DEV_TOKEN}"
+#: A sample event's date of tomorrow (UTC, YYYY-MM-DD), as ``itl-local invoke`` fills it: a booking's window ahead.
+TOMORROW = "${TOMORROW}"
+
+
+def tomorrow() -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+
+
 #: itl-local, from the venv running the tests (``.venv/bin/itl-local`` beside ``.venv/bin/python``).
 ITL_LOCAL = Path(sys.executable).parent / ("itl-local.exe" if os.name == "nt" else "itl-local")
 
@@ -97,7 +107,7 @@ def load_event(
     """The event file as JSON, ``${DEV_TOKEN}`` replaced (as ``itl-local invoke`` does); with ``subscription``,
     the event's subscription id replaced everywhere (path, parameters, the principal's scope, step input), and any
     other text in ``replace``."""
-    text = event_text(function_id).replace(DEV_TOKEN, token)
+    text = event_text(function_id).replace(DEV_TOKEN, token).replace(TOMORROW, tomorrow())
     for old, new in {EVENT_SUBSCRIPTION: subscription, **(replace or {})}.items():
         text = text.replace(old, new)
     return json.loads(text)
@@ -277,6 +287,11 @@ GIVEN_THEN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "CostsQueryFunction": ((), (200,)),
     "BillingExportsGetFunction": ((), (404,)),
     "OffersListFunction": ((NODE,), (200,)),  # the sample day was never exported: BillingExportNotFound
+    "CapacityReservationsCreateOrUpdateFunction": ((NODE,), (201,)),
+    "CapacityReservationsGetFunction": ((NODE, "CapacityReservationsCreateOrUpdateFunction"), (200,)),
+    "CapacityReservationsListByResourceGroupFunction": ((NODE, "CapacityReservationsCreateOrUpdateFunction"), (200,)),
+    "CapacityReservationsListBySubscriptionFunction": ((NODE, "CapacityReservationsCreateOrUpdateFunction"), (200,)),
+    "CapacityReservationsDeleteFunction": ((NODE, "CapacityReservationsCreateOrUpdateFunction"), (200,)),
     "BudgetsCreateOrUpdateFunction": ((), (201,)),
     "BudgetsGetFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
     "BudgetsListFunction": (("BudgetsCreateOrUpdateFunction",), (200,)),
