@@ -141,17 +141,13 @@ def test_another_consumers_reservation_is_never_leaked_by_get_list_or_cancel(env
 
 
 # ----------------------------------------------------------------------------------------------- budgets
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/api/reservations.py _admit compares each booking's whole cost with the budget's spend so far; "
-    "booked reservations are billed only from their windows' start, so bookings already made are not counted and "
-    "any number of bookings each under the budget are accepted (defect: budget not checked for what is committed)",
-)
 def test_two_bookings_each_within_a_budget_cannot_together_spend_it_twice(env: Env, node):
     env.w.budgets.put(env.admin(), SUB, "small", _budget(amount=100))
     assert book(env, "first", body(4, hours=8))[1]  # 80 of 100
-    with pytest.raises(BudgetExceeded):
+    with pytest.raises(BudgetExceeded) as refused:
         book(env, "second", body(4, hours=8))  # 80 more: 160 committed against a budget of 100
+    assert "has 20.00 USD left this period, counting 80.00 USD of reservations booked already" in refused.value.message
+    assert book(env, "small", body(1, hours=8))[1]  # 20 more: 100 of 100
 
 
 # ----------------------------------------------------------------------------------------------- edges of a body

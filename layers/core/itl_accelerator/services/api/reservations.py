@@ -14,8 +14,9 @@ bookings for the last devices exactly one wins and the others get the 409 of wha
 The price per device-hour is the chosen nodes' pricing when booked, locked (``billingTerms``); ``totalCost`` is hours
 x devices x nodes x price, billed whole through the reservation's meters whether jobs use it or not (docs/BILLING.md,
 "Capacity reservations"). Budgets covering the reservation (its resource group and tags) must not be spent, must
-count the nodes' currency, and must have room for the whole cost in it; its devices must fit the subscription's
-quotas (a reservation larger than a quota's limit could never be used).
+count the nodes' currency, and must have room for the whole cost in it beside their spend and what the reservations
+they cover booked already will still bill (their open meters' hours to come: :func:`committed_cost`; one read of the
+subscription's open meters, as budget evaluations make); its devices must fit the subscription's quotas (a reservation larger than a quota's limit could never be used).
 
 A reservation cannot be changed once booked: the same body again is 200 with it as it is; another is 409
 ``PropertyChangeNotAllowed`` (cancel and book again).
@@ -55,6 +56,7 @@ from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCei
 from itl_accelerator.domain.quotas import QuotaScope
 from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey
 from itl_accelerator.domain.reservations import CapacityReservation
+from itl_accelerator.domain.usage import Meter
 from itl_accelerator.errors import (
     BadRequest,
     BudgetCurrencyMismatch,
@@ -75,6 +77,7 @@ from itl_accelerator.repositories.errors import (
 from itl_accelerator.repositories.protocols import Page, Scope
 from itl_accelerator.resources import RESERVATIONS
 from itl_accelerator.services.common import arm_rules
+from itl_accelerator.services.common.budgets import covering
 from itl_accelerator.services.common.budgets import view as budget_view
 from itl_accelerator.services.common.context import CallContext
 from itl_accelerator.services.common.kernel import ResourceKernel, with_etag
@@ -369,17 +372,31 @@ class CapacityReservationService:
         if said.refusal is not None:
             raise said.refusal
         currency, cost = reservation.terms.currency, reservation.total_cost
+        booked = [m for m in repositories.meters.open_in(key.subscription_id) if m.capacity_reservation_id]
         for budget in said.budgets:
             if budget.currency != currency:
                 raise BudgetCurrencyMismatch(
                     f"The budget '{budget.name}' counts {budget.currency}; the nodes free for this window bill in "
                     f"{currency}."
                 )
-            left = budget.amount - budget.state.spend
+            committed = sum(
+                (
+                    committed_cost(m, self._clock())
+                    for m in booked
+                    if covering([budget], moment, m.resource_group, m.tags)
+                ),
+                Decimal(0),
+            )
+            left = budget.amount - budget.state.spend - committed
             if budget.action.refuses and cost > left:
                 raise BudgetExceeded(
                     f"The reservation costs {_money(cost)} {currency} for its whole window; the budget "
-                    f"'{budget.name}' has {_money(max(left, Decimal(0)))} {currency} left this period."
+                    f"'{budget.name}' has {_money(max(left, Decimal(0)))} {currency} left this period"
+                    + (
+                        f", counting {_money(committed)} {currency} of reservations booked already."
+                        if committed
+                        else "."
+                    )
                 )
         scope = QuotaScope.of(reservation.location, accelerator_key(reservation.kind, reservation.model or None))
         devices = reservation.devices * len(reservation.nodes)
@@ -476,6 +493,17 @@ def reservation_key(subscription_id: str, ref: str) -> ResourceKey | None:
     if len(parts) != 3 or parts[0] != RESERVATIONS.segment:
         return None
     return ResourceKey(subscription_id, parts[1], RESERVATIONS.segment, (parts[2],))
+
+
+def committed_cost(meter: Meter, now: float) -> Decimal:
+    """What a reservation's meter will still bill after ``now`` (its hours from the next whole hour to its end, in its
+    currency): spend a budget has not counted yet but the subscription is committed to (the hour under way counts in
+    the spend as it passes, so the figure never undercounts)."""
+    if meter.end is None:
+        return Decimal(0)
+    from_hour = max(meter.start, -(-int(now) // 3600) * 3600)
+    hours = max(0, meter.end - from_hour) // 3600
+    return meter.terms.price_per_gpu_hour * meter.gpus * hours
 
 
 def _money(amount: Decimal) -> str:
