@@ -167,6 +167,15 @@ def reservation_key(arm_id: str | None) -> ResourceKey | None:
     return ResourceKey(sub, rg, "capacityReservations", (name,))
 
 
+def reservation_of_ref(subscription_id: str, ref: str) -> ResourceKey | None:
+    """The key of the capacity reservation a node's booking names (its :func:`holder_id`,
+    ``capacityReservations/{rg}/{name}``) in ``subscription_id``; None when ``ref`` names no reservation."""
+    parts = ref.split("/")
+    if len(parts) != 3 or parts[0] != "capacityReservations":
+        return None
+    return ResourceKey(subscription_id, parts[1], "capacityReservations", (parts[2],))
+
+
 def reservation_ref(arm_id: str | None) -> str:
     """:func:`holder_id` of the capacity reservation of ARM id ``arm_id`` (``capacityReservations/{rg}/{name}``,
     lower case); "" when it is not one (:func:`reservation_key`)."""

@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import ClassVar
 
 from itl_accelerator.arm import normalize_location
-from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, MAX_PRICE_PER_GPU_HOUR, BillingTerms
+from itl_accelerator.billing.metering import MAX_MINIMUM_BILLABLE_SECONDS, MAX_PRICE_PER_GPU_HOUR, BillingTerms, iso
 from itl_accelerator.domain import preemption
 from itl_accelerator.domain.accelerators import model_key, model_of_key, vendor_key
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling, describe_terms
@@ -446,8 +446,9 @@ def render(reason: Reason) -> str:
 
 
 def utc(epoch: float) -> str:
-    """``epoch`` (seconds) as reasons say a time: UTC ISO 8601 to the second (``2026-12-10T09:00:00Z``)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``epoch`` (seconds) as reasons say a time: billing/metering.py ``iso``'s UTC ISO 8601 to the second
+    (``2026-12-10T09:00:00Z``), from a whole or fractional second."""
+    return iso(int(epoch))
 
 
 def _waiting(reason: WaitingReason) -> str:

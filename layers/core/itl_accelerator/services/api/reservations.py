@@ -54,7 +54,7 @@ from itl_accelerator.domain.accelerators import accelerator_key, canonical_kind,
 from itl_accelerator.domain.booking import Ask, Blocker, Booked, Unbookable, decide_booking, memory_asked
 from itl_accelerator.domain.pricing import ANY_INCREMENT, CeilingBasis, PriceCeiling
 from itl_accelerator.domain.quotas import QuotaScope
-from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey
+from itl_accelerator.domain.records import Booking, Demand, Node, ResourceKey, reservation_of_ref
 from itl_accelerator.domain.reservations import CapacityReservation
 from itl_accelerator.domain.usage import Meter
 from itl_accelerator.errors import (
@@ -471,7 +471,7 @@ class CapacityReservationService:
         now = int(self._clock())
         ended = []
         for booking in self.in_the_way(node):
-            key = reservation_key(node.key.subscription_id, booking.reservation)
+            key = reservation_of_ref(node.key.subscription_id, booking.reservation)
             found = self._reservations.get(key) if key is not None else None
             if found is None:
                 continue
@@ -485,14 +485,6 @@ class CapacityReservationService:
                 continue  # cancelled meanwhile
             ended.append(found.key.name)
         return ended
-
-
-def reservation_key(subscription_id: str, ref: str) -> ResourceKey | None:
-    """The key of the reservation a node's booking names (``capacityReservations/{rg}/{name}``), None if unreadable."""
-    parts = ref.split("/")
-    if len(parts) != 3 or parts[0] != RESERVATIONS.segment:
-        return None
-    return ResourceKey(subscription_id, parts[1], RESERVATIONS.segment, (parts[2],))
 
 
 def committed_cost(meter: Meter, now: float) -> Decimal:
