@@ -63,8 +63,12 @@ def test_a_running_job_cancelled_ends_cancelled(slurm: SlurmRestClient, jobs: Jo
 def test_a_signal_alone_lets_a_job_end_itself_the_grace_period_path(slurm: SlurmRestClient, jobs: Jobs) -> None:
     """cancel(id, "TERM") only signals: a job that traps it ends by itself (COMPLETED); one that does not dies of
     it (FAILED, signal 15). The provider's grace period is this call, then cancel(id) after the grace."""
-    trapping = jobs.submit("trap 'echo got TERM; exit 0' TERM; sleep 300 & wait")
+    trapping = jobs.submit("trap 'echo got TERM; exit 0' TERM; echo armed; sleep 300 & wait")
     plain = jobs.submit("sleep 300 & wait")
+    # RUNNING to Slurm comes before the script has set its trap: a TERM then kills it (FAILED) on a busy machine,
+    # so the trapping job is signalled only once it says its trap is set
+    wait_for(lambda: _said(jobs, trapping), lambda said: "armed" in said, what=f"job {trapping} to set its trap",
+             deadline=60)  # fmt: skip
     for job_id in (trapping, plain):
         wait_state(slurm, job_id, "RUNNING")
         # the script's trap is set once it runs a moment: signal until the job reacts (the first may come too soon)
@@ -300,3 +304,11 @@ def test_a_job_outlives_its_slurmd_and_is_cancelled_once_slurmd_is_back() -> Non
         assert wait_state(client, job_id, "CANCELLED").ended
         node = wait_for(lambda: client.node("n1"), lambda n: n.gres_used == {"gpu:h100": 0}, what="n1 free")
         assert node.available
+
+
+def _said(jobs: Jobs, job_id: int) -> str:
+    """What a job wrote so far ("" before its output file exists)."""
+    try:
+        return jobs.output(job_id)
+    except FileNotFoundError:
+        return ""
